@@ -1,0 +1,109 @@
+//! The seam between the HTTP plumbing and a vendor: how a request is written and how the
+//! streamed answer is read.
+
+use crate::error::{Error, Result, RetryHint};
+use crate::sse::{SseDecoder, SseError, SseFrame};
+use troupe_core::{ModelRequest, StreamEvent};
+
+/// Reads one vendor's SSE frames into [`StreamEvent`]s: a state machine that sees each
+/// frame once and keeps what it needs (open blocks, running usage) between frames.
+pub trait StreamParser: Send {
+    /// Consumes one frame, pushing the events it completes onto `out`.
+    fn on_frame(&mut self, frame: SseFrame<'_>, out: &mut Vec<StreamEvent>) -> Result<()>;
+
+    /// The byte stream ended. Pushes what is still pending and fails with
+    /// [`Error::Decode`] if the response stopped before its end marker.
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<()>;
+}
+
+/// A vendor's HTTP request, before the base URL and authentication are added.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WireRequest {
+    /// The path after the base URL, with its query (`/v1/messages`,
+    /// `/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse`).
+    pub path: String,
+    /// The JSON body.
+    pub body: serde_json::Value,
+    /// Extra headers the vendor requires (besides authentication).
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// How one vendor's API is spoken.
+pub trait WireFormat: Send + Sync + 'static {
+    /// The stream parser of this format.
+    type Parser: StreamParser + 'static;
+
+    /// Translates a request (whose tool names are already wire-safe).
+    fn build_request(&self, request: &ModelRequest) -> Result<WireRequest>;
+
+    /// A parser for one response.
+    fn parser(&self, provider: &str) -> Self::Parser;
+
+    /// The headers that carry the API key.
+    fn auth_headers(&self, api_key: &str) -> Vec<(&'static str, String)>;
+
+    /// Maps a non-success HTTP response to a typed error.
+    fn map_error(&self, provider: &str, status: u16, hint: RetryHint, body: &[u8]) -> Error;
+}
+
+/// Bytes in, [`StreamEvent`]s out: an [`SseDecoder`] feeding a [`StreamParser`].
+///
+/// This is the whole parsing path of a provider, without any I/O: property tests, fuzz
+/// targets and benchmarks drive it directly.
+pub struct EventParser<P> {
+    sse: SseDecoder,
+    parser: P,
+    provider: String,
+}
+
+impl<P: StreamParser> EventParser<P> {
+    /// A parser for `provider`'s streams.
+    pub fn new(provider: impl Into<String>, parser: P) -> Self {
+        EventParser { sse: SseDecoder::new(), parser, provider: provider.into() }
+    }
+
+    /// Feeds a chunk of bytes, pushing completed events onto `out`.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<StreamEvent>) -> Result<()> {
+        let EventParser { sse, parser, provider } = self;
+        sse.feed(chunk, |frame| parser.on_frame(frame, out).map_err(FeedError::Parser))
+            .map_err(|e: FeedError| e.into_error(provider))
+    }
+
+    /// Ends the stream, pushing what is pending; fails if it was truncated.
+    pub fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<()> {
+        let EventParser { sse, parser, provider } = self;
+        sse.finish(|frame| parser.on_frame(frame, out).map_err(FeedError::Parser))
+            .map_err(|e: FeedError| e.into_error(provider))?;
+        parser.finish(out)
+    }
+
+    /// Parses a whole byte stream at once.
+    pub fn parse_all(mut self, bytes: &[u8]) -> Result<Vec<StreamEvent>> {
+        let mut out = Vec::new();
+        self.feed(bytes, &mut out)?;
+        self.finish(&mut out)?;
+        Ok(out)
+    }
+}
+
+/// A failure inside [`EventParser::feed`]: the parser's own error, or the SSE layer's, which
+/// only becomes a typed error once the provider's name is attached.
+enum FeedError {
+    Parser(Error),
+    Sse(SseError),
+}
+
+impl From<SseError> for FeedError {
+    fn from(value: SseError) -> Self {
+        FeedError::Sse(value)
+    }
+}
+
+impl FeedError {
+    fn into_error(self, provider: &str) -> Error {
+        match self {
+            FeedError::Parser(e) => e,
+            FeedError::Sse(e) => Error::decode(provider, e.to_string()),
+        }
+    }
+}
