@@ -20,6 +20,7 @@ pub mod encode;
 mod script;
 mod scripted;
 mod server;
+pub mod strategies;
 
 pub use script::{Fault, MockBlock, MockTurn, pieces};
 pub use scripted::ScriptedModel;
