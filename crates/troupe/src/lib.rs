@@ -1,1 +1,31 @@
-//! placeholder
+//! troupe: build teams of LLM agents that are isolated, safe, durable and observable.
+//!
+//! This is the facade crate: depend on it and `use troupe::prelude::*`. It re-exports the
+//! focused crates underneath:
+//!
+//! - [`core`] (`troupe-core`): the vocabulary — messages, content blocks, tool specs, model
+//!   requests, stream events and the neutral agent events.
+//! - [`model`] (`troupe-model`): LLM providers behind one [`LlmProvider`](model::LlmProvider)
+//!   trait, streaming over SSE, with retry, fallback and a priced model registry.
+//!
+//! Errors from every layer convert into one [`Error`], so applications handle a single
+//! [`Result`] type while keeping the typed variants underneath.
+//!
+//! ```
+//! use troupe::prelude::*;
+//!
+//! # async fn demo() -> troupe::Result<()> {
+//! let request = ModelRequest::new("demo").message(Message::user("hello"));
+//! let response = troupe::model::DemoProvider::new().complete(&request, CancellationToken::new()).await?;
+//! assert!(!response.message.text().is_empty());
+//! # Ok(())
+//! # }
+//! # tokio::runtime::Runtime::new().expect("runtime").block_on(demo()).expect("demo runs");
+//! ```
+
+mod error;
+pub mod prelude;
+
+pub use error::{Error, Result};
+pub use troupe_core as core;
+pub use troupe_model as model;

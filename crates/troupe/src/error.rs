@@ -1,0 +1,17 @@
+//! The unified error of the SDK.
+
+/// Any error troupe returns. Each variant keeps its layer's typed error, so callers can
+/// match on, say, a rate limit and its retry delay.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A value of the core vocabulary was invalid.
+    #[error(transparent)]
+    Core(#[from] troupe_core::Error),
+    /// A model call failed.
+    #[error(transparent)]
+    Model(#[from] troupe_model::Error),
+}
+
+/// The SDK's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

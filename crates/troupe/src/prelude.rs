@@ -1,0 +1,10 @@
+//! The names most programs need: `use troupe::prelude::*`.
+
+pub use troupe_core::{
+    AgentEvent, AgentEventKind, ContentBlock, Message, ModelRequest, Role, StopReason, StreamEvent, ToolChoice,
+    ToolSpec, Usage,
+};
+pub use troupe_model::{LlmProvider, ModelResponse, StreamAccumulator};
+
+/// Cancels a run or a model call; checked between stream chunks.
+pub use tokio_util::sync::CancellationToken;
