@@ -39,9 +39,15 @@
 
 mod accumulator;
 mod api_key;
+mod config;
+mod demo;
 mod error;
+mod fallback;
 mod http;
 mod provider;
+mod providers;
+mod registry;
+mod retry;
 pub mod sse;
 mod tool_names;
 mod wire;
@@ -53,9 +59,15 @@ pub mod openai_responses;
 
 pub use accumulator::{ModelResponse, StreamAccumulator};
 pub use api_key::ApiKey;
+pub use config::{ModelConfig, ModelOverride, ModelSection, ProviderSection, RetrySection};
+pub use demo::{DemoBlock, DemoProvider, DemoReply, demo_reply};
 pub use error::{Error, Result, RetryHint};
+pub use fallback::{FallbackProvider, FallbackRoute};
 pub use http::{HttpConfig, HttpProvider, Timeouts, retry_hint};
 pub use provider::{EventStream, LlmProvider};
+pub use providers::{Env, ProcessEnv, ProviderConfig, ProviderKind, Providers, ResolvedModel};
+pub use registry::{ModelInfo, ModelRegistry, Pricing, split_id};
+pub use retry::{RetryPolicy, RetryingProvider};
 pub use tool_names::{ToolNameCodec, wire_name};
 pub use wire::{EventParser, StreamParser, WireFormat, WireRequest};
 

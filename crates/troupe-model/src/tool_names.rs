@@ -25,8 +25,7 @@ pub fn wire_name(name: &str) -> Cow<'_, str> {
     if name.len() <= MAX_WIRE_NAME && !name.is_empty() && name.chars().all(valid) {
         return Cow::Borrowed(name);
     }
-    let mut encoded: String =
-        name.chars().map(|c| if valid(c) { c } else { '_' }).take(MAX_WIRE_NAME).collect();
+    let mut encoded: String = name.chars().map(|c| if valid(c) { c } else { '_' }).take(MAX_WIRE_NAME).collect();
     if encoded.is_empty() {
         encoded.push('_');
     }
@@ -40,13 +39,13 @@ impl ToolNameCodec {
         let mut codec = ToolNameCodec::default();
         for tool in &request.tools {
             let wire = wire_name(&tool.name);
-            if let Some(existing) = codec.from_wire.get(wire.as_ref()) {
-                if existing != &tool.name {
-                    return Err(Error::Config(format!(
-                        "tools `{existing}` and `{}` both encode to the wire name `{wire}`; rename one",
-                        tool.name
-                    )));
-                }
+            if let Some(existing) = codec.from_wire.get(wire.as_ref())
+                && existing != &tool.name
+            {
+                return Err(Error::Config(format!(
+                    "tools `{existing}` and `{}` both encode to the wire name `{wire}`; rename one",
+                    tool.name
+                )));
             }
             if let Cow::Owned(wire) = wire {
                 codec.to_wire.insert(tool.name.clone(), wire.clone());
@@ -80,7 +79,9 @@ impl ToolNameCodec {
     /// `request` with every tool name (specs, tool choice, earlier calls) in wire form.
     pub fn encode_request<'r>(&self, request: &'r ModelRequest) -> Cow<'r, ModelRequest> {
         let history_needs_encoding = request.messages.iter().any(|m| {
-            m.content.iter().any(|b| matches!(b, ContentBlock::ToolUse { name, .. } if matches!(wire_name(name), Cow::Owned(_))))
+            m.content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolUse { name, .. } if matches!(wire_name(name), Cow::Owned(_))))
         });
         if self.is_identity() && !history_needs_encoding {
             return Cow::Borrowed(request);

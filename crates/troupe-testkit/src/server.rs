@@ -200,18 +200,20 @@ fn respond(
     };
     let chunks = chunk_events(events, turn.chunk_bytes);
     let delay = turn.event_delay;
-    let body = futures::stream::unfold((chunks.into_iter().enumerate(), stall, delay), |(mut it, stall, delay)| async move {
-        let (i, (event_index, chunk)) = it.next()?;
-        if let Some((after, duration)) = stall {
-            if event_index == after && chunk.first_of_event {
+    let body =
+        futures::stream::unfold((chunks.into_iter().enumerate(), stall, delay), |(mut it, stall, delay)| async move {
+            let (i, (event_index, chunk)) = it.next()?;
+            if let Some((after, duration)) = stall
+                && event_index == after
+                && chunk.first_of_event
+            {
                 tokio::time::sleep(duration).await;
             }
-        }
-        if let (Some(delay), true) = (delay, i > 0 && chunk.first_of_event) {
-            tokio::time::sleep(delay).await;
-        }
-        Some((Ok::<_, std::io::Error>(Bytes::from(chunk.bytes)), (it, stall, delay)))
-    });
+            if let (Some(delay), true) = (delay, i > 0 && chunk.first_of_event) {
+                tokio::time::sleep(delay).await;
+            }
+            Some((Ok::<_, std::io::Error>(Bytes::from(chunk.bytes)), (it, stall, delay)))
+        });
     let content_type = "text/event-stream";
     Response::builder()
         .status(StatusCode::OK)

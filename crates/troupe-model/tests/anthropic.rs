@@ -1,0 +1,65 @@
+//! Anthropic Messages: request bodies, stream parsing, and the HTTP path end to end
+//! against the mock server.
+
+// The crate root of a test resolves modules beside it, so the directory is named.
+#[path = "anthropic/http.rs"]
+mod http;
+#[path = "anthropic/parse.rs"]
+mod parse;
+#[path = "anthropic/request.rs"]
+mod request;
+
+use troupe_core::{ContentBlock, Message};
+use troupe_model::anthropic::AnthropicParser;
+use troupe_model::{EventParser, ModelResponse, Result, StreamAccumulator, StreamEvent};
+
+/// The events of `bytes` fed as one chunk.
+fn parse(bytes: &[u8]) -> Result<Vec<StreamEvent>> {
+    EventParser::new("anthropic", AnthropicParser::new("anthropic")).parse_all(bytes)
+}
+
+/// The events of `chunks` fed one after another.
+fn parse_chunks(chunks: &[&[u8]]) -> Result<Vec<StreamEvent>> {
+    let mut parser = EventParser::new("anthropic", AnthropicParser::new("anthropic"));
+    let mut out = Vec::new();
+    for chunk in chunks {
+        parser.feed(chunk, &mut out)?;
+    }
+    parser.finish(&mut out)?;
+    Ok(out)
+}
+
+/// The events parsed before the parser failed, and its error.
+fn parse_until_error(bytes: &[u8]) -> (Vec<StreamEvent>, troupe_model::Error) {
+    let mut parser = EventParser::new("anthropic", AnthropicParser::new("anthropic"));
+    let mut out = Vec::new();
+    let result = parser.feed(bytes, &mut out).and_then(|()| parser.finish(&mut out));
+    match result {
+        Ok(()) => panic!("expected an error, parsed {out:?}"),
+        Err(e) => (out, e),
+    }
+}
+
+fn accumulate(events: &[StreamEvent]) -> Result<ModelResponse> {
+    let mut accumulator = StreamAccumulator::new();
+    for event in events {
+        accumulator.push(event)?;
+    }
+    accumulator.finish()
+}
+
+/// `message` with thinking signatures removed: Anthropic signs every thinking block, while
+/// a script's expected message has no signature to compare with.
+fn without_signatures(mut message: Message) -> Message {
+    for block in &mut message.content {
+        if let ContentBlock::Thinking { signature, .. } = block {
+            *signature = None;
+        }
+    }
+    message
+}
+
+/// SSE events from `(name, data)` pairs.
+fn sse(events: &[(&str, &str)]) -> String {
+    events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect()
+}
