@@ -1,0 +1,94 @@
+//! The [`Tool`] trait and what a call receives and returns.
+
+use crate::declaration::ToolDeclaration;
+use crate::error::ToolError;
+use crate::workspace::Workspace;
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+use troupe_core::ToolCallId;
+
+/// A capability a model may call by its catalog name.
+///
+/// Implement it directly for tools that need their own state, or build one from a plain
+/// async function with [`typed_tool`](crate::typed_tool). A tool does not validate its
+/// caller's authority, approval or timeout: the [`ToolCatalog`](crate::ToolCatalog) and the
+/// runner do that from the [`ToolDeclaration`].
+pub trait Tool: Send + Sync {
+    /// What the tool is and what its calls may do.
+    fn declaration(&self) -> &ToolDeclaration;
+
+    /// Runs one call with the model's `args` (normally a JSON object). The future must
+    /// be `Send`; dropping it must stop the work (the catalog drops it on timeout and
+    /// cancellation).
+    fn call<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        args: serde_json::Value,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+}
+
+/// What a call may use: the confined workspace, the run's cancellation, its own id.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    /// The directory the call is confined to.
+    pub workspace: Arc<Workspace>,
+    /// Cancelled when the run is; long-running tools should watch it.
+    pub cancel: CancellationToken,
+    /// The model's id for this call.
+    pub call_id: ToolCallId,
+}
+
+impl ToolContext {
+    /// A context for a call in `workspace`, with a fresh cancellation token and a generated
+    /// call id.
+    pub fn new(workspace: Arc<Workspace>) -> Self {
+        ToolContext { workspace, cancel: CancellationToken::new(), call_id: ToolCallId::generate() }
+    }
+
+    /// The same context for another call.
+    pub fn with_call_id(&self, call_id: impl Into<ToolCallId>) -> Self {
+        ToolContext { workspace: Arc::clone(&self.workspace), cancel: self.cancel.clone(), call_id: call_id.into() }
+    }
+
+    /// The same context watching `cancel`.
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+}
+
+/// A successful call's result.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ToolOutput {
+    /// What the model sees.
+    pub content: String,
+    /// A machine-readable form of the result, for evidence and programs; never sent to
+    /// the model.
+    pub structured: Option<serde_json::Value>,
+}
+
+impl ToolOutput {
+    /// A text-only result.
+    pub fn text(content: impl Into<String>) -> Self {
+        ToolOutput { content: content.into(), structured: None }
+    }
+
+    /// Attaches a structured form of the result.
+    pub fn with_structured(mut self, structured: serde_json::Value) -> Self {
+        self.structured = Some(structured);
+        self
+    }
+}
+
+impl From<String> for ToolOutput {
+    fn from(content: String) -> Self {
+        ToolOutput::text(content)
+    }
+}
+
+impl From<&str> for ToolOutput {
+    fn from(content: &str) -> Self {
+        ToolOutput::text(content)
+    }
+}

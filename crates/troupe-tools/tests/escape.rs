@@ -1,0 +1,167 @@
+//! The workspace-escape suite: no built-in tool reads, writes or lists outside the workspace.
+
+mod common;
+
+use common::{Fixture, SECRET, assert_outside, err, ok};
+use serde_json::json;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use troupe_tools::ToolError;
+
+#[tokio::test]
+async fn parent_dir_climbing_is_refused() {
+    let fx = Fixture::new();
+    assert_outside(&fx.call("fs.read", json!({"path": "../outside/secret.txt"})).await);
+    assert_outside(&fx.call("fs.read", json!({"path": "a/../../outside/secret.txt"})).await);
+    assert_outside(&fx.call("fs.write", json!({"path": "a/../../x", "content": "x"})).await);
+    assert!(!fx.root.parent().expect("parent").join("x").exists());
+    assert_outside(&fx.call("fs.list", json!({"path": ".."})).await);
+    assert_outside(&fx.call("fs.glob", json!({"pattern": "*", "path": "../outside"})).await);
+    assert_outside(&fx.call("grep", json!({"pattern": "SECRET", "path": ".."})).await);
+    assert_outside(&fx.call("git.diff", json!({"path": "../outside"})).await);
+    let message = fx.call("fs.read", json!({"path": "../x"})).await.content;
+    assert!(message.contains("`..` climbs above the workspace root"), "{message}");
+}
+
+#[tokio::test]
+async fn climbing_back_down_inside_is_fine() {
+    let fx = Fixture::new();
+    fx.write("a/b.txt", "inside\n");
+    let outcome = fx.call("fs.read", json!({"path": "a/../a/./b.txt"})).await;
+    assert!(ok(&outcome).contains("inside"));
+}
+
+#[tokio::test]
+async fn absolute_paths_are_refused_even_inside_the_workspace() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "inside\n");
+    let secret = fx.outside.join("secret.txt");
+    assert_outside(&fx.call("fs.read", json!({"path": secret})).await);
+    assert_outside(&fx.call("fs.read", json!({"path": fx.root.join("a.txt")})).await);
+    assert_outside(&fx.call("fs.write", json!({"path": fx.outside.join("new.txt"), "content": "x"})).await);
+    assert_outside(&fx.call("fs.list", json!({"path": "/"})).await);
+    assert!(!fx.outside.join("new.txt").exists());
+    let message = fx.call("fs.read", json!({"path": "/etc/passwd"})).await.content;
+    assert!(message.contains("absolute paths are not accepted"), "{message}");
+}
+
+#[tokio::test]
+async fn a_symlinked_file_leading_out_is_neither_read_nor_written() {
+    let fx = Fixture::new();
+    let secret = fx.outside.join("secret.txt");
+    fx.symlink(&secret, "link.txt");
+    assert_outside(&fx.call("fs.read", json!({"path": "link.txt"})).await);
+    assert_outside(&fx.call("fs.write", json!({"path": "link.txt", "content": "overwritten"})).await);
+    assert_outside(&fx.call("fs.edit", json!({"path": "link.txt", "old_string": "TOP", "new_string": "BOTTOM"})).await);
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), SECRET, "the outside file is untouched");
+    let message = fx.call("fs.read", json!({"path": "link.txt"})).await.content;
+    assert!(message.contains("symbolic link leading outside"), "{message}");
+}
+
+#[tokio::test]
+async fn a_symlinked_directory_leading_out_is_not_followed() {
+    let fx = Fixture::new();
+    fx.symlink(&fx.outside, "out");
+    assert_outside(&fx.call("fs.list", json!({"path": "out"})).await);
+    assert_outside(&fx.call("fs.read", json!({"path": "out/secret.txt"})).await);
+    assert_outside(&fx.call("fs.write", json!({"path": "out/new.txt", "content": "x"})).await);
+    assert_outside(&fx.call("fs.write", json!({"path": "out/deeper/new.txt", "content": "x"})).await);
+    assert!(!fx.outside.join("new.txt").exists() && !fx.outside.join("deeper").exists());
+    assert_outside(&fx.call("grep", json!({"pattern": "SECRET", "path": "out"})).await);
+
+    // Walks from the root skip the link instead of following it.
+    let found = fx.call("grep", json!({"pattern": "TOP-SECRET"})).await;
+    assert!(ok(&found).starts_with("No matches"), "{}", found.content);
+    let globbed = fx.call("fs.glob", json!({"pattern": "**/*.txt"})).await;
+    assert!(!ok(&globbed).contains("secret.txt"), "{}", globbed.content);
+    // Listing the parent merely names the link.
+    let listed = fx.call("fs.list", json!({})).await;
+    assert_eq!(ok(&listed), "out@\n");
+}
+
+#[tokio::test]
+async fn a_dangling_symlink_cannot_be_written_through() {
+    let fx = Fixture::new();
+    let target = fx.outside.join("created-through-link.txt");
+    fx.symlink(&target, "dangling");
+    assert_outside(&fx.call("fs.write", json!({"path": "dangling", "content": "x"})).await);
+    assert!(!target.exists(), "nothing was created outside");
+}
+
+#[tokio::test]
+async fn symlinks_within_the_workspace_work() {
+    let fx = Fixture::new();
+    fx.write("real/file.txt", "real content\n");
+    fx.symlink(fx.root.join("real"), "alias");
+    let outcome = fx.call("fs.read", json!({"path": "alias/file.txt"})).await;
+    assert!(ok(&outcome).contains("real content"));
+    ok(&fx.call("fs.write", json!({"path": "alias/new.txt", "content": "via alias"})).await);
+    assert_eq!(std::fs::read_to_string(fx.root.join("real/new.txt")).expect("written"), "via alias");
+}
+
+#[tokio::test]
+async fn over_long_paths_are_refused_clearly() {
+    let fx = Fixture::new();
+    let long = "a/".repeat(2100);
+    let outcome = fx.call("fs.write", json!({"path": long, "content": "x"})).await;
+    assert!(matches!(err(&outcome), ToolError::InvalidArguments { .. }));
+    assert!(outcome.content.contains("at most 4096 bytes"), "{}", outcome.content);
+    assert!(outcome.content.len() < 600, "the error does not echo the whole path");
+
+    let component = "n".repeat(300);
+    let outcome = fx.call("fs.write", json!({"path": format!("dir/{component}"), "content": "x"})).await;
+    assert!(matches!(err(&outcome), ToolError::InvalidArguments { .. }));
+    assert!(outcome.content.contains("at most 255 bytes"), "{}", outcome.content);
+    assert!(!fx.root.join("dir").exists(), "nothing was created");
+}
+
+#[tokio::test]
+async fn nul_bytes_are_refused() {
+    let fx = Fixture::new();
+    for (tool, args) in [
+        ("fs.read", json!({"path": "a\u{0}b"})),
+        ("fs.write", json!({"path": "a\u{0}b", "content": "x"})),
+        ("fs.list", json!({"path": "\u{0}"})),
+    ] {
+        let outcome = fx.call(tool, args).await;
+        assert!(matches!(err(&outcome), ToolError::InvalidArguments { .. }), "{tool}");
+        assert!(outcome.content.contains("NUL byte"), "{tool}: {}", outcome.content);
+    }
+}
+
+#[tokio::test]
+async fn binary_files_are_refused_by_fs_read() {
+    let fx = Fixture::new();
+    fx.write("blob.bin", [0x7f, b'E', b'L', b'F', 0, 0, 1, 2]);
+    let outcome = fx.call("fs.read", json!({"path": "blob.bin"})).await;
+    assert!(matches!(err(&outcome), ToolError::Failed { .. }));
+    assert!(outcome.content.contains("binary file"), "{}", outcome.content);
+    // grep skips it instead of printing garbage.
+    let found = fx.call("grep", json!({"pattern": "ELF"})).await;
+    assert!(ok(&found).starts_with("No matches"), "{}", found.content);
+}
+
+#[tokio::test]
+async fn non_utf8_file_names_are_shown_lossily() {
+    let fx = Fixture::new();
+    let name = OsStr::from_bytes(b"bad\xffname.txt");
+    std::fs::write(fx.root.join(name), "needle here\n").expect("write non-UTF-8 name");
+    fx.write("good.txt", "needle too\n");
+
+    let listed = fx.call("fs.list", json!({})).await;
+    assert_eq!(ok(&listed), "bad\u{FFFD}name.txt\ngood.txt\n");
+    let globbed = fx.call("fs.glob", json!({"pattern": "*.txt"})).await;
+    assert!(ok(&globbed).contains("bad\u{FFFD}name.txt"), "{}", globbed.content);
+    let found = fx.call("grep", json!({"pattern": "needle"})).await;
+    assert_eq!(ok(&found), "bad\u{FFFD}name.txt:1:needle here\ngood.txt:1:needle too\n");
+    // The lossy name does not resolve to the real file; that is an ordinary "not found".
+    let read = fx.call("fs.read", json!({"path": "bad\u{FFFD}name.txt"})).await;
+    assert!(matches!(err(&read), ToolError::NotFound { .. }));
+}
+
+#[tokio::test]
+async fn shell_runs_in_the_workspace_root() {
+    let fx = Fixture::new();
+    let outcome = fx.call("shell", json!({"command": "pwd"})).await;
+    assert_eq!(ok(&outcome), format!("exit code: 0\n--- stdout ---\n{}\n", fx.root.display()));
+}
