@@ -125,8 +125,8 @@ enum Open {
 /// response is complete once a candidate carries a `finishReason` (or the prompt was
 /// blocked). Text parts of consecutive chunks continue one text block until another kind
 /// of part interrupts it; each `functionCall` arrives whole and becomes one tool-call block
-/// (start, the whole arguments as one delta, end), with an id `call_{n}` when Gemini gives
-/// none. A `thoughtSignature` becomes a [`StreamEvent::Signature`] of its part's block;
+/// (start, the whole arguments as one delta, end), with an id `call_{responseId}_{n}` when Gemini
+/// gives none. A `thoughtSignature` becomes a [`StreamEvent::Signature`] of its part's block;
 /// on an answer's text part (troupe's text blocks have no signature) it becomes an empty
 /// reasoning block of its own, which the request builder puts back onto that text part.
 /// Only the first candidate is read: troupe never asks for more.
@@ -139,6 +139,9 @@ pub struct GeminiParser {
     next_index: u32,
     tool_calls: u32,
     usage: UsageState,
+    /// The response's id, which makes generated call ids unique across the turns of a
+    /// conversation (a bare `call_0` would repeat every turn).
+    response_id: Option<String>,
 }
 
 /// The merged counts, and the last usage emitted (nothing is emitted while all are zero).
@@ -158,6 +161,7 @@ impl GeminiParser {
             open: Open::None,
             next_index: 0,
             tool_calls: 0,
+            response_id: None,
             usage: UsageState::default(),
         }
     }
@@ -205,7 +209,10 @@ impl GeminiParser {
         let index = self.new_block();
         let id = match call.id {
             Some(id) if !id.is_empty() => id.into_owned(),
-            _ => format!("call_{}", self.tool_calls),
+            _ => match &self.response_id {
+                Some(response) => format!("call_{response}_{}", self.tool_calls),
+                None => format!("call_{}", self.tool_calls),
+            },
         };
         self.tool_calls += 1;
         out.push(StreamEvent::ToolUseStart { index, id, name: call.name.into_owned() });
@@ -272,6 +279,7 @@ impl StreamParser for GeminiParser {
         }
         if !self.started {
             self.started = true;
+            self.response_id = chunk.response_id.as_deref().filter(|id| !id.is_empty()).map(str::to_owned);
             out.push(StreamEvent::MessageStart {
                 id: chunk.response_id.map(Cow::into_owned),
                 model: chunk.model_version.map(Cow::into_owned),

@@ -282,3 +282,28 @@ proptest! {
         let _ = parse(&bytes);
     }
 }
+
+#[test]
+fn generated_call_ids_carry_the_response_id_so_they_do_not_repeat_across_turns() {
+    let chunk = |response_id: &str| {
+        format!(
+            "data: {}\n\n",
+            json!({"responseId": response_id, "candidates": [{"content": {"role": "model", "parts": [
+                {"functionCall": {"name": "a", "args": {}}}, {"functionCall": {"name": "b", "args": {}}}
+            ]}, "finishReason": "STOP", "index": 0}]})
+        )
+    };
+    let ids = |events: Vec<StreamEvent>| -> Vec<String> {
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                StreamEvent::ToolUseStart { id, .. } => Some(id),
+                _ => None,
+            })
+            .collect()
+    };
+    let first = ids(parse(chunk("r1").as_bytes()).expect("parses"));
+    let second = ids(parse(chunk("r2").as_bytes()).expect("parses"));
+    assert_eq!(first, ["call_r1_0", "call_r1_1"]);
+    assert_eq!(second, ["call_r2_0", "call_r2_1"]);
+}
