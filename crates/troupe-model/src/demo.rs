@@ -51,10 +51,9 @@ pub fn demo_reply(request: &ModelRequest) -> DemoReply {
     };
     let text = format!(
         "Hello! I'm the troupe demo model: I run offline, need no API key, and send nothing anywhere.\n\n\
-         troupe is a Rust SDK, runtime and command-line tool for teams of LLM agents. Agents are \
-         isolated, safe, durable and observable: each runs its own loop of model calls and tool \
-         calls, every step is recorded so a run can resume where it stopped, and every event \
-         streams out as it happens, just like this reply.\n\n\
+         troupe is a Rust SDK, runtime and command-line tool for teams of LLM agents. Every \
+         provider (Anthropic, OpenAI, Gemini and OpenAI-compatible servers) streams through one \
+         interface, so events reach you as they happen, just like this reply.\n\n\
          {echo}\n\n\
          To talk to a real model, export ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY, or \
          pass --model provider/model (for example ollama/llama3.2 for a local model).\n"

@@ -11,6 +11,9 @@ pub enum Error {
     /// A model call failed.
     #[error(transparent)]
     Model(#[from] troupe_model::Error),
+    /// A tool could not be registered (a duplicate or invalid name).
+    #[error(transparent)]
+    Catalog(#[from] troupe_tools::CatalogError),
 }
 
 /// The SDK's result type.

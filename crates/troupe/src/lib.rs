@@ -7,6 +7,8 @@
 //!   requests, stream events and the neutral agent events.
 //! - [`model`] (`troupe-model`): LLM providers behind one [`LlmProvider`](model::LlmProvider)
 //!   trait, streaming over SSE, with retry, fallback and a priced model registry.
+//! - [`tools`] (`troupe-tools`): the `Tool` trait, the catalog, typed tools with generated
+//!   schemas, and the built-in workspace tools confined to their workspace.
 //!
 //! Errors from every layer convert into one [`Error`], so applications handle a single
 //! [`Result`] type while keeping the typed variants underneath.
@@ -29,3 +31,4 @@ pub mod prelude;
 pub use error::{Error, Result};
 pub use troupe_core as core;
 pub use troupe_model as model;
+pub use troupe_tools as tools;
