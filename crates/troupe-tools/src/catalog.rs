@@ -238,13 +238,16 @@ impl ToolCatalog {
                 .iter()
                 .position(|call| !self.runs_concurrently(call))
                 .map_or(calls.len(), |offset| start + offset);
-            let group = futures::stream::iter(calls[start..end].iter().map(|call| {
-                let call_ctx = ctx.with_call_id(call.id.clone());
-                async move { self.invoke(&call.name, call.args.clone(), &call_ctx).await }
-            }))
-            .buffered(limit)
-            .collect::<Vec<_>>()
-            .await;
+            // Collected first: a stream holding the mapping closure makes this future
+            // impossible to prove `Send` inside a spawned task (a higher-ranked lifetime).
+            let pending: Vec<_> = calls[start..end]
+                .iter()
+                .map(|call| {
+                    let call_ctx = ctx.with_call_id(call.id.clone());
+                    async move { self.invoke(&call.name, call.args.clone(), &call_ctx).await }
+                })
+                .collect();
+            let group = futures::stream::iter(pending).buffered(limit).collect::<Vec<_>>().await;
             outcomes.extend(group);
             start = end;
         }

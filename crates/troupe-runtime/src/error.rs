@@ -1,0 +1,56 @@
+//! [`RuntimeError`]: what can go wrong around a run, as opposed to inside it.
+//!
+//! Problems *inside* a run (a model error, a budget, a cancellation) end the run with a
+//! [`RunOutcome`](crate::RunOutcome); they are not errors of the caller. A `RuntimeError`
+//! is a configuration problem found while building an agent, a signal the run cannot take,
+//! or a run task that died.
+
+use crate::signal::SignalKind;
+use troupe_core::ToolCallId;
+
+/// A configuration or control problem of the runtime.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// The agent names a tool the runner's catalog does not have, or its tools clash.
+    #[error("agent `{agent}`: {source}")]
+    Catalog {
+        /// The agent.
+        agent: String,
+        /// What is wrong with its tools.
+        source: troupe_tools::CatalogError,
+    },
+    /// The workspace directory cannot be used.
+    #[error("bad workspace: {0}")]
+    Workspace(troupe_tools::ToolError),
+    /// The agent's model could not be resolved (unknown id, missing key, ...).
+    #[error("model resolution failed: {0}")]
+    Model(#[from] troupe_model::Error),
+    /// The agent's spec is inconsistent (an approval rule that can never match, ...).
+    #[error("invalid agent spec: {0}")]
+    InvalidSpec(String),
+    /// The agent does not accept signals of this kind.
+    #[error("the agent does not accept `{kind}` signals")]
+    SignalNotAccepted {
+        /// The refused kind.
+        kind: SignalKind,
+    },
+    /// An approval decision names a call that is not waiting for one.
+    #[error("no tool call `{call_id}` is waiting for approval")]
+    UnknownCall {
+        /// The call named by the decision.
+        call_id: ToolCallId,
+    },
+    /// The run has finished; it takes no more signals.
+    #[error("the run has finished")]
+    RunFinished,
+    /// The run's task is gone (finished or dropped), so a signal could not be delivered.
+    #[error("the run is no longer receiving signals")]
+    Disconnected,
+    /// Compaction of the conversation failed.
+    #[error("compaction failed: {0}")]
+    Compaction(String),
+    /// The run's task panicked or was aborted; the panic was contained.
+    #[error("the run task failed: {0}")]
+    TaskFailed(String),
+}

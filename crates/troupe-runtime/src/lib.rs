@@ -1,0 +1,136 @@
+//! The runtime of troupe: agents as declarations, and the runner that owns their loop.
+//!
+//! An agent is an [`AgentSpec`]: a name, instructions, a model id, the tools it may call,
+//! [`Limits`], an [`ApprovalPolicy`] and the [`Signal`]s it accepts. The [`Runner`] runs
+//! every agent with the same loop:
+//!
+//! 1. at a safe boundary, take waiting signals (user messages, steering, approvals, cancel);
+//! 2. call the [`Compactor`] hook, then stream the model, projecting its output live as
+//!    [`AgentEvent`](troupe_core::AgentEvent)s;
+//! 3. price the call ([`CostTracker`]); budgets and the iteration limit are checked before
+//!    the next one;
+//! 4. on a tool turn, decide each call by the approval policy (pausing for a person where
+//!    needed), run the cleared calls through the [`ToolCatalog`](troupe_tools::ToolCatalog)
+//!    and send all results back together;
+//! 5. on an output-limit stop, ask the model to resume (at most
+//!    [`Limits::max_tokens_recoveries`] times in a row); on an answer, finish.
+//!
+//! The step logic is [`RunState`], a sans-IO state machine that serializes between any two
+//! steps; the runner only performs its [`Action`]s. Events are the single record of what
+//! happened: every adapter (terminal, SSE, AG-UI, A2A) projects the same stream.
+//!
+//! The shortest agent runs on the offline `demo` model:
+//!
+//! ```
+//! use troupe_runtime::Engine;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), troupe_runtime::RuntimeError> {
+//! let engine = Engine::builder().build();
+//! let agent = engine.agent("greeter").model("demo").build()?;
+//! let output = agent.run("hello").await?;
+//! assert!(output.is_completed());
+//! assert!(output.text.contains("hello"));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A tool-using agent takes a dozen lines; here its model is a tiny provider that reads a
+//! file, then answers with what it read:
+//!
+//! ```
+//! use futures::{FutureExt, StreamExt, future::BoxFuture};
+//! use std::sync::Arc;
+//! use tokio_util::sync::CancellationToken;
+//! use troupe_core::{ContentBlock, ModelRequest, StopReason, StreamEvent};
+//! use troupe_model::{EventStream, LlmProvider};
+//! use troupe_runtime::{Engine, FixedModel};
+//!
+//! /// Calls `fs.read` on `notes.txt`, then answers with the result.
+//! struct Reader;
+//!
+//! impl LlmProvider for Reader {
+//!     fn name(&self) -> &str {
+//!         "reader"
+//!     }
+//!
+//!     fn stream<'a>(
+//!         &'a self,
+//!         request: &'a ModelRequest,
+//!         _cancel: CancellationToken,
+//!     ) -> BoxFuture<'a, troupe_model::Result<EventStream>> {
+//!         let result = request.messages.last().and_then(|m| {
+//!             m.content.iter().find_map(|b| match b {
+//!                 ContentBlock::ToolResult { content, .. } => Some(content.clone()),
+//!                 _ => None,
+//!             })
+//!         });
+//!         let events = match result {
+//!             None => vec![
+//!                 StreamEvent::ToolUseStart { index: 0, id: "call_1".into(), name: "fs.read".into() },
+//!                 StreamEvent::ToolUseInputDelta { index: 0, partial_json: r#"{"path": "notes.txt"}"#.into() },
+//!                 StreamEvent::MessageStop { stop_reason: StopReason::ToolUse },
+//!             ],
+//!             Some(content) => vec![
+//!                 StreamEvent::TextDelta { index: 0, text: format!("The notes say: {content}") },
+//!                 StreamEvent::MessageStop { stop_reason: StopReason::EndTurn },
+//!             ],
+//!         };
+//!         async move { Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed()) }.boxed()
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("notes.txt"), "remember the milk\n")?;
+//!
+//! let engine = Engine::builder().resolver(Arc::new(FixedModel::new(Arc::new(Reader), "reader-1"))).build();
+//! let agent = engine
+//!     .agent("reader")
+//!     .workspace(dir.path())
+//!     .readonly_tools()
+//!     .instructions("Answer from the files.")
+//!     .max_iterations(5)
+//!     .build()?;
+//! let output = agent.run("What do the notes say?").await?;
+//! assert!(output.is_completed());
+//! assert!(output.text.contains("remember the milk"), "{}", output.text);
+//! assert_eq!(output.tool_calls, 1);
+//! # Ok(())
+//! # }
+//! ```
+
+mod agent;
+mod approval;
+mod builder;
+mod compaction;
+mod cost;
+mod error;
+mod handle;
+mod live;
+mod metrics;
+mod outcome;
+mod resolver;
+mod runner;
+mod signal;
+mod spec;
+mod state;
+mod task;
+
+pub use agent::Agent;
+pub use approval::{
+    ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest, ApprovalRule, RuleAction, Verdict,
+};
+pub use builder::{AgentBuilder, Engine, EngineBuilder};
+pub use compaction::{CompactionContext, Compactor, NoCompaction};
+pub use cost::{CostTracker, ModelCost};
+pub use error::RuntimeError;
+pub use handle::{EVENT_BUFFER, RunEvents, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
+pub use metrics::{AgentMetrics, Metrics, MetricsSnapshot};
+pub use outcome::{RunOutcome, RunOutput};
+pub use resolver::{FixedModel, ModelResolver};
+pub use runner::{DEFAULT_TOOL_CONCURRENCY, Runner};
+pub use signal::{Signal, SignalHook, SignalHooks, SignalKind};
+pub use spec::{AgentSpec, Limits};
+pub use state::{Action, CallResult, PendingCall, Phase, RESUME_INSTRUCTION, RunState, RunStatus};

@@ -1,0 +1,220 @@
+//! [`Runner`]: the I/O shell around [`RunState`].
+//!
+//! The runner asks the state what to do, does it (streams the model, runs tools, waits for
+//! decisions), feeds the result back, and projects every step as [`AgentEvent`]s. Each run
+//! is one spawned task whose future is `Send`, so any number of runs share a multi-thread
+//! runtime.
+
+use crate::compaction::Compactor;
+use crate::cost::CostTracker;
+use crate::error::RuntimeError;
+use crate::handle::{EVENT_BUFFER, RunEvents, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
+use crate::live::Emitter;
+use crate::metrics::Metrics;
+use crate::resolver::ModelResolver;
+use crate::spec::AgentSpec;
+use crate::state::RunState;
+use crate::task::Run;
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use troupe_core::{AgentId, RunId};
+use troupe_tools::{ToolCatalog, Workspace};
+
+/// Tool calls of one batch that may run at once, by default.
+pub const DEFAULT_TOOL_CONCURRENCY: usize = 8;
+
+/// Runs agents: owns the loop every agent shares.
+///
+/// ```
+/// use std::sync::Arc;
+/// use troupe_model::DemoProvider;
+/// use troupe_runtime::{AgentSpec, FixedModel, Runner, RunInput};
+/// use troupe_tools::{ToolCatalog, Workspace};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let model = FixedModel::new(Arc::new(DemoProvider::new().with_delay(std::time::Duration::ZERO)), "demo");
+/// let runner = Runner::new(Arc::new(model), Arc::new(ToolCatalog::new()), Arc::new(Workspace::new(dir.path())?));
+/// let handle = runner.start(Arc::new(AgentSpec::new("greeter", "demo")), RunInput::new("hello"));
+/// let output = handle.output().await?;
+/// assert!(output.is_completed());
+/// assert!(output.text.contains("hello"));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Runner {
+    resolver: Arc<dyn ModelResolver>,
+    catalog: Arc<ToolCatalog>,
+    workspace: Arc<Workspace>,
+    metrics: Arc<Metrics>,
+    tool_concurrency: usize,
+    compactor: Option<Arc<dyn Compactor>>,
+    keep_events: bool,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("catalog", &self.catalog)
+            .field("workspace", &self.workspace.root())
+            .field("tool_concurrency", &self.tool_concurrency)
+            .field("compactor", &self.compactor.is_some())
+            .field("keep_events", &self.keep_events)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runner {
+    /// A runner resolving models with `resolver` and running tools of `catalog` in
+    /// `workspace`, with fresh metrics, [`DEFAULT_TOOL_CONCURRENCY`] and no compaction.
+    pub fn new(resolver: Arc<dyn ModelResolver>, catalog: Arc<ToolCatalog>, workspace: Arc<Workspace>) -> Self {
+        Runner {
+            resolver,
+            catalog,
+            workspace,
+            metrics: Arc::new(Metrics::new()),
+            tool_concurrency: DEFAULT_TOOL_CONCURRENCY,
+            compactor: None,
+            keep_events: true,
+        }
+    }
+
+    /// Counts runs into `metrics` (shared with other runners, say).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Lets at most `n` read-only calls of one turn run at once (0 counts as 1).
+    pub fn with_tool_concurrency(mut self, n: usize) -> Self {
+        self.tool_concurrency = n.max(1);
+        self
+    }
+
+    /// Calls `compactor` before every model call.
+    pub fn with_compactor(mut self, compactor: Arc<dyn Compactor>) -> Self {
+        self.compactor = Some(compactor);
+        self
+    }
+
+    /// Whether [`RunOutput::events`](crate::RunOutput::events) keeps every event (the
+    /// default); turning it off saves memory when the live stream is consumed anyway.
+    pub fn keep_events(mut self, keep: bool) -> Self {
+        self.keep_events = keep;
+        self
+    }
+
+    /// The model resolver.
+    pub fn resolver(&self) -> &Arc<dyn ModelResolver> {
+        &self.resolver
+    }
+
+    /// The catalog of every tool agents of this runner may be given.
+    pub fn catalog(&self) -> &Arc<ToolCatalog> {
+        &self.catalog
+    }
+
+    /// The workspace tools are confined to.
+    pub fn workspace(&self) -> &Arc<Workspace> {
+        &self.workspace
+    }
+
+    /// The runs' metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The tools `spec` may call: all of the catalog, or the subset it names.
+    pub fn agent_catalog(&self, spec: &AgentSpec) -> Result<Arc<ToolCatalog>, RuntimeError> {
+        match &spec.tools {
+            None => Ok(Arc::clone(&self.catalog)),
+            Some(names) => self
+                .catalog
+                .subset(names)
+                .map(Arc::new)
+                .map_err(|source| RuntimeError::Catalog { agent: spec.name.clone(), source }),
+        }
+    }
+
+    /// Checks `spec` against this runner: its tools exist, its approval rules can match,
+    /// its model resolves.
+    pub fn validate(&self, spec: &AgentSpec) -> Result<(), RuntimeError> {
+        self.agent_catalog(spec)?;
+        spec.approval.validate().map_err(RuntimeError::InvalidSpec)?;
+        self.resolver.resolve(&spec.model)?;
+        Ok(())
+    }
+
+    /// Starts a run of `spec` on a spawned task; must be called inside a Tokio runtime.
+    ///
+    /// Problems found once the run is going (an unknown tool name in the spec, a model
+    /// that does not resolve) end it [`Failed`](crate::RunOutcome::Failed) with a code.
+    pub fn start(&self, spec: Arc<AgentSpec>, input: RunInput) -> RunHandle {
+        let run_id = input.run_id.clone().unwrap_or_else(RunId::generate);
+        let model_id = input.model.clone().unwrap_or_else(|| spec.model.clone());
+        let mut state = RunState::new(run_id, spec.name.clone(), model_id, String::new())
+            .with_history(input.history)
+            .with_instruction(&input.instruction);
+        state.conversation_id = input.conversation_id;
+        state.parent_run_id = input.parent_run_id;
+        self.launch(spec, state, input.instruction, true)
+    }
+
+    /// Continues a run from `state`, typically a [`Paused`](crate::RunOutcome::Paused) one whose
+    /// decisions arrive as signals on the new handle (or were already applied to it).
+    ///
+    /// The resumed run emits no second `RunStarted`; its events number on from the last
+    /// one the run emitted ([`RunState::event_seq`]).
+    pub fn resume(&self, spec: Arc<AgentSpec>, mut state: RunState) -> RunHandle {
+        state.reopen();
+        self.launch(spec, state, String::new(), false)
+    }
+
+    fn launch(&self, spec: Arc<AgentSpec>, state: RunState, instruction: String, fresh: bool) -> RunHandle {
+        let (event_tx, event_rx) = mpsc::channel(EVENT_BUFFER);
+        let (signal_tx, signal_rx) = mpsc::channel(SIGNAL_BUFFER);
+        let cancel = CancellationToken::new();
+        let run_id = state.run_id.clone();
+        let emitter = Emitter::new(
+            AgentId::new(spec.name.clone()),
+            run_id.clone(),
+            state.conversation_id.clone(),
+            state.parent_run_id.clone(),
+            event_tx,
+            self.keep_events,
+        )
+        .starting_at(state.event_seq);
+        let run = Run {
+            deadline: spec.limits.timeout.map(|t| Instant::now() + t),
+            catalog: self.agent_catalog(&spec),
+            spec,
+            resolver: Arc::clone(&self.resolver),
+            workspace: Arc::clone(&self.workspace),
+            compactor: self.compactor.clone(),
+            tool_concurrency: self.tool_concurrency,
+            metrics: Arc::clone(&self.metrics),
+            emitter,
+            signals: signal_rx,
+            queued: VecDeque::new(),
+            cancel: cancel.clone(),
+            costs: CostTracker::new(),
+            announced: state.messages.len(),
+            paused: HashSet::new(),
+            step: 0,
+            open_step: None,
+        };
+        let join = tokio::spawn(run.run(state, instruction, fresh));
+        RunHandle {
+            run_id,
+            events: RunEvents::new(event_rx),
+            signals: SignalSender::new(signal_tx, cancel.clone()),
+            cancel,
+            result: RunResult::new(join),
+        }
+    }
+}

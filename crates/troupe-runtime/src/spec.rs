@@ -1,0 +1,189 @@
+//! [`AgentSpec`]: an agent is a declaration, never a loop.
+//!
+//! Everything that makes one agent differ from another (its instructions, its model, the
+//! tools it may call, its limits and approval policy, the signals it takes) is data here.
+//! The [`Runner`](crate::Runner) owns the loop for every agent alike.
+
+use crate::approval::ApprovalPolicy;
+use crate::signal::{SignalHooks, SignalKind};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// The limits a run stops at.
+///
+/// Budgets are checked before each model call: a run that has spent its tokens or dollars
+/// ends [`BudgetExceeded`](crate::RunOutcome::BudgetExceeded) without making the call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Limits {
+    /// The most model calls a run makes (default 50).
+    pub max_iterations: u32,
+    /// The longest a run may take, wall clock, waits for approval included; `None` for no
+    /// limit. Serialized as whole milliseconds (`timeout_ms`).
+    #[serde(with = "duration_ms", skip_serializing_if = "Option::is_none", rename = "timeout_ms")]
+    pub timeout: Option<Duration>,
+    /// The most tokens (input, cached and output) the whole run may use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_total_tokens: Option<u64>,
+    /// The most the whole run may cost, in USD, by the registry's prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_usd: Option<f64>,
+    /// The most tokens one model response may generate (`max_tokens` of each request).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    /// How many times in a row a response cut at the output limit is resumed before the
+    /// run ends [`Incomplete`](crate::RunOutcome::Incomplete) (default 3).
+    pub max_tokens_recoveries: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_iterations: 50,
+            timeout: None,
+            max_total_tokens: None,
+            max_usd: None,
+            max_output_tokens: None,
+            max_tokens_recoveries: 3,
+        }
+    }
+}
+
+/// What an agent is: its name, instructions, model, tools, limits, approval policy and the
+/// signals it accepts.
+///
+/// A spec is plain data (it serializes, e.g. from a TOML agent file), except its
+/// [`signal_hooks`](AgentSpec::signal_hooks), which are code and are skipped.
+///
+/// ```
+/// use troupe_runtime::{AgentSpec, ApprovalMode};
+///
+/// let spec: AgentSpec = serde_json::from_value(serde_json::json!({
+///     "name": "reviewer",
+///     "instructions": "Review the diff.",
+///     "model": "anthropic/claude-sonnet-4-5",
+///     "tools": ["fs.read", "git.diff"],
+///     "limits": {"max_iterations": 10, "max_usd": 0.25},
+///     "approval": {"mode": "always"}
+/// }))?;
+/// assert_eq!(spec.limits.max_iterations, 10);
+/// assert_eq!(spec.limits.max_tokens_recoveries, 3, "unset fields keep their defaults");
+/// assert_eq!(spec.approval.mode, ApprovalMode::Always);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentSpec {
+    /// The agent's name: its id in events and metrics.
+    pub name: String,
+    /// The system instructions.
+    pub instructions: String,
+    /// The model: a `provider/model` id, or `demo`; resolved by the runner's
+    /// [`ModelResolver`](crate::ModelResolver).
+    pub model: String,
+    /// The catalog names of the tools the agent may call; `None` for every tool of the
+    /// runner's catalog.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Where the run stops.
+    pub limits: Limits,
+    /// Which tool calls need a person's approval.
+    pub approval: ApprovalPolicy,
+    /// The kinds of signal the agent takes. Cancellation and approval decisions are always
+    /// taken, whatever this says, because the runtime itself relies on them.
+    pub accepted_signals: BTreeSet<SignalKind>,
+    /// Code run when a signal arrives; not serialized.
+    #[serde(skip)]
+    pub signal_hooks: SignalHooks,
+}
+
+impl Default for AgentSpec {
+    fn default() -> Self {
+        AgentSpec {
+            name: "agent".to_owned(),
+            instructions: String::new(),
+            model: "demo".to_owned(),
+            tools: None,
+            limits: Limits::default(),
+            approval: ApprovalPolicy::default(),
+            accepted_signals: SignalKind::ALL.into_iter().collect(),
+            signal_hooks: SignalHooks::default(),
+        }
+    }
+}
+
+impl AgentSpec {
+    /// A spec named `name` using `model`, with default limits, the default approval
+    /// policy and every signal accepted.
+    pub fn new(name: impl Into<String>, model: impl Into<String>) -> Self {
+        AgentSpec { name: name.into(), model: model.into(), ..AgentSpec::default() }
+    }
+
+    /// Sets the system instructions.
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = instructions.into();
+        self
+    }
+
+    /// Whether the agent takes signals of `kind`.
+    pub fn accepts(&self, kind: SignalKind) -> bool {
+        matches!(kind, SignalKind::Cancel | SignalKind::Approval) || self.accepted_signals.contains(&kind)
+    }
+}
+
+/// Serializes an optional [`Duration`] as whole milliseconds.
+mod duration_ms {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(value: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(d) => serializer.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(deserializer)?.map(Duration::from_millis))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn limits_round_trip_with_a_millisecond_timeout() {
+        let limits = Limits { timeout: Some(Duration::from_millis(1500)), max_usd: Some(0.5), ..Limits::default() };
+        let value = serde_json::to_value(&limits).expect("serializes");
+        assert_eq!(value["timeout_ms"], json!(1500));
+        assert!(value.get("max_total_tokens").is_none());
+        let back: Limits = serde_json::from_value(value).expect("round-trips");
+        assert_eq!(back, limits);
+        let empty: Limits = serde_json::from_value(json!({})).expect("all defaults");
+        assert_eq!(empty, Limits::default());
+        assert_eq!(empty.max_iterations, 50);
+    }
+
+    #[test]
+    fn cancel_and_approval_are_always_accepted() {
+        let mut spec = AgentSpec::new("a", "demo");
+        spec.accepted_signals.clear();
+        assert!(spec.accepts(SignalKind::Cancel));
+        assert!(spec.accepts(SignalKind::Approval));
+        assert!(!spec.accepts(SignalKind::UserMessage));
+        assert!(AgentSpec::default().accepts(SignalKind::ExternalEvent));
+    }
+
+    #[test]
+    fn spec_round_trips_without_its_hooks() {
+        let spec = AgentSpec::new("coder", "demo").instructions("Be brief.");
+        let text = serde_json::to_string(&spec).expect("serializes");
+        let back: AgentSpec = serde_json::from_str(&text).expect("parses");
+        assert_eq!((back.name.as_str(), back.instructions.as_str()), ("coder", "Be brief."));
+        assert_eq!(back.accepted_signals, spec.accepted_signals);
+        assert_eq!(back.limits, spec.limits);
+    }
+}

@@ -1,0 +1,595 @@
+//! [`RunState`]: the run's step logic, without any I/O.
+//!
+//! The state answers one question, [`next_action`](RunState::next_action): call the model
+//! with this request, run these tool calls, wait for these approvals, or finish. The
+//! [`Runner`](crate::Runner) performs the action and feeds back what happened
+//! ([`apply_model_response`](RunState::apply_model_response),
+//! [`apply_tool_results`](RunState::apply_tool_results),
+//! [`apply_signal`](RunState::apply_signal)). Because the state is plain data (it
+//! serializes and clones), a run can be stored between any two steps and resumed.
+//!
+//! Invariants the state keeps:
+//! - every tool call of an assistant message is answered by exactly one result, and all
+//!   results of one message go back together, in call order, in the next user message;
+//! - messages arriving while tools are pending are added after those results, never
+//!   between a call and its result;
+//! - budgets and the iteration limit are checked before each model call, so a run that
+//!   has spent its budget makes no further call.
+
+use crate::approval::{ApprovalDecision, ApprovalRequest, Verdict};
+use crate::error::RuntimeError;
+use crate::outcome::RunOutcome;
+use crate::signal::Signal;
+use crate::spec::AgentSpec;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use troupe_core::{
+    ContentBlock, ConversationId, Message, ModelRequest, Role, RunId, RunOutcomeKind, StopReason, ToolCallId, Usage,
+};
+use troupe_model::ModelResponse;
+use troupe_tools::{ToolCall, ToolCatalog, ToolResultOutcome};
+
+/// The user message appended when a response stops at the output token limit.
+pub const RESUME_INSTRUCTION: &str = "Output token limit hit. Resume directly from where you stopped.";
+
+/// Where a run stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", content = "outcome", rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Working: calling the model or running tools.
+    Running,
+    /// Waiting for a person's decisions about tool calls.
+    AwaitingApproval,
+    /// Asked to stop; ends [`Cancelled`](RunOutcome::Cancelled) at the next boundary.
+    Cancelling,
+    /// Ended (or paused, for [`RunOutcomeKind::Paused`]).
+    Finished(RunOutcomeKind),
+}
+
+/// What the run does next, in its loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The model is to be called.
+    CallModel,
+    /// The tool calls of the last response are being decided and run.
+    Tools,
+    /// The model answered; the run completes unless new input arrived.
+    Answered,
+    /// The response stopped at the output token limit; it is resumed or the run ends
+    /// incomplete.
+    Truncated,
+    /// The run has an outcome.
+    Done,
+}
+
+/// A tool call's result, as the model will see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallResult {
+    /// The result or error text.
+    pub content: String,
+    /// Whether the call failed (or was refused).
+    pub is_error: bool,
+}
+
+impl CallResult {
+    /// A failed result.
+    pub fn error(content: impl Into<String>) -> Self {
+        CallResult { content: content.into(), is_error: true }
+    }
+}
+
+/// A tool call of the last model response, with what was decided about it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    /// The model's id for the call.
+    pub call_id: ToolCallId,
+    /// The tool's catalog name.
+    pub tool: String,
+    /// The arguments the model gave.
+    pub arguments: Value,
+    /// The approval policy's verdict, once evaluated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// A person's decision, where one was asked for and given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<ApprovalDecision>,
+    /// The result, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<CallResult>,
+}
+
+impl PendingCall {
+    /// The arguments the tool runs with: a person's replacement, else the model's.
+    pub fn effective_arguments(&self) -> &Value {
+        match &self.decision {
+            Some(ApprovalDecision::Modify { arguments }) => arguments,
+            _ => &self.arguments,
+        }
+    }
+
+    /// Whether the call waits for a person.
+    pub fn is_awaiting(&self) -> bool {
+        self.result.is_none() && self.decision.is_none() && matches!(self.verdict, Some(Verdict::Ask { .. }))
+    }
+
+    /// Whether the call is cleared to run and has not run yet.
+    pub fn may_run(&self) -> bool {
+        self.result.is_none()
+            && match self.verdict {
+                Some(Verdict::Allow) => true,
+                Some(Verdict::Ask { .. }) => matches!(
+                    self.decision,
+                    Some(ApprovalDecision::Approve | ApprovalDecision::Modify { .. } | ApprovalDecision::AlwaysAllow)
+                ),
+                _ => false,
+            }
+    }
+
+    fn request(&self) -> ApprovalRequest {
+        let reason = match &self.verdict {
+            Some(Verdict::Ask { reason }) => reason.clone(),
+            _ => String::new(),
+        };
+        ApprovalRequest {
+            call_id: self.call_id.clone(),
+            tool: self.tool.clone(),
+            arguments: self.arguments.clone(),
+            reason,
+        }
+    }
+}
+
+/// What the runner is to do next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Call the model with this request.
+    CallModel(ModelRequest),
+    /// Run these calls (the cleared calls of this turn, in order) and report their results.
+    RunTools(Vec<ToolCall>),
+    /// Ask a person about these calls and report the decisions as signals.
+    AwaitApproval(Vec<ApprovalRequest>),
+    /// The run is over.
+    Finish(RunOutcome),
+}
+
+/// Everything a run knows between two steps. Plain data: it serializes, clones, and
+/// resumes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    /// The run.
+    pub run_id: RunId,
+    /// The agent's name.
+    pub agent: String,
+    /// The model's id (`provider/model`).
+    pub model: String,
+    /// The model's name on the wire, sent in requests.
+    pub model_name: String,
+    /// The conversation the run continues, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<ConversationId>,
+    /// The run that delegated this one, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<RunId>,
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// Model calls made.
+    pub iteration: u32,
+    /// Tokens used by all model calls.
+    pub usage: Usage,
+    /// The usage of the last model call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_usage: Option<Usage>,
+    /// What the model calls cost, in USD.
+    pub cost_usd: f64,
+    /// Where the run stands.
+    pub status: RunStatus,
+    /// What the loop does next.
+    pub phase: Phase,
+    /// Output-limit recoveries made in a row.
+    pub recoveries: u32,
+    /// Tools a person chose to always allow in this run.
+    pub always_allowed: BTreeSet<String>,
+    /// The tool calls of the last response, until their results are in the conversation.
+    pub pending_calls: Vec<PendingCall>,
+    /// Messages (user input, steering, hook output) waiting for the next model call.
+    pub pending_input: Vec<Message>,
+    /// Text of responses cut at the output limit, to be continued.
+    pub continuation: String,
+    /// The final answer, once the model gave it.
+    pub answer: String,
+    /// Why the run is being cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_reason: Option<String>,
+    /// Tool calls answered (refused ones included).
+    pub tool_calls: u32,
+    /// Of those, the ones answered with an error.
+    pub tool_errors: u32,
+    /// The sequence number of the run's next event: a resumed run numbers its events on
+    /// from where it stopped.
+    #[serde(default)]
+    pub event_seq: u64,
+    /// How the run ended, once it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<RunOutcome>,
+}
+
+impl RunState {
+    /// A new run of `agent` on `model` (its id), sending `model_name` on the wire.
+    pub fn new(
+        run_id: RunId,
+        agent: impl Into<String>,
+        model: impl Into<String>,
+        model_name: impl Into<String>,
+    ) -> Self {
+        RunState {
+            run_id,
+            agent: agent.into(),
+            model: model.into(),
+            model_name: model_name.into(),
+            conversation_id: None,
+            parent_run_id: None,
+            messages: Vec::new(),
+            iteration: 0,
+            usage: Usage::default(),
+            last_usage: None,
+            cost_usd: 0.0,
+            status: RunStatus::Running,
+            phase: Phase::CallModel,
+            recoveries: 0,
+            always_allowed: BTreeSet::new(),
+            pending_calls: Vec::new(),
+            pending_input: Vec::new(),
+            continuation: String::new(),
+            answer: String::new(),
+            cancel_reason: None,
+            tool_calls: 0,
+            tool_errors: 0,
+            event_seq: 0,
+            outcome: None,
+        }
+    }
+
+    /// Starts from an earlier conversation.
+    pub fn with_history(mut self, history: Vec<Message>) -> Self {
+        self.messages = history;
+        self
+    }
+
+    /// Adds the task as a user message (nothing for an empty task).
+    pub fn with_instruction(mut self, instruction: &str) -> Self {
+        if !instruction.is_empty() {
+            self.append(Message::user(instruction));
+        }
+        self
+    }
+
+    /// Whether the run has an outcome (a paused run has one too).
+    pub fn is_finished(&self) -> bool {
+        self.outcome.is_some()
+    }
+
+    /// The calls waiting for a person.
+    pub fn awaiting_approval(&self) -> Vec<ApprovalRequest> {
+        self.pending_calls.iter().filter(|c| c.is_awaiting()).map(PendingCall::request).collect()
+    }
+
+    /// The text of the last model response.
+    pub fn last_assistant_text(&self) -> String {
+        self.messages.iter().rev().find(|m| m.role == Role::Assistant).map(Message::text).unwrap_or_default()
+    }
+
+    /// What to do next. Calling it again without feeding anything back returns the same
+    /// kind of action (the model call is counted once it is returned).
+    pub fn next_action(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Action {
+        if let Some(outcome) = &self.outcome {
+            return Action::Finish(outcome.clone());
+        }
+        if self.status == RunStatus::Cancelling {
+            let reason = self.cancel_reason.clone();
+            return Action::Finish(self.finish(RunOutcome::Cancelled { reason }));
+        }
+        if self.phase == Phase::Tools
+            && let Some(action) = self.tools_step(spec, tools)
+        {
+            return action;
+        }
+        if self.phase == Phase::Answered {
+            if self.pending_input.is_empty() {
+                let output = std::mem::take(&mut self.answer);
+                return Action::Finish(self.finish(RunOutcome::Completed { output }));
+            }
+            self.answer.clear();
+            self.phase = Phase::CallModel;
+        }
+        if self.phase == Phase::Truncated {
+            if self.recoveries >= spec.limits.max_tokens_recoveries {
+                let partial = std::mem::take(&mut self.continuation);
+                return Action::Finish(self.finish(RunOutcome::Incomplete { partial }));
+            }
+            self.recoveries += 1;
+            self.append(Message::user(RESUME_INSTRUCTION));
+            self.phase = Phase::CallModel;
+        }
+        for message in std::mem::take(&mut self.pending_input) {
+            self.append(message);
+        }
+        let limits = &spec.limits;
+        if self.iteration >= limits.max_iterations {
+            return Action::Finish(self.finish(RunOutcome::MaxIterations { iterations: self.iteration }));
+        }
+        if limits.max_total_tokens.is_some_and(|max| self.usage.total() >= max) {
+            return Action::Finish(self.finish(RunOutcome::BudgetExceeded { budget: "tokens".into() }));
+        }
+        if limits.max_usd.is_some_and(|max| self.cost_usd >= max) {
+            return Action::Finish(self.finish(RunOutcome::BudgetExceeded { budget: "usd".into() }));
+        }
+        self.iteration += 1;
+        self.status = RunStatus::Running;
+        Action::CallModel(self.request(spec, tools))
+    }
+
+    /// The request for the next model call.
+    pub fn request(&self, spec: &AgentSpec, tools: &ToolCatalog) -> ModelRequest {
+        ModelRequest {
+            model: self.model_name.clone(),
+            system: (!spec.instructions.is_empty()).then(|| spec.instructions.clone()),
+            messages: self.messages.clone(),
+            tools: tools.specs(),
+            max_tokens: spec.limits.max_output_tokens,
+            ..ModelRequest::default()
+        }
+    }
+
+    /// Decides the pending calls; `None` once all are answered and committed.
+    fn tools_step(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Option<Action> {
+        for call in &mut self.pending_calls {
+            // An `Ask` is reconsidered: a person may have always-allowed the tool since.
+            if call.result.is_some() || !(call.verdict.is_none() || call.is_awaiting()) {
+                continue;
+            }
+            let verdict = match tools.get(&call.tool) {
+                Some(tool) => spec.approval.decide(tool.declaration(), &call.arguments, &self.always_allowed),
+                // The catalog answers an unknown name with an error listing the known ones.
+                None => Verdict::Allow,
+            };
+            if let Verdict::Deny { reason } = &verdict {
+                call.result = Some(CallResult::error(format!(
+                    "The tool call was denied by policy: {reason}. Do not repeat it; choose another approach."
+                )));
+            }
+            call.verdict = Some(verdict);
+        }
+        let waiting = self.awaiting_approval();
+        if !waiting.is_empty() {
+            self.status = RunStatus::AwaitingApproval;
+            return Some(Action::AwaitApproval(waiting));
+        }
+        self.status = RunStatus::Running;
+        let runnable: Vec<ToolCall> = self
+            .pending_calls
+            .iter()
+            .filter(|c| c.may_run())
+            .map(|c| ToolCall::new(c.call_id.clone(), c.tool.clone(), c.effective_arguments().clone()))
+            .collect();
+        if !runnable.is_empty() {
+            return Some(Action::RunTools(runnable));
+        }
+        self.commit_results("");
+        None
+    }
+
+    /// Appends the results of every pending call as one user message, in call order;
+    /// calls without a result are answered with `not_run`.
+    fn commit_results(&mut self, not_run: &str) {
+        if self.pending_calls.is_empty() {
+            return;
+        }
+        let mut blocks = Vec::with_capacity(self.pending_calls.len());
+        for call in std::mem::take(&mut self.pending_calls) {
+            let result = call.result.unwrap_or_else(|| CallResult::error(not_run));
+            self.tool_calls += 1;
+            self.tool_errors += u32::from(result.is_error);
+            blocks.push(ContentBlock::ToolResult {
+                tool_use_id: call.call_id,
+                content: result.content,
+                is_error: result.is_error,
+            });
+        }
+        self.messages.push(Message::new(Role::User, blocks));
+        self.phase = Phase::CallModel;
+    }
+
+    /// Adds `message`, merging consecutive user messages so roles keep alternating.
+    fn append(&mut self, message: Message) {
+        match self.messages.last_mut() {
+            Some(last) if last.role == Role::User && message.role == Role::User => last.content.extend(message.content),
+            _ => self.messages.push(message),
+        }
+    }
+
+    /// Adds tokens and cost of a model call.
+    pub fn record_usage(&mut self, usage: Usage, cost_usd: f64) {
+        self.usage += usage;
+        self.last_usage = Some(usage);
+        if cost_usd.is_finite() && cost_usd > 0.0 {
+            self.cost_usd += cost_usd;
+        }
+    }
+
+    /// Feeds back the model's response to the last [`Action::CallModel`] and its cost.
+    pub fn apply_model_response(&mut self, response: ModelResponse, cost_usd: f64) {
+        self.record_usage(response.usage, cost_usd);
+        if self.outcome.is_some() || self.status == RunStatus::Cancelling {
+            return;
+        }
+        let message = response.message;
+        let text = message.text();
+        let calls: Vec<PendingCall> = message
+            .tool_uses()
+            .map(|(id, name, input)| PendingCall {
+                call_id: id.clone(),
+                tool: name.to_owned(),
+                arguments: input.clone(),
+                verdict: None,
+                decision: None,
+                result: None,
+            })
+            .collect();
+        // Providers reject an assistant turn without content in the history.
+        if !message.content.is_empty() {
+            self.messages.push(message);
+        }
+        if !calls.is_empty() {
+            // Even a response cut at the limit mid-call gets its calls answered: the
+            // catalog tells the model what was wrong with truncated arguments.
+            self.pending_calls = calls;
+            self.phase = Phase::Tools;
+            self.recoveries = 0;
+            self.continuation.clear();
+            return;
+        }
+        match response.stop_reason {
+            StopReason::MaxTokens => {
+                self.continuation.push_str(&text);
+                self.phase = Phase::Truncated;
+            }
+            StopReason::PauseTurn => {
+                self.continuation.push_str(&text);
+                self.phase = Phase::CallModel;
+            }
+            StopReason::Refusal => {
+                self.finish(RunOutcome::failed(format!("the model declined to answer: {text}"), "refusal"));
+            }
+            StopReason::ContextWindowExceeded => {
+                self.finish(RunOutcome::failed(
+                    "the conversation no longer fits the model's context window",
+                    "context_window_exceeded",
+                ));
+            }
+            StopReason::EndTurn | StopReason::StopSequence | StopReason::ToolUse | StopReason::Other(_) => {
+                self.answer = std::mem::take(&mut self.continuation) + &text;
+                self.recoveries = 0;
+                self.phase = Phase::Answered;
+            }
+        }
+    }
+
+    /// Feeds back the outcomes of the calls of the last [`Action::RunTools`]. Outcomes of
+    /// calls that are not pending are ignored.
+    pub fn apply_tool_results(&mut self, results: Vec<(ToolCallId, ToolResultOutcome)>) {
+        for (call_id, outcome) in results {
+            let Some(call) = self.pending_calls.iter_mut().find(|c| c.call_id == call_id && c.result.is_none()) else {
+                tracing::warn!(call = %call_id, "a tool result for a call that is not pending was ignored");
+                continue;
+            };
+            let content = match &call.decision {
+                Some(ApprovalDecision::Modify { arguments }) => {
+                    format!(
+                        "(A person changed this call's arguments to {arguments} before it ran.)\n{}",
+                        outcome.content
+                    )
+                }
+                _ => outcome.content,
+            };
+            call.result = Some(CallResult { content, is_error: outcome.is_error });
+        }
+    }
+
+    /// Applies a signal: queues input, records an approval decision, or starts
+    /// cancellation. Whether the agent accepts the signal's kind is the caller's check
+    /// ([`AgentSpec::accepts`]). A paused run is reopened by any signal.
+    pub fn apply_signal(&mut self, signal: Signal) -> Result<(), RuntimeError> {
+        match &self.outcome {
+            Some(RunOutcome::Paused { .. }) => self.reopen(),
+            Some(_) => return Err(RuntimeError::RunFinished),
+            None => {}
+        }
+        match signal {
+            Signal::UserMessage { text } | Signal::Steering { text } => self.pending_input.push(Message::user(text)),
+            Signal::ExternalEvent { name, payload } => {
+                self.pending_input.push(Message::user(format!("External event `{name}`: {payload}")));
+            }
+            Signal::Approval { call_id, decision } => self.decide(call_id, decision)?,
+            Signal::Cancel { reason } => self.request_cancel(reason),
+            Signal::Resume | Signal::SchedulerWake => {}
+        }
+        Ok(())
+    }
+
+    fn decide(&mut self, call_id: ToolCallId, decision: ApprovalDecision) -> Result<(), RuntimeError> {
+        let Some(call) = self.pending_calls.iter_mut().find(|c| c.call_id == call_id && c.is_awaiting()) else {
+            return Err(RuntimeError::UnknownCall { call_id });
+        };
+        match &decision {
+            ApprovalDecision::Reject { reason } => {
+                let why = reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+                call.result = Some(CallResult::error(format!(
+                    "The user rejected this tool call{why}. Do not repeat it unchanged; adjust your approach or ask the user."
+                )));
+            }
+            ApprovalDecision::AlwaysAllow => {
+                self.always_allowed.insert(call.tool.clone());
+            }
+            ApprovalDecision::Cancel => {
+                let reason = format!("cancelled while approving `{}`", call.tool);
+                self.request_cancel(Some(reason));
+                return Ok(());
+            }
+            ApprovalDecision::Approve | ApprovalDecision::Modify { .. } => {}
+        }
+        call.decision = Some(decision);
+        Ok(())
+    }
+
+    /// Starts cancellation: the next action finishes the run
+    /// [`Cancelled`](RunOutcome::Cancelled). The first reason given is kept.
+    pub fn request_cancel(&mut self, reason: Option<String>) {
+        if self.outcome.is_some() {
+            return;
+        }
+        self.status = RunStatus::Cancelling;
+        if self.cancel_reason.is_none() {
+            self.cancel_reason = reason;
+        }
+    }
+
+    /// Adds messages (from a signal hook) for the next model call.
+    pub fn inject(&mut self, messages: impl IntoIterator<Item = Message>) {
+        self.pending_input.extend(messages);
+    }
+
+    /// Ends the run with `outcome` (the first outcome wins) and returns the outcome in
+    /// force. Pending calls without a result are answered with an error, so the
+    /// conversation stays valid; a [`Paused`](RunOutcome::Paused) outcome keeps them
+    /// pending instead, for a later resume.
+    pub fn finish(&mut self, outcome: RunOutcome) -> RunOutcome {
+        if let Some(existing) = &self.outcome {
+            return existing.clone();
+        }
+        if !matches!(outcome, RunOutcome::Paused { .. }) {
+            let kind = serde_json::to_value(outcome.kind())
+                .ok()
+                .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+                .unwrap_or_default();
+            self.commit_results(&format!("The tool call was not run: the run ended first ({kind})."));
+            self.phase = Phase::Done;
+        }
+        self.status = RunStatus::Finished(outcome.kind());
+        self.outcome = Some(outcome.clone());
+        outcome
+    }
+
+    /// Reopens a paused run so it can take decisions and go on; no effect otherwise.
+    pub fn reopen(&mut self) {
+        if matches!(self.outcome, Some(RunOutcome::Paused { .. })) {
+            self.outcome = None;
+            self.status = RunStatus::AwaitingApproval;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

@@ -1,0 +1,467 @@
+//! Unit tests of the sans-IO run state: every rule of the loop, without any I/O.
+
+use super::*;
+use crate::approval::{ApprovalPolicy, ApprovalRule};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use troupe_tools::{Effect, Tool, ToolContext, ToolDeclaration, ToolError, ToolOutput};
+
+struct Fake(ToolDeclaration);
+
+impl Tool for Fake {
+    fn declaration(&self) -> &ToolDeclaration {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, _ctx: &'a ToolContext, _args: Value) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        async { Ok(ToolOutput::text("ok")) }.boxed()
+    }
+}
+
+fn catalog() -> ToolCatalog {
+    let tool = |name: &str, effect| -> Arc<dyn Tool> {
+        Arc::new(Fake(ToolDeclaration::new(name, "a tool", json!({"type": "object"}), effect)))
+    };
+    ToolCatalog::with_tools([tool("read", Effect::ReadOnly), tool("write", Effect::WriteState)]).expect("catalog")
+}
+
+fn spec() -> AgentSpec {
+    AgentSpec::new("tester", "fake/model").instructions("Be brief.")
+}
+
+fn state() -> RunState {
+    RunState::new(RunId::new("run_1"), "tester", "fake/model", "model").with_instruction("do it")
+}
+
+fn response(blocks: Vec<ContentBlock>, stop: StopReason) -> ModelResponse {
+    ModelResponse {
+        message: Message::new(Role::Assistant, blocks),
+        stop_reason: stop,
+        usage: Usage { input_tokens: 10, output_tokens: 5, ..Default::default() },
+        model: None,
+        id: None,
+    }
+}
+
+fn call(id: &str, name: &str, input: Value) -> ContentBlock {
+    ContentBlock::tool_use(id, name, input)
+}
+
+fn text_response(text: &str, stop: StopReason) -> ModelResponse {
+    response(vec![ContentBlock::text(text)], stop)
+}
+
+fn ok(content: &str) -> ToolResultOutcome {
+    ToolResultOutcome::success(ToolOutput::text(content), Duration::ZERO)
+}
+
+fn expect_call_model(action: Action) -> ModelRequest {
+    match action {
+        Action::CallModel(request) => request,
+        other => panic!("expected a model call, got {other:?}"),
+    }
+}
+
+fn expect_tools(action: Action) -> Vec<ToolCall> {
+    match action {
+        Action::RunTools(calls) => calls,
+        other => panic!("expected tool calls, got {other:?}"),
+    }
+}
+
+fn expect_approval(action: Action) -> Vec<ApprovalRequest> {
+    match action {
+        Action::AwaitApproval(requests) => requests,
+        other => panic!("expected an approval wait, got {other:?}"),
+    }
+}
+
+/// The tool results of the user message at `index`, as (id, content, is_error).
+fn results_at(state: &RunState, index: usize) -> Vec<(String, String, bool)> {
+    let message = &state.messages[index];
+    assert_eq!(message.role, Role::User);
+    message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult { tool_use_id, content, is_error } => {
+                Some((tool_use_id.to_string(), content.clone(), *is_error))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every tool call in the conversation is answered by the very next message.
+fn assert_paired(state: &RunState) {
+    for (i, message) in state.messages.iter().enumerate() {
+        let calls: Vec<String> = message.tool_uses().map(|(id, _, _)| id.to_string()).collect();
+        if calls.is_empty() {
+            continue;
+        }
+        let answered: Vec<String> = results_at(state, i + 1).into_iter().map(|(id, _, _)| id).collect();
+        assert_eq!(answered, calls, "message {i}'s calls are answered in order by message {}", i + 1);
+    }
+}
+
+#[test]
+fn a_plain_answer_completes() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    let request = expect_call_model(state.next_action(&spec, &tools));
+    assert_eq!(request.model, "model");
+    assert_eq!(request.system.as_deref(), Some("Be brief."));
+    assert_eq!(request.messages, vec![Message::user("do it")]);
+    assert_eq!(request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["read", "write"]);
+    state.apply_model_response(text_response("done", StopReason::EndTurn), 0.01);
+    assert_eq!(state.next_action(&spec, &tools), Action::Finish(RunOutcome::Completed { output: "done".into() }));
+    assert_eq!(state.status, RunStatus::Finished(RunOutcomeKind::Completed));
+    assert_eq!((state.iteration, state.usage.input_tokens), (1, 10));
+    assert!((state.cost_usd - 0.01).abs() < 1e-12);
+    // Asking again changes nothing.
+    assert!(matches!(state.next_action(&spec, &tools), Action::Finish(RunOutcome::Completed { .. })));
+    assert_eq!(state.iteration, 1);
+}
+
+#[test]
+fn results_of_one_turn_go_back_together_in_call_order() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(
+        response(
+            vec![ContentBlock::text("reading"), call("a", "read", json!({"p": 1})), call("b", "read", json!({"p": 2}))],
+            StopReason::ToolUse,
+        ),
+        0.0,
+    );
+    let calls = expect_tools(state.next_action(&spec, &tools));
+    assert_eq!(calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(calls[1].args, json!({"p": 2}));
+    // Results arrive in any order; they are committed in call order.
+    state.apply_tool_results(vec![(ToolCallId::new("b"), ok("B")), (ToolCallId::new("a"), ok("A"))]);
+    let request = expect_call_model(state.next_action(&spec, &tools));
+    assert_eq!(request.messages.len(), 3);
+    assert_eq!(results_at(&state, 2), vec![("a".into(), "A".into(), false), ("b".into(), "B".into(), false)]);
+    assert_eq!(state.tool_calls, 2);
+    assert_paired(&state);
+}
+
+#[test]
+fn side_effects_wait_for_approval_and_run_once_approved() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(
+        response(vec![call("r", "read", json!({})), call("w", "write", json!({"x": 1}))], StopReason::ToolUse),
+        0.0,
+    );
+    let requests = expect_approval(state.next_action(&spec, &tools));
+    assert_eq!(requests.len(), 1, "only the write is asked about");
+    assert_eq!((requests[0].call_id.as_str(), requests[0].tool.as_str()), ("w", "write"));
+    assert!(requests[0].reason.contains("write state"), "{}", requests[0].reason);
+    assert_eq!(state.status, RunStatus::AwaitingApproval);
+    assert_eq!(expect_approval(state.next_action(&spec, &tools)), requests, "still waiting");
+    state.apply_signal(Signal::approval("w", ApprovalDecision::Approve)).expect("decision taken");
+    let calls = expect_tools(state.next_action(&spec, &tools));
+    assert_eq!(calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["r", "w"], "the turn runs in order");
+    assert_eq!(state.status, RunStatus::Running);
+}
+
+#[test]
+fn a_rejection_reaches_the_model_as_an_error_result() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(response(vec![call("w", "write", json!({}))], StopReason::ToolUse), 0.0);
+    expect_approval(state.next_action(&spec, &tools));
+    let reject = ApprovalDecision::Reject { reason: Some("use a branch".into()) };
+    state.apply_signal(Signal::approval("w", reject)).expect("decision taken");
+    expect_call_model(state.next_action(&spec, &tools));
+    let results = results_at(&state, 2);
+    assert!(results[0].2, "an error");
+    assert!(results[0].1.contains("rejected") && results[0].1.contains("use a branch"), "{}", results[0].1);
+    assert_eq!(state.tool_errors, 1);
+}
+
+#[test]
+fn modified_arguments_replace_the_models() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(response(vec![call("w", "write", json!({"path": "a"}))], StopReason::ToolUse), 0.0);
+    expect_approval(state.next_action(&spec, &tools));
+    let modify = ApprovalDecision::Modify { arguments: json!({"path": "b"}) };
+    state.apply_signal(Signal::approval("w", modify)).expect("decision taken");
+    let calls = expect_tools(state.next_action(&spec, &tools));
+    assert_eq!(calls[0].args, json!({"path": "b"}));
+    state.apply_tool_results(vec![(ToolCallId::new("w"), ok("wrote b"))]);
+    expect_call_model(state.next_action(&spec, &tools));
+    let content = &results_at(&state, 2)[0].1;
+    assert!(content.contains("{\"path\":\"b\"}") && content.ends_with("wrote b"), "{content}");
+}
+
+#[test]
+fn always_allow_covers_later_calls_of_the_tool_in_this_turn_and_the_next() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(
+        response(vec![call("w1", "write", json!({})), call("w2", "write", json!({}))], StopReason::ToolUse),
+        0.0,
+    );
+    assert_eq!(expect_approval(state.next_action(&spec, &tools)).len(), 2);
+    state.apply_signal(Signal::approval("w1", ApprovalDecision::AlwaysAllow)).expect("decision taken");
+    let calls = expect_tools(state.next_action(&spec, &tools));
+    assert_eq!(calls.len(), 2, "w2 needs no decision any more");
+    state.apply_tool_results(vec![(ToolCallId::new("w1"), ok("1")), (ToolCallId::new("w2"), ok("2"))]);
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(response(vec![call("w3", "write", json!({}))], StopReason::ToolUse), 0.0);
+    assert_eq!(expect_tools(state.next_action(&spec, &tools)).len(), 1, "not asked again");
+    assert!(state.always_allowed.contains("write"));
+}
+
+#[test]
+fn policy_denials_are_answered_without_asking() {
+    let mut spec = spec();
+    spec.approval = ApprovalPolicy::default().rule(ApprovalRule::deny("write"));
+    let (tools, mut state) = (catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(response(vec![call("w", "write", json!({}))], StopReason::ToolUse), 0.0);
+    expect_call_model(state.next_action(&spec, &tools));
+    let results = results_at(&state, 2);
+    assert!(results[0].2 && results[0].1.contains("denied"), "{results:?}");
+}
+
+#[test]
+fn unknown_tools_are_left_to_the_catalog_to_answer() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(response(vec![call("x", "nope", json!({}))], StopReason::ToolUse), 0.0);
+    assert_eq!(expect_tools(state.next_action(&spec, &tools))[0].name, "nope");
+}
+
+#[test]
+fn cancelling_at_approval_ends_the_run_with_every_call_answered() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(
+        response(vec![call("r", "read", json!({})), call("w", "write", json!({}))], StopReason::ToolUse),
+        0.0,
+    );
+    expect_approval(state.next_action(&spec, &tools));
+    state.apply_signal(Signal::approval("w", ApprovalDecision::Cancel)).expect("decision taken");
+    assert_eq!(state.status, RunStatus::Cancelling);
+    let Action::Finish(RunOutcome::Cancelled { reason }) = state.next_action(&spec, &tools) else {
+        panic!("cancelled")
+    };
+    assert!(reason.is_some_and(|r| r.contains("write")));
+    assert_eq!(results_at(&state, 2).len(), 2);
+    assert!(results_at(&state, 2).iter().all(|(_, content, err)| *err && content.contains("not run")));
+    assert_paired(&state);
+    assert!(matches!(state.apply_signal(Signal::user_message("late")), Err(RuntimeError::RunFinished)));
+}
+
+#[test]
+fn a_cancel_signal_keeps_results_already_in() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(
+        response(vec![call("a", "read", json!({})), call("b", "read", json!({}))], StopReason::ToolUse),
+        0.0,
+    );
+    expect_tools(state.next_action(&spec, &tools));
+    state.apply_tool_results(vec![(ToolCallId::new("a"), ok("A"))]);
+    state.apply_signal(Signal::Cancel { reason: Some("user pressed ctrl-c".into()) }).expect("taken");
+    state.apply_signal(Signal::Cancel { reason: Some("second".into()) }).expect("taken");
+    let outcome = state.next_action(&spec, &tools);
+    assert_eq!(outcome, Action::Finish(RunOutcome::Cancelled { reason: Some("user pressed ctrl-c".into()) }));
+    let results = results_at(&state, 2);
+    assert_eq!(results[0], ("a".into(), "A".into(), false));
+    assert!(results[1].2);
+}
+
+#[test]
+fn output_limit_is_resumed_three_times_then_the_run_is_incomplete() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    for n in 0..4 {
+        let request = expect_call_model(state.next_action(&spec, &tools));
+        if n > 0 {
+            assert_eq!(request.messages.last(), Some(&Message::user(RESUME_INSTRUCTION)));
+        }
+        state.apply_model_response(text_response(&format!("part{n} "), StopReason::MaxTokens), 0.0);
+    }
+    assert_eq!(
+        state.next_action(&spec, &tools),
+        Action::Finish(RunOutcome::Incomplete { partial: "part0 part1 part2 part3 ".into() })
+    );
+    assert_eq!(state.iteration, 4);
+    let resumes = state.messages.iter().filter(|m| m.text() == RESUME_INSTRUCTION).count();
+    assert_eq!(resumes, 3);
+}
+
+#[test]
+fn a_resumed_answer_is_joined() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(text_response("Hello, ", StopReason::MaxTokens), 0.0);
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(text_response("world.", StopReason::EndTurn), 0.0);
+    assert_eq!(
+        state.next_action(&spec, &tools),
+        Action::Finish(RunOutcome::Completed { output: "Hello, world.".into() })
+    );
+}
+
+#[test]
+fn the_iteration_limit_stops_before_the_next_call() {
+    let mut spec = spec();
+    spec.limits.max_iterations = 2;
+    let (tools, mut state) = (catalog(), state());
+    for n in 0..2 {
+        expect_call_model(state.next_action(&spec, &tools));
+        let id = format!("c{n}");
+        state.apply_model_response(response(vec![call(&id, "read", json!({}))], StopReason::ToolUse), 0.0);
+        expect_tools(state.next_action(&spec, &tools));
+        state.apply_tool_results(vec![(ToolCallId::new(id), ok("x"))]);
+    }
+    assert_eq!(state.next_action(&spec, &tools), Action::Finish(RunOutcome::MaxIterations { iterations: 2 }));
+    assert_paired(&state);
+}
+
+#[test]
+fn budgets_stop_before_the_next_call() {
+    let mut spec = spec();
+    spec.limits.max_usd = Some(0.25);
+    let (tools, mut state) = (catalog(), state());
+    for n in 0..3 {
+        expect_call_model(state.next_action(&spec, &tools));
+        let id = format!("c{n}");
+        state.apply_model_response(response(vec![call(&id, "read", json!({}))], StopReason::ToolUse), 0.1);
+        expect_tools(state.next_action(&spec, &tools));
+        state.apply_tool_results(vec![(ToolCallId::new(id), ok("x"))]);
+    }
+    let outcome = state.next_action(&spec, &tools);
+    assert_eq!(outcome, Action::Finish(RunOutcome::BudgetExceeded { budget: "usd".into() }));
+    assert_eq!(state.iteration, 3, "the fourth call was never made");
+
+    let mut spec = self::spec();
+    spec.limits.max_total_tokens = Some(15);
+    let mut state = self::state();
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(response(vec![call("c", "read", json!({}))], StopReason::ToolUse), 0.0);
+    expect_tools(state.next_action(&spec, &tools));
+    state.apply_tool_results(vec![(ToolCallId::new("c"), ok("x"))]);
+    assert_eq!(
+        state.next_action(&spec, &tools),
+        Action::Finish(RunOutcome::BudgetExceeded { budget: "tokens".into() })
+    );
+}
+
+#[test]
+fn input_arriving_during_tools_follows_the_results() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(response(vec![call("a", "read", json!({}))], StopReason::ToolUse), 0.0);
+    expect_tools(state.next_action(&spec, &tools));
+    state.apply_signal(Signal::steering("focus on tests")).expect("taken");
+    state.apply_tool_results(vec![(ToolCallId::new("a"), ok("A"))]);
+    let request = expect_call_model(state.next_action(&spec, &tools));
+    let last = request.messages.last().expect("a message");
+    assert!(matches!(last.content[0], ContentBlock::ToolResult { .. }), "results first");
+    assert_eq!(last.text(), "focus on tests");
+    assert_eq!(request.messages.len(), 3, "merged into the results message");
+}
+
+#[test]
+fn a_message_after_the_answer_continues_the_run() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(text_response("first", StopReason::EndTurn), 0.0);
+    state.apply_signal(Signal::user_message("and then?")).expect("taken");
+    let request = expect_call_model(state.next_action(&spec, &tools));
+    assert_eq!(request.messages.last(), Some(&Message::user("and then?")));
+    state.apply_model_response(text_response("second", StopReason::EndTurn), 0.0);
+    assert_eq!(state.next_action(&spec, &tools), Action::Finish(RunOutcome::Completed { output: "second".into() }));
+}
+
+#[test]
+fn external_events_and_hook_messages_reach_the_model() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    state.apply_signal(Signal::ExternalEvent { name: "ci".into(), payload: json!({"status": "red"}) }).expect("taken");
+    state.inject([Message::user("from a hook")]);
+    state.apply_signal(Signal::Resume).expect("taken");
+    state.apply_signal(Signal::SchedulerWake).expect("taken");
+    let request = expect_call_model(state.next_action(&spec, &tools));
+    assert_eq!(request.messages.len(), 1);
+    let text = request.messages[0].text();
+    assert!(
+        text.starts_with("do it") && text.contains("`ci`") && text.contains("red") && text.ends_with("from a hook")
+    );
+}
+
+#[test]
+fn approvals_for_calls_not_waiting_are_refused() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(response(vec![call("r", "read", json!({}))], StopReason::ToolUse), 0.0);
+    expect_tools(state.next_action(&spec, &tools));
+    let err = state.apply_signal(Signal::approval("r", ApprovalDecision::Approve)).expect_err("not waiting");
+    assert!(matches!(err, RuntimeError::UnknownCall { call_id } if call_id.as_str() == "r"));
+}
+
+#[test]
+fn a_paused_state_serializes_and_resumes_identically() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(response(vec![call("w", "write", json!({"k": "v"}))], StopReason::ToolUse), 0.02);
+    let pending = expect_approval(state.next_action(&spec, &tools));
+    let outcome = state.finish(RunOutcome::Paused { pending: pending.clone() });
+    assert_eq!(outcome.kind(), RunOutcomeKind::Paused);
+    assert_eq!(state.pending_calls.len(), 1, "a pause keeps the call pending");
+
+    let text = serde_json::to_string(&state).expect("serializes");
+    let mut restored: RunState = serde_json::from_str(&text).expect("parses");
+    assert_eq!(restored, state);
+    restored.apply_signal(Signal::approval("w", ApprovalDecision::Approve)).expect("reopens and decides");
+    assert_eq!(restored.status, RunStatus::AwaitingApproval);
+    let calls = expect_tools(restored.next_action(&spec, &tools));
+    assert_eq!(calls[0].args, json!({"k": "v"}));
+    restored.apply_tool_results(vec![(ToolCallId::new("w"), ok("done"))]);
+    expect_call_model(restored.next_action(&spec, &tools));
+    assert_paired(&restored);
+}
+
+#[test]
+fn refusals_and_context_overflow_fail_with_a_code() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(text_response("I can't help with that", StopReason::Refusal), 0.0);
+    let Action::Finish(RunOutcome::Failed { error, code }) = state.next_action(&spec, &tools) else { panic!("failed") };
+    assert!(error.contains("can't help"));
+    assert_eq!(code.as_deref(), Some("refusal"));
+    let mut state = self::state();
+    expect_call_model(state.next_action(&spec, &tools));
+    state.apply_model_response(response(vec![], StopReason::ContextWindowExceeded), 0.0);
+    assert!(matches!(state.next_action(&spec, &tools), Action::Finish(RunOutcome::Failed { .. })));
+    assert_eq!(state.messages.len(), 1, "an empty response is not added to the history");
+}
+
+#[test]
+fn the_task_joins_a_history_ending_with_a_user_turn() {
+    let state = RunState::new(RunId::new("r"), "a", "m", "m")
+        .with_history(vec![Message::assistant("hi"), Message::user("context")])
+        .with_instruction("task");
+    assert_eq!(state.messages.len(), 2);
+    assert_eq!(state.messages[1].text(), "contexttask");
+    let empty = RunState::new(RunId::new("r"), "a", "m", "m").with_instruction("");
+    assert!(empty.messages.is_empty());
+}
+
+#[test]
+fn the_first_outcome_wins() {
+    let (spec, tools, mut state) = (spec(), catalog(), state());
+    expect_call_model(state.next_action(&spec, &tools));
+    state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+    let again = state.finish(RunOutcome::Cancelled { reason: None });
+    assert_eq!(again, RunOutcome::BudgetExceeded { budget: "time".into() });
+    state.request_cancel(Some("late".into()));
+    assert_eq!(state.status, RunStatus::Finished(RunOutcomeKind::BudgetExceeded));
+}

@@ -1,0 +1,414 @@
+//! One run's task: the loop that asks [`RunState`] what to do and does it.
+//!
+//! Everything here is I/O: streaming the model and projecting it live, running tools
+//! under the run's cancellation, waiting for decisions, announcing results. The decisions
+//! themselves are the state's.
+
+use crate::compaction::{CompactionContext, Compactor};
+use crate::cost::CostTracker;
+use crate::error::RuntimeError;
+use crate::live::{Emitter, Translator, until};
+use crate::metrics::Metrics;
+use crate::outcome::{RunOutcome, RunOutput};
+use crate::resolver::ModelResolver;
+use crate::signal::Signal;
+use crate::spec::AgentSpec;
+use crate::state::{Action, RunState};
+use futures::StreamExt;
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use troupe_core::{AgentEventKind, ContentBlock, ModelRequest, PauseReason, Role, ToolCallId, Usage};
+use troupe_model::{ModelResponse, ResolvedModel, StreamAccumulator};
+use troupe_tools::{ToolCall, ToolCatalog, ToolContext, Workspace};
+
+/// Why a model call ended without a response.
+enum Interrupted {
+    Cancelled,
+    TimedOut,
+    Failed(troupe_model::Error),
+}
+
+/// One run's task.
+pub(crate) struct Run {
+    pub(crate) spec: Arc<AgentSpec>,
+    pub(crate) catalog: Result<Arc<ToolCatalog>, RuntimeError>,
+    pub(crate) resolver: Arc<dyn ModelResolver>,
+    pub(crate) workspace: Arc<Workspace>,
+    pub(crate) compactor: Option<Arc<dyn Compactor>>,
+    pub(crate) tool_concurrency: usize,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) emitter: Emitter,
+    pub(crate) signals: mpsc::Receiver<Signal>,
+    /// Signals received while waiting for approval, for the next boundary.
+    pub(crate) queued: VecDeque<Signal>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) costs: CostTracker,
+    /// Messages before this index have had their tool results announced.
+    pub(crate) announced: usize,
+    /// Calls whose approval request was announced.
+    pub(crate) paused: HashSet<ToolCallId>,
+    pub(crate) step: u32,
+    pub(crate) open_step: Option<u32>,
+}
+
+impl Run {
+    pub(crate) async fn run(mut self, mut state: RunState, instruction: String, fresh: bool) -> RunOutput {
+        let started = std::time::Instant::now();
+        let agent_metrics = self.metrics.agent(&self.spec.name);
+        agent_metrics.run_started();
+        let resolved = self.resolver.resolve(&state.model);
+        if let Ok(model) = &resolved {
+            state.model.clone_from(&model.id);
+            state.model_name.clone_from(&model.model);
+        }
+        if fresh {
+            self.emitter.emit(AgentEventKind::RunStarted { instruction, model: state.model.clone() }).await;
+        }
+        let catalog = match (&self.catalog, resolved) {
+            (Err(error), _) => {
+                state.finish(RunOutcome::failed(error.to_string(), "unknown_tool"));
+                None
+            }
+            (_, Err(error)) => {
+                state.finish(RunOutcome::failed(error.to_string(), error.code()));
+                None
+            }
+            (Ok(catalog), Ok(model)) => Some((Arc::clone(catalog), model)),
+        };
+        if let Some((catalog, model)) = catalog {
+            self.drive(&mut state, &catalog, model).await;
+        }
+        let output = self.end(state, started).await;
+        agent_metrics.run_finished(&output);
+        output
+    }
+
+    async fn drive(&mut self, state: &mut RunState, catalog: &ToolCatalog, model: ResolvedModel) {
+        loop {
+            self.boundary(state).await;
+            let action = state.next_action(&self.spec, catalog);
+            self.announce_results(state).await;
+            match action {
+                Action::Finish(_) => return,
+                Action::CallModel(request) => self.call_model(state, &model, request).await,
+                Action::RunTools(calls) => self.run_tools(state, catalog, calls).await,
+                Action::AwaitApproval(requests) => {
+                    for request in requests {
+                        if self.paused.insert(request.call_id.clone()) {
+                            let reason = PauseReason::Approval {
+                                call_id: request.call_id,
+                                tool: request.tool,
+                                arguments: request.arguments,
+                                reason: request.reason,
+                            };
+                            self.emitter.emit(AgentEventKind::RunPaused { reason }).await;
+                        }
+                    }
+                    self.await_decision(state).await;
+                }
+            }
+        }
+    }
+
+    /// The safe boundary: takes every waiting signal, then cancellation and the deadline.
+    async fn boundary(&mut self, state: &mut RunState) {
+        while let Ok(signal) = self.signals.try_recv() {
+            self.queued.push_back(signal);
+        }
+        while let Some(signal) = self.queued.pop_front() {
+            self.deliver(state, signal).await;
+        }
+        if self.cancel.is_cancelled() {
+            state.request_cancel(None);
+        } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+        }
+    }
+
+    /// Runs the signal's hooks and applies it; a signal the run cannot take is reported.
+    async fn deliver(&mut self, state: &mut RunState, signal: Signal) {
+        let kind = signal.kind();
+        let refused = if !self.spec.accepts(kind) {
+            Some(RuntimeError::SignalNotAccepted { kind })
+        } else {
+            let extra = self.spec.signal_hooks.run(&signal, state);
+            match state.apply_signal(signal) {
+                Ok(()) => {
+                    state.inject(extra);
+                    None
+                }
+                Err(error) => Some(error),
+            }
+        };
+        if let Some(error) = refused {
+            tracing::warn!(run = %state.run_id, %kind, %error, "signal refused");
+            let value = serde_json::json!({"kind": kind, "error": error.to_string()});
+            self.emitter.emit(AgentEventKind::Custom { name: "signal_refused".into(), value }).await;
+        }
+    }
+
+    /// Emits a result event for every tool result added to the conversation since the
+    /// last call, in order: executed, refused and abandoned calls alike.
+    async fn announce_results(&mut self, state: &RunState) {
+        let start = self.announced.min(state.messages.len());
+        let mut events = Vec::new();
+        for message in state.messages[start..].iter().filter(|m| m.role == Role::User) {
+            for block in &message.content {
+                if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
+                    events.push(AgentEventKind::ToolCallResult {
+                        call_id: tool_use_id.clone(),
+                        content: content.clone(),
+                        is_error: *is_error,
+                    });
+                }
+            }
+        }
+        self.announced = state.messages.len();
+        self.emitter.emit_all(events).await;
+    }
+
+    async fn close_step(&mut self) {
+        if let Some(step) = self.open_step.take() {
+            self.emitter.emit(AgentEventKind::StepFinished { step }).await;
+        }
+    }
+
+    async fn call_model(&mut self, state: &mut RunState, model: &ResolvedModel, mut request: ModelRequest) {
+        self.close_step().await;
+        self.step += 1;
+        self.open_step = Some(self.step);
+        self.emitter.emit(AgentEventKind::StepStarted { step: self.step }).await;
+        if let Some(compactor) = self.compactor.clone() {
+            let before = state.messages.len();
+            let context = CompactionContext {
+                model,
+                last_usage: state.last_usage,
+                iteration: state.iteration,
+                cancel: &self.cancel,
+            };
+            match compactor.compact(&mut state.messages, context).await {
+                Ok(false) => {}
+                Ok(true) => {
+                    request.messages.clone_from(&state.messages);
+                    self.announced = state.messages.len();
+                    let value = serde_json::json!({"messages_before": before, "messages_after": state.messages.len()});
+                    self.emitter.emit(AgentEventKind::Custom { name: "compacted".into(), value }).await;
+                }
+                Err(error) => {
+                    state.finish(RunOutcome::failed(error.to_string(), "compaction"));
+                    return;
+                }
+            }
+        }
+        let message_id = format!("{}-m{}", state.run_id, self.step);
+        let mut translator = Translator::new(message_id);
+        let mut priced_as = model.clone();
+        let mut partial = Usage::default();
+        let result = self.stream(model, &request, &mut translator, &mut priced_as, &mut partial).await;
+        let mut out = Vec::new();
+        match result {
+            Ok(response) => {
+                translator.finish(&mut out);
+                self.emitter.emit_all(out).await;
+                let cost = self.price(&priced_as, response.usage).await;
+                state.apply_model_response(response, cost);
+            }
+            Err(interrupted) => {
+                let why = match &interrupted {
+                    Interrupted::Cancelled => "the run was cancelled".to_owned(),
+                    Interrupted::TimedOut => "the run ran out of time".to_owned(),
+                    Interrupted::Failed(error) => format!("the model response failed ({error})"),
+                };
+                translator.abort(&why, &mut out);
+                self.emitter.emit_all(out).await;
+                if !partial.is_empty() {
+                    let cost = self.price(&priced_as, partial).await;
+                    state.record_usage(partial, cost);
+                }
+                match interrupted {
+                    // The next boundary takes the cancel signal (and its reason) first.
+                    Interrupted::Cancelled => {}
+                    Interrupted::TimedOut => {
+                        state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+                    }
+                    Interrupted::Failed(error) => {
+                        state.finish(RunOutcome::failed(error.to_string(), error.code()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records a call's usage and cost, emitting the usage event; returns the cost.
+    async fn price(&mut self, model: &ResolvedModel, usage: Usage) -> f64 {
+        let cost = self.costs.record(model, &usage);
+        self.emitter.emit(AgentEventKind::Usage { model: model.id.clone(), usage, cost_usd: cost }).await;
+        cost.unwrap_or(0.0)
+    }
+
+    /// Streams one response, announcing it live; stops between chunks on cancellation or
+    /// the deadline.
+    async fn stream(
+        &mut self,
+        model: &ResolvedModel,
+        request: &ModelRequest,
+        translator: &mut Translator,
+        priced_as: &mut ResolvedModel,
+        partial: &mut Usage,
+    ) -> Result<ModelResponse, Interrupted> {
+        let cancel = self.cancel.child_token();
+        let opened = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(Interrupted::Cancelled),
+            () = until(self.deadline) => { cancel.cancel(); return Err(Interrupted::TimedOut) }
+            opened = model.provider.stream(request, cancel.clone()) => opened,
+        };
+        let mut stream = opened.map_err(|e| self.interrupted(e))?;
+        let mut accumulator = StreamAccumulator::new();
+        let mut out = Vec::new();
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = cancel.cancelled() => None,
+                () = until(self.deadline) => {
+                    cancel.cancel();
+                    *partial = accumulator.usage();
+                    return Err(Interrupted::TimedOut);
+                }
+                next = stream.next() => Some(next),
+            };
+            let Some(next) = next else {
+                *partial = accumulator.usage();
+                return Err(Interrupted::Cancelled);
+            };
+            match next {
+                None => break,
+                Some(Err(error)) => {
+                    *partial = accumulator.usage();
+                    return Err(self.interrupted(error));
+                }
+                Some(Ok(event)) => {
+                    if let Err(error) = accumulator.push(&event) {
+                        *partial = accumulator.usage();
+                        return Err(Interrupted::Failed(error));
+                    }
+                    if let troupe_core::StreamEvent::ModelFallback { to, .. } = &event {
+                        // The model now serving is priced by its own entry, where known.
+                        match self.resolver.resolve(to) {
+                            Ok(next) => *priced_as = next,
+                            Err(_) => priced_as.info = None,
+                        }
+                        priced_as.id.clone_from(to);
+                    }
+                    translator.on_event(&event, &mut out);
+                    self.emitter.emit_all(out.drain(..)).await;
+                }
+            }
+        }
+        accumulator.finish().map_err(|e| self.interrupted(e))
+    }
+
+    /// A model error, or the cancellation it stands for.
+    fn interrupted(&self, error: troupe_model::Error) -> Interrupted {
+        if self.cancel.is_cancelled() || matches!(error, troupe_model::Error::Cancelled) {
+            Interrupted::Cancelled
+        } else {
+            Interrupted::Failed(error)
+        }
+    }
+
+    /// Runs one batch under the run's cancellation; on the deadline, cancels the batch and
+    /// keeps what the tools report.
+    async fn run_tools(&mut self, state: &mut RunState, catalog: &ToolCatalog, calls: Vec<ToolCall>) {
+        let cancel = self.cancel.child_token();
+        let ctx = ToolContext::new(Arc::clone(&self.workspace)).with_cancel(cancel.clone());
+        let mut timed_out = false;
+        let outcomes = {
+            let mut batch = std::pin::pin!(catalog.run_batch(&calls, &ctx, self.tool_concurrency));
+            match self.deadline {
+                None => batch.await,
+                Some(deadline) => match tokio::time::timeout_at(deadline, batch.as_mut()).await {
+                    Ok(outcomes) => outcomes,
+                    Err(_) => {
+                        timed_out = true;
+                        cancel.cancel();
+                        batch.await
+                    }
+                },
+            }
+        };
+        state.apply_tool_results(calls.into_iter().map(|c| c.id).zip(outcomes).collect());
+        if timed_out {
+            state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+        }
+    }
+
+    /// Waits for an approval decision or cancellation; other signals wait for the next
+    /// boundary. With nobody left to decide, the run pauses.
+    async fn await_decision(&mut self, state: &mut RunState) {
+        loop {
+            let signal = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return,
+                () = until(self.deadline) => {
+                    state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+                    return;
+                }
+                signal = self.signals.recv() => signal,
+            };
+            match signal {
+                None => {
+                    let pending = state.awaiting_approval();
+                    state.finish(RunOutcome::Paused { pending });
+                    return;
+                }
+                Some(signal @ (Signal::Approval { .. } | Signal::Cancel { .. })) => {
+                    // Signals that came before this one are taken first, in order.
+                    self.queued.push_back(signal);
+                    return;
+                }
+                Some(other) => self.queued.push_back(other),
+            }
+        }
+    }
+
+    async fn end(mut self, mut state: RunState, started: std::time::Instant) -> RunOutput {
+        let outcome = match state.outcome.clone() {
+            Some(outcome) => outcome,
+            None => state.finish(RunOutcome::failed("the run stopped without an outcome", "internal")),
+        };
+        self.announce_results(&state).await;
+        self.close_step().await;
+        let kind = match &outcome {
+            RunOutcome::Failed { error, code } => {
+                AgentEventKind::RunError { message: error.clone(), code: code.clone() }
+            }
+            _ => AgentEventKind::RunFinished {
+                outcome: outcome.kind(),
+                output: outcome.text().map(str::to_owned),
+                usage: state.usage,
+                cost_usd: state.cost_usd,
+            },
+        };
+        self.emitter.emit(kind).await;
+        state.event_seq = self.emitter.next_seq();
+        let text = outcome.text().map_or_else(|| state.last_assistant_text(), str::to_owned);
+        RunOutput {
+            run_id: state.run_id.clone(),
+            outcome,
+            text,
+            messages: state.messages.clone(),
+            usage: state.usage,
+            cost_usd: state.cost_usd,
+            cost_by_model: self.costs.by_model().clone(),
+            tool_calls: state.tool_calls,
+            duration: started.elapsed(),
+            events: self.emitter.take_events(),
+            state,
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! The runtime around the loop: many concurrent runs, pausing and resuming, signals at
+//! boundaries and their hooks, the time limit, the compaction hook, configuration errors.
+
+mod common;
+
+use common::{Harness, Reader, Wire, check_events, drain, kind_name, until_event};
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use troupe_core::{AgentEventKind, ContentBlock, Message, RunId};
+use troupe_model::anthropic::AnthropicWire;
+use troupe_model::{ApiKey, HttpConfig, HttpProvider, Providers, RetryPolicy, RetryingProvider};
+use troupe_runtime::{
+    ApprovalDecision, ApprovalPolicy, ApprovalRule, CompactionContext, Compactor, Engine, FixedModel, RunInput,
+    RunOutcome, RuntimeError, Signal, SignalKind,
+};
+use troupe_testkit::{MockLlmServer, MockTurn};
+use troupe_tools::{Effect, ToolOutput, typed_tool};
+
+fn assert_send<T: Send>(_: &T) {}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_runs_share_a_multi_thread_runtime() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("notes.txt"), "shared notes\n").expect("fixture");
+    let engine = Engine::builder().resolver(Arc::new(FixedModel::new(Arc::new(Reader), "reader-1"))).build();
+    let agent = engine.agent("reader").workspace(dir.path()).readonly_tools().build().expect("agent builds");
+    let probe = agent.run("probe");
+    assert_send(&probe);
+    drop(probe);
+    let tasks: Vec<_> = (0..100)
+        .map(|n| {
+            let agent = agent.clone();
+            tokio::spawn(async move { agent.run(format!("run {n}")).await })
+        })
+        .collect();
+    let mut ids = std::collections::HashSet::new();
+    for task in tasks {
+        let output = task.await.expect("no panic").expect("the run ends");
+        assert!(output.text.contains("shared notes"), "{}", output.text);
+        check_events(&output.events);
+        ids.insert(output.run_id);
+    }
+    assert_eq!(ids.len(), 100, "every run has its own id");
+    let metrics = agent.metrics();
+    assert_eq!((metrics.runs_started, metrics.runs_completed, metrics.tool_calls), (100, 100, 100));
+    assert_eq!(metrics.model_calls, 200);
+}
+
+#[tokio::test]
+async fn a_run_nobody_can_approve_pauses_and_resumes_from_its_state() {
+    let h = Harness::new(Wire::Scripted).await;
+    h.push([h.call("call_w", "fs.write", json!({"path": "out.txt", "content": "later"})), MockTurn::text("done")]);
+    let agent = h.engine().agent("writer").workspace(h.dir.path()).coding_tools().build().expect("agent builds");
+    let paused = agent.run("Write it.").await.expect("the run ends");
+    let RunOutcome::Paused { pending } = &paused.outcome else { panic!("paused: {:?}", paused.outcome) };
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].arguments, json!({"path": "out.txt", "content": "later"}));
+    assert_eq!(h.read("out.txt"), None);
+    check_events(&paused.events);
+    assert_eq!(agent.metrics().runs_paused, 1);
+
+    // The state survives serialization, as a store would keep it.
+    let text = serde_json::to_string(&paused.state).expect("serializes");
+    let mut state: troupe_runtime::RunState = serde_json::from_str(&text).expect("parses");
+    // The decision is made while the run is stored; the resumed run acts on it at once.
+    state.apply_signal(Signal::approval(pending[0].call_id.clone(), ApprovalDecision::Approve)).expect("taken");
+    let mut handle = agent.resume(state);
+    let mut seen = Vec::new();
+    drain(&mut handle.events, &mut seen).await;
+    let output = handle.result.await.expect("the run task ends");
+    assert_eq!(output.outcome, RunOutcome::Completed { output: "done".into() });
+    assert_eq!(output.run_id, paused.run_id, "the same run goes on");
+    assert_eq!(h.read("out.txt").as_deref(), Some("later"));
+    assert_eq!(seen.first().map(kind_name).as_deref(), Some("tool_call_result"), "resumed where it stopped");
+    let seqs: Vec<u64> = seen.iter().map(|e| e.attribution.seq).collect();
+    let first = paused.events.len() as u64;
+    assert_eq!(seqs, (first..first + seqs.len() as u64).collect::<Vec<_>>(), "the sequence goes on without a gap");
+}
+
+/// Arguments of the gate tool: none.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+#[tokio::test]
+async fn signals_are_taken_at_boundaries_and_run_their_hooks() {
+    let h = Harness::new(Wire::Scripted).await;
+    h.push([MockTurn::tool_call("call_gate", "gate", json!({})), MockTurn::text("second answer")]);
+    // The tool holds the run in its tool turn until the test has sent its signals.
+    let gate = Arc::new(Notify::new());
+    let opened = Arc::clone(&gate);
+    let gate_tool = typed_tool("gate", "Waits for the test.", Effect::ReadOnly, move |_ctx, _args: NoArgs| {
+        let opened = Arc::clone(&opened);
+        async move {
+            opened.notified().await;
+            Ok(ToolOutput::text("gate opened"))
+        }
+    });
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen_by_hook = Arc::clone(&calls);
+    let agent = h
+        .engine()
+        .agent("listener")
+        .workspace(h.dir.path())
+        .tool(gate_tool.into_arc())
+        .accept_signals([SignalKind::UserMessage, SignalKind::Steering])
+        .on_signal(SignalKind::UserMessage, move |signal: &Signal, state: &troupe_runtime::RunState| {
+            seen_by_hook.fetch_add(1, Ordering::SeqCst);
+            assert!(matches!(signal, Signal::UserMessage { .. }));
+            Some(vec![Message::user(format!("(hook saw {} messages)", state.messages.len()))])
+        })
+        .build()
+        .expect("agent builds");
+    let mut handle = agent.start("Open the gate.");
+    let mut seen = Vec::new();
+    until_event(&mut handle.events, &mut seen, |k| matches!(k, AgentEventKind::ToolCallEnd { .. })).await;
+    handle.signals.user_message("also, what about tests?").await.expect("delivered");
+    handle.signals.send(Signal::SchedulerWake).await.expect("delivered");
+    gate.notify_one();
+    drain(&mut handle.events, &mut seen).await;
+    let output = handle.result.await.expect("the run task ends");
+    assert_eq!(output.outcome, RunOutcome::Completed { output: "second answer".into() });
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // Taken during the tool turn: the hook sees the prompt and the call, and what it and
+    // the user said follows the call's result, in the same user message.
+    let results = &output.messages[2];
+    assert!(matches!(&results.content[0], ContentBlock::ToolResult { content, .. } if content == "gate opened"));
+    assert_eq!(results.text(), "also, what about tests?(hook saw 2 messages)");
+    assert_eq!(h.bodies().len(), 2);
+    let refused: Vec<_> = seen
+        .iter()
+        .filter_map(|e| match &e.kind {
+            AgentEventKind::Custom { name, value } if name == "signal_refused" => Some(value.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused.len(), 1, "the wake-up is not accepted by this agent");
+    assert_eq!(refused[0]["kind"], json!("scheduler_wake"));
+    check_events(&seen);
+}
+
+#[tokio::test]
+async fn the_time_limit_ends_a_run_as_a_time_budget() {
+    let h = Harness::new(Wire::Scripted).await;
+    h.push([MockTurn::tool_call("c", "shell", json!({"command": "sleep 30"})), MockTurn::text("never")]);
+    let agent = h
+        .engine()
+        .agent("slow")
+        .workspace(h.dir.path())
+        .coding_tools()
+        .approval(ApprovalPolicy::default().rule(ApprovalRule::allow("shell").when("command", "sleep")))
+        .timeout(Duration::from_millis(500))
+        .build()
+        .expect("agent builds");
+    let started = Instant::now();
+    let output = agent.run("Sleep.").await.expect("the run ends");
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert_eq!(output.outcome, RunOutcome::BudgetExceeded { budget: "time".into() });
+    assert_eq!(h.bodies().len(), 1);
+    check_events(&output.events);
+}
+
+#[tokio::test]
+async fn a_cancel_decision_ends_the_run_cancelled() {
+    let h = Harness::new(Wire::Scripted).await;
+    h.push([h.call("c", "fs.write", json!({"path": "x", "content": "y"}))]);
+    let agent = h.engine().agent("w").workspace(h.dir.path()).coding_tools().build().expect("agent builds");
+    let mut handle = agent.start("Write.");
+    let mut seen = Vec::new();
+    until_event(&mut handle.events, &mut seen, |k| matches!(k, AgentEventKind::RunPaused { .. })).await;
+    handle.signals.decide("c", ApprovalDecision::Cancel).await.expect("delivered");
+    drain(&mut handle.events, &mut seen).await;
+    let output = handle.result.await.expect("the run task ends");
+    assert!(matches!(output.outcome, RunOutcome::Cancelled { reason: Some(ref r) } if r.contains("fs.write")));
+    check_events(&seen);
+}
+
+/// Keeps the first message and the last two; counts its calls.
+struct KeepEnds(AtomicUsize);
+
+impl Compactor for KeepEnds {
+    fn compact<'a>(
+        &'a self,
+        messages: &'a mut Vec<Message>,
+        context: CompactionContext<'a>,
+    ) -> BoxFuture<'a, Result<bool, RuntimeError>> {
+        Box::pin(async move {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            assert!(context.model.id.ends_with("mock-model"));
+            if messages.len() <= 3 {
+                return Ok(false);
+            }
+            let tail = messages.split_off(messages.len() - 2);
+            messages.truncate(1);
+            messages.extend(tail);
+            Ok(true)
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_compactor_runs_before_every_model_call() {
+    let h = Harness::new(Wire::Scripted).await;
+    h.write("a.txt", "a\n");
+    h.push([
+        h.call("c1", "fs.read", json!({"path": "a.txt"})),
+        h.call("c2", "fs.read", json!({"path": "a.txt"})),
+        MockTurn::text("done"),
+    ]);
+    let compactor = Arc::new(KeepEnds(AtomicUsize::new(0)));
+    let engine = Engine::builder().resolver(Arc::new(h.model())).compactor(compactor.clone()).build();
+    let agent = engine.agent("r").workspace(h.dir.path()).readonly_tools().build().expect("agent builds");
+    let output = agent.run("Read twice.").await.expect("the run ends");
+    assert!(output.is_completed());
+    assert_eq!(compactor.0.load(Ordering::SeqCst), 3, "once per model call, inside the tool loop");
+    let requests: Vec<usize> = h
+        .bodies()
+        .iter()
+        .map(|b| {
+            serde_json::from_str::<serde_json::Value>(b).map_or(0, |v| v["messages"].as_array().map_or(0, Vec::len))
+        })
+        .collect();
+    assert_eq!(requests, [1, 3, 3], "the third request was compacted");
+    assert!(
+        output.events.iter().any(|e| matches!(&e.kind, AgentEventKind::Custom { name, .. } if name == "compacted"))
+    );
+    check_events(&output.events);
+}
+
+#[tokio::test]
+async fn a_run_may_override_the_model_and_carries_its_ids() {
+    let providers = Providers::with_env(HashMap::<String, String>::new());
+    let engine = Engine::builder().providers(providers).build();
+    let agent = engine.agent("greeter").model("demo").build().expect("the demo model needs no key");
+    let input =
+        RunInput::new("hi").run_id(RunId::new("run_fixed")).parent(RunId::new("run_parent")).model("openai/gpt-4o");
+    let output = agent.run(input).await.expect("the run ends");
+    let RunOutcome::Failed { code, .. } = &output.outcome else { panic!("{:?}", output.outcome) };
+    assert_eq!(code.as_deref(), Some("missing_api_key"), "the per-run model was used");
+    assert_eq!(output.run_id.as_str(), "run_fixed");
+    assert!(
+        output.events.iter().all(|e| e.attribution.parent_run_id.as_ref().map(RunId::as_str) == Some("run_parent"))
+    );
+    check_events(&output.events);
+}
+
+#[tokio::test]
+async fn configuration_problems_are_found_at_build() {
+    let engine = Engine::builder().providers(Providers::with_env(HashMap::<String, String>::new())).build();
+    let unknown = engine.agent("a").model("demo").readonly_tools().only_tools(["fs.write"]).build();
+    assert!(matches!(unknown, Err(RuntimeError::Catalog { .. })), "{unknown:?}");
+    let workspace = engine.agent("a").model("demo").workspace("/definitely/not/here").build();
+    assert!(matches!(workspace, Err(RuntimeError::Workspace(_))), "{workspace:?}");
+    let Err(RuntimeError::Model(error)) = engine.agent("a").model("anthropic/claude-sonnet-4-5").build() else {
+        panic!("the missing key is found at build")
+    };
+    assert_eq!(error.code(), "missing_api_key");
+    let bad_rule = ApprovalRule { starts_with: Some("x".into()), ..ApprovalRule::allow("shell") };
+    let rule = engine.agent("a").model("demo").approval_rule(bad_rule).build();
+    assert!(matches!(rule, Err(RuntimeError::InvalidSpec(_))), "{rule:?}");
+}
+
+#[tokio::test]
+async fn provider_retries_are_projected_as_events() {
+    let server = MockLlmServer::start().await.expect("mock server starts");
+    server.push(MockTurn::status(529, "overloaded")).push(MockTurn::text("after a retry"));
+    let http = HttpProvider::new(
+        HttpConfig::new("anthropic", server.url(), Some(ApiKey::new("test-key"))),
+        AnthropicWire::default(),
+    )
+    .expect("client");
+    let policy = RetryPolicy::default().initial_delay(Duration::from_millis(10)).jitter(0.0);
+    let model = FixedModel::new(Arc::new(RetryingProvider::new(http, policy)), "mock-model");
+    let engine = Engine::builder().resolver(Arc::new(model)).build();
+    let agent = engine.agent("patient").build().expect("agent builds");
+    let output = agent.run("Hello?").await.expect("the run ends");
+    assert_eq!(output.outcome, RunOutcome::Completed { output: "after a retry".into() });
+    let retries: Vec<u32> = output
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            AgentEventKind::Retrying { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retries, [1]);
+    assert_eq!(server.requests().len(), 2);
+    check_events(&output.events);
+}
