@@ -66,6 +66,47 @@ pub enum ApprovalRequirement {
     Derived,
 }
 
+/// One kind of access a call needs, declared by the tool so a capability check can be made
+/// from the declaration alone (never from the tool's name).
+///
+/// Fields that name an argument (`ReadPath("path")`) say which argument of the call holds
+/// the path or URL; a path argument that is absent or `null` means the workspace root (`.`),
+/// which is what the built-in tools do with an omitted `path`. A tool that declares no
+/// access needs no capability.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// Needs nothing; declared to say the tool was reviewed and touches nothing guarded.
+    None,
+    /// Reads the workspace-relative path in the named argument.
+    ReadPath(String),
+    /// Writes the workspace-relative path in the named argument.
+    WritePath(String),
+    /// Runs arbitrary commands.
+    Shell,
+    /// Contacts the host of the URL in the named argument.
+    Network(String),
+    /// Contacts this fixed host, whatever the arguments (a configured search backend).
+    NetworkHost(String),
+}
+
+impl Access {
+    /// [`Access::ReadPath`] of the argument `field`.
+    pub fn read_path(field: impl Into<String>) -> Self {
+        Access::ReadPath(field.into())
+    }
+
+    /// [`Access::WritePath`] of the argument `field`.
+    pub fn write_path(field: impl Into<String>) -> Self {
+        Access::WritePath(field.into())
+    }
+
+    /// [`Access::Network`] to the URL in the argument `field`.
+    pub fn network(field: impl Into<String>) -> Self {
+        Access::Network(field.into())
+    }
+}
+
 /// Everything the catalog and the runner know about a tool without running it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolDeclaration {
@@ -87,6 +128,9 @@ pub struct ToolDeclaration {
     /// The longest a call may run before the catalog stops it; `None` for no limit.
     #[serde(default, with = "duration_ms", skip_serializing_if = "Option::is_none", rename = "timeout_ms")]
     pub timeout: Option<Duration>,
+    /// What a call needs access to, for capability checks; empty when it needs nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<Access>,
 }
 
 impl ToolDeclaration {
@@ -109,7 +153,14 @@ impl ToolDeclaration {
             evidence: EvidenceCapture::Summary,
             approval: ApprovalRequirement::Derived,
             timeout: None,
+            access: Vec::new(),
         }
+    }
+
+    /// The declaration with `access` as what its calls need (replacing any declared before).
+    pub fn with_access(mut self, access: Vec<Access>) -> Self {
+        self.access = access;
+        self
     }
 
     /// The tool as offered to a model.

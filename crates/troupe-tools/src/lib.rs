@@ -60,7 +60,9 @@
 //! # }
 //! ```
 
+mod audit;
 mod builtin;
+mod capability;
 mod catalog;
 mod declaration;
 mod error;
@@ -69,11 +71,17 @@ mod tool;
 mod typed;
 mod workspace;
 
+pub use audit::{
+    ALLOWED, AuditEntry, AuditKind, AuditLog, DENIED, FileAuditLog, MemoryAuditLog, NoAudit, arguments_digest,
+};
 pub use builtin::{
     EditArgs, GitDiffArgs, GitStatusArgs, GlobArgs, GrepArgs, ListArgs, ReadArgs, ShellArgs, ShellTool, WriteArgs,
     coding_tools, fs_edit, fs_glob, fs_list, fs_read, fs_write, git_diff, git_status, grep, readonly_tools,
 };
+pub use builtin::{SearchBackend, WebFetchArgs, WebFetchTool, WebSearchArgs, WebSearchTool, web_tools};
+pub use capability::{AuthorizationDecision, Authorizer, CapabilityAuthorizer, CapabilitySet};
 pub use catalog::{CatalogError, ToolCall, ToolCatalog, ToolResultOutcome};
+pub use declaration::Access;
 pub use declaration::{ApprovalRequirement, Effect, EvidenceCapture, Idempotency, ToolDeclaration};
 pub use error::ToolError;
 pub use schema::{decode_arguments, is_object_schema, schema_for};

@@ -1,6 +1,6 @@
 //! Tools built from plain async functions over typed arguments.
 
-use crate::declaration::{ApprovalRequirement, Effect, EvidenceCapture, Idempotency, ToolDeclaration};
+use crate::declaration::{Access, ApprovalRequirement, Effect, EvidenceCapture, Idempotency, ToolDeclaration};
 use crate::error::ToolError;
 use crate::schema::{decode_arguments, schema_for};
 use crate::tool::{Tool, ToolContext, ToolOutput};
@@ -91,6 +91,12 @@ impl TypedTool {
     /// Limits how long a call may run; the catalog stops it after `timeout`.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.declaration.timeout = Some(timeout);
+        self
+    }
+
+    /// Declares what calls need access to, for capability checks (see [`Access`]).
+    pub fn access(mut self, access: Vec<Access>) -> Self {
+        self.declaration.access = access;
         self
     }
 

@@ -1,7 +1,7 @@
 //! `fs.read`, `fs.write`, `fs.edit` and `fs.list`.
 
 use super::{blocking, clip_line, human_bytes};
-use crate::declaration::{Effect, EvidenceCapture, Idempotency};
+use crate::declaration::{Access, Effect, EvidenceCapture, Idempotency};
 use crate::error::ToolError;
 use crate::tool::{ToolContext, ToolOutput};
 use crate::typed::{TypedTool, typed_tool};
@@ -76,6 +76,7 @@ pub fn fs_read() -> TypedTool {
         Effect::ReadOnly,
         |ctx: ToolContext, args: ReadArgs| async move { blocking(move || read(&ctx, &args)).await },
     )
+    .access(vec![Access::read_path("path")])
     .idempotency(Idempotency::Idempotent)
     .evidence(EvidenceCapture::Summary)
 }
@@ -89,6 +90,7 @@ pub fn fs_write() -> TypedTool {
         Effect::WriteState,
         |ctx: ToolContext, args: WriteArgs| async move { blocking(move || write(&ctx, &args)).await },
     )
+    .access(vec![Access::write_path("path")])
     .idempotency(Idempotency::ConditionallyIdempotent)
     .evidence(EvidenceCapture::Summary)
 }
@@ -102,6 +104,8 @@ pub fn fs_edit() -> TypedTool {
         Effect::WriteState,
         |ctx: ToolContext, args: EditArgs| async move { blocking(move || edit(&ctx, &args)).await },
     )
+    // An edit reveals whether `old_string` occurs in the file, so it reads as well as writes.
+    .access(vec![Access::read_path("path"), Access::write_path("path")])
     .idempotency(Idempotency::NonIdempotent)
     .evidence(EvidenceCapture::Structured)
 }
@@ -114,6 +118,7 @@ pub fn fs_list() -> TypedTool {
         Effect::ReadOnly,
         |ctx: ToolContext, args: ListArgs| async move { blocking(move || list(&ctx, &args)).await },
     )
+    .access(vec![Access::read_path("path")])
     .idempotency(Idempotency::Idempotent)
     .evidence(EvidenceCapture::Summary)
 }

@@ -7,7 +7,7 @@
 //! its parent's changes.
 
 use super::process::{self, Ending, ProcessSpec};
-use crate::declaration::{Effect, EvidenceCapture, Idempotency};
+use crate::declaration::{Access, Effect, EvidenceCapture, Idempotency};
 use crate::error::ToolError;
 use crate::tool::{ToolContext, ToolOutput};
 use crate::typed::{TypedTool, typed_tool};
@@ -49,6 +49,8 @@ pub fn git_status() -> TypedTool {
             Ok(ToolOutput::text(output.clone()).with_structured(json!({"output": output})))
         },
     )
+    // No `path` argument, so this is read access to the whole workspace (`.`).
+    .access(vec![Access::read_path("path")])
     .idempotency(Idempotency::Idempotent)
     .evidence(EvidenceCapture::Summary)
 }
@@ -75,6 +77,7 @@ pub fn git_diff() -> TypedTool {
             Ok(ToolOutput::text(content).with_structured(json!({"staged": args.staged, "path": args.path})))
         },
     )
+    .access(vec![Access::read_path("path")])
     .idempotency(Idempotency::Idempotent)
     .evidence(EvidenceCapture::Summary)
 }

@@ -9,11 +9,13 @@ mod git;
 mod process;
 mod search;
 mod shell;
+mod web;
 
 pub use fs::{EditArgs, ListArgs, ReadArgs, WriteArgs, fs_edit, fs_list, fs_read, fs_write};
 pub use git::{GitDiffArgs, GitStatusArgs, git_diff, git_status};
 pub use search::{GlobArgs, GrepArgs, fs_glob, grep};
 pub use shell::{ShellArgs, ShellTool};
+pub use web::{SearchBackend, WebFetchArgs, WebFetchTool, WebSearchArgs, WebSearchTool, web_tools};
 
 use crate::error::ToolError;
 use crate::tool::Tool;

@@ -6,7 +6,7 @@
 //! so a walk cannot leave the workspace.
 
 use super::{blocking, clip_line};
-use crate::declaration::{Effect, EvidenceCapture, Idempotency};
+use crate::declaration::{Access, Effect, EvidenceCapture, Idempotency};
 use crate::error::ToolError;
 use crate::tool::{ToolContext, ToolOutput};
 use crate::typed::{TypedTool, typed_tool};
@@ -64,6 +64,7 @@ pub fn fs_glob() -> TypedTool {
         Effect::ReadOnly,
         |ctx: ToolContext, args: GlobArgs| async move { blocking(move || glob(&ctx, &args)).await },
     )
+    .access(vec![Access::read_path("path")])
     .idempotency(Idempotency::Idempotent)
     .evidence(EvidenceCapture::Summary)
 }
@@ -77,6 +78,7 @@ pub fn grep() -> TypedTool {
         Effect::ReadOnly,
         |ctx: ToolContext, args: GrepArgs| async move { blocking(move || search(&ctx, &args)).await },
     )
+    .access(vec![Access::read_path("path")])
     .idempotency(Idempotency::Idempotent)
     .evidence(EvidenceCapture::Summary)
 }

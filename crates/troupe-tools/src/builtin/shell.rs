@@ -2,7 +2,7 @@
 
 use super::human_bytes;
 use super::process::{self, Captured, Ending, ProcessSpec};
-use crate::declaration::{ApprovalRequirement, Effect, EvidenceCapture, Idempotency, ToolDeclaration};
+use crate::declaration::{Access, ApprovalRequirement, Effect, EvidenceCapture, Idempotency, ToolDeclaration};
 use crate::error::{HumanDuration, ToolError};
 use crate::schema::{decode_arguments, schema_for};
 use crate::tool::{Tool, ToolContext, ToolOutput};
@@ -70,6 +70,7 @@ impl ShellTool {
         declaration.idempotency = Idempotency::NonIdempotent;
         declaration.evidence = EvidenceCapture::Structured;
         declaration.approval = ApprovalRequirement::Derived;
+        declaration.access = vec![Access::Shell];
         ShellTool {
             declaration,
             shell: PathBuf::from("/bin/sh"),
