@@ -2,7 +2,7 @@
 
 use crate::agent::Agent;
 use crate::approval::{ApprovalMode, ApprovalPolicy, ApprovalRule};
-use crate::compaction::Compactor;
+use crate::compaction::{CompactionPolicy, Compactor};
 use crate::error::RuntimeError;
 use crate::metrics::Metrics;
 use crate::resolver::ModelResolver;
@@ -235,6 +235,13 @@ impl AgentBuilder {
     /// Adds an approval rule after the existing ones.
     pub fn approval_rule(mut self, rule: ApprovalRule) -> Self {
         self.spec.approval.rules.push(rule);
+        self
+    }
+
+    /// Compacts the conversation by `policy` before model calls, in place of the engine's
+    /// compactor.
+    pub fn compaction(mut self, policy: CompactionPolicy) -> Self {
+        self.spec.compaction = Some(policy);
         self
     }
 

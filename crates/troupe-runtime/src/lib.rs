@@ -123,7 +123,11 @@ pub use approval::{
     ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest, ApprovalRule, RuleAction, Verdict,
 };
 pub use builder::{AgentBuilder, Engine, EngineBuilder};
-pub use compaction::{CompactionContext, Compactor, NoCompaction};
+pub use compaction::{
+    AuxiliaryUsage, CompactionContext, CompactionPolicy, CompactionReport, Compactor, DEFAULT_CONTEXT_WINDOW,
+    NoCompaction, PolicyCompactor, REMOVED_NOTE_SUFFIX, SUMMARY_INSTRUCTION, SUMMARY_PREFIX, Strategy,
+    TRIMMED_NOTE_PREFIX, TokenEstimator,
+};
 pub use cost::{CostTracker, ModelCost};
 pub use error::RuntimeError;
 pub use handle::{EVENT_BUFFER, RunEvents, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};

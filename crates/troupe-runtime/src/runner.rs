@@ -5,7 +5,7 @@
 //! is one spawned task whose future is `Send`, so any number of runs share a multi-thread
 //! runtime.
 
-use crate::compaction::Compactor;
+use crate::compaction::{Compactor, PolicyCompactor};
 use crate::cost::CostTracker;
 use crate::error::RuntimeError;
 use crate::handle::{EVENT_BUFFER, RunEvents, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
@@ -189,13 +189,18 @@ impl Runner {
             self.keep_events,
         )
         .starting_at(state.event_seq);
+        // An agent's own policy takes precedence over the runner's compactor.
+        let compactor = match &spec.compaction {
+            Some(policy) => Some(Arc::new(PolicyCompactor::new(policy.clone())) as Arc<dyn Compactor>),
+            None => self.compactor.clone(),
+        };
         let run = Run {
             deadline: spec.limits.timeout.map(|t| Instant::now() + t),
             catalog: self.agent_catalog(&spec),
             spec,
             resolver: Arc::clone(&self.resolver),
             workspace: Arc::clone(&self.workspace),
-            compactor: self.compactor.clone(),
+            compactor,
             tool_concurrency: self.tool_concurrency,
             metrics: Arc::clone(&self.metrics),
             emitter,

@@ -5,6 +5,7 @@
 //! The [`Runner`](crate::Runner) owns the loop for every agent alike.
 
 use crate::approval::ApprovalPolicy;
+use crate::compaction::CompactionPolicy;
 use crate::signal::{SignalHooks, SignalKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -93,6 +94,10 @@ pub struct AgentSpec {
     /// The kinds of signal the agent takes. Cancellation and approval decisions are always
     /// taken, whatever this says, because the runtime itself relies on them.
     pub accepted_signals: BTreeSet<SignalKind>,
+    /// How the conversation is compacted before model calls; `None` leaves it to the
+    /// runner's compactor, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<CompactionPolicy>,
     /// Code run when a signal arrives; not serialized.
     #[serde(skip)]
     pub signal_hooks: SignalHooks,
@@ -108,6 +113,7 @@ impl Default for AgentSpec {
             limits: Limits::default(),
             approval: ApprovalPolicy::default(),
             accepted_signals: SignalKind::ALL.into_iter().collect(),
+            compaction: None,
             signal_hooks: SignalHooks::default(),
         }
     }

@@ -187,15 +187,32 @@ impl Run {
             let context = CompactionContext {
                 model,
                 last_usage: state.last_usage,
+                // The previous request sent everything before the response it got.
+                last_request_messages: state.messages.iter().rposition(|m| m.role == Role::Assistant),
                 iteration: state.iteration,
                 cancel: &self.cancel,
+                request: &request,
+                resolver: self.resolver.as_ref(),
             };
-            match compactor.compact(&mut state.messages, context).await {
-                Ok(false) => {}
-                Ok(true) => {
+            match compactor.compact_with_report(&mut state.messages, context).await {
+                Ok(None) => {}
+                Ok(Some(report)) => {
                     request.messages.clone_from(&state.messages);
                     self.announced = state.messages.len();
-                    let value = serde_json::json!({"messages_before": before, "messages_after": state.messages.len()});
+                    for call in &report.auxiliary {
+                        self.costs.record_priced(&call.model, &call.usage, call.cost_usd);
+                        let (model, usage, cost_usd) = (call.model.clone(), call.usage, call.cost_usd);
+                        self.emitter.emit(AgentEventKind::Usage { model, usage, cost_usd }).await;
+                        // The run's totals grow, but `last_usage` keeps measuring the conversation.
+                        let last = state.last_usage;
+                        state.record_usage(call.usage, call.cost_usd.unwrap_or(0.0));
+                        state.last_usage = last;
+                    }
+                    let value = serde_json::json!({
+                        "messages_before": before,
+                        "messages_after": state.messages.len(),
+                        "report": serde_json::to_value(&report).unwrap_or_default(),
+                    });
                     self.emitter.emit(AgentEventKind::Custom { name: "compacted".into(), value }).await;
                 }
                 Err(error) => {
