@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use troupe_model::Providers;
-use troupe_tools::{Tool, ToolCatalog, Workspace};
+use troupe_tools::{AuditLog, CapabilityAuthorizer, CapabilitySet, Tool, ToolCatalog, Workspace};
 
 /// What every agent of an application shares: how models are resolved, where metrics go.
 #[derive(Clone)]
@@ -52,6 +52,8 @@ impl Engine {
             spec: AgentSpec { name: name.into(), ..AgentSpec::default() },
             workspace: None,
             tools: Vec::new(),
+            capabilities: None,
+            audit: None,
         }
     }
 
@@ -135,6 +137,8 @@ pub struct AgentBuilder {
     spec: AgentSpec,
     workspace: Option<PathBuf>,
     tools: Vec<Arc<dyn Tool>>,
+    capabilities: Option<CapabilitySet>,
+    audit: Option<Arc<dyn AuditLog>>,
 }
 
 impl AgentBuilder {
@@ -238,6 +242,22 @@ impl AgentBuilder {
         self
     }
 
+    /// Grants the agent `capabilities` (paths it may read and write, shell, network
+    /// hosts). Every tool call is checked against them before approval is even asked; a
+    /// call outside them is refused and the model is told why. Without this, the
+    /// workspace confinement of the tools is the only limit.
+    pub fn capabilities(mut self, capabilities: CapabilitySet) -> Self {
+        self.capabilities = Some(capabilities);
+        self
+    }
+
+    /// Writes every security decision of the agent's runs (capability checks, approval
+    /// decisions) to `audit`.
+    pub fn audit_log(mut self, audit: Arc<dyn AuditLog>) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
     /// Compacts the conversation by `policy` before model calls, in place of the engine's
     /// compactor.
     pub fn compaction(mut self, policy: CompactionPolicy) -> Self {
@@ -270,6 +290,12 @@ impl AgentBuilder {
             .with_tool_concurrency(self.engine.tool_concurrency);
         if let Some(compactor) = &self.engine.compactor {
             runner = runner.with_compactor(Arc::clone(compactor));
+        }
+        if let Some(capabilities) = self.capabilities {
+            runner = runner.with_authorizer(Arc::new(CapabilityAuthorizer::new(capabilities)));
+        }
+        if let Some(audit) = self.audit {
+            runner = runner.with_audit_log(audit);
         }
         runner.validate(&self.spec)?;
         Ok(Agent::new(runner, self.spec))

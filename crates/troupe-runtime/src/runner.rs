@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentId, RunId};
-use troupe_tools::{ToolCatalog, Workspace};
+use troupe_tools::{AuditLog, Authorizer, NoAudit, ToolCatalog, Workspace};
 
 /// Tool calls of one batch that may run at once, by default.
 pub const DEFAULT_TOOL_CONCURRENCY: usize = 8;
@@ -32,7 +32,7 @@ pub const DEFAULT_TOOL_CONCURRENCY: usize = 8;
 /// use std::sync::Arc;
 /// use troupe_model::DemoProvider;
 /// use troupe_runtime::{AgentSpec, FixedModel, Runner, RunInput};
-/// use troupe_tools::{ToolCatalog, Workspace};
+/// use troupe_tools::{AuditLog, Authorizer, NoAudit, ToolCatalog, Workspace};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -55,6 +55,8 @@ pub struct Runner {
     tool_concurrency: usize,
     compactor: Option<Arc<dyn Compactor>>,
     keep_events: bool,
+    authorizer: Option<Arc<dyn Authorizer>>,
+    audit: Arc<dyn AuditLog>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -81,6 +83,8 @@ impl Runner {
             tool_concurrency: DEFAULT_TOOL_CONCURRENCY,
             compactor: None,
             keep_events: true,
+            authorizer: None,
+            audit: Arc::new(NoAudit),
         }
     }
 
@@ -93,6 +97,21 @@ impl Runner {
     /// Lets at most `n` read-only calls of one turn run at once (0 counts as 1).
     pub fn with_tool_concurrency(mut self, n: usize) -> Self {
         self.tool_concurrency = n.max(1);
+        self
+    }
+
+    /// Checks every tool call against `authorizer` (the agent's capabilities) as soon as
+    /// the model requests it, before approval is even asked; a denied call becomes an
+    /// error result the model sees, and the tool never runs.
+    pub fn with_authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
+        self.authorizer = Some(authorizer);
+        self
+    }
+
+    /// Records every security decision (capability checks, approval decisions, policy
+    /// denials) to `audit`.
+    pub fn with_audit_log(mut self, audit: Arc<dyn AuditLog>) -> Self {
+        self.audit = audit;
         self
     }
 
@@ -201,6 +220,8 @@ impl Runner {
             resolver: Arc::clone(&self.resolver),
             workspace: Arc::clone(&self.workspace),
             compactor,
+            authorizer: self.authorizer.clone(),
+            audit: Arc::clone(&self.audit),
             tool_concurrency: self.tool_concurrency,
             metrics: Arc::clone(&self.metrics),
             emitter,

@@ -380,6 +380,17 @@ impl RunState {
         None
     }
 
+    /// Refuses a pending call before approval is asked or the tool runs (a capability
+    /// check failed); the model sees `reason` as the call's error result.
+    pub fn deny_call(&mut self, call_id: &ToolCallId, reason: &str) {
+        if let Some(call) = self.pending_calls.iter_mut().find(|c| &c.call_id == call_id && c.result.is_none()) {
+            call.verdict = Some(Verdict::Deny { reason: reason.to_owned() });
+            call.result = Some(CallResult::error(format!(
+                "The tool call was denied by capability policy: {reason}. Do not repeat it; choose another approach."
+            )));
+        }
+    }
+
     /// Appends the results of every pending call as one user message, in call order;
     /// calls without a result are answered with `not_run`.
     fn commit_results(&mut self, not_run: &str) {

@@ -4,6 +4,7 @@
 //! under the run's cancellation, waiting for decisions, announcing results. The decisions
 //! themselves are the state's.
 
+use crate::approval::ApprovalDecision;
 use crate::compaction::{CompactionContext, Compactor};
 use crate::cost::CostTracker;
 use crate::error::RuntimeError;
@@ -22,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEventKind, ContentBlock, ModelRequest, PauseReason, Role, ToolCallId, Usage};
 use troupe_model::{ModelResponse, ResolvedModel, StreamAccumulator};
-use troupe_tools::{ToolCall, ToolCatalog, ToolContext, Workspace};
+use troupe_tools::{AuditEntry, AuditKind, AuditLog, Authorizer, ToolCall, ToolCatalog, ToolContext, Workspace};
 
 /// Why a model call ended without a response.
 enum Interrupted {
@@ -38,6 +39,8 @@ pub(crate) struct Run {
     pub(crate) resolver: Arc<dyn ModelResolver>,
     pub(crate) workspace: Arc<Workspace>,
     pub(crate) compactor: Option<Arc<dyn Compactor>>,
+    pub(crate) authorizer: Option<Arc<dyn Authorizer>>,
+    pub(crate) audit: Arc<dyn AuditLog>,
     pub(crate) tool_concurrency: usize,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) emitter: Emitter,
@@ -94,7 +97,10 @@ impl Run {
             self.announce_results(state).await;
             match action {
                 Action::Finish(_) => return,
-                Action::CallModel(request) => self.call_model(state, &model, request).await,
+                Action::CallModel(request) => {
+                    self.call_model(state, &model, request).await;
+                    self.authorize_calls(state, catalog);
+                }
                 Action::RunTools(calls) => self.run_tools(state, catalog, calls).await,
                 Action::AwaitApproval(requests) => {
                     for request in requests {
@@ -129,6 +135,47 @@ impl Run {
         }
     }
 
+    /// Checks the calls the model just requested against the agent's capabilities, before
+    /// any approval is asked; every decision goes to the audit log.
+    fn authorize_calls(&self, state: &mut RunState, catalog: &ToolCatalog) {
+        let Some(authorizer) = &self.authorizer else { return };
+        let mut denied = Vec::new();
+        for call in state.pending_calls.iter().filter(|c| c.result.is_none() && c.verdict.is_none()) {
+            // Unknown tools are not decisions: the catalog answers them with the known names.
+            let Some(tool) = catalog.get(&call.tool) else { continue };
+            let decision =
+                authorizer.authorize_in(&self.spec.name, tool.declaration(), &call.arguments, &self.workspace);
+            self.audit.record(
+                AuditEntry::new(AuditKind::CapabilityCheck, &self.spec.name, decision.is_allowed(), decision.reason())
+                    .with_run_id(state.run_id.as_str())
+                    .with_tool(&call.tool)
+                    .with_call_id(call.call_id.as_str())
+                    .with_arguments(&call.arguments),
+            );
+            if !decision.is_allowed() {
+                denied.push((call.call_id.clone(), decision.reason().to_owned()));
+            }
+        }
+        for (call_id, reason) in denied {
+            state.deny_call(&call_id, &reason);
+        }
+    }
+
+    /// Records a person's approval decision.
+    fn audit_decision(&self, state: &RunState, signal: &Signal) {
+        let Signal::Approval { call_id, decision } = signal else { return };
+        let call = state.pending_calls.iter().find(|c| &c.call_id == call_id);
+        let allowed = !matches!(decision, ApprovalDecision::Reject { .. } | ApprovalDecision::Cancel);
+        let reason = serde_json::to_value(decision).map(|v| v.to_string()).unwrap_or_default();
+        let mut entry = AuditEntry::new(AuditKind::Approval, &self.spec.name, allowed, reason)
+            .with_run_id(state.run_id.as_str())
+            .with_call_id(call_id.as_str());
+        if let Some(call) = call {
+            entry = entry.with_tool(&call.tool).with_arguments(&call.arguments);
+        }
+        self.audit.record(entry);
+    }
+
     /// Runs the signal's hooks and applies it; a signal the run cannot take is reported.
     async fn deliver(&mut self, state: &mut RunState, signal: Signal) {
         let kind = signal.kind();
@@ -136,6 +183,7 @@ impl Run {
             Some(RuntimeError::SignalNotAccepted { kind })
         } else {
             let extra = self.spec.signal_hooks.run(&signal, state);
+            self.audit_decision(state, &signal);
             match state.apply_signal(signal) {
                 Ok(()) => {
                     state.inject(extra);

@@ -1,0 +1,96 @@
+//! Capabilities are checked before approval is asked, and every decision is audited.
+
+mod common;
+
+use common::{Harness, Wire, check_events};
+use serde_json::json;
+use std::sync::Arc;
+use troupe_core::AgentEventKind;
+use troupe_runtime::{ApprovalMode, RunOutcome};
+use troupe_testkit::MockTurn;
+use troupe_tools::{AuditKind, CapabilitySet, MemoryAuditLog};
+
+async fn denied_before_approval(wire: Wire) {
+    let h = Harness::new(wire).await;
+    std::fs::create_dir(h.dir.path().join("notes")).expect("notes dir");
+    h.write("notes/todo.txt", "buy milk");
+    h.push([
+        h.call("c1", "fs.read", json!({"path": "notes/todo.txt"})),
+        h.call("c2", "fs.write", json!({"path": "secret.txt", "content": "x"})),
+        MockTurn::text("I could read the notes but was not allowed to write."),
+    ]);
+    let audit = Arc::new(MemoryAuditLog::new());
+    let agent = h
+        .engine()
+        .agent("reader")
+        .workspace(h.dir.path())
+        .coding_tools()
+        // Every call would need approval: a capability denial must come first.
+        .approval_mode(ApprovalMode::Always)
+        .capabilities(CapabilitySet::none().allow_read("notes"))
+        .audit_log(audit.clone())
+        .build()
+        .expect("agent builds");
+    let mut handle = agent.start("Read the notes, then write a secret.");
+    // Approve the read when asked; the write must never be asked about.
+    let mut seen = Vec::new();
+    while let Some(event) = futures::StreamExt::next(&mut handle.events).await {
+        if let AgentEventKind::RunPaused { reason: troupe_core::PauseReason::Approval { call_id, tool, .. } } =
+            &event.kind
+        {
+            assert_eq!(tool, "fs.read", "only the permitted call is put to a person");
+            handle
+                .signals
+                .send(troupe_runtime::Signal::Approval {
+                    call_id: call_id.clone(),
+                    decision: troupe_runtime::ApprovalDecision::Approve,
+                })
+                .await
+                .expect("the run takes signals");
+        }
+        seen.push(event);
+    }
+    let output = handle.result.await.expect("the run ends");
+    check_events(&output.events);
+    assert!(matches!(output.outcome, RunOutcome::Completed { .. }), "{:?}", output.outcome);
+    assert_eq!(h.read("secret.txt"), None, "the denied write never ran");
+    let write_result = output
+        .events
+        .iter()
+        .find_map(|e| match &e.kind {
+            AgentEventKind::ToolCallResult { call_id, content, is_error } if call_id.as_str() == "c2" => {
+                Some((content.clone(), *is_error))
+            }
+            _ => None,
+        })
+        .expect("the denied call has a result");
+    assert!(write_result.1, "a denial is an error result");
+    assert!(write_result.0.contains("capability policy"), "{}", write_result.0);
+
+    let entries = audit.entries();
+    let checks: Vec<_> = entries
+        .iter()
+        .filter(|e| e.kind == AuditKind::CapabilityCheck)
+        .map(|e| (e.tool.clone().unwrap_or_default(), e.is_allowed()))
+        .collect();
+    assert_eq!(checks, [("fs.read".to_owned(), true), ("fs.write".to_owned(), false)]);
+    let approvals: Vec<_> = entries.iter().filter(|e| e.kind == AuditKind::Approval).collect();
+    assert_eq!(approvals.len(), 1, "the person's approval of the read is audited");
+    assert!(approvals[0].is_allowed());
+    assert!(entries.iter().all(|e| e.run_id.as_deref() == Some(output.run_id.as_str())));
+}
+
+#[tokio::test]
+async fn scripted_denied_before_approval() {
+    denied_before_approval(Wire::Scripted).await;
+}
+
+#[tokio::test]
+async fn anthropic_denied_before_approval() {
+    denied_before_approval(Wire::Anthropic).await;
+}
+
+#[tokio::test]
+async fn gemini_denied_before_approval() {
+    denied_before_approval(Wire::Gemini).await;
+}
