@@ -125,16 +125,24 @@ fn main() {
         let mut group = criterion.benchmark_group(format!("sse_throughput/{}", case.name));
         group.throughput(Throughput::Bytes(case.bytes.len() as u64));
         group.bench_function("troupe_parse_accumulate", |b| b.iter(|| (case.run)(black_box(&case.bytes))));
-        group.bench_function("serde_json_from_slice_baseline", |b| b.iter(|| serde_baseline(black_box(&case.payloads))));
+        group
+            .bench_function("serde_json_from_slice_baseline", |b| b.iter(|| serde_baseline(black_box(&case.payloads))));
         group.finish();
     }
     criterion.final_summary();
     if std::env::args().any(|a| a == "--list" || a == "--test") {
         return;
     }
-    println!("\nsse_throughput: troupe parse+accumulate throughput as a multiple of serde_json::from_slice::<Value> (target >= 0.5)");
+    println!(
+        "\nsse_throughput: troupe parse+accumulate throughput as a multiple of serde_json::from_slice::<Value> (target >= 0.5)"
+    );
     for case in &cases {
         let mb = case.bytes.len() as f64 / 1e6;
-        println!("ratio {:<17} {:>5.2}x  ({mb:.2} MB stream, {} data payloads)", case.name, paired_ratio(case), case.payloads.len());
+        println!(
+            "ratio {:<17} {:>5.2}x  ({mb:.2} MB stream, {} data payloads)",
+            case.name,
+            paired_ratio(case),
+            case.payloads.len()
+        );
     }
 }

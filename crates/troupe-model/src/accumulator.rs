@@ -78,7 +78,8 @@ impl StreamAccumulator {
                     self.model.clone_from(model);
                 }
             }
-            StreamEvent::TextDelta { index, text } => match self.block_or_insert(*index, || Block::Text(String::new())) {
+            StreamEvent::TextDelta { index, text } => match self.block_or_insert(*index, || Block::Text(String::new()))
+            {
                 Block::Text(buffer) => buffer.push_str(text),
                 _ => return Err(mismatch(*index, "text")),
             },
@@ -115,7 +116,10 @@ impl StreamAccumulator {
                 Some(Block::ToolUse { json, .. }) => json.push_str(partial_json),
                 Some(_) => return Err(mismatch(*index, "tool arguments")),
                 None => {
-                    return Err(Error::decode("stream", format!("arguments for tool call block {index} before it began")));
+                    return Err(Error::decode(
+                        "stream",
+                        format!("arguments for tool call block {index} before it began"),
+                    ));
                 }
             },
             StreamEvent::ToolUseEnd { .. } | StreamEvent::Retrying { .. } | StreamEvent::ModelFallback { .. } => {}
@@ -200,7 +204,8 @@ mod tests {
             StreamEvent::MessageStop { stop_reason: StopReason::ToolUse },
         ]);
         assert_eq!(response.message.text(), "Checking both.");
-        let calls: Vec<_> = response.message.tool_uses().map(|(id, n, i)| (id.to_string(), n.to_owned(), i.clone())).collect();
+        let calls: Vec<_> =
+            response.message.tool_uses().map(|(id, n, i)| (id.to_string(), n.to_owned(), i.clone())).collect();
         assert_eq!(
             calls,
             vec![
@@ -228,7 +233,8 @@ mod tests {
     #[test]
     fn contradictory_events_are_errors() {
         let mut acc = StreamAccumulator::new();
-        let err = acc.push(&StreamEvent::ToolUseInputDelta { index: 3, partial_json: "{}".into() }).expect_err("no start");
+        let err =
+            acc.push(&StreamEvent::ToolUseInputDelta { index: 3, partial_json: "{}".into() }).expect_err("no start");
         assert!(matches!(err, Error::Decode { .. }));
         acc.push(&StreamEvent::TextDelta { index: 0, text: "x".into() }).expect("text");
         assert!(acc.push(&StreamEvent::ToolUseInputDelta { index: 0, partial_json: "{}".into() }).is_err());

@@ -10,8 +10,8 @@ use futures::{FutureExt, StreamExt};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
-use troupe_core::{ModelRequest, StreamEvent};
 use tokio_util::sync::CancellationToken;
+use troupe_core::{ModelRequest, StreamEvent};
 
 /// Time limits of one HTTP call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,7 +162,11 @@ impl<W: WireFormat> LlmProvider for HttpProvider<W> {
         &self.config.name
     }
 
-    fn stream<'a>(&'a self, request: &'a ModelRequest, cancel: CancellationToken) -> BoxFuture<'a, Result<EventStream>> {
+    fn stream<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<EventStream>> {
         self.open(request, cancel).boxed()
     }
 }
@@ -244,7 +248,9 @@ pub fn retry_hint(headers: &reqwest::header::HeaderMap) -> RetryHint {
         .or_else(|| {
             let value = text("retry-after")?;
             if let Ok(seconds) = value.parse::<f64>() {
-                return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds)).and_then(within);
+                return (seconds.is_finite() && seconds >= 0.0)
+                    .then(|| Duration::from_secs_f64(seconds))
+                    .and_then(within);
             }
             let date = httpdate::parse_http_date(value).ok()?;
             within(date.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO))

@@ -5,8 +5,8 @@ use crate::error::Result;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use troupe_core::{ModelRequest, StreamEvent};
 use tokio_util::sync::CancellationToken;
+use troupe_core::{ModelRequest, StreamEvent};
 
 /// The events of one streamed model response.
 pub type EventStream = BoxStream<'static, Result<StreamEvent>>;
@@ -26,7 +26,8 @@ pub trait LlmProvider: Send + Sync {
     /// The returned future resolves once the provider accepted the request (errors before
     /// that are returned directly and are the ones retry policies act on); the stream then
     /// yields the response's events and ends after [`StreamEvent::MessageStop`] or an error.
-    fn stream<'a>(&'a self, request: &'a ModelRequest, cancel: CancellationToken) -> BoxFuture<'a, Result<EventStream>>;
+    fn stream<'a>(&'a self, request: &'a ModelRequest, cancel: CancellationToken)
+    -> BoxFuture<'a, Result<EventStream>>;
 
     /// The whole response at once: [`stream`](LlmProvider::stream) folded by a
     /// [`StreamAccumulator`].
@@ -52,7 +53,11 @@ impl<P: LlmProvider + ?Sized> LlmProvider for std::sync::Arc<P> {
         (**self).name()
     }
 
-    fn stream<'a>(&'a self, request: &'a ModelRequest, cancel: CancellationToken) -> BoxFuture<'a, Result<EventStream>> {
+    fn stream<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<EventStream>> {
         (**self).stream(request, cancel)
     }
 }

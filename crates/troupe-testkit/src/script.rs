@@ -131,7 +131,12 @@ impl MockTurn {
     }
 
     /// Adds a tool call and makes the turn stop for tool use.
-    pub fn with_tool_call(mut self, id: impl Into<String>, name: impl Into<String>, arguments: serde_json::Value) -> Self {
+    pub fn with_tool_call(
+        mut self,
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: serde_json::Value,
+    ) -> Self {
         self.blocks.push(MockBlock::ToolCall { id: id.into(), name: name.into(), arguments: arguments.to_string() });
         self.stop = StopReason::ToolUse;
         self
@@ -196,13 +201,13 @@ impl MockTurn {
     /// The neutral events of this turn, as the in-process [`ScriptedModel`](crate::ScriptedModel)
     /// streams them.
     pub fn stream_events(&self) -> Vec<StreamEvent> {
-        let mut events = vec![StreamEvent::MessageStart { id: Some("msg_mock".into()), model: Some(self.model.clone()) }];
+        let mut events =
+            vec![StreamEvent::MessageStart { id: Some("msg_mock".into()), model: Some(self.model.clone()) }];
         for (index, block) in self.blocks.iter().enumerate() {
             let index = index as u32;
             match block {
-                MockBlock::Text(text) => {
-                    events.extend(pieces(text, self.delta_chars).map(|t| StreamEvent::TextDelta { index, text: t.into() }))
-                }
+                MockBlock::Text(text) => events
+                    .extend(pieces(text, self.delta_chars).map(|t| StreamEvent::TextDelta { index, text: t.into() })),
                 MockBlock::Reasoning(text) => events.extend(
                     pieces(text, self.delta_chars).map(|t| StreamEvent::ReasoningDelta { index, text: t.into() }),
                 ),

@@ -5,9 +5,9 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
 use troupe_core::ModelRequest;
 use troupe_model::{Error, EventStream, LlmProvider, Result};
-use tokio_util::sync::CancellationToken;
 
 /// Replays [`MockTurn`]s in order without any network, recording each request.
 ///
@@ -46,27 +46,38 @@ impl LlmProvider for ScriptedModel {
         &self.name
     }
 
-    fn stream<'a>(&'a self, request: &'a ModelRequest, cancel: CancellationToken) -> BoxFuture<'a, Result<EventStream>> {
+    fn stream<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<EventStream>> {
         async move {
             self.requests.lock().unwrap_or_else(|p| p.into_inner()).push(request.clone());
             let turn = self.turns.lock().unwrap_or_else(|p| p.into_inner()).pop_front().ok_or_else(|| {
-                Error::InvalidRequest { provider: self.name.clone(), status: 500, message: "no scripted turn left".into() }
+                Error::InvalidRequest {
+                    provider: self.name.clone(),
+                    status: 500,
+                    message: "no scripted turn left".into(),
+                }
             })?;
             let delay = turn.event_delay;
             let events = turn.stream_events();
-            let stream = futures::stream::unfold((events.into_iter(), cancel, delay), |(mut events, cancel, delay)| async move {
-                if cancel.is_cancelled() {
-                    return None;
-                }
-                let event = events.next()?;
-                if let Some(delay) = delay {
-                    tokio::select! {
-                        _ = cancel.cancelled() => return Some((Err(Error::Cancelled), (events, cancel, None))),
-                        _ = tokio::time::sleep(delay) => {}
+            let stream = futures::stream::unfold(
+                (events.into_iter(), cancel, delay),
+                |(mut events, cancel, delay)| async move {
+                    if cancel.is_cancelled() {
+                        return None;
                     }
-                }
-                Some((Ok(event), (events, cancel, delay)))
-            });
+                    let event = events.next()?;
+                    if let Some(delay) = delay {
+                        tokio::select! {
+                            _ = cancel.cancelled() => return Some((Err(Error::Cancelled), (events, cancel, None))),
+                            _ = tokio::time::sleep(delay) => {}
+                        }
+                    }
+                    Some((Ok(event), (events, cancel, delay)))
+                },
+            );
             Ok(stream.boxed())
         }
         .boxed()
