@@ -34,7 +34,7 @@ pub struct ChatArgs {
 }
 
 /// Which model to use, and a notice for stderr when none was asked for.
-fn choose_model(
+pub(crate) fn choose_model(
     flag: Option<&str>,
     environment: Option<&str>,
     config: &ModelConfig,

@@ -1,11 +1,13 @@
 //! `troupe`: the command-line tool.
 //!
-//! Results go to stdout and diagnostics to stderr. Exit codes: 0 success, 1 the run failed,
-//! 2 a usage or configuration error (a missing API key, an unknown model, a bad
-//! `troupe.toml`).
+//! Results go to stdout and diagnostics to stderr. Exit codes: 0 success, 1 the run failed
+//! (for `troupe run`: any outcome but completed), 2 a usage or configuration error (a
+//! missing API key, an unknown model, a bad `troupe.toml`).
 
 mod chat;
 mod models;
+mod render;
+mod run;
 
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
@@ -23,6 +25,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Let an agent with the built-in coding tools work on a task in a workspace.
+    Run(run::RunArgs),
     /// Send one prompt to a model and stream its reply.
     Chat(chat::ChatArgs),
     /// Inspect the models troupe knows.
@@ -99,6 +103,7 @@ fn init_logging() {
 
 async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
+        Command::Run(args) => run::run(args).await,
         Command::Chat(args) => chat::run(args).await,
         Command::Models { command: ModelsCommand::List { json } } => models::list(json),
     }

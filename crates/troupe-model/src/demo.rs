@@ -1,4 +1,11 @@
 //! [`DemoProvider`]: an offline model that needs no key, so troupe can be tried at once.
+//!
+//! Offered the workspace tools (`fs.list`, and `fs.read`/`fs.write` where given), it runs a
+//! genuine multi-step script ([`demo_reply`]); otherwise it chats.
+
+mod script;
+
+pub use script::DEMO_FILE;
 
 use crate::error::{Error, Result};
 use crate::provider::{EventStream, LlmProvider};
@@ -7,7 +14,7 @@ use futures::{FutureExt, StreamExt};
 use std::collections::VecDeque;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use troupe_core::{ContentBlock, ModelRequest, Role, StopReason, StreamEvent, Usage};
+use troupe_core::{ContentBlock, Message, ModelRequest, Role, StopReason, StreamEvent, Usage};
 
 /// The provider name, and the model id that selects it.
 pub const DEMO: &str = "demo";
@@ -21,7 +28,7 @@ pub enum DemoBlock {
     ToolCall {
         /// The call id.
         id: String,
-        /// The tool's (wire) name.
+        /// The tool's name, as the request offered it.
         name: String,
         /// The arguments object.
         input: serde_json::Value,
@@ -37,12 +44,30 @@ pub struct DemoReply {
     pub stop_reason: StopReason,
 }
 
-/// The demo model's whole behaviour: the reply to `request`.
+/// The demo model's whole behaviour: the reply to `request`, decided from the request
+/// alone (the model keeps no state).
 ///
-/// Today a friendly explanation of troupe and an echo of the user's last message; this is
-/// the one place to grow it into a multi-step, tool-using script (answer a tool result,
-/// call an offered tool), since everything else only streams what it returns.
+/// When the request offers `fs.list`, the demo drives a multi-step run over the
+/// conversation since the task: it lists the workspace, reads a file it saw (a README,
+/// else `Cargo.toml`, else the first file; nothing when the workspace is empty) if
+/// `fs.read` is offered, writes a short summary naming what it found to [`DEMO_FILE`] if
+/// `fs.write` is offered, and then answers with what it did, tool errors (a rejected
+/// write, say) included. Otherwise it explains troupe and echoes the user's last message.
+///
+/// ```
+/// use troupe_core::{Message, ModelRequest, StopReason, ToolSpec};
+/// use troupe_model::{DemoBlock, demo_reply};
+///
+/// let mut request = ModelRequest::new("demo").message(Message::user("Summarise this repository"));
+/// request.tools = vec![ToolSpec::new("fs.list", "Lists a directory.", serde_json::json!({"type": "object"}))];
+/// let reply = demo_reply(&request);
+/// assert_eq!(reply.stop_reason, StopReason::ToolUse);
+/// assert!(reply.blocks.iter().any(|b| matches!(b, DemoBlock::ToolCall { name, .. } if name == "fs.list")));
+/// ```
 pub fn demo_reply(request: &ModelRequest) -> DemoReply {
+    if let Some(reply) = script::reply(request) {
+        return reply;
+    }
     let said = last_user_text(request);
     let echo = if said.trim().is_empty() {
         "You did not say anything yet — try `troupe chat --model demo \"hello\"`.".to_owned()
@@ -85,9 +110,65 @@ fn estimate_tokens(chars: usize) -> u64 {
     (chars as u64).div_ceil(4).max(1)
 }
 
-/// An offline [`LlmProvider`] named `demo` that streams [`demo_reply`] in small text
-/// deltas a few milliseconds apart, then plausible [`Usage`] and [`StopReason::EndTurn`].
-/// Cancelling the token ends the stream with [`Error::Cancelled`].
+/// The characters of everything a message sends the model.
+fn message_chars(message: &Message) -> usize {
+    message
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text { text } | ContentBlock::Thinking { text, .. } => text.len(),
+            ContentBlock::ToolUse { name, input, .. } => name.len() + input.to_string().len(),
+            ContentBlock::ToolResult { content, .. } => content.len(),
+            ContentBlock::RedactedThinking { data } => data.len(),
+            ContentBlock::Image { .. } => 1_000,
+        })
+        .sum()
+}
+
+/// Plausible usage of a call to the demo model. With tools offered, the instructions and
+/// tool definitions are the prompt prefix a provider would cache: written on the first
+/// call of a conversation, read back on the later ones.
+fn usage(request: &ModelRequest, output_chars: usize) -> Usage {
+    let prefix_chars = request.system.as_deref().map_or(0, str::len)
+        + request
+            .tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
+            .sum::<usize>();
+    let message_chars: usize = request.messages.iter().map(message_chars).sum();
+    let mut usage = Usage { output_tokens: estimate_tokens(output_chars), ..Default::default() };
+    if request.tools.is_empty() {
+        usage.input_tokens = estimate_tokens(prefix_chars + message_chars);
+        return usage;
+    }
+    usage.input_tokens = estimate_tokens(message_chars);
+    let prefix = estimate_tokens(prefix_chars);
+    if request.messages.iter().any(|m| m.role == Role::Assistant) {
+        usage.cache_read_tokens = prefix;
+    } else {
+        usage.cache_write_tokens = prefix;
+    }
+    usage
+}
+
+/// `text` cut into pieces of at most `chars` characters.
+fn char_pieces(text: &str, chars: usize) -> impl Iterator<Item = &str> {
+    let chars = chars.max(1);
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest.char_indices().nth(chars).map_or(rest.len(), |(i, _)| i);
+        let (piece, tail) = rest.split_at(end);
+        rest = tail;
+        Some(piece)
+    })
+}
+
+/// An offline [`LlmProvider`] named `demo` that streams [`demo_reply`] in small text and
+/// tool-argument deltas a few milliseconds apart, then plausible [`Usage`] and the reply's
+/// stop reason. Cancelling the token ends the stream with [`Error::Cancelled`].
 ///
 /// ```
 /// use tokio_util::sync::CancellationToken;
@@ -143,24 +224,15 @@ impl DemoProvider {
                     let arguments = input.to_string();
                     output_chars += arguments.len() + name.len();
                     events.push(StreamEvent::ToolUseStart { index, id: id.clone(), name: name.clone() });
-                    events.push(StreamEvent::ToolUseInputDelta { index, partial_json: arguments });
+                    events.extend(
+                        char_pieces(&arguments, self.delta_chars * 4)
+                            .map(|p| StreamEvent::ToolUseInputDelta { index, partial_json: p.into() }),
+                    );
                     events.push(StreamEvent::ToolUseEnd { index });
                 }
             }
         }
-        let input_chars = request.system.as_deref().map_or(0, str::len)
-            + request.messages.iter().map(|m| m.text().len()).sum::<usize>()
-            + request
-                .tools
-                .iter()
-                .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
-                .sum::<usize>();
-        let usage = Usage {
-            input_tokens: estimate_tokens(input_chars),
-            output_tokens: estimate_tokens(output_chars),
-            ..Default::default()
-        };
-        events.push(StreamEvent::Usage { usage });
+        events.push(StreamEvent::Usage { usage: usage(request, output_chars) });
         events.push(StreamEvent::MessageStop { stop_reason: reply.stop_reason });
         events
     }
@@ -210,7 +282,9 @@ impl DemoStream {
             return Some((Err(Error::Cancelled), self));
         }
         let event = self.events.pop_front()?;
-        let pause = self.started && matches!(event, StreamEvent::TextDelta { .. }) && !self.delay.is_zero();
+        let pause = self.started
+            && matches!(event, StreamEvent::TextDelta { .. } | StreamEvent::ToolUseInputDelta { .. })
+            && !self.delay.is_zero();
         self.started = true;
         if pause {
             tokio::select! {
@@ -256,7 +330,7 @@ impl LlmProvider for DemoProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use troupe_core::Message;
+    use troupe_core::ToolSpec;
 
     fn request(text: &str) -> ModelRequest {
         ModelRequest::new(DEMO).message(Message::assistant("earlier")).message(Message::user(text))
@@ -318,6 +392,46 @@ mod tests {
         let long = "x".repeat(1000);
         let DemoBlock::Text(text) = &demo_reply(&request(&long)).blocks[0] else { panic!("text first") };
         assert!(text.contains('…') && !text.contains(&long));
+    }
+
+    #[tokio::test]
+    async fn tool_calls_stream_their_arguments_in_pieces_with_cached_prefix_usage() {
+        let demo = DemoProvider::new().with_delay(Duration::ZERO);
+        let mut request = request("Summarise this repository");
+        request.system = Some("You are careful.".into());
+        request.tools = ["fs.list", "fs.read", "fs.write"]
+            .map(|name| ToolSpec::new(name, "A workspace tool.", serde_json::json!({"type": "object"})))
+            .into();
+        let events = demo.events(&request);
+        let arguments: String = events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::ToolUseInputDelta { partial_json, .. } => Some(partial_json.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&arguments).ok(), Some(serde_json::json!({"path": "."})));
+        assert!(events.iter().any(|e| matches!(e, StreamEvent::ToolUseStart { name, .. } if name == "fs.list")));
+        assert_eq!(events.last(), Some(&StreamEvent::MessageStop { stop_reason: StopReason::ToolUse }));
+        let Some(StreamEvent::Usage { usage }) = events.iter().rev().nth(1) else { panic!("usage before stop") };
+        // `request` has an earlier assistant turn, so the prefix is read from the cache.
+        assert!(usage.cache_read_tokens > 0 && usage.cache_write_tokens == 0, "{usage:?}");
+        let first = ModelRequest { messages: vec![Message::user("hi")], ..request.clone() };
+        let Some(StreamEvent::Usage { usage }) = demo.events(&first).into_iter().rev().nth(1) else { panic!("usage") };
+        assert!(usage.cache_write_tokens > 0 && usage.cache_read_tokens == 0, "{usage:?}");
+
+        let response = demo.complete(&request, CancellationToken::new()).await.expect("completes");
+        assert_eq!(response.stop_reason, StopReason::ToolUse);
+        assert!(response.message.has_tool_use());
+    }
+
+    #[test]
+    fn char_pieces_split_on_character_boundaries() {
+        let text = "{\"content\":\"héllo wörld ✓\"}";
+        let pieces: Vec<&str> = char_pieces(text, 4).collect();
+        assert_eq!(pieces.concat(), text);
+        assert!(pieces.iter().all(|p| p.chars().count() <= 4));
+        assert!(char_pieces("", 4).next().is_none());
     }
 
     #[test]

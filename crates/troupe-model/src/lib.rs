@@ -60,7 +60,7 @@ pub mod openai_responses;
 pub use accumulator::{ModelResponse, StreamAccumulator};
 pub use api_key::ApiKey;
 pub use config::{ModelConfig, ModelOverride, ModelSection, ProviderSection, RetrySection};
-pub use demo::{DemoBlock, DemoProvider, DemoReply, demo_reply};
+pub use demo::{DEMO_FILE, DemoBlock, DemoProvider, DemoReply, demo_reply};
 pub use error::{Error, Result, RetryHint};
 pub use fallback::{FallbackProvider, FallbackRoute};
 pub use http::{HttpConfig, HttpProvider, Timeouts, retry_hint};

@@ -14,6 +14,9 @@ pub enum Error {
     /// A tool could not be registered (a duplicate or invalid name).
     #[error(transparent)]
     Catalog(#[from] troupe_tools::CatalogError),
+    /// An agent could not be built or run (a bad spec, workspace or model).
+    #[error(transparent)]
+    Runtime(#[from] troupe_runtime::RuntimeError),
 }
 
 /// The SDK's result type.

@@ -9,6 +9,9 @@
 //!   trait, streaming over SSE, with retry, fallback and a priced model registry.
 //! - [`tools`] (`troupe-tools`): the `Tool` trait, the catalog, typed tools with generated
 //!   schemas, and the built-in workspace tools confined to their workspace.
+//! - [`runtime`] (`troupe-runtime`): agents as declarations ([`AgentSpec`](runtime::AgentSpec)),
+//!   the [`Engine`](runtime::Engine) and its builder, and the runner that owns every agent's
+//!   loop: live events, approvals, signals, budgets, cancellation, metrics and cost.
 //!
 //! Errors from every layer convert into one [`Error`], so applications handle a single
 //! [`Result`] type while keeping the typed variants underneath.
@@ -31,4 +34,5 @@ pub mod prelude;
 pub use error::{Error, Result};
 pub use troupe_core as core;
 pub use troupe_model as model;
+pub use troupe_runtime as runtime;
 pub use troupe_tools as tools;

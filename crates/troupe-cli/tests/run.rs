@@ -1,0 +1,308 @@
+//! End-to-end tests of `troupe run`: the real binary, without a terminal (so `--approve ask`
+//! takes its non-interactive path), on a fresh workspace.
+
+use serde_json::json;
+use std::path::Path;
+use std::process::{Command, Output};
+use tempfile::TempDir;
+use troupe_core::{AgentEvent, AgentEventKind, RunOutcomeKind, Usage};
+use troupe_testkit::{MockLlmServer, MockTurn};
+
+/// A working directory (no `troupe.toml` but the test's own) and a separate workspace
+/// holding a README.
+struct Dirs {
+    cwd: TempDir,
+    workspace: TempDir,
+}
+
+impl Dirs {
+    fn new() -> Self {
+        let dirs =
+            Dirs { cwd: tempfile::tempdir().expect("a temp dir"), workspace: tempfile::tempdir().expect("a temp dir") };
+        std::fs::write(dirs.workspace.path().join("README.md"), "# Gadget\n\nA gadget for tests.\n")
+            .expect("writes the README");
+        dirs
+    }
+
+    fn workspace(&self) -> &str {
+        self.workspace.path().to_str().expect("a UTF-8 temp path")
+    }
+
+    fn demo_file(&self) -> std::path::PathBuf {
+        self.workspace.path().join("TROUPE_DEMO.md")
+    }
+}
+
+/// `troupe run ARGS` in the working directory with only `env` set.
+fn troupe(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command.arg("run").args(args).current_dir(cwd).env_clear();
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("the binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The value of a row of the summary table.
+fn summary_row(err: &str, name: &str) -> Option<String> {
+    let line = err.lines().find(|l| l.contains(&format!(" {name} ")))?;
+    let cells: Vec<&str> = line.split(['│', '┆']).map(str::trim).filter(|c| !c.is_empty()).collect();
+    (cells.first() == Some(&name)).then(|| cells.get(1).map(|c| (*c).to_owned())).flatten()
+}
+
+#[test]
+fn the_demo_agent_lists_reads_and_writes_a_summary() {
+    let dirs = Dirs::new();
+    let output = troupe(
+        dirs.cwd.path(),
+        &["--model", "demo", "--workspace", dirs.workspace(), "--approve", "auto", "Summarise", "this", "repository"],
+        &[],
+    );
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+
+    let summary = std::fs::read_to_string(dirs.demo_file()).expect("TROUPE_DEMO.md was written");
+    assert!(summary.contains("README.md") && summary.contains("# Gadget"), "{summary}");
+    assert!(summary.contains("Summarise this repository"), "{summary}");
+
+    let text = stdout(&output);
+    assert!(text.contains("I wrote a summary to `TROUPE_DEMO.md`"), "{text}");
+    assert!(!text.contains('✓'), "tool lines go to stderr: {text}");
+
+    assert!(err.contains("✓ fs.list . (1 entry)"), "{err}");
+    assert!(err.contains("✓ fs.read README.md (3 lines)"), "{err}");
+    assert!(err.contains("✓ fs.write TROUPE_DEMO.md"), "{err}");
+    assert_eq!(summary_row(&err, "outcome").as_deref(), Some("completed"), "{err}");
+    assert_eq!(summary_row(&err, "model").as_deref(), Some("demo"), "{err}");
+    assert_eq!(summary_row(&err, "steps").as_deref(), Some("4"), "{err}");
+    assert_eq!(summary_row(&err, "tool calls").as_deref(), Some("3"), "{err}");
+    assert_eq!(summary_row(&err, "cost (USD)").as_deref(), Some("$0.0000"), "{err}");
+    for tokens in ["input tokens", "output tokens", "cache read tokens"] {
+        let value = summary_row(&err, tokens).unwrap_or_default().replace(',', "");
+        assert!(value.parse::<u64>().is_ok_and(|n| n > 0), "{tokens}: {err}");
+    }
+    assert!(summary_row(&err, "duration").is_some_and(|d| d.ends_with('s')), "{err}");
+    assert!(!err.contains('\u{1b}'), "no colours without a terminal: {err}");
+}
+
+#[test]
+fn json_output_is_the_event_stream_and_nothing_else() {
+    let dirs = Dirs::new();
+    let output = troupe(
+        dirs.cwd.path(),
+        &["--model", "demo", "-w", dirs.workspace(), "--approve", "auto", "--json", "Summarise this repository"],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events: Vec<AgentEvent> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not an AgentEvent ({e}): {line}")))
+        .collect();
+    assert!(
+        matches!(&events.first().map(|e| &e.kind), Some(AgentEventKind::RunStarted { instruction, model })
+            if instruction == "Summarise this repository" && model == "demo"),
+        "{:?}",
+        events.first()
+    );
+    let Some(AgentEventKind::RunFinished { outcome, output: Some(answer), usage, .. }) = events.last().map(|e| &e.kind)
+    else {
+        panic!("the last event is run_finished: {:?}", events.last())
+    };
+    assert_eq!(*outcome, RunOutcomeKind::Completed);
+    assert!(answer.contains("TROUPE_DEMO.md") && usage.output_tokens > 0, "{answer} {usage:?}");
+    let seqs: Vec<u64> = events.iter().map(|e| e.attribution.seq).collect();
+    assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>(), "one line per event, none left out");
+    let results = events.iter().filter(|e| matches!(e.kind, AgentEventKind::ToolCallResult { is_error: false, .. }));
+    assert_eq!(results.count(), 3);
+    assert!(summary_row(&stderr(&output), "tool calls").is_some(), "the summary is still on stderr");
+}
+
+#[test]
+fn without_a_terminal_ask_rejects_and_never_rejects_side_effects() {
+    for (flags, reason) in [
+        (&[][..], "no terminal to ask; rerun with --approve auto"),
+        (&["--approve", "ask"][..], "no terminal to ask; rerun with --approve auto"),
+        (&["--approve", "never"][..], "approvals are off (--approve never)"),
+    ] {
+        let dirs = Dirs::new();
+        let mut args = vec!["--model", "demo", "--workspace", dirs.workspace()];
+        args.extend_from_slice(flags);
+        args.push("Summarise this repository");
+        let output = troupe(dirs.cwd.path(), &args, &[]);
+        let err = stderr(&output);
+        // The demo model answers after the rejection, so the run completes.
+        assert_eq!(output.status.code(), Some(0), "{flags:?}: {err}");
+        assert!(!dirs.demo_file().exists(), "{flags:?}: the write was rejected, so nothing was written");
+        assert!(err.contains(&format!("? fs.write TROUPE_DEMO.md needs approval: rejected ({reason})")), "{err}");
+        assert!(err.contains("✗ fs.write TROUPE_DEMO.md: The user rejected this tool call"), "{err}");
+        assert!(err.contains("✓ fs.read README.md"), "reads need no approval: {err}");
+        let text = stdout(&output);
+        assert!(
+            text.contains(&format!("I could not write `TROUPE_DEMO.md`: The user rejected this tool call: {reason}.")),
+            "{text}"
+        );
+        assert_eq!(summary_row(&err, "tool calls").as_deref(), Some("3"), "refused calls count: {err}");
+    }
+}
+
+#[test]
+fn an_exhausted_iteration_limit_exits_1_with_the_reason() {
+    let dirs = Dirs::new();
+    let output = troupe(
+        dirs.cwd.path(),
+        &["--model", "demo", "-w", dirs.workspace(), "--max-iterations", "2", "Summarise"],
+        &[],
+    );
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert_eq!(summary_row(&err, "outcome").as_deref(), Some("max iterations"), "{err}");
+    assert_eq!(summary_row(&err, "steps").as_deref(), Some("2"), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: the run stopped after 2 model calls") && last.contains("--max-iterations"),
+        "{err}"
+    );
+}
+
+#[test]
+fn usage_and_configuration_errors_exit_2() {
+    let dirs = Dirs::new();
+    let cwd = dirs.cwd.path();
+    let workspace = dirs.workspace();
+    for args in [
+        &["--model", "demo", "--frobnicate", "task"][..],
+        &["--model", "demo", "--budget-usd", "lots", "task"][..],
+        &["--model", "demo", "--budget-usd", "-1", "task"][..],
+        &["--model", "demo", "--max-iterations", "0", "task"][..],
+        &["--model", "demo", "--approve", "sometimes", "task"][..],
+        &["--model", "demo"][..],
+    ] {
+        let output = troupe(cwd, args, &[]);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", stderr(&output));
+        assert!(output.stdout.is_empty(), "{args:?}");
+    }
+    let budget = troupe(cwd, &["--budget-usd", "lots", "task"], &[]);
+    assert!(stderr(&budget).contains("`lots` is not a number of US dollars"), "{}", stderr(&budget));
+
+    let missing = troupe(cwd, &["--model", "demo", "--workspace", "/definitely/not/here", "task"], &[]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert_eq!(stderr(&missing), "error: the workspace `/definitely/not/here` does not exist\n");
+
+    let keyless = troupe(cwd, &["--model", "anthropic/claude-sonnet-4-5", "-w", workspace, "task"], &[]);
+    assert_eq!(keyless.status.code(), Some(2));
+    assert_eq!(stderr(&keyless), "error: ANTHROPIC_API_KEY is not set; export it or pass --model demo\n");
+    assert!(!dirs.demo_file().exists());
+}
+
+#[test]
+fn without_a_model_or_key_it_runs_the_demo_with_a_notice() {
+    let dirs = Dirs::new();
+    let output = troupe(dirs.cwd.path(), &["-w", dirs.workspace(), "--approve", "auto", "hi"], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.lines().next().is_some_and(|l| l.starts_with("note:") && l.contains("demo")), "{err}");
+    assert!(dirs.demo_file().exists());
+}
+
+#[test]
+fn a_real_provider_runs_tools_and_is_priced() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let usage = Usage { input_tokens: 1000, output_tokens: 100, ..Default::default() };
+    server.push(
+        MockTurn::tool_call("toolu_1", "fs_write", json!({"path": "notes/hello.txt", "content": "hi\n"}))
+            .with_usage(usage),
+    );
+    server.push(MockTurn::text("Wrote notes/hello.txt.").with_usage(usage));
+    let dirs = Dirs::new();
+    let url = server.url();
+    let output = troupe(
+        dirs.cwd.path(),
+        &[
+            "--model",
+            "anthropic/claude-sonnet-4-5",
+            "-w",
+            dirs.workspace(),
+            "--approve",
+            "auto",
+            "--budget-usd",
+            "1",
+            "Say hi",
+        ],
+        &[("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", &url)],
+    );
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert_eq!(stdout(&output), "Wrote notes/hello.txt.\n");
+    assert_eq!(std::fs::read_to_string(dirs.workspace.path().join("notes/hello.txt")).ok().as_deref(), Some("hi\n"));
+    assert!(err.contains("✓ fs.write notes/hello.txt (3 bytes)"), "{err}");
+    // Two calls of 1000 × $3 + 100 × $15 per million tokens.
+    assert_eq!(summary_row(&err, "cost (USD)").as_deref(), Some("$0.0090"), "{err}");
+    assert_eq!(summary_row(&err, "model").as_deref(), Some("anthropic/claude-sonnet-4-5"), "{err}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let tools = requests[0].body["tools"].as_array().cloned().unwrap_or_default();
+    assert!(tools.iter().any(|t| t["name"] == "fs_write") && tools.iter().any(|t| t["name"] == "shell"), "{tools:?}");
+    assert!(requests[0].body["system"].to_string().contains("careful coding agent"), "{}", requests[0].body);
+    assert!(requests[1].body["messages"].to_string().contains("tool_result"), "{}", requests[1].body);
+}
+
+#[test]
+fn ctrl_c_cancels_the_run_and_exits_1() {
+    use std::io::Read;
+    let dirs = Dirs::new();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["run", "--model", "demo", "-w", dirs.workspace(), "Summarise"])
+        .current_dir(dirs.cwd.path())
+        .env_clear()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    // The first words arrive while the first reply is still streaming.
+    // Kept open until the end, so the cancellation is the interrupt's, not a closed pipe's.
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut first = [0u8; 4];
+    out.read_exact(&mut first).expect("text arrives");
+    assert_eq!(&first, b"I'll");
+    let signalled = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill runs");
+    assert!(signalled.success());
+    let output = child.wait_with_output().expect("the binary ends");
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert_eq!(summary_row(&err, "outcome").as_deref(), Some("cancelled"), "{err}");
+    assert!(err.contains("error: the run was cancelled: interrupted (Ctrl-C)"), "{err}");
+    assert!(!dirs.demo_file().exists());
+    drop(out);
+}
+
+#[test]
+fn a_spent_budget_stops_the_run_before_the_next_call_and_exits_1() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let usage = Usage { input_tokens: 1000, output_tokens: 100, ..Default::default() };
+    server.push(MockTurn::tool_call("toolu_1", "fs_list", json!({})).with_usage(usage));
+    server.push(MockTurn::text("never sent").with_usage(usage));
+    let dirs = Dirs::new();
+    let url = server.url();
+    let output = troupe(
+        dirs.cwd.path(),
+        &["-m", "anthropic/claude-sonnet-4-5", "-w", dirs.workspace(), "--budget-usd", "0.001", "List the files"],
+        &[("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", &url)],
+    );
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert_eq!(server.requests().len(), 1, "the second call would overspend: {err}");
+    assert!(err.contains("✓ fs.list (1 entry)"), "{err}");
+    assert_eq!(summary_row(&err, "outcome").as_deref(), Some("budget exceeded"), "{err}");
+    assert_eq!(summary_row(&err, "cost (USD)").as_deref(), Some("$0.0045"), "{err}");
+    assert!(err.ends_with("error: the run stopped: its usd budget ran out (--budget-usd)\n"), "{err}");
+}
