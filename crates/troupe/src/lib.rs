@@ -36,3 +36,8 @@ pub use troupe_core as core;
 pub use troupe_model as model;
 pub use troupe_runtime as runtime;
 pub use troupe_tools as tools;
+
+/// The README's Rust examples, compiled and run as doc tests so the front door stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
