@@ -37,7 +37,7 @@ mod request;
 pub use parser::{AnthropicParser, stop_reason};
 
 use crate::error::{Error, Result, RetryHint};
-use crate::wire::{WireFormat, WireRequest};
+use crate::wire::{EncodedRequest, WireFormat, WireRequest};
 use troupe_core::ModelRequest;
 
 /// The API version troupe speaks, sent as `anthropic-version`.
@@ -70,6 +70,16 @@ impl WireFormat for AnthropicWire {
         let body = serde_json::to_value(&body)
             .map_err(|e| Error::Config(format!("cannot write the Anthropic request body: {e}")))?;
         Ok(WireRequest {
+            path: MESSAGES_PATH.to_owned(),
+            body,
+            headers: vec![("anthropic-version", self.api_version.clone())],
+        })
+    }
+
+    fn encode_request(&self, request: &ModelRequest) -> Result<EncodedRequest> {
+        let body = serde_json::to_vec(&request::body(request, self.default_max_tokens))
+            .map_err(|e| Error::Config(format!("cannot write the Anthropic request body: {e}")))?;
+        Ok(EncodedRequest {
             path: MESSAGES_PATH.to_owned(),
             body,
             headers: vec![("anthropic-version", self.api_version.clone())],

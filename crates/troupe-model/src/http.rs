@@ -8,9 +8,12 @@ use crate::wire::{EventParser, WireFormat};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use troupe_core::{ModelRequest, StreamEvent};
 
 /// Time limits of one HTTP call.
@@ -111,9 +114,14 @@ impl<W: WireFormat> HttpProvider<W> {
         let name = self.config.name.as_str();
         let codec = Arc::new(ToolNameCodec::for_request(request)?);
         let encoded = codec.encode_request(request);
-        let wire_request = self.wire.build_request(&encoded)?;
+        let wire_request = self.wire.encode_request(&encoded)?;
         let url = format!("{}{}", self.config.base_url, wire_request.path);
-        let mut builder = self.client.post(&url).json(&wire_request.body).header("accept", "text/event-stream");
+        let mut builder = self
+            .client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(wire_request.body);
         if let Some(key) = &self.config.api_key {
             for (header, value) in self.wire.auth_headers(key.expose()) {
                 builder = builder.header(header, value);
@@ -141,19 +149,20 @@ impl<W: WireFormat> HttpProvider<W> {
             let body = read_error_body(response).await;
             return Err(self.wire.map_error(name, status.as_u16(), hint, &body));
         }
-        let state = StreamState {
+        Ok(HttpEventStream {
             provider: name.to_owned(),
             body: response.bytes_stream().boxed(),
             parser: EventParser::new(name, self.wire.parser(name)),
             pending: VecDeque::new(),
             scratch: Vec::new(),
             codec,
-            cancel,
+            cancelled: Box::pin(cancel.cancelled_owned()),
             idle: timeouts.idle,
+            idle_timer: Box::pin(tokio::time::sleep(timeouts.idle)),
             done: false,
             pending_error: None,
-        };
-        Ok(futures::stream::unfold(state, StreamState::next).boxed())
+        }
+        .boxed())
     }
 }
 
@@ -171,55 +180,86 @@ impl<W: WireFormat> LlmProvider for HttpProvider<W> {
     }
 }
 
-struct StreamState<P> {
+/// The events of one HTTP response: body chunks fed to the parser as they arrive.
+///
+/// Written by hand rather than with `stream::unfold` so that the per-chunk work is only
+/// the parse: the cancellation future and the idle timer are created once and the timer is
+/// reset, not rebuilt, on each chunk.
+struct HttpEventStream<P> {
     provider: String,
     body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
     parser: EventParser<P>,
     pending: VecDeque<StreamEvent>,
     scratch: Vec<StreamEvent>,
     codec: Arc<ToolNameCodec>,
-    cancel: CancellationToken,
+    cancelled: Pin<Box<WaitForCancellationFutureOwned>>,
     idle: Duration,
+    idle_timer: Pin<Box<tokio::time::Sleep>>,
     done: bool,
     pending_error: Option<Error>,
 }
 
-impl<P: crate::wire::StreamParser> StreamState<P> {
-    async fn next(mut self) -> Option<(Result<StreamEvent>, Self)> {
+impl<P: crate::wire::StreamParser> HttpEventStream<P> {
+    /// Parses what arrived (or the end of the body) and queues the events; a failure is
+    /// queued after the events parsed before it.
+    fn absorb(&mut self, parsed: Result<()>) {
+        let codec = &self.codec;
+        self.pending.extend(self.scratch.drain(..).map(|event| decode_names(codec, event)));
+        if let Err(e) = parsed {
+            self.done = true;
+            self.pending_error = Some(e);
+        }
+    }
+}
+
+impl<P: crate::wire::StreamParser + Unpin> futures::Stream for HttpEventStream<P> {
+    type Item = Result<StreamEvent>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
         loop {
-            if let Some(event) = self.pending.pop_front() {
-                return Some((Ok(event), self));
+            if let Some(event) = this.pending.pop_front() {
+                return Poll::Ready(Some(Ok(event)));
             }
-            if let Some(error) = self.pending_error.take() {
-                return Some((Err(error), self));
+            if let Some(error) = this.pending_error.take() {
+                return Poll::Ready(Some(Err(error)));
             }
-            if self.done {
-                return None;
+            if this.done {
+                return Poll::Ready(None);
             }
-            let chunk = tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => Err(Error::Cancelled),
-                chunk = tokio::time::timeout(self.idle, self.body.next()) => match chunk {
-                    Err(_) => Err(Error::Timeout { provider: self.provider.clone(), phase: "waiting for the next event", after: self.idle }),
-                    Ok(Some(Err(e))) => Err(Error::Transport { provider: self.provider.clone(), message: e.to_string() }),
-                    Ok(Some(Ok(bytes))) => Ok(Some(bytes)),
-                    Ok(None) => Ok(None),
-                },
-            };
-            let parsed = match chunk {
-                Ok(Some(bytes)) => self.parser.feed(&bytes, &mut self.scratch),
-                Ok(None) => {
-                    self.done = true;
-                    self.parser.finish(&mut self.scratch)
+            if this.cancelled.as_mut().poll(cx).is_ready() {
+                this.done = true;
+                return Poll::Ready(Some(Err(Error::Cancelled)));
+            }
+            match this.body.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(bytes))) => {
+                    this.idle_timer.as_mut().reset(tokio::time::Instant::now() + this.idle);
+                    let parsed = this.parser.feed(&bytes, &mut this.scratch);
+                    this.absorb(parsed);
                 }
-                Err(e) => Err(e),
-            };
-            let codec = Arc::clone(&self.codec);
-            self.pending.extend(self.scratch.drain(..).map(|event| decode_names(&codec, event)));
-            if let Err(e) = parsed {
-                // Events parsed before the failure are still delivered, then the error.
-                self.done = true;
-                self.pending_error = Some(e);
+                Poll::Ready(Some(Err(e))) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(Error::Transport {
+                        provider: this.provider.clone(),
+                        message: e.to_string(),
+                    })));
+                }
+                Poll::Ready(None) => {
+                    this.done = true;
+                    let parsed = this.parser.finish(&mut this.scratch);
+                    this.absorb(parsed);
+                }
+                Poll::Pending => {
+                    if this.idle_timer.as_mut().poll(cx).is_ready() {
+                        this.done = true;
+                        return Poll::Ready(Some(Err(Error::Timeout {
+                            provider: this.provider.clone(),
+                            phase: "waiting for the next event",
+                            after: this.idle,
+                        })));
+                    }
+                    return Poll::Pending;
+                }
             }
         }
     }

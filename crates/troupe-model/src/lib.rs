@@ -69,6 +69,6 @@ pub use providers::{Env, ProcessEnv, ProviderConfig, ProviderKind, Providers, Re
 pub use registry::{ModelInfo, ModelRegistry, Pricing, split_id};
 pub use retry::{RetryPolicy, RetryingProvider};
 pub use tool_names::{ToolNameCodec, wire_name};
-pub use wire::{EventParser, StreamParser, WireFormat, WireRequest};
+pub use wire::{EncodedRequest, EventParser, StreamParser, WireFormat, WireRequest};
 
 pub use troupe_core::{StopReason, StreamEvent, Usage};
