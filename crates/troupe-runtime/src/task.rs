@@ -335,11 +335,17 @@ impl Run {
         let mut stream = opened.map_err(|e| self.interrupted(e))?;
         let mut accumulator = StreamAccumulator::new();
         let mut out = Vec::new();
+        // Made once for the whole stream, not per event: both end the loop when they fire,
+        // so neither is polled after completing.
+        let cancelled = cancel.cancelled();
+        tokio::pin!(cancelled);
+        let deadline = until(self.deadline);
+        tokio::pin!(deadline);
         loop {
             let next = tokio::select! {
                 biased;
-                () = cancel.cancelled() => None,
-                () = until(self.deadline) => {
+                () = &mut cancelled => None,
+                () = &mut deadline => {
                     cancel.cancel();
                     *partial = accumulator.usage();
                     return Err(Interrupted::TimedOut);
