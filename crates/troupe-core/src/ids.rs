@@ -2,23 +2,27 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 macro_rules! string_id {
     ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
         $(#[$doc])*
+        ///
+        /// Cheap to clone: every event of a run carries its ids, so they share one
+        /// allocation.
         #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(transparent)]
-        pub struct $name(String);
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Wraps an existing identifier.
             pub fn new(id: impl Into<String>) -> Self {
-                Self(id.into())
+                Self(Arc::from(id.into()))
             }
 
             /// A fresh, time-ordered identifier (UUID v7 with a readable prefix).
             pub fn generate() -> Self {
-                Self(format!(concat!($prefix, "_{}"), uuid::Uuid::now_v7().simple()))
+                Self(Arc::from(format!(concat!($prefix, "_{}"), uuid::Uuid::now_v7().simple())))
             }
 
             /// The identifier as a string slice.
@@ -35,13 +39,13 @@ macro_rules! string_id {
 
         impl From<&str> for $name {
             fn from(value: &str) -> Self {
-                Self(value.to_owned())
+                Self(Arc::from(value))
             }
         }
 
         impl From<String> for $name {
             fn from(value: String) -> Self {
-                Self(value)
+                Self(Arc::from(value))
             }
         }
 

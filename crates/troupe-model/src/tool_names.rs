@@ -36,6 +36,11 @@ impl ToolNameCodec {
     /// The codec for `request`'s tools. Two tools whose names encode to the same wire
     /// name are a configuration error, found here rather than at the first call.
     pub fn for_request(request: &ModelRequest) -> Result<Self> {
+        // The common case, every name already wire-safe, needs no maps: distinct catalog
+        // names cannot collide when none of them changes.
+        if request.tools.iter().all(|tool| matches!(wire_name(&tool.name), Cow::Borrowed(_))) {
+            return Ok(ToolNameCodec::default());
+        }
         let mut codec = ToolNameCodec::default();
         for tool in &request.tools {
             let wire = wire_name(&tool.name);
