@@ -115,6 +115,77 @@ fn bodies(h: &Harness) -> Vec<Value> {
     h.bodies().iter().map(|b| serde_json::from_str(b).expect("JSON body")).collect()
 }
 
+/// Pairing in the wire formats other than Anthropic's (which `check_requests` reads):
+/// every call is answered before the conversation goes on, and no answer lacks its call.
+fn wire_pairing_errors(wire: Wire, body: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let mut open: Vec<String> = Vec::new();
+    let items = |key: &str| body[key].as_array().cloned().unwrap_or_default();
+    match wire {
+        Wire::OpenAiChat => {
+            for message in items("messages") {
+                if message["role"] == "tool" {
+                    let id = message["tool_call_id"].as_str().unwrap_or_default().to_owned();
+                    if !open.contains(&id) {
+                        errors.push(format!("result {id} without its call"));
+                    }
+                    open.retain(|o| o != &id);
+                    continue;
+                }
+                if !open.is_empty() {
+                    errors.push(format!("calls {open:?} unanswered before the next message"));
+                    open.clear();
+                }
+                for call in message["tool_calls"].as_array().cloned().unwrap_or_default() {
+                    open.push(call["id"].as_str().unwrap_or_default().to_owned());
+                }
+            }
+        }
+        Wire::OpenAiResponses => {
+            for item in items("input") {
+                let id = item["call_id"].as_str().unwrap_or_default().to_owned();
+                match item["type"].as_str() {
+                    Some("function_call") => open.push(id),
+                    Some("function_call_output") => {
+                        if !open.contains(&id) {
+                            errors.push(format!("output {id} without its call"));
+                        }
+                        open.retain(|o| o != &id);
+                    }
+                    _ if !open.is_empty() => {
+                        errors.push(format!("calls {open:?} unanswered before the next item"));
+                        open.clear();
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Wire::Gemini => {
+            // Gemini pairs calls and responses by position: a model turn's functionCall
+            // parts are answered by the next turn's functionResponse parts.
+            let mut calls = 0;
+            for content in items("contents") {
+                let parts = content["parts"].as_array().cloned().unwrap_or_default();
+                let responses = parts.iter().filter(|p| p.get("functionResponse").is_some()).count();
+                if responses != calls {
+                    errors.push(format!("{calls} calls answered by {responses} responses"));
+                }
+                calls = parts.iter().filter(|p| p.get("functionCall").is_some()).count();
+            }
+        }
+        Wire::Scripted | Wire::Anthropic => return pairing_errors(body),
+    }
+    if !open.is_empty() {
+        errors.push(format!("calls {open:?} never answered"));
+    }
+    errors
+}
+
+/// How many messages (items, contents) a request carries, in any wire format.
+fn conversation_len(body: &Value) -> usize {
+    ["messages", "input", "contents"].iter().find_map(|k| body[*k].as_array()).map_or(0, Vec::len)
+}
+
 async fn a_long_tool_loop_compacts_inside_the_loop(wire: Wire) {
     let h = Harness::new(wire).await;
     h.push(tool_loop(&h, 12, Usage::default()));
@@ -143,8 +214,16 @@ async fn a_long_tool_loop_compacts_inside_the_loop(wire: Wire) {
 
     let bodies = bodies(&h);
     assert_eq!(bodies.len(), 13, "one request per model call");
-    check_requests(&bodies);
-    let sizes: Vec<usize> = bodies.iter().map(|b| b["messages"].as_array().map_or(0, Vec::len)).collect();
+    match wire {
+        Wire::Scripted | Wire::Anthropic => check_requests(&bodies),
+        _ => {
+            for (n, body) in bodies.iter().enumerate() {
+                assert_eq!(wire_pairing_errors(wire, body), Vec::<String>::new(), "request {n}: {body}");
+                assert!(body.to_string().contains(TASK), "request {n} keeps the task: {body}");
+            }
+        }
+    }
+    let sizes: Vec<usize> = bodies.iter().map(conversation_len).collect();
     assert!(sizes.iter().all(|n| *n <= 1 + 2 * 4), "the conversation stays small: {sizes:?}");
     let shrunk = sizes.windows(2).filter(|w| w[1] < w[0]).count();
     assert_eq!(shrunk, reports.len(), "every compaction shows in the next request: {sizes:?}");
@@ -160,6 +239,21 @@ async fn a_long_tool_loop_compacts_inside_the_loop_scripted() {
 #[tokio::test]
 async fn a_long_tool_loop_compacts_inside_the_loop_anthropic() {
     a_long_tool_loop_compacts_inside_the_loop(Wire::Anthropic).await;
+}
+
+#[tokio::test]
+async fn a_long_tool_loop_compacts_inside_the_loop_openai_chat() {
+    a_long_tool_loop_compacts_inside_the_loop(Wire::OpenAiChat).await;
+}
+
+#[tokio::test]
+async fn a_long_tool_loop_compacts_inside_the_loop_openai_responses() {
+    a_long_tool_loop_compacts_inside_the_loop(Wire::OpenAiResponses).await;
+}
+
+#[tokio::test]
+async fn a_long_tool_loop_compacts_inside_the_loop_gemini() {
+    a_long_tool_loop_compacts_inside_the_loop(Wire::Gemini).await;
 }
 
 #[tokio::test]

@@ -92,11 +92,12 @@ async fn two_calls_in_one_turn(wire: Wire) {
     h.write("a.txt", "alpha\n");
     h.write("b.txt", "beta\n");
     h.push([
-        h.call("call_a", "fs.read", json!({"path": "a.txt"})).with_tool_call(
-            "call_b",
-            h.name("fs.read"),
-            json!({"path": "b.txt"}),
-        ),
+        // Interleaved where the wire can carry it (OpenAI Chat): fragments of both calls
+        // alternate, and each call must still get its own arguments.
+        h.call("call_a", "fs.read", json!({"path": "a.txt"}))
+            .with_tool_call("call_b", h.name("fs.read"), json!({"path": "b.txt"}))
+            .with_delta_chars(3)
+            .with_interleaved_tool_calls(),
         MockTurn::text("alpha and beta"),
     ]);
     let agent = h.engine().agent("reader").workspace(h.dir.path()).readonly_tools().build().expect("agent builds");

@@ -80,6 +80,10 @@ pub struct MockTurn {
     pub event_delay: Option<Duration>,
     /// A fault to inject.
     pub fault: Option<Fault>,
+    /// Interleave the argument fragments of the turn's tool calls (round-robin), as
+    /// OpenAI-style servers may stream parallel calls. Only the OpenAI Chat wire can carry
+    /// interleaved calls; the other encoders ignore this.
+    pub interleave_tool_calls: bool,
 }
 
 impl Default for MockTurn {
@@ -93,6 +97,7 @@ impl Default for MockTurn {
             chunk_bytes: None,
             event_delay: None,
             fault: None,
+            interleave_tool_calls: false,
         }
     }
 }
@@ -169,6 +174,12 @@ impl MockTurn {
     /// Sets a pause between events.
     pub fn with_event_delay(mut self, delay: Duration) -> Self {
         self.event_delay = Some(delay);
+        self
+    }
+
+    /// Streams the tool calls' argument fragments interleaved (OpenAI Chat wire only).
+    pub fn with_interleaved_tool_calls(mut self) -> Self {
+        self.interleave_tool_calls = true;
         self
     }
 

@@ -55,7 +55,11 @@ proptest! {
 
     #[test]
     fn encoded_turns_round_trip_under_any_chunking(
-        (turn, points) in turn(SHAPE).prop_flat_map(|turn| {
+        (turn, points) in (turn(SHAPE), any::<bool>()).prop_map(|(turn, interleave)| MockTurn {
+            // Half the cases stream several tool calls with their fragments interleaved.
+            interleave_tool_calls: interleave,
+            ..turn
+        }).prop_flat_map(|turn| {
             let len = OpenAiChatEncoder.encode(&turn).concat().len();
             (Just(turn), split_points(len))
         })

@@ -56,6 +56,21 @@ fn finish_reason(stop: &StopReason) -> &str {
     }
 }
 
+/// Sends the held argument fragments of several calls round-robin: one fragment of each
+/// call in turn until all are sent.
+fn flush_interleaved(chunks: &mut Chunks<'_>, held: &mut Vec<(u32, Vec<&str>)>) {
+    let mut round = 0;
+    while held.iter().any(|(_, pieces)| round < pieces.len()) {
+        for (index, pieces) in held.iter() {
+            if let Some(piece) = pieces.get(round) {
+                chunks.delta(json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}));
+            }
+        }
+        round += 1;
+    }
+    held.clear();
+}
+
 impl WireEncoder for OpenAiChatEncoder {
     fn encode(&self, turn: &MockTurn) -> Vec<String> {
         let mut chunks = Chunks { turn, events: Vec::new() };
@@ -64,7 +79,12 @@ impl WireEncoder for OpenAiChatEncoder {
             chunks.delta(json!({"role": "assistant", "content": "", "refusal": null}));
         }
         let mut call_index = 0u32;
+        // Argument fragments held back to be interleaved: (call index, pieces left).
+        let mut held: Vec<(u32, Vec<&str>)> = Vec::new();
         for block in &turn.blocks {
+            if !matches!(block, MockBlock::ToolCall { .. }) {
+                flush_interleaved(&mut chunks, &mut held);
+            }
             match block {
                 MockBlock::Text(text) => {
                     for piece in pieces(text, turn.delta_chars) {
@@ -90,13 +110,20 @@ impl WireEncoder for OpenAiChatEncoder {
                     } else {
                         chunks.delta(json!({"tool_calls": [first]}));
                     }
-                    for piece in pieces(arguments, turn.delta_chars) {
-                        chunks.delta(json!({"tool_calls": [{"index": call_index, "function": {"arguments": piece}}]}));
+                    if turn.interleave_tool_calls {
+                        held.push((call_index, pieces(arguments, turn.delta_chars).collect()));
+                    } else {
+                        for piece in pieces(arguments, turn.delta_chars) {
+                            chunks.delta(
+                                json!({"tool_calls": [{"index": call_index, "function": {"arguments": piece}}]}),
+                            );
+                        }
                     }
                     call_index += 1;
                 }
             }
         }
+        flush_interleaved(&mut chunks, &mut held);
         chunks.push(
             json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish_reason(&turn.stop)}]),
             Value::Null,
@@ -144,5 +171,33 @@ impl WireEncoder for OpenAiChatEncoder {
         data_event(&json!({
             "error": {"message": message, "type": "service_unavailable_error", "param": null, "code": "server_is_overloaded"},
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The call index of each argument fragment, in stream order.
+    fn fragment_order(turn: &MockTurn) -> Vec<u64> {
+        OpenAiChatEncoder
+            .encode(turn)
+            .iter()
+            .filter_map(|event| serde_json::from_str::<Value>(event.strip_prefix("data: ")?.trim()).ok())
+            .filter_map(|chunk| {
+                let call = chunk["choices"][0]["delta"]["tool_calls"][0].clone();
+                let fragment = call["function"]["arguments"].as_str()?.to_owned();
+                (call.get("id").is_none() && !fragment.is_empty()).then(|| call["index"].as_u64()).flatten()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn interleaved_calls_alternate_their_fragments() {
+        let turn = MockTurn::tool_call("a", "one", json!({"x": 1}))
+            .with_tool_call("b", "two", json!({"y": 2}))
+            .with_delta_chars(2);
+        assert_eq!(fragment_order(&turn), [0, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(fragment_order(&turn.with_interleaved_tool_calls()), [0, 1, 0, 1, 0, 1, 0, 1]);
     }
 }
