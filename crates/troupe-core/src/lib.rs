@@ -22,6 +22,7 @@
 //! assert_eq!(request.tools[0].name, "get_weather");
 //! ```
 
+pub mod duration_ms;
 mod error;
 mod event;
 mod ids;

@@ -129,6 +129,15 @@ impl StreamAccumulator {
         Ok(())
     }
 
+    /// Folds a whole list of events into its response.
+    pub fn fold<'a>(events: impl IntoIterator<Item = &'a StreamEvent>) -> Result<ModelResponse> {
+        let mut accumulator = StreamAccumulator::new();
+        for event in events {
+            accumulator.push(event)?;
+        }
+        accumulator.finish()
+    }
+
     /// The usage seen so far.
     pub fn usage(&self) -> Usage {
         self.usage

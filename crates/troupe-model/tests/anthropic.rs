@@ -41,11 +41,7 @@ fn parse_until_error(bytes: &[u8]) -> (Vec<StreamEvent>, troupe_model::Error) {
 }
 
 fn accumulate(events: &[StreamEvent]) -> Result<ModelResponse> {
-    let mut accumulator = StreamAccumulator::new();
-    for event in events {
-        accumulator.push(event)?;
-    }
-    accumulator.finish()
+    StreamAccumulator::fold(events)
 }
 
 /// `message` with thinking signatures removed: Anthropic signs every thinking block, while

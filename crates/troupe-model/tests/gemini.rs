@@ -40,11 +40,7 @@ fn parse_until_error(bytes: &[u8]) -> (Vec<StreamEvent>, troupe_model::Error) {
 
 /// The response `events` fold into.
 fn fold(events: &[StreamEvent]) -> Result<ModelResponse> {
-    let mut accumulator = StreamAccumulator::new();
-    for event in events {
-        accumulator.push(event)?;
-    }
-    accumulator.finish()
+    StreamAccumulator::fold(events)
 }
 
 /// `data:` events of the given JSON chunks, as Gemini frames them.

@@ -39,11 +39,7 @@ fn parse_until_error(bytes: &[u8]) -> (Vec<StreamEvent>, troupe_model::Error) {
 }
 
 fn accumulate(events: &[StreamEvent]) -> Result<ModelResponse> {
-    let mut accumulator = StreamAccumulator::new();
-    for event in events {
-        accumulator.push(event)?;
-    }
-    accumulator.finish()
+    StreamAccumulator::fold(events)
 }
 
 /// A stream of `data:` lines, one per chunk, ending with `[DONE]` when `done`.

@@ -44,11 +44,7 @@ fn parse_chunks(chunks: &[&[u8]]) -> troupe_model::Result<Vec<StreamEvent>> {
 }
 
 fn accumulate(events: &[StreamEvent]) -> ModelResponse {
-    let mut accumulator = StreamAccumulator::new();
-    for event in events {
-        accumulator.push(event).expect("the events fold");
-    }
-    accumulator.finish().expect("a complete response")
+    StreamAccumulator::fold(events).expect("the events fold into a complete response")
 }
 
 /// SSE events from their data lines, each named after its `type` as OpenAI does.

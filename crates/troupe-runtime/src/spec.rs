@@ -22,7 +22,7 @@ pub struct Limits {
     pub max_iterations: u32,
     /// The longest a run may take, wall clock, waits for approval included; `None` for no
     /// limit. Serialized as whole milliseconds (`timeout_ms`).
-    #[serde(with = "duration_ms", skip_serializing_if = "Option::is_none", rename = "timeout_ms")]
+    #[serde(with = "troupe_core::duration_ms", skip_serializing_if = "Option::is_none", rename = "timeout_ms")]
     pub timeout: Option<Duration>,
     /// The most tokens (input, cached and output) the whole run may use.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -135,23 +135,6 @@ impl AgentSpec {
     /// Whether the agent takes signals of `kind`.
     pub fn accepts(&self, kind: SignalKind) -> bool {
         matches!(kind, SignalKind::Cancel | SignalKind::Approval) || self.accepted_signals.contains(&kind)
-    }
-}
-
-/// Serializes an optional [`Duration`] as whole milliseconds.
-mod duration_ms {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(value: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
-        match value {
-            Some(d) => serializer.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            None => serializer.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
-        Ok(Option::<u64>::deserialize(deserializer)?.map(Duration::from_millis))
     }
 }
 

@@ -126,7 +126,12 @@ pub struct ToolDeclaration {
     #[serde(default)]
     pub approval: ApprovalRequirement,
     /// The longest a call may run before the catalog stops it; `None` for no limit.
-    #[serde(default, with = "duration_ms", skip_serializing_if = "Option::is_none", rename = "timeout_ms")]
+    #[serde(
+        default,
+        with = "troupe_core::duration_ms",
+        skip_serializing_if = "Option::is_none",
+        rename = "timeout_ms"
+    )]
     pub timeout: Option<Duration>,
     /// What a call needs access to, for capability checks; empty when it needs nothing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -180,23 +185,6 @@ impl ToolDeclaration {
     /// Whether calls only observe; such calls may run concurrently.
     pub fn is_read_only(&self) -> bool {
         self.effect == Effect::ReadOnly
-    }
-}
-
-/// Serializes an optional [`Duration`] as whole milliseconds.
-mod duration_ms {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(value: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
-        match value {
-            Some(d) => serializer.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            None => serializer.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
-        Ok(Option::<u64>::deserialize(deserializer)?.map(Duration::from_millis))
     }
 }
 
