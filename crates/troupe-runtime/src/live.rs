@@ -54,12 +54,21 @@ impl Emitter {
         };
         self.seq += 1;
         let event = AgentEvent::new(attribution, kind);
-        if let Some(kept) = &mut self.kept {
-            kept.push(event.clone());
-        }
-        if let Some(tx) = &self.tx
-            && tx.send(event).await.is_err()
-        {
+        let Some(tx) = &self.tx else {
+            // Nobody listens live (e.g. `Agent::run`): keep the event without copying it.
+            if let Some(kept) = &mut self.kept {
+                kept.push(event);
+            }
+            return;
+        };
+        let live = match &mut self.kept {
+            Some(kept) => {
+                kept.push(event.clone());
+                event
+            }
+            None => event,
+        };
+        if tx.send(live).await.is_err() {
             self.tx = None;
         }
     }
