@@ -9,13 +9,7 @@ use troupe_model::anthropic::AnthropicParser;
 fuzz_target!(|data: &[u8]| {
     let whole = EventParser::new("fuzz", AnthropicParser::new("fuzz")).parse_all(data);
     let split = data.first().map(|b| *b as usize % (data.len() + 1)).unwrap_or(0);
-    let mut parser = EventParser::new("fuzz", AnthropicParser::new("fuzz"));
-    let mut events = Vec::new();
-    let halves = parser
-        .feed(&data[..split], &mut events)
-        .and_then(|()| parser.feed(&data[split..], &mut events))
-        .and_then(|()| parser.finish(&mut events))
-        .map(|()| events);
+    let halves = EventParser::new("fuzz", AnthropicParser::new("fuzz")).parse_chunks(&[&data[..split], &data[split..]]);
     if let (Ok(a), Ok(b)) = (&whole, &halves) {
         assert_eq!(a, b);
     }

@@ -9,13 +9,8 @@ use troupe_model::openai_responses::OpenAiResponsesParser;
 fuzz_target!(|data: &[u8]| {
     let whole = EventParser::new("fuzz", OpenAiResponsesParser::new("fuzz")).parse_all(data);
     let split = data.first().map(|b| *b as usize % (data.len() + 1)).unwrap_or(0);
-    let mut parser = EventParser::new("fuzz", OpenAiResponsesParser::new("fuzz"));
-    let mut events = Vec::new();
-    let halves = parser
-        .feed(&data[..split], &mut events)
-        .and_then(|()| parser.feed(&data[split..], &mut events))
-        .and_then(|()| parser.finish(&mut events))
-        .map(|()| events);
+    let halves =
+        EventParser::new("fuzz", OpenAiResponsesParser::new("fuzz")).parse_chunks(&[&data[..split], &data[split..]]);
     if let (Ok(a), Ok(b)) = (&whole, &halves) {
         assert_eq!(a, b);
     }

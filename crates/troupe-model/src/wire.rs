@@ -102,11 +102,23 @@ impl<P: StreamParser> EventParser<P> {
     }
 
     /// Parses a whole byte stream at once.
-    pub fn parse_all(mut self, bytes: &[u8]) -> Result<Vec<StreamEvent>> {
+    pub fn parse_all(self, bytes: &[u8]) -> Result<Vec<StreamEvent>> {
+        self.parse_chunks(&[bytes])
+    }
+
+    /// Parses a byte stream that arrives in `chunks`, in order.
+    pub fn parse_chunks(self, chunks: &[&[u8]]) -> Result<Vec<StreamEvent>> {
+        let (events, result) = self.parse_partial(chunks);
+        result.map(|()| events)
+    }
+
+    /// Parses `chunks` as far as they go: the events completed before any failure, and
+    /// the failure itself (what a caller delivers before it reports the error).
+    pub fn parse_partial(mut self, chunks: &[&[u8]]) -> (Vec<StreamEvent>, Result<()>) {
         let mut out = Vec::new();
-        self.feed(bytes, &mut out)?;
-        self.finish(&mut out)?;
-        Ok(out)
+        let result =
+            chunks.iter().try_for_each(|chunk| self.feed(chunk, &mut out)).and_then(|()| self.finish(&mut out));
+        (out, result)
     }
 }
 

@@ -20,23 +20,14 @@ fn parse(bytes: &[u8]) -> Result<Vec<StreamEvent>> {
 
 /// The events of `chunks` fed one after another.
 fn parse_chunks(chunks: &[&[u8]]) -> Result<Vec<StreamEvent>> {
-    let mut parser = EventParser::new("anthropic", AnthropicParser::new("anthropic"));
-    let mut out = Vec::new();
-    for chunk in chunks {
-        parser.feed(chunk, &mut out)?;
-    }
-    parser.finish(&mut out)?;
-    Ok(out)
+    EventParser::new("anthropic", AnthropicParser::new("anthropic")).parse_chunks(chunks)
 }
 
 /// The events parsed before the parser failed, and its error.
 fn parse_until_error(bytes: &[u8]) -> (Vec<StreamEvent>, troupe_model::Error) {
-    let mut parser = EventParser::new("anthropic", AnthropicParser::new("anthropic"));
-    let mut out = Vec::new();
-    let result = parser.feed(bytes, &mut out).and_then(|()| parser.finish(&mut out));
-    match result {
-        Ok(()) => panic!("expected an error, parsed {out:?}"),
-        Err(e) => (out, e),
+    match EventParser::new("anthropic", AnthropicParser::new("anthropic")).parse_partial(&[bytes]) {
+        (out, Ok(())) => panic!("expected an error, parsed {out:?}"),
+        (out, Err(e)) => (out, e),
     }
 }
 

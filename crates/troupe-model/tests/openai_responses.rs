@@ -34,13 +34,7 @@ fn parse(bytes: &[u8]) -> troupe_model::Result<Vec<StreamEvent>> {
 }
 
 fn parse_chunks(chunks: &[&[u8]]) -> troupe_model::Result<Vec<StreamEvent>> {
-    let mut parser = parser();
-    let mut out = Vec::new();
-    for chunk in chunks {
-        parser.feed(chunk, &mut out)?;
-    }
-    parser.finish(&mut out)?;
-    Ok(out)
+    parser().parse_chunks(chunks)
 }
 
 fn accumulate(events: &[StreamEvent]) -> ModelResponse {
