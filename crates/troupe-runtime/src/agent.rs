@@ -57,4 +57,15 @@ impl Agent {
     pub fn resume(&self, state: RunState) -> RunHandle {
         self.runner.resume(Arc::clone(&self.spec), state)
     }
+
+    /// Continues the stored run `run_id` with this agent's spec
+    /// ([`Runner::resume_run`]).
+    pub async fn resume_run(&self, run_id: &str) -> Result<RunHandle, RuntimeError> {
+        self.runner.resume_run(run_id, Some(Arc::clone(&self.spec))).await
+    }
+
+    /// Puts a run of this agent in the store's queue for a worker ([`Runner::enqueue`]).
+    pub async fn enqueue(&self, input: impl Into<RunInput>) -> Result<troupe_core::RunId, RuntimeError> {
+        self.runner.enqueue(&self.spec, input.into()).await
+    }
 }

@@ -3,6 +3,7 @@
 use crate::agent::Agent;
 use crate::approval::{ApprovalMode, ApprovalPolicy, ApprovalRule};
 use crate::compaction::{CompactionPolicy, Compactor};
+use crate::durable::Durability;
 use crate::error::RuntimeError;
 use crate::metrics::Metrics;
 use crate::resolver::ModelResolver;
@@ -22,6 +23,7 @@ pub struct Engine {
     metrics: Arc<Metrics>,
     tool_concurrency: usize,
     compactor: Option<Arc<dyn Compactor>>,
+    durability: Option<Durability>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -37,6 +39,7 @@ pub struct EngineBuilder {
     metrics: Option<Arc<Metrics>>,
     tool_concurrency: Option<usize>,
     compactor: Option<Arc<dyn Compactor>>,
+    durability: Option<Durability>,
 }
 
 impl Engine {
@@ -98,6 +101,12 @@ impl EngineBuilder {
         self
     }
 
+    /// Records every run of the engine's agents in a store ([`Runner::with_store`]).
+    pub fn store(mut self, durability: Durability) -> Self {
+        self.durability = Some(durability);
+        self
+    }
+
     /// The engine; without providers, it resolves with [`Providers::builtin`].
     pub fn build(self) -> Engine {
         Engine {
@@ -105,6 +114,7 @@ impl EngineBuilder {
             metrics: self.metrics.unwrap_or_default(),
             tool_concurrency: self.tool_concurrency.unwrap_or(DEFAULT_TOOL_CONCURRENCY),
             compactor: self.compactor,
+            durability: self.durability,
         }
     }
 }
@@ -290,6 +300,9 @@ impl AgentBuilder {
             .with_tool_concurrency(self.engine.tool_concurrency);
         if let Some(compactor) = &self.engine.compactor {
             runner = runner.with_compactor(Arc::clone(compactor));
+        }
+        if let Some(durability) = &self.engine.durability {
+            runner = runner.with_store(durability.clone());
         }
         if let Some(capabilities) = self.capabilities {
             runner = runner.with_authorizer(Arc::new(CapabilityAuthorizer::new(capabilities)));

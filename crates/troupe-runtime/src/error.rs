@@ -53,4 +53,21 @@ pub enum RuntimeError {
     /// The run's task panicked or was aborted; the panic was contained.
     #[error("the run task failed: {0}")]
     TaskFailed(String),
+    /// The store failed or refused an operation.
+    #[error(transparent)]
+    Store(#[from] troupe_store::StoreError),
+    /// The operation needs a store and the runner has none ([`Runner::with_store`](crate::Runner::with_store)).
+    #[error("this runner records no runs: it has no store")]
+    NoStore,
+    /// Another process holds the run's lease: it is running the run now.
+    #[error("run `{run_id}` is being run by `{owner}`; wait for it, or for its lease to lapse if that process died")]
+    RunLeased {
+        /// The run.
+        run_id: String,
+        /// Who holds its lease.
+        owner: String,
+    },
+    /// A schedule's trigger cannot fire.
+    #[error("invalid schedule: {0}")]
+    InvalidSchedule(String),
 }

@@ -121,11 +121,19 @@ impl Stream for RunEvents {
 pub struct SignalSender {
     tx: mpsc::Sender<Signal>,
     cancel: CancellationToken,
+    defer: CancellationToken,
 }
 
 impl SignalSender {
-    pub(crate) fn new(tx: mpsc::Sender<Signal>, cancel: CancellationToken) -> Self {
-        SignalSender { tx, cancel }
+    pub(crate) fn new(tx: mpsc::Sender<Signal>, cancel: CancellationToken, defer: CancellationToken) -> Self {
+        SignalSender { tx, cancel, defer }
+    }
+
+    /// Stops waiting here for approvals: from now on, a run that needs a decision ends
+    /// [`Paused`](crate::RunOutcome::Paused) (with a store, recorded, to be decided later
+    /// with `troupe runs approve`) instead of waiting for this sender.
+    pub fn defer_approvals(&self) {
+        self.defer.cancel();
     }
 
     /// Sends a signal; it is taken at the run's next safe boundary. A

@@ -106,6 +106,7 @@ mod approval;
 mod builder;
 mod compaction;
 mod cost;
+pub mod durable;
 mod error;
 mod handle;
 mod live;
@@ -129,6 +130,7 @@ pub use compaction::{
     TRIMMED_NOTE_PREFIX, TokenEstimator,
 };
 pub use cost::{CostTracker, ModelCost};
+pub use durable::{Durability, ResumePlan, StoredInput, Worker, plan_resume};
 pub use error::RuntimeError;
 pub use handle::{EVENT_BUFFER, RunEvents, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
 pub use metrics::{AgentMetrics, Metrics, MetricsSnapshot};

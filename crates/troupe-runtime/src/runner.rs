@@ -7,6 +7,8 @@
 
 use crate::compaction::{Compactor, PolicyCompactor};
 use crate::cost::CostTracker;
+use crate::durable::journal::Journal;
+use crate::durable::{Durability, ResumePlan, StoredInput, plan_resume, state_from_value};
 use crate::error::RuntimeError;
 use crate::handle::{EVENT_BUFFER, RunEvents, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
 use crate::live::Emitter;
@@ -21,6 +23,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentId, RunId};
+use troupe_store::{EvidenceChain, EvidenceKind, Lease, NewEvidence, RunStatus, now_millis};
 use troupe_tools::{AuditLog, Authorizer, NoAudit, ToolCatalog, Workspace};
 
 /// Tool calls of one batch that may run at once, by default.
@@ -57,6 +60,17 @@ pub struct Runner {
     keep_events: bool,
     authorizer: Option<Arc<dyn Authorizer>>,
     audit: Arc<dyn AuditLog>,
+    durability: Option<Durability>,
+}
+
+/// How a run's task is to set up its journal.
+pub(crate) enum JournalSetup {
+    /// The run records nothing.
+    None,
+    /// The run is new: create it in the store, with this input, and lease it.
+    Create(Durability, Box<StoredInput>),
+    /// The run is stored and leased already.
+    Ready(Durability, Journal),
 }
 
 impl std::fmt::Debug for Runner {
@@ -67,6 +81,7 @@ impl std::fmt::Debug for Runner {
             .field("tool_concurrency", &self.tool_concurrency)
             .field("compactor", &self.compactor.is_some())
             .field("keep_events", &self.keep_events)
+            .field("durability", &self.durability)
             .finish_non_exhaustive()
     }
 }
@@ -85,7 +100,20 @@ impl Runner {
             keep_events: true,
             authorizer: None,
             audit: Arc::new(NoAudit),
+            durability: None,
         }
+    }
+
+    /// Records every run in `durability`'s store: checkpoints at each boundary, evidence
+    /// of every side effect, signals through the store, a lease with a heartbeat.
+    pub fn with_store(mut self, durability: Durability) -> Self {
+        self.durability = Some(durability);
+        self
+    }
+
+    /// Where runs are recorded, if anywhere.
+    pub fn durability(&self) -> Option<&Durability> {
+        self.durability.as_ref()
     }
 
     /// Counts runs into `metrics` (shared with other runners, say).
@@ -174,6 +202,10 @@ impl Runner {
     /// Problems found once the run is going (an unknown tool name in the spec, a model
     /// that does not resolve) end it [`Failed`](crate::RunOutcome::Failed) with a code.
     pub fn start(&self, spec: Arc<AgentSpec>, input: RunInput) -> RunHandle {
+        let setup = match &self.durability {
+            Some(durability) => JournalSetup::Create(durability.clone(), Box::new(StoredInput::new(&spec, &input))),
+            None => JournalSetup::None,
+        };
         let run_id = input.run_id.clone().unwrap_or_else(RunId::generate);
         let model_id = input.model.clone().unwrap_or_else(|| spec.model.clone());
         let mut state = RunState::new(run_id, spec.name.clone(), model_id, String::new())
@@ -181,7 +213,91 @@ impl Runner {
             .with_instruction(&input.instruction);
         state.conversation_id = input.conversation_id;
         state.parent_run_id = input.parent_run_id;
-        self.launch(spec, state, input.instruction, true)
+        self.launch(spec, state, input.instruction, true, setup)
+    }
+
+    /// Records a run of `spec` with `input` in the store's queue, for a worker to run;
+    /// returns its id.
+    pub async fn enqueue(&self, spec: &AgentSpec, input: RunInput) -> Result<RunId, RuntimeError> {
+        let durability = self.durability.as_ref().ok_or(RuntimeError::NoStore)?;
+        let run_id = input.run_id.clone().unwrap_or_else(RunId::generate);
+        let stored = StoredInput::new(spec, &input);
+        durability.store().create_run(stored.new_run(&run_id, RunStatus::Queued), now_millis()).await?;
+        Ok(run_id)
+    }
+
+    /// Continues the stored run `run_id` in this process: takes its lease (refused with
+    /// [`RuntimeError::RunLeased`] while another process holds it), plans the resume from
+    /// its evidence ([`plan_resume`]) and runs it. `spec` replaces the stored definition
+    /// (to bring back signal hooks, say).
+    pub async fn resume_run(&self, run_id: &str, spec: Option<Arc<AgentSpec>>) -> Result<RunHandle, RuntimeError> {
+        let durability = self.durability.as_ref().ok_or(RuntimeError::NoStore)?;
+        let store = durability.store();
+        let lease = store.acquire(run_id, durability.owner(), durability.lease_ttl(), now_millis()).await?;
+        let Some(lease) = lease else {
+            let owner = store
+                .queue()
+                .await?
+                .into_iter()
+                .find(|entry| entry.run_id == run_id)
+                .and_then(|entry| entry.owner)
+                .unwrap_or_else(|| "another process".to_owned());
+            return Err(RuntimeError::RunLeased { run_id: run_id.to_owned(), owner });
+        };
+        self.resume_leased(lease, spec).await
+    }
+
+    /// Continues the stored run whose lease this process holds (a worker's claim).
+    pub async fn resume_leased(&self, lease: Lease, spec: Option<Arc<AgentSpec>>) -> Result<RunHandle, RuntimeError> {
+        let durability = self.durability.as_ref().ok_or(RuntimeError::NoStore)?;
+        match self.prepare_resume(durability, &lease, spec).await {
+            Ok((spec, state, instruction, fresh, journal)) => {
+                let setup = JournalSetup::Ready(durability.clone(), journal);
+                Ok(self.launch(spec, state, instruction, fresh, setup))
+            }
+            Err(error) => {
+                // The run cannot go on here: let another process (or a person) have it.
+                let _ = durability.store().release(&lease, None).await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn prepare_resume(
+        &self,
+        durability: &Durability,
+        lease: &Lease,
+        spec: Option<Arc<AgentSpec>>,
+    ) -> Result<(Arc<AgentSpec>, RunState, String, bool, Journal), RuntimeError> {
+        let store = durability.store();
+        let run_id = lease.run_id.as_str();
+        let record = store
+            .load_run(run_id)
+            .await?
+            .ok_or_else(|| troupe_store::StoreError::UnknownRun { run_id: run_id.to_owned() })?;
+        if record.status.is_terminal() {
+            return Err(RuntimeError::RunFinished);
+        }
+        let input = StoredInput::from_value(record.input)?;
+        let mut state = state_from_value(run_id, record.state)?;
+        let evidence = store.evidence(run_id, 0).await?;
+        let pending = store.pending_signals(run_id, state.signal_cursor).await?;
+        let fresh = evidence.is_empty();
+        let mut journal =
+            Journal::new(Arc::clone(store), EvidenceChain::after(run_id, evidence.last()), Some(lease.clone()))
+                .with_instruction(&input.instruction);
+        let instruction = if fresh { input.instruction.clone() } else { String::new() };
+        if !fresh {
+            let plan: ResumePlan = plan_resume(&state, &evidence, &pending);
+            plan.apply(&mut state);
+            state.reopen();
+            if !plan.calls.is_empty() {
+                let payload = serde_json::json!({ "calls": plan.calls, "owner": lease.owner, "epoch": lease.epoch });
+                journal.note(NewEvidence::new(EvidenceKind::ResumePlanned, payload));
+            }
+        }
+        let spec = spec.unwrap_or_else(|| Arc::new(input.spec));
+        Ok((spec, state, instruction, fresh, journal))
     }
 
     /// Continues a run from `state`, typically a [`Paused`](crate::RunOutcome::Paused) one whose
@@ -191,13 +307,21 @@ impl Runner {
     /// one the run emitted ([`RunState::event_seq`]).
     pub fn resume(&self, spec: Arc<AgentSpec>, mut state: RunState) -> RunHandle {
         state.reopen();
-        self.launch(spec, state, String::new(), false)
+        self.launch(spec, state, String::new(), false, JournalSetup::None)
     }
 
-    fn launch(&self, spec: Arc<AgentSpec>, state: RunState, instruction: String, fresh: bool) -> RunHandle {
+    fn launch(
+        &self,
+        spec: Arc<AgentSpec>,
+        state: RunState,
+        instruction: String,
+        fresh: bool,
+        journal: JournalSetup,
+    ) -> RunHandle {
         let (event_tx, event_rx) = mpsc::channel(EVENT_BUFFER);
         let (signal_tx, signal_rx) = mpsc::channel(SIGNAL_BUFFER);
         let cancel = CancellationToken::new();
+        let defer = CancellationToken::new();
         let run_id = state.run_id.clone();
         let emitter = Emitter::new(
             AgentId::new(spec.name.clone()),
@@ -233,12 +357,16 @@ impl Runner {
             paused: HashSet::new(),
             step: 0,
             open_step: None,
+            journal: None,
+            durability: None,
+            store_error: None,
+            defer: defer.clone(),
         };
-        let join = tokio::spawn(run.run(state, instruction, fresh));
+        let join = tokio::spawn(run.run(state, instruction, fresh, journal));
         RunHandle {
             run_id,
             events: RunEvents::new(event_rx),
-            signals: SignalSender::new(signal_tx, cancel.clone()),
+            signals: SignalSender::new(signal_tx, cancel.clone(), defer),
             cancel,
             result: RunResult::new(join),
         }

@@ -98,6 +98,10 @@ pub struct PendingCall {
     /// The result, once known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<CallResult>,
+    /// The call was interrupted by a crash and may or may not have happened: a person
+    /// decides whether it is retried (approve), skipped (reject) or the run cancelled.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub uncertain: bool,
 }
 
 impl PendingCall {
@@ -213,6 +217,9 @@ pub struct RunState {
     /// How the run ended, once it has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<RunOutcome>,
+    /// With a store: every stored signal up to this sequence number has been applied.
+    #[serde(default)]
+    pub signal_cursor: i64,
 }
 
 impl RunState {
@@ -248,6 +255,7 @@ impl RunState {
             tool_errors: 0,
             event_seq: 0,
             outcome: None,
+            signal_cursor: 0,
         }
     }
 
@@ -346,7 +354,8 @@ impl RunState {
     fn tools_step(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Option<Action> {
         for call in &mut self.pending_calls {
             // An `Ask` is reconsidered: a person may have always-allowed the tool since.
-            if call.result.is_some() || !(call.verdict.is_none() || call.is_awaiting()) {
+            // An interrupted call is never: only a person knows whether it happened.
+            if call.result.is_some() || call.uncertain || !(call.verdict.is_none() || call.is_awaiting()) {
                 continue;
             }
             let verdict = match tools.get(&call.tool) {
@@ -446,6 +455,7 @@ impl RunState {
                 verdict: None,
                 decision: None,
                 result: None,
+                uncertain: false,
             })
             .collect();
         // Providers reject an assistant turn without content in the history.
@@ -534,6 +544,12 @@ impl RunState {
             return Err(RuntimeError::UnknownCall { call_id });
         };
         match &decision {
+            ApprovalDecision::Reject { reason } if call.uncertain => {
+                let why = reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+                call.result = Some(CallResult::error(format!(
+                    "This call was interrupted and a person chose to skip it{why}: it may or may not have taken effect. Check before relying on it."
+                )));
+            }
             ApprovalDecision::Reject { reason } => {
                 let why = reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
                 call.result = Some(CallResult::error(format!(

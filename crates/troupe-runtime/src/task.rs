@@ -7,11 +7,14 @@
 use crate::approval::ApprovalDecision;
 use crate::compaction::{CompactionContext, Compactor};
 use crate::cost::CostTracker;
+use crate::durable::journal::Journal;
+use crate::durable::{ActionCompleted, ActionStarted, Durability, ModelTurn, StoredInput};
 use crate::error::RuntimeError;
 use crate::live::{Emitter, Translator, until};
 use crate::metrics::Metrics;
 use crate::outcome::{RunOutcome, RunOutput};
 use crate::resolver::ModelResolver;
+use crate::runner::JournalSetup;
 use crate::signal::Signal;
 use crate::spec::AgentSpec;
 use crate::state::{Action, RunState};
@@ -21,8 +24,9 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use troupe_core::{AgentEventKind, ContentBlock, ModelRequest, PauseReason, Role, ToolCallId, Usage};
+use troupe_core::{AgentEventKind, ContentBlock, Message, ModelRequest, PauseReason, Role, ToolCallId, Usage};
 use troupe_model::{ModelResponse, ResolvedModel, StreamAccumulator};
+use troupe_store::{EvidenceChain, EvidenceKind, NewEvidence, RunStatus as StoredStatus, StoreError, now_millis};
 use troupe_tools::{AuditEntry, AuditKind, AuditLog, Authorizer, ToolCall, ToolCatalog, ToolContext, Workspace};
 
 /// Why a model call ended without a response.
@@ -56,10 +60,23 @@ pub(crate) struct Run {
     pub(crate) paused: HashSet<ToolCallId>,
     pub(crate) step: u32,
     pub(crate) open_step: Option<u32>,
+    /// The run's writer to its store, when it has one.
+    pub(crate) journal: Option<Journal>,
+    pub(crate) durability: Option<Durability>,
+    /// Why the store stopped taking the run's records.
+    pub(crate) store_error: Option<StoreError>,
+    /// Tripped when nobody will answer approvals live: the run pauses instead of waiting.
+    pub(crate) defer: CancellationToken,
 }
 
 impl Run {
-    pub(crate) async fn run(mut self, mut state: RunState, instruction: String, fresh: bool) -> RunOutput {
+    pub(crate) async fn run(
+        mut self,
+        mut state: RunState,
+        instruction: String,
+        fresh: bool,
+        journal: JournalSetup,
+    ) -> RunOutput {
         let started = std::time::Instant::now();
         let agent_metrics = self.metrics.agent(&self.spec.name);
         agent_metrics.run_started();
@@ -69,8 +86,11 @@ impl Run {
             state.model_name.clone_from(&model.model);
         }
         if fresh {
-            self.emitter.emit(AgentEventKind::RunStarted { instruction, model: state.model.clone() }).await;
+            self.emitter
+                .emit(AgentEventKind::RunStarted { instruction: instruction.clone(), model: state.model.clone() })
+                .await;
         }
+        let heartbeat = self.open_journal(&mut state, journal, &instruction, fresh).await;
         let catalog = match (&self.catalog, resolved) {
             (Err(error), _) => {
                 state.finish(RunOutcome::failed(error.to_string(), "unknown_tool"));
@@ -86,8 +106,99 @@ impl Run {
             self.drive(&mut state, &catalog, model).await;
         }
         let output = self.end(state, started).await;
+        if let Some(heartbeat) = heartbeat {
+            heartbeat.abort();
+        }
         agent_metrics.run_finished(&output);
         output
+    }
+
+    /// Sets up the run's journal: creates a new run in the store (with the conversation's
+    /// history, when it continues one), records its start, and starts the lease's
+    /// heartbeat. A store that fails here ends the run before any model call.
+    async fn open_journal(
+        &mut self,
+        state: &mut RunState,
+        setup: JournalSetup,
+        instruction: &str,
+        fresh: bool,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let (durability, journal) = match setup {
+            JournalSetup::None => return None,
+            JournalSetup::Ready(durability, journal) => (durability, Ok(journal)),
+            JournalSetup::Create(durability, input) => {
+                let journal = create_run(&durability, state, &input).await;
+                (durability, journal)
+            }
+        };
+        let mut journal = match journal {
+            Ok(journal) => journal,
+            Err(error) => {
+                self.store_failed(state, error);
+                return None;
+            }
+        };
+        if fresh {
+            let payload = serde_json::json!({"agent": state.agent, "model": state.model, "instruction": instruction});
+            journal.note(NewEvidence::new(EvidenceKind::RunStarted, payload));
+        }
+        let heartbeat = journal.lease().cloned().map(|lease| {
+            let store = Arc::clone(journal.store());
+            let stop = journal.stop_flag();
+            let cancel = self.cancel.clone();
+            let ttl = durability.lease_ttl();
+            tokio::spawn(async move {
+                let mut lease = lease;
+                loop {
+                    tokio::time::sleep(ttl / 3).await;
+                    match store.heartbeat(&lease, ttl, now_millis()).await {
+                        Ok(Some(renewed)) => lease = renewed,
+                        Ok(None) => {
+                            tracing::warn!(run = %lease.run_id, "the run's lease was taken over; stopping");
+                            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                            cancel.cancel();
+                            return;
+                        }
+                        Err(error) => tracing::warn!(run = %lease.run_id, %error, "heartbeat failed; retrying"),
+                    }
+                }
+            })
+        });
+        self.journal = Some(journal);
+        self.durability = Some(durability);
+        // The run's first state (the resume plan, its start) is on record before any step.
+        self.checkpoint(state, Vec::new()).await;
+        heartbeat
+    }
+
+    /// Saves `state` with `entries` (and whatever the journal holds); a failure ends the
+    /// run, which stays resumable from its last checkpoint.
+    async fn checkpoint(&mut self, state: &mut RunState, entries: Vec<NewEvidence>) {
+        let Some(journal) = &mut self.journal else { return };
+        if journal.is_stopped() {
+            return;
+        }
+        state.event_seq = self.emitter.next_seq();
+        if let Err(error) = journal.checkpoint(state, entries).await {
+            self.store_failed(state, error);
+        }
+    }
+
+    /// Ends the run because its store failed or its lease was taken over.
+    fn store_failed(&mut self, state: &mut RunState, error: StoreError) {
+        tracing::warn!(run = %state.run_id, %error, "the run's store failed; the run stops");
+        let outcome = match &error {
+            StoreError::LeaseLost { .. } => RunOutcome::failed(
+                "another worker took this run over (its lease lapsed); this process stopped working on it",
+                "lease_lost",
+            ),
+            other => RunOutcome::failed(
+                format!("the run's store failed ({other}); the run can be resumed from its last checkpoint"),
+                "store",
+            ),
+        };
+        state.finish(outcome);
+        self.store_error = Some(error);
     }
 
     async fn drive(&mut self, state: &mut RunState, catalog: &ToolCatalog, model: ResolvedModel) {
@@ -98,13 +209,22 @@ impl Run {
             match action {
                 Action::Finish(_) => return,
                 Action::CallModel(request) => {
-                    self.call_model(state, &model, request).await;
+                    let turn = self.call_model(state, &model, request).await;
                     self.authorize_calls(state, catalog);
+                    if let Some(turn) = turn {
+                        self.checkpoint(state, vec![turn.evidence()]).await;
+                    }
                 }
                 Action::RunTools(calls) => self.run_tools(state, catalog, calls).await,
                 Action::AwaitApproval(requests) => {
+                    let mut waits = Vec::new();
                     for request in requests {
                         if self.paused.insert(request.call_id.clone()) {
+                            let payload = serde_json::json!({"tool": request.tool, "reason": request.reason});
+                            waits.push(
+                                NewEvidence::new(EvidenceKind::ApprovalWait, payload)
+                                    .for_call(request.call_id.as_str()),
+                            );
                             let reason = PauseReason::Approval {
                                 call_id: request.call_id,
                                 tool: request.tool,
@@ -114,7 +234,12 @@ impl Run {
                             self.emitter.emit(AgentEventKind::RunPaused { reason }).await;
                         }
                     }
-                    self.await_decision(state).await;
+                    if !waits.is_empty() {
+                        self.checkpoint(state, waits).await;
+                    }
+                    if !state.is_finished() {
+                        self.await_decision(state).await;
+                    }
                 }
             }
         }
@@ -124,6 +249,9 @@ impl Run {
     async fn boundary(&mut self, state: &mut RunState) {
         while let Ok(signal) = self.signals.try_recv() {
             self.queued.push_back(signal);
+        }
+        if self.journal.is_some() {
+            self.deliver_stored(state).await;
         }
         while let Some(signal) = self.queued.pop_front() {
             self.deliver(state, signal).await;
@@ -176,6 +304,51 @@ impl Run {
         self.audit.record(entry);
     }
 
+    /// With a store, every signal goes through it: those that came on the handle are
+    /// stored first (acknowledged), then all the run's stored signals after its cursor are
+    /// applied in append order. A crash before the next checkpoint applies them again to
+    /// the checkpointed state, never twice to the same state.
+    async fn deliver_stored(&mut self, state: &mut RunState) {
+        let Some(journal) = &self.journal else { return };
+        if journal.is_stopped() {
+            return;
+        }
+        let run_id = state.run_id.to_string();
+        let mut failure = None;
+        while let Some(signal) = self.queued.pop_front() {
+            if let Err(error) = journal.store_signal(&run_id, &signal).await {
+                self.queued.push_front(signal);
+                failure = Some(error);
+                break;
+            }
+        }
+        let pending = match failure {
+            Some(error) => Err(error),
+            None => journal.pending_signals(&run_id, state.signal_cursor).await,
+        };
+        let pending = match pending {
+            Ok(pending) => pending,
+            Err(error) => {
+                self.store_failed(state, error);
+                return;
+            }
+        };
+        for stored in pending {
+            state.signal_cursor = state.signal_cursor.max(stored.seq);
+            let signal = serde_json::from_value::<Signal>(stored.payload.clone());
+            let applied = signal.is_ok();
+            match signal {
+                Ok(signal) => self.deliver(state, signal).await,
+                Err(error) => {
+                    tracing::warn!(run = %run_id, seq = stored.seq, %error, "a stored signal cannot be read; skipped")
+                }
+            }
+            if let Some(journal) = &mut self.journal {
+                journal.note_signal(&stored, applied);
+            }
+        }
+    }
+
     /// Runs the signal's hooks and applies it; a signal the run cannot take is reported.
     async fn deliver(&mut self, state: &mut RunState, signal: Signal) {
         let kind = signal.kind();
@@ -225,7 +398,13 @@ impl Run {
         }
     }
 
-    async fn call_model(&mut self, state: &mut RunState, model: &ResolvedModel, mut request: ModelRequest) {
+    /// Calls the model and applies its response; returns the turn to record, if one came.
+    async fn call_model(
+        &mut self,
+        state: &mut RunState,
+        model: &ResolvedModel,
+        mut request: ModelRequest,
+    ) -> Option<ModelTurn> {
         self.close_step().await;
         self.step += 1;
         self.open_step = Some(self.step);
@@ -265,7 +444,7 @@ impl Run {
                 }
                 Err(error) => {
                     state.finish(RunOutcome::failed(error.to_string(), "compaction"));
-                    return;
+                    return None;
                 }
             }
         }
@@ -280,7 +459,16 @@ impl Run {
                 translator.finish(&mut out);
                 self.emitter.emit_all(out).await;
                 let cost = self.price(&priced_as, response.usage).await;
+                let turn = self.journal.is_some().then(|| ModelTurn {
+                    iteration: state.iteration,
+                    model: priced_as.id.clone(),
+                    message: response.message.clone(),
+                    stop_reason: response.stop_reason.clone(),
+                    usage: response.usage,
+                    cost_usd: cost,
+                });
                 state.apply_model_response(response, cost);
+                turn
             }
             Err(interrupted) => {
                 let why = match &interrupted {
@@ -304,6 +492,7 @@ impl Run {
                         state.finish(RunOutcome::failed(error.to_string(), error.code()));
                     }
                 }
+                None
             }
         }
     }
@@ -395,11 +584,66 @@ impl Run {
     /// Runs one batch under the run's cancellation; on the deadline, cancels the batch and
     /// keeps what the tools report.
     async fn run_tools(&mut self, state: &mut RunState, catalog: &ToolCatalog, calls: Vec<ToolCall>) {
+        if self.journal.is_none() {
+            let (outcomes, timed_out) = self.run_group(catalog, &calls).await;
+            state.apply_tool_results(calls.into_iter().map(|c| c.id).zip(outcomes).collect());
+            if timed_out {
+                state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+            }
+            return;
+        }
+        // Durable: read-only calls run together as before; each call with side effects
+        // runs alone between its `action started` and its checkpointed completion.
+        let mut rest = &calls[..];
+        while !rest.is_empty() && !state.is_finished() {
+            let side_effect =
+                |call: &ToolCall| catalog.get(&call.name).is_some_and(|t| !t.declaration().is_read_only());
+            let readers = rest.iter().take_while(|c| !side_effect(c)).count();
+            let (group, tail) = rest.split_at(readers.max(1));
+            rest = tail;
+            let declaration =
+                (readers == 0).then(|| catalog.get(&group[0].name)).flatten().map(|t| t.declaration().clone());
+            if let (Some(declaration), Some(journal)) = (&declaration, &mut self.journal) {
+                let call = &group[0];
+                if let Err(error) =
+                    journal.append(vec![ActionStarted::evidence(call.id.as_str(), declaration, &call.args)]).await
+                {
+                    self.store_failed(state, error);
+                    return;
+                }
+            }
+            let (outcomes, timed_out) = self.run_group(catalog, group).await;
+            let completions: Vec<NewEvidence> = match &declaration {
+                Some(declaration) => outcomes
+                    .iter()
+                    .zip(group)
+                    .map(|(outcome, call)| {
+                        ActionCompleted::evidence(call.id.as_str(), declaration, &outcome.content, outcome.is_error)
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
+            state.apply_tool_results(group.iter().map(|c| c.id.clone()).zip(outcomes).collect());
+            if timed_out {
+                state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+            }
+            self.checkpoint(state, completions).await;
+        }
+    }
+
+    /// Runs `calls` as one batch under the run's cancellation; on the deadline, cancels
+    /// the batch and keeps what the tools report. Returns the outcomes and whether the
+    /// deadline passed.
+    async fn run_group(
+        &mut self,
+        catalog: &ToolCatalog,
+        calls: &[ToolCall],
+    ) -> (Vec<troupe_tools::ToolResultOutcome>, bool) {
         let cancel = self.cancel.child_token();
         let ctx = ToolContext::new(Arc::clone(&self.workspace)).with_cancel(cancel.clone());
         let mut timed_out = false;
         let outcomes = {
-            let mut batch = std::pin::pin!(catalog.run_batch(&calls, &ctx, self.tool_concurrency));
+            let mut batch = std::pin::pin!(catalog.run_batch(calls, &ctx, self.tool_concurrency));
             match self.deadline {
                 None => batch.await,
                 Some(deadline) => match tokio::time::timeout_at(deadline, batch.as_mut()).await {
@@ -412,15 +656,13 @@ impl Run {
                 },
             }
         };
-        state.apply_tool_results(calls.into_iter().map(|c| c.id).zip(outcomes).collect());
-        if timed_out {
-            state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
-        }
+        (outcomes, timed_out)
     }
 
     /// Waits for an approval decision or cancellation; other signals wait for the next
     /// boundary. With nobody left to decide, the run pauses.
     async fn await_decision(&mut self, state: &mut RunState) {
+        let poll = self.durability.as_ref().filter(|_| self.journal.is_some()).map(Durability::signal_poll);
         loop {
             let signal = tokio::select! {
                 biased;
@@ -429,7 +671,15 @@ impl Run {
                     state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
                     return;
                 }
+                () = self.defer.cancelled() => None,
                 signal = self.signals.recv() => signal,
+                // A decision stored by another process (`troupe runs approve`) counts too.
+                () = tokio::time::sleep(poll.unwrap_or_default()), if poll.is_some() => {
+                    if self.has_stored_signals(state).await {
+                        return;
+                    }
+                    continue;
+                }
             };
             match signal {
                 None => {
@@ -447,11 +697,57 @@ impl Run {
         }
     }
 
+    /// Whether the store holds signals the run has not applied.
+    async fn has_stored_signals(&self, state: &RunState) -> bool {
+        let Some(journal) = &self.journal else { return false };
+        match journal.pending_signals(state.run_id.as_str(), state.signal_cursor).await {
+            Ok(pending) => !pending.is_empty(),
+            Err(error) => {
+                tracing::warn!(run = %state.run_id, %error, "could not look for stored signals");
+                false
+            }
+        }
+    }
+
+    /// Records the run's end: its conversation turns, its final state with a
+    /// `run finished` entry, and gives up its lease.
+    async fn record_end(&mut self, state: &mut RunState, outcome: &RunOutcome) {
+        let Some(journal) = &self.journal else { return };
+        if journal.is_stopped() {
+            return;
+        }
+        if let (Some(conversation), false) = (&state.conversation_id, matches!(outcome, RunOutcome::Paused { .. })) {
+            let store = Arc::clone(journal.store());
+            let instruction = journal.instruction().to_owned();
+            if let Err(error) =
+                append_conversation(store.as_ref(), conversation.as_str(), state, &instruction, outcome).await
+            {
+                self.store_failed(state, error);
+                return;
+            }
+        }
+        let payload = serde_json::json!({"outcome": outcome, "usage": state.usage, "cost_usd": state.cost_usd});
+        self.checkpoint(state, vec![NewEvidence::new(EvidenceKind::RunFinished, payload)]).await;
+        if let Some(journal) = &mut self.journal {
+            journal.release().await;
+        }
+    }
+
     async fn end(mut self, mut state: RunState, started: std::time::Instant) -> RunOutput {
+        if self.journal.as_ref().is_some_and(Journal::is_stopped) && self.store_error.is_none() {
+            // The heartbeat found the lease taken over: whatever the run did since is not
+            // on record, and the new holder goes on from the last checkpoint.
+            state.outcome = None;
+            let run_id = state.run_id.to_string();
+            self.store_failed(&mut state, StoreError::LeaseLost { run_id, owner: String::new() });
+        }
         let outcome = match state.outcome.clone() {
             Some(outcome) => outcome,
             None => state.finish(RunOutcome::failed("the run stopped without an outcome", "internal")),
         };
+        self.record_end(&mut state, &outcome).await;
+        // A store failure while recording the end shows in the outcome.
+        let outcome = state.outcome.clone().unwrap_or(outcome);
         self.announce_results(&state).await;
         self.close_step().await;
         let kind = match &outcome {
@@ -482,4 +778,55 @@ impl Run {
             state,
         }
     }
+}
+
+/// Creates a new run in the store and leases it. A run that continues a conversation
+/// without inline history gets the conversation's turns first.
+async fn create_run(durability: &Durability, state: &mut RunState, input: &StoredInput) -> Result<Journal, StoreError> {
+    let store = durability.store();
+    if input.history.is_empty()
+        && let Some(conversation) = &state.conversation_id
+    {
+        let turns = store.conversation(conversation.as_str()).await?;
+        let mut history = Vec::with_capacity(turns.len() + state.messages.len());
+        for turn in turns {
+            let message: Message = serde_json::from_value(turn.message)
+                .map_err(|e| StoreError::decode(format!("turn {} of conversation `{conversation}`", turn.seq), e))?;
+            history.push(message);
+        }
+        history.append(&mut state.messages);
+        state.messages = history;
+    }
+    let run_id = state.run_id.to_string();
+    let mut record = input.new_run(&state.run_id, StoredStatus::Running);
+    record.state = serde_json::to_value(&*state).unwrap_or_default();
+    store.create_run(record, now_millis()).await?;
+    let lease = store
+        .acquire(&run_id, durability.owner(), durability.lease_ttl(), now_millis())
+        .await?
+        .ok_or_else(|| StoreError::LeaseLost { run_id: run_id.clone(), owner: durability.owner().to_owned() })?;
+    Ok(Journal::new(Arc::clone(store), EvidenceChain::new(run_id), Some(lease)).with_instruction(&input.instruction))
+}
+
+/// Adds the run's task and answer to its conversation, once: a run whose turns are there
+/// already (it was interrupted after adding them) adds nothing.
+async fn append_conversation(
+    store: &dyn troupe_store::Store,
+    conversation: &str,
+    state: &RunState,
+    instruction: &str,
+    outcome: &RunOutcome,
+) -> Result<(), StoreError> {
+    let run_id = state.run_id.as_str();
+    if store.conversation(conversation).await?.iter().any(|t| t.run_id == run_id) {
+        return Ok(());
+    }
+    let mut turns = Vec::new();
+    if !instruction.is_empty() {
+        turns.push(("user".to_owned(), serde_json::to_value(Message::user(instruction)).unwrap_or_default()));
+    }
+    if let Some(answer) = outcome.text().filter(|t| !t.is_empty()) {
+        turns.push(("assistant".to_owned(), serde_json::to_value(Message::assistant(answer)).unwrap_or_default()));
+    }
+    store.append_turns(conversation, run_id, turns, now_millis()).await
 }

@@ -1,0 +1,168 @@
+//! What the runtime writes into a run's evidence: the payloads of each entry kind.
+//!
+//! A call's arguments are kept as a digest (SHA-256 of their JSON) in `action started`,
+//! so the log can show that a retried call is the same call without keeping secrets a
+//! person typed. Its result is kept as the tool's [`EvidenceCapture`] says.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use troupe_core::{Message, StopReason, Usage};
+use troupe_store::{EvidenceKind, NewEvidence};
+use troupe_tools::{Effect, EvidenceCapture, Idempotency, ToolDeclaration};
+
+/// How much of a result a `summary` capture keeps.
+pub const SUMMARY_CHARS: usize = 500;
+
+/// The payload of an `action started` entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionStarted {
+    /// The tool.
+    pub tool: String,
+    /// SHA-256 (hex) of the arguments' JSON.
+    pub arguments_digest: String,
+    /// The tool's declared effect.
+    pub effect: Effect,
+    /// The tool's declared idempotency: decides what a resume does if the call never
+    /// completed.
+    pub idempotency: Idempotency,
+}
+
+impl ActionStarted {
+    /// The entry for a call of `declaration` with `arguments`.
+    pub fn evidence(call_id: &str, declaration: &ToolDeclaration, arguments: &Value) -> NewEvidence {
+        let payload = ActionStarted {
+            tool: declaration.name.clone(),
+            arguments_digest: digest(&arguments.to_string()),
+            effect: declaration.effect,
+            idempotency: declaration.idempotency,
+        };
+        NewEvidence::new(EvidenceKind::ActionStarted, to_value(&payload)).for_call(call_id)
+    }
+}
+
+/// The payload of an `action completed` entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionCompleted {
+    /// The tool.
+    pub tool: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// How the result was kept.
+    pub capture: EvidenceCapture,
+    /// The result, whole (`structured`) or cut (`summary`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The result's length in characters, always kept.
+    pub content_chars: usize,
+}
+
+impl ActionCompleted {
+    /// The entry for a call of `declaration` that produced `content`.
+    pub fn evidence(call_id: &str, declaration: &ToolDeclaration, content: &str, is_error: bool) -> NewEvidence {
+        let chars = content.chars().count();
+        let kept = match declaration.evidence {
+            EvidenceCapture::Structured => Some(content.to_owned()),
+            EvidenceCapture::Summary if chars > SUMMARY_CHARS => {
+                Some(content.chars().take(SUMMARY_CHARS).chain("…".chars()).collect())
+            }
+            EvidenceCapture::Summary => Some(content.to_owned()),
+            EvidenceCapture::Redacted | EvidenceCapture::None => None,
+        };
+        let payload = ActionCompleted {
+            tool: declaration.name.clone(),
+            is_error,
+            capture: declaration.evidence,
+            content: kept,
+            content_chars: chars,
+        };
+        NewEvidence::new(EvidenceKind::ActionCompleted, to_value(&payload)).for_call(call_id)
+    }
+
+    /// What a resumed run tells the model about this completed call.
+    pub fn replayed_content(&self) -> String {
+        match (&self.content, self.capture) {
+            (Some(content), EvidenceCapture::Structured) => content.clone(),
+            (Some(content), _) => {
+                format!("(The call completed before an interruption; its result was kept in part.)\n{content}")
+            }
+            (None, _) => "(The call completed before an interruption; its result was not kept.)".to_owned(),
+        }
+    }
+}
+
+/// The payload of a `model turn` entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelTurn {
+    /// The model call's number in the run.
+    pub iteration: u32,
+    /// The model that answered.
+    pub model: String,
+    /// The complete response message.
+    pub message: Message,
+    /// Why it stopped.
+    pub stop_reason: StopReason,
+    /// Its tokens.
+    pub usage: Usage,
+    /// Its cost in USD, where priced.
+    pub cost_usd: f64,
+}
+
+impl ModelTurn {
+    /// The entry.
+    pub fn evidence(self) -> NewEvidence {
+        NewEvidence::new(EvidenceKind::ModelTurn, to_value(&self))
+    }
+}
+
+/// SHA-256 of `text` in lowercase hex.
+pub fn digest(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().fold(String::with_capacity(64), |mut hex, byte| {
+        use std::fmt::Write;
+        let _ = write!(hex, "{byte:02x}");
+        hex
+    })
+}
+
+/// A payload as JSON; the types here always serialize.
+pub(crate) fn to_value(payload: &impl Serialize) -> Value {
+    serde_json::to_value(payload).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn declaration(capture: EvidenceCapture) -> ToolDeclaration {
+        let mut declaration =
+            ToolDeclaration::new("notes.append", "Appends a line.", json!({"type": "object"}), Effect::WriteState);
+        declaration.evidence = capture;
+        declaration
+    }
+
+    #[test]
+    fn results_are_kept_as_the_capture_says() {
+        let long = "x".repeat(SUMMARY_CHARS + 10);
+        let read = |capture| {
+            let entry = ActionCompleted::evidence("c1", &declaration(capture), &long, false);
+            serde_json::from_value::<ActionCompleted>(entry.payload).expect("reads back")
+        };
+        assert_eq!(read(EvidenceCapture::Structured).content.as_deref(), Some(long.as_str()));
+        let summary = read(EvidenceCapture::Summary);
+        assert_eq!(summary.content.as_ref().map(|c| c.chars().count()), Some(SUMMARY_CHARS + 1));
+        assert_eq!(summary.content_chars, SUMMARY_CHARS + 10);
+        assert_eq!(read(EvidenceCapture::Redacted).content, None);
+        assert!(read(EvidenceCapture::Redacted).replayed_content().contains("not kept"));
+    }
+
+    #[test]
+    fn arguments_are_kept_as_a_digest() {
+        let entry =
+            ActionStarted::evidence("c1", &declaration(EvidenceCapture::Redacted), &json!({"secret": "hunter2"}));
+        assert!(!entry.payload.to_string().contains("hunter2"));
+        assert_eq!(entry.payload["idempotency"], "non_idempotent");
+        assert_eq!(entry.call_id.as_deref(), Some("c1"));
+        assert_eq!(digest("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+}

@@ -1,0 +1,82 @@
+//! [`StoredInput`]: what a stored run was started with, enough for any worker to run it.
+
+use crate::error::RuntimeError;
+use crate::handle::RunInput;
+use crate::spec::AgentSpec;
+use crate::state::RunState;
+use serde::{Deserialize, Serialize};
+use troupe_core::{ConversationId, Message, RunId};
+use troupe_store::{NewRun, RunStatus};
+
+/// A run's input as stored: the agent's definition and the task.
+///
+/// The spec is stored without its signal hooks (code cannot be stored); a process that
+/// resumes the run may pass the live spec instead.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StoredInput {
+    /// The agent.
+    pub spec: AgentSpec,
+    /// The task.
+    pub instruction: String,
+    /// The conversation the run was given inline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Message>,
+    /// The model for this run only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The conversation the run continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<ConversationId>,
+    /// The run that delegated this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<RunId>,
+}
+
+impl StoredInput {
+    /// The stored form of starting `spec` with `input`.
+    pub fn new(spec: &AgentSpec, input: &RunInput) -> Self {
+        StoredInput {
+            spec: spec.clone(),
+            instruction: input.instruction.clone(),
+            history: input.history.clone(),
+            model: input.model.clone(),
+            conversation_id: input.conversation_id.clone(),
+            parent_run_id: input.parent_run_id.clone(),
+        }
+    }
+
+    /// Reads the input of a stored run.
+    pub fn from_value(value: serde_json::Value) -> Result<Self, RuntimeError> {
+        serde_json::from_value(value).map_err(|e| RuntimeError::Store(troupe_store::StoreError::decode("run input", e)))
+    }
+
+    /// The run's first state.
+    pub fn initial_state(&self, run_id: RunId) -> RunState {
+        let model = self.model.clone().unwrap_or_else(|| self.spec.model.clone());
+        let mut state = RunState::new(run_id, self.spec.name.clone(), model, String::new())
+            .with_history(self.history.clone())
+            .with_instruction(&self.instruction);
+        state.conversation_id.clone_from(&self.conversation_id);
+        state.parent_run_id.clone_from(&self.parent_run_id);
+        state
+    }
+
+    /// The record that creates run `run_id` with this input, in `status`.
+    pub fn new_run(&self, run_id: &RunId, status: RunStatus) -> NewRun {
+        NewRun {
+            id: run_id.to_string(),
+            agent: self.spec.name.clone(),
+            status,
+            conversation_id: self.conversation_id.as_ref().map(ToString::to_string),
+            parent_run_id: self.parent_run_id.as_ref().map(ToString::to_string),
+            input: serde_json::to_value(self).unwrap_or_default(),
+            state: serde_json::to_value(self.initial_state(run_id.clone())).unwrap_or_default(),
+        }
+    }
+}
+
+/// Reads a stored run state.
+pub fn state_from_value(run_id: &str, value: serde_json::Value) -> Result<RunState, RuntimeError> {
+    serde_json::from_value(value)
+        .map_err(|e| RuntimeError::Store(troupe_store::StoreError::decode(format!("state of run `{run_id}`"), e)))
+}

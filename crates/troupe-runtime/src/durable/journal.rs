@@ -1,0 +1,200 @@
+//! [`Journal`]: one run's writer to its store. It keeps the head of the run's evidence
+//! chain in memory, so a boundary costs one write; every write is fenced by the run's
+//! lease, so a worker that was taken over cannot record anything more.
+
+use super::evidence::to_value;
+use crate::outcome::RunOutcome;
+use crate::signal::Signal;
+use crate::state::{Phase, RunState, RunStatus as StateStatus};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use troupe_core::RunOutcomeKind;
+use troupe_store::{
+    Checkpoint, EvidenceChain, EvidenceKind, Lease, NewEvidence, RunStatus, Store, StoreError, StoredSignal, now_millis,
+};
+
+/// The store's status for a run in `state`.
+pub fn stored_status(state: &RunState) -> RunStatus {
+    match &state.outcome {
+        Some(outcome) => match outcome.kind() {
+            RunOutcomeKind::Completed => RunStatus::Completed,
+            RunOutcomeKind::Paused => RunStatus::Paused,
+            RunOutcomeKind::Cancelled => RunStatus::Cancelled,
+            RunOutcomeKind::BudgetExceeded => RunStatus::BudgetExceeded,
+            RunOutcomeKind::MaxIterations => RunStatus::MaxIterations,
+            RunOutcomeKind::Incomplete => RunStatus::Incomplete,
+            _ => RunStatus::Failed,
+        },
+        None if state.status == StateStatus::AwaitingApproval => RunStatus::Paused,
+        None => RunStatus::Running,
+    }
+}
+
+/// What a run in `state` is doing or waiting for, in words.
+pub fn activity(state: &RunState) -> Option<String> {
+    if let Some(outcome) = &state.outcome {
+        return match outcome {
+            RunOutcome::Paused { pending } => {
+                Some(waiting_for(pending.iter().map(|p| (p.tool.as_str(), p.call_id.as_str()))))
+            }
+            RunOutcome::Failed { error, .. } => Some(error.chars().take(200).collect()),
+            _ => None,
+        };
+    }
+    let awaiting: Vec<_> = state.pending_calls.iter().filter(|c| c.is_awaiting()).collect();
+    if !awaiting.is_empty() {
+        return Some(waiting_for(awaiting.iter().map(|c| (c.tool.as_str(), c.call_id.as_str()))));
+    }
+    Some(match state.phase {
+        Phase::Tools => {
+            let tools: Vec<&str> =
+                state.pending_calls.iter().filter(|c| c.result.is_none()).map(|c| c.tool.as_str()).collect();
+            format!("running {}", tools.join(", "))
+        }
+        _ => format!("model call {}", state.iteration + 1),
+    })
+}
+
+fn waiting_for<'a>(calls: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    let calls: Vec<String> = calls.map(|(tool, id)| format!("{tool} ({id})")).collect();
+    format!("waiting for a person: {}", calls.join(", "))
+}
+
+/// One run's writer.
+pub(crate) struct Journal {
+    store: Arc<dyn Store>,
+    chain: EvidenceChain,
+    lease: Option<Lease>,
+    /// Evidence to go with the next checkpoint.
+    buffered: Vec<NewEvidence>,
+    /// Set when the lease was lost or the store failed: nothing more is written.
+    stopped: Arc<AtomicBool>,
+    /// The run's task, for its conversation.
+    instruction: String,
+}
+
+impl Journal {
+    pub(crate) fn new(store: Arc<dyn Store>, chain: EvidenceChain, lease: Option<Lease>) -> Self {
+        Journal {
+            store,
+            chain,
+            lease,
+            buffered: Vec::new(),
+            stopped: Arc::new(AtomicBool::new(false)),
+            instruction: String::new(),
+        }
+    }
+
+    /// The journal of a run started with `instruction`.
+    pub(crate) fn with_instruction(mut self, instruction: &str) -> Self {
+        instruction.clone_into(&mut self.instruction);
+        self
+    }
+
+    /// The run's task.
+    pub(crate) fn instruction(&self) -> &str {
+        &self.instruction
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub(crate) fn lease(&self) -> Option<&Lease> {
+        self.lease.as_ref()
+    }
+
+    /// Whether writing has stopped (lease lost, store failure).
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// The flag a heartbeat sets when the lease is lost.
+    pub(crate) fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stopped)
+    }
+
+    /// Keeps `entry` for the next checkpoint.
+    pub(crate) fn note(&mut self, entry: NewEvidence) {
+        self.buffered.push(entry);
+    }
+
+    /// Appends `entries` at once, without a checkpoint: durable when this returns.
+    pub(crate) async fn append(&mut self, entries: Vec<NewEvidence>) -> Result<(), StoreError> {
+        self.guard()?;
+        let sealed = self.chain.seal(entries, now_millis());
+        let result = self.store.append_evidence(&sealed, self.lease.as_ref()).await;
+        self.settle(result)?;
+        self.chain.advance(&sealed);
+        Ok(())
+    }
+
+    /// Saves `state` with the buffered evidence and `entries`, atomically.
+    pub(crate) async fn checkpoint(&mut self, state: &RunState, entries: Vec<NewEvidence>) -> Result<(), StoreError> {
+        self.guard()?;
+        let mut all = std::mem::take(&mut self.buffered);
+        all.extend(entries);
+        let sealed = self.chain.seal(all, now_millis());
+        let checkpoint = Checkpoint {
+            run_id: state.run_id.to_string(),
+            status: stored_status(state),
+            activity: activity(state),
+            state: to_value(state),
+            evidence: sealed.clone(),
+            signals_consumed_through: (state.signal_cursor > 0).then_some(state.signal_cursor),
+            fence: self.lease.clone(),
+        };
+        let result = self.store.checkpoint(checkpoint, now_millis()).await;
+        self.settle(result)?;
+        self.chain.advance(&sealed);
+        Ok(())
+    }
+
+    /// Stores a signal that arrived on the run's handle, so it is applied through the
+    /// store like any other: in order, once.
+    pub(crate) async fn store_signal(&self, run_id: &str, signal: &Signal) -> Result<i64, StoreError> {
+        self.guard()?;
+        let kind = signal.kind().to_string();
+        self.store.send_signal(run_id, &kind, to_value(signal), now_millis()).await
+    }
+
+    /// The stored signals after `cursor` not yet applied.
+    pub(crate) async fn pending_signals(&self, run_id: &str, cursor: i64) -> Result<Vec<StoredSignal>, StoreError> {
+        self.guard()?;
+        self.store.pending_signals(run_id, cursor).await
+    }
+
+    /// The `signal applied` entry for the next checkpoint.
+    pub(crate) fn note_signal(&mut self, signal: &StoredSignal, applied: bool) {
+        let payload = json!({"seq": signal.seq, "kind": signal.kind, "applied": applied});
+        self.note(NewEvidence::new(EvidenceKind::SignalApplied, payload));
+    }
+
+    /// Gives up the lease: the run leaves the queue.
+    pub(crate) async fn release(&mut self) {
+        if let Some(lease) = self.lease.take()
+            && !self.is_stopped()
+            && let Err(error) = self.store.release(&lease, None).await
+        {
+            tracing::warn!(run = %lease.run_id, %error, "could not release the run's lease; it lapses on its own");
+        }
+    }
+
+    fn guard(&self) -> Result<(), StoreError> {
+        if self.is_stopped() {
+            let (run_id, owner) = self.lease.as_ref().map(|l| (l.run_id.clone(), l.owner.clone())).unwrap_or_default();
+            return Err(StoreError::LeaseLost { run_id, owner });
+        }
+        Ok(())
+    }
+
+    fn settle(&self, result: Result<(), StoreError>) -> Result<(), StoreError> {
+        if result.is_err() {
+            // A failed write leaves the chain's head unknown to this writer, and a lost
+            // lease means someone else runs the run now: either way, stop writing.
+            self.stopped.store(true, Ordering::SeqCst);
+        }
+        result
+    }
+}

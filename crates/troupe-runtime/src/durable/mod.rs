@@ -1,0 +1,139 @@
+//! Durable execution: runs recorded in a [`Store`], resumed after a crash without
+//! repeating a completed side effect, taken over by another worker when theirs dies.
+//!
+//! With [`Runner::with_store`](crate::Runner::with_store), every run:
+//! - is created in the store with its input and holds a lease, renewed by a heartbeat;
+//! - checkpoints its state at each boundary (after each model response, after each tool
+//!   call with side effects), atomically with the evidence of that boundary;
+//! - appends `action started` before a tool call with side effects runs, so a crash
+//!   during the call is known for what it is;
+//! - applies signals through the store, in append order, each exactly once.
+//!
+//! [`Runner::resume_run`](crate::Runner::resume_run) continues a stored run by
+//! [`plan_resume`]; a [`Worker`] claims queued runs and runs them; [`fire_due`] starts
+//! scheduled runs.
+
+mod evidence;
+mod input;
+pub(crate) mod journal;
+mod plan;
+mod schedule;
+mod worker;
+
+pub use evidence::{ActionCompleted, ActionStarted, ModelTurn, SUMMARY_CHARS, digest};
+pub use input::{StoredInput, state_from_value};
+pub use journal::{activity, stored_status};
+pub use plan::{CallPlan, CallResume, ResumePlan, UNCERTAIN_REASON, plan_resume};
+pub use schedule::{ScheduleFired, fire_due, next_tick, schedule_agent, schedule_wake};
+pub use worker::{Worker, WorkerReport};
+
+use crate::error::RuntimeError;
+use crate::signal::Signal;
+use std::sync::Arc;
+use std::time::Duration;
+use troupe_store::{RunStatus, Store, now_millis};
+
+/// How long a lease lasts without a heartbeat, by default.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
+/// How often a run waiting for a person looks for signals stored by other processes, by
+/// default.
+pub const DEFAULT_SIGNAL_POLL: Duration = Duration::from_millis(250);
+
+/// Where and as whom runs are recorded.
+#[derive(Clone)]
+pub struct Durability {
+    store: Arc<dyn Store>,
+    owner: String,
+    lease_ttl: Duration,
+    signal_poll: Duration,
+}
+
+impl std::fmt::Debug for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durability")
+            .field("store", &self.store.info())
+            .field("owner", &self.owner)
+            .field("lease_ttl", &self.lease_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Durability {
+    /// Records runs in `store`, as a process-unique owner (`host:pid:random`), with
+    /// [`DEFAULT_LEASE_TTL`].
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Durability {
+            store,
+            owner: unique_owner("local"),
+            lease_ttl: DEFAULT_LEASE_TTL,
+            signal_poll: DEFAULT_SIGNAL_POLL,
+        }
+    }
+
+    /// Holds leases as `owner` (it must be unique among the processes sharing the store).
+    pub fn with_owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = owner.into();
+        self
+    }
+
+    /// Leases last `ttl` without a heartbeat (heartbeats come every third of it); a run
+    /// whose holder died is taken over that long after its last heartbeat.
+    pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl.max(Duration::from_millis(30));
+        self
+    }
+
+    /// A run waiting for a person looks for stored signals this often.
+    pub fn with_signal_poll(mut self, every: Duration) -> Self {
+        self.signal_poll = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Who holds this process's leases.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// How long a lease lasts without a heartbeat.
+    pub fn lease_ttl(&self) -> Duration {
+        self.lease_ttl
+    }
+
+    /// How often a waiting run polls for signals.
+    pub fn signal_poll(&self) -> Duration {
+        self.signal_poll
+    }
+}
+
+/// A name no other process will have: `prefix:host:pid:random`.
+pub fn unique_owner(prefix: &str) -> String {
+    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "host".to_owned());
+    let random = troupe_core::RunId::generate().to_string();
+    let tail = random.rsplit('-').next().unwrap_or(&random).to_owned();
+    format!("{prefix}:{host}:{}:{tail}", std::process::id())
+}
+
+/// Sends `signal` to the stored run `run_id` and returns its sequence number: once this
+/// returns, the signal is acknowledged and will be applied, in order, exactly once. A
+/// paused run is put back in the queue so that a worker (or `troupe runs resume`) takes
+/// it up.
+pub async fn send_signal(store: &dyn Store, run_id: &str, signal: &Signal) -> Result<i64, RuntimeError> {
+    let Some(run) = store.load_run(run_id).await? else {
+        return Err(RuntimeError::Store(troupe_store::StoreError::UnknownRun { run_id: run_id.to_owned() }));
+    };
+    if run.status.is_terminal() {
+        return Err(RuntimeError::RunFinished);
+    }
+    let payload = serde_json::to_value(signal).unwrap_or_default();
+    let seq = store.send_signal(run_id, &signal.kind().to_string(), payload, now_millis()).await?;
+    if run.status == RunStatus::Paused {
+        store.enqueue(run_id, now_millis()).await?;
+    }
+    Ok(seq)
+}

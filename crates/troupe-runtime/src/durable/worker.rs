@@ -1,0 +1,135 @@
+//! [`Worker`]: claims queued runs from a shared store and runs them; any number of
+//! workers, on any number of machines, may share one store.
+//!
+//! A claimed run is held by a lease the run renews while it works. A worker that dies
+//! stops renewing; once the lease lapses another worker claims the run and resumes it
+//! from its last boundary. A run that needs a person pauses and leaves the queue; the
+//! person's decision (a stored signal) puts it back.
+
+use super::schedule::fire_due;
+use crate::error::RuntimeError;
+use crate::outcome::RunOutput;
+use crate::runner::Runner;
+use std::time::Duration;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use troupe_store::now_millis;
+
+/// How long an idle worker waits before looking at the queue again, by default.
+pub const DEFAULT_IDLE_POLL: Duration = Duration::from_millis(500);
+
+/// What a worker did before it stopped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Runs claimed and run to an outcome (a pause included).
+    pub runs: u32,
+    /// Of those, the ones that completed.
+    pub completed: u32,
+    /// Schedule ticks this worker fired.
+    pub fired: u32,
+}
+
+/// Claims queued runs and runs them.
+#[derive(Clone, Debug)]
+pub struct Worker {
+    runner: Runner,
+    concurrency: usize,
+    idle_poll: Duration,
+    schedules: bool,
+}
+
+impl Worker {
+    /// A worker running claimed runs on `runner`, whose store it takes them from (it
+    /// must have one: [`Runner::with_store`]).
+    pub fn new(runner: Runner) -> Result<Self, RuntimeError> {
+        if runner.durability().is_none() {
+            return Err(RuntimeError::NoStore);
+        }
+        Ok(Worker { runner, concurrency: 4, idle_poll: DEFAULT_IDLE_POLL, schedules: true })
+    }
+
+    /// Runs at most `n` runs at once (0 counts as 1).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// Looks at an empty queue again every `every`.
+    pub fn idle_poll(mut self, every: Duration) -> Self {
+        self.idle_poll = every.max(Duration::from_millis(5));
+        self
+    }
+
+    /// Whether the worker also fires due schedules (the default).
+    pub fn fire_schedules(mut self, on: bool) -> Self {
+        self.schedules = on;
+        self
+    }
+
+    /// Claims one queued run and runs it to its outcome; `None` when the queue is empty.
+    pub async fn run_one(&self) -> Result<Option<RunOutput>, RuntimeError> {
+        let durability = self.runner.durability().ok_or(RuntimeError::NoStore)?;
+        let Some(lease) = durability.store().claim(durability.owner(), durability.lease_ttl(), now_millis()).await?
+        else {
+            return Ok(None);
+        };
+        let handle = self.runner.resume_leased(lease, None).await?;
+        Ok(Some(handle.output().await?))
+    }
+
+    /// Works until `shutdown` is cancelled; then claims nothing more and waits for the
+    /// runs in hand to reach their outcome.
+    pub async fn run_until(&self, shutdown: CancellationToken) -> Result<WorkerReport, RuntimeError> {
+        let durability = self.runner.durability().ok_or(RuntimeError::NoStore)?.clone();
+        let mut report = WorkerReport::default();
+        let mut running: JoinSet<Result<RunOutput, RuntimeError>> = JoinSet::new();
+        while !shutdown.is_cancelled() {
+            if self.schedules {
+                match fire_due(durability.store().as_ref(), now_millis()).await {
+                    Ok(fired) => report.fired += u32::try_from(fired.len()).unwrap_or(u32::MAX),
+                    Err(error) => tracing::warn!(%error, "could not fire due schedules"),
+                }
+            }
+            while running.len() < self.concurrency {
+                let claimed = durability.store().claim(durability.owner(), durability.lease_ttl(), now_millis()).await;
+                let lease = match claimed {
+                    Ok(Some(lease)) => lease,
+                    Ok(None) => break,
+                    Err(error) => {
+                        tracing::warn!(%error, "could not claim a run");
+                        break;
+                    }
+                };
+                let run_id = lease.run_id.clone();
+                match self.runner.resume_leased(lease, None).await {
+                    Ok(handle) => {
+                        tracing::info!(run = %run_id, "claimed");
+                        running.spawn(async move { handle.output().await });
+                    }
+                    Err(error) => tracing::warn!(run = %run_id, %error, "a claimed run could not be resumed"),
+                }
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                Some(done) = running.join_next(), if !running.is_empty() => tally(&mut report, done),
+                () = tokio::time::sleep(self.idle_poll) => {}
+            }
+        }
+        while let Some(done) = running.join_next().await {
+            tally(&mut report, done);
+        }
+        Ok(report)
+    }
+}
+
+fn tally(report: &mut WorkerReport, done: Result<Result<RunOutput, RuntimeError>, tokio::task::JoinError>) {
+    match done {
+        Ok(Ok(output)) => {
+            report.runs += 1;
+            report.completed += u32::from(output.is_completed());
+            tracing::info!(run = %output.run_id, outcome = ?output.outcome.kind(), "run ended");
+        }
+        Ok(Err(error)) => tracing::warn!(%error, "a run failed to finish"),
+        Err(error) => tracing::warn!(%error, "a run task failed"),
+    }
+}

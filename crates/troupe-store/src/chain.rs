@@ -1,0 +1,226 @@
+//! The evidence hash chain: each entry carries the hash of the one before it in the same
+//! run, so changing, removing or reordering any entry is detectable.
+//!
+//! Sealing happens in memory: the writer of a run keeps its chain's head, so appending
+//! an entry is one `INSERT` and never a read. Two writers on one run cannot both succeed:
+//! the store refuses a second entry with the same sequence number
+//! ([`StoreError::EvidenceConflict`](crate::StoreError::EvidenceConflict)).
+
+use crate::record::{EvidenceEntry, EvidenceKind, Millis, NewEvidence};
+use sha2::{Digest, Sha256};
+
+/// The head of one run's evidence chain: the next sequence number and the last hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvidenceChain {
+    run_id: String,
+    next_seq: i64,
+    head: String,
+}
+
+impl EvidenceChain {
+    /// The chain of a run with no evidence yet.
+    pub fn new(run_id: impl Into<String>) -> Self {
+        EvidenceChain { run_id: run_id.into(), next_seq: 1, head: String::new() }
+    }
+
+    /// The chain continuing after `last`, the run's newest entry (`None` for none).
+    pub fn after(run_id: impl Into<String>, last: Option<&EvidenceEntry>) -> Self {
+        let mut chain = EvidenceChain::new(run_id);
+        if let Some(last) = last {
+            chain.next_seq = last.seq + 1;
+            chain.head.clone_from(&last.hash);
+        }
+        chain
+    }
+
+    /// The run.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The sequence number the next entry gets.
+    pub fn next_seq(&self) -> i64 {
+        self.next_seq
+    }
+
+    /// Seals `entries` after the head, in order, without moving the head: call
+    /// [`advance`](Self::advance) once the store has accepted them.
+    pub fn seal(&self, entries: Vec<NewEvidence>, recorded_at: Millis) -> Vec<EvidenceEntry> {
+        let mut prev = self.head.clone();
+        let mut seq = self.next_seq;
+        entries
+            .into_iter()
+            .map(|entry| {
+                let hash = entry_hash(
+                    &prev,
+                    &self.run_id,
+                    seq,
+                    entry.kind,
+                    entry.call_id.as_deref(),
+                    recorded_at,
+                    &entry.payload,
+                );
+                let sealed = EvidenceEntry {
+                    run_id: self.run_id.clone(),
+                    seq,
+                    kind: entry.kind,
+                    call_id: entry.call_id,
+                    payload: entry.payload,
+                    recorded_at,
+                    prev_hash: std::mem::replace(&mut prev, hash.clone()),
+                    hash,
+                };
+                seq += 1;
+                sealed
+            })
+            .collect()
+    }
+
+    /// Moves the head past `sealed`, entries the store has accepted.
+    pub fn advance(&mut self, sealed: &[EvidenceEntry]) {
+        if let Some(last) = sealed.last() {
+            self.next_seq = last.seq + 1;
+            self.head.clone_from(&last.hash);
+        }
+    }
+}
+
+/// The hash of an entry: SHA-256, in lowercase hex, over the previous hash and every
+/// field of the entry, each length-prefixed so no two entries encode alike.
+pub fn entry_hash(
+    prev_hash: &str,
+    run_id: &str,
+    seq: i64,
+    kind: EvidenceKind,
+    call_id: Option<&str>,
+    recorded_at: Millis,
+    payload: &serde_json::Value,
+) -> String {
+    let mut hasher = Sha256::new();
+    let payload = payload.to_string();
+    let seq = seq.to_string();
+    let recorded_at = recorded_at.to_string();
+    let fields: [&str; 7] =
+        [prev_hash, run_id, &seq, kind.as_str(), call_id.unwrap_or("\u{0}"), &recorded_at, &payload];
+    for field in fields {
+        hasher.update((field.len() as u64).to_be_bytes());
+        hasher.update(field.as_bytes());
+    }
+    let digest = hasher.finalize();
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        use std::fmt::Write;
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+/// Where a run's evidence chain is broken.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("evidence entry {seq} of run `{run_id}`: {problem}")]
+pub struct ChainBreak {
+    /// The run.
+    pub run_id: String,
+    /// The first entry found wrong.
+    pub seq: i64,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+/// Checks that `entries` (a run's whole log, in order) form an unbroken chain: numbered
+/// from 1 without gaps, each linked to the one before, each hash matching its content.
+pub fn verify_chain(entries: &[EvidenceEntry]) -> Result<(), ChainBreak> {
+    let mut prev = String::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let expected_seq = i64::try_from(i).unwrap_or(i64::MAX).saturating_add(1);
+        let broken = |problem: String| ChainBreak { run_id: entry.run_id.clone(), seq: entry.seq, problem };
+        if entry.seq != expected_seq {
+            return Err(broken(format!("expected entry {expected_seq} here: an entry is missing or out of order")));
+        }
+        if entry.prev_hash != prev {
+            return Err(broken("it does not link to the entry before it (that one was changed or removed)".into()));
+        }
+        let hash = entry_hash(
+            &entry.prev_hash,
+            &entry.run_id,
+            entry.seq,
+            entry.kind,
+            entry.call_id.as_deref(),
+            entry.recorded_at,
+            &entry.payload,
+        );
+        if hash != entry.hash {
+            return Err(broken("its content does not match its hash (it was changed)".into()));
+        }
+        prev.clone_from(&entry.hash);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn log() -> Vec<EvidenceEntry> {
+        let mut chain = EvidenceChain::new("r1");
+        let first = chain.seal(vec![NewEvidence::new(EvidenceKind::RunStarted, json!({"instruction": "go"}))], 10);
+        chain.advance(&first);
+        let rest = chain.seal(
+            vec![
+                NewEvidence::new(EvidenceKind::ActionStarted, json!({"tool": "fs.write"})).for_call("c1"),
+                NewEvidence::new(EvidenceKind::ActionCompleted, json!({"content": "ok"})).for_call("c1"),
+            ],
+            11,
+        );
+        chain.advance(&rest);
+        assert_eq!(chain.next_seq(), 4);
+        first.into_iter().chain(rest).collect()
+    }
+
+    #[test]
+    fn a_sealed_log_verifies() {
+        let log = log();
+        assert_eq!(log.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(log[0].prev_hash, "");
+        assert_eq!(log[1].prev_hash, log[0].hash);
+        assert_eq!(verify_chain(&log), Ok(()));
+    }
+
+    #[test]
+    fn any_change_is_detected() {
+        let mut changed = log();
+        changed[1].payload = json!({"tool": "fs.read"});
+        assert!(verify_chain(&changed).is_err_and(|b| b.seq == 2 && b.problem.contains("content")));
+
+        let mut removed = log();
+        removed.remove(1);
+        assert!(verify_chain(&removed).is_err_and(|b| b.seq == 3));
+
+        let mut relinked = log();
+        relinked.remove(1);
+        relinked[1].seq = 2;
+        assert!(verify_chain(&relinked).is_err_and(|b| b.problem.contains("link")));
+
+        let mut resealed = log();
+        resealed[2].call_id = Some("c2".into());
+        assert!(verify_chain(&resealed).is_err());
+    }
+
+    #[test]
+    fn a_resumed_chain_continues_the_head() {
+        let log = log();
+        let chain = EvidenceChain::after("r1", log.last());
+        let next = chain.seal(vec![NewEvidence::new(EvidenceKind::RunFinished, json!({}))], 12);
+        let all: Vec<_> = log.into_iter().chain(next).collect();
+        assert_eq!(verify_chain(&all), Ok(()));
+    }
+
+    #[test]
+    fn fields_cannot_bleed_into_each_other() {
+        let a = entry_hash("", "r", 1, EvidenceKind::ModelTurn, Some("ab"), 1, &json!("c"));
+        let b = entry_hash("", "r", 1, EvidenceKind::ModelTurn, Some("a"), 1, &json!("bc"));
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 64);
+    }
+}

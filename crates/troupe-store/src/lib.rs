@@ -1,0 +1,76 @@
+//! Durable repositories for troupe runs.
+//!
+//! A store keeps what a run needs to survive a crash and to move between machines:
+//!
+//! - **runs**: status, transitions, current activity, input and the last checkpointed
+//!   state ([`RunRepository`]);
+//! - **signals**: an inbound queue per run, acknowledged once stored, applied in order,
+//!   each exactly once ([`SignalRepository`]);
+//! - **evidence**: an append-only log of model turns, action boundaries, approval waits
+//!   and context digests, each entry chained to the one before by a SHA-256 hash
+//!   ([`EvidenceRepository`], [`EvidenceChain`], [`verify_chain`]);
+//! - **conversations**: the turns of each conversation across runs
+//!   ([`ConversationRepository`]);
+//! - **the run queue**: runs waiting for a worker and leases with heartbeats, so a run
+//!   whose worker died is taken over ([`QueueRepository`]);
+//! - **schedules**: cron or interval ticks, each fired exactly once however many workers
+//!   watch them ([`ScheduleRepository`]).
+//!
+//! Two backends implement [`Store`]: SQLite, embedded, the default (feature `sqlite`),
+//! and PostgreSQL for many workers on many machines (feature `postgres`).
+//!
+//! ```
+//! use serde_json::json;
+//! use troupe_store::{EvidenceChain, EvidenceKind, NewEvidence, NewRun, RunStatus, now_millis, verify_chain};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let store = troupe_store::open(dir.path().join("troupe.db").to_str().ok_or("path")?).await?;
+//! let run = NewRun {
+//!     id: "run-1".into(),
+//!     agent: "coder".into(),
+//!     status: RunStatus::Running,
+//!     conversation_id: None,
+//!     parent_run_id: None,
+//!     input: json!({"instruction": "fix the build"}),
+//!     state: json!({}),
+//! };
+//! store.create_run(run, now_millis()).await?;
+//!
+//! let mut chain = EvidenceChain::new("run-1");
+//! let sealed = chain.seal(vec![NewEvidence::new(EvidenceKind::RunStarted, json!({"model": "demo"}))], now_millis());
+//! store.append_evidence(&sealed, None).await?;
+//! chain.advance(&sealed);
+//!
+//! let log = store.evidence("run-1", 0).await?;
+//! assert_eq!(log.len(), 1);
+//! verify_chain(&log)?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod chain;
+mod error;
+mod open;
+mod record;
+mod repository;
+pub mod schema;
+
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+pub use chain::{ChainBreak, EvidenceChain, entry_hash, verify_chain};
+pub use error::{StoreError, redact_location};
+pub use open::{StoreLocation, default_sqlite_path, open};
+pub use record::{
+    Checkpoint, ConversationTurn, EvidenceEntry, EvidenceKind, Firing, Lease, Millis, NewEvidence, NewRun, QueueEntry,
+    RunFilter, RunRecord, RunStatus, RunSummary, Schedule, ScheduleTarget, StoreInfo, StoredSignal, Transition,
+    Trigger, now_millis,
+};
+pub use repository::{
+    ConversationRepository, EvidenceRepository, QueueRepository, RunRepository, ScheduleRepository, SignalRepository,
+    Store, StoreFuture,
+};

@@ -1,0 +1,469 @@
+//! The rows a store keeps: runs, transitions, signals, evidence, conversation turns, queue
+//! entries and schedules.
+//!
+//! The store does not interpret the run's state, its input or a signal's payload: those
+//! are JSON documents of the runtime. What the store does understand is what it must
+//! guarantee: statuses and their transitions, the order of signals, the append-only
+//! evidence chain, leases and schedule ticks.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+
+/// Milliseconds since the Unix epoch, as every timestamp in a store.
+pub type Millis = i64;
+
+/// The current time in [`Millis`].
+pub fn now_millis() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Where a stored run stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Waiting in the queue for a worker.
+    Queued,
+    /// Being worked on (or it was, by a process that died: see its lease).
+    Running,
+    /// Waiting for a person: an approval, or a call that may or may not have happened.
+    Paused,
+    /// The agent answered.
+    Completed,
+    /// Cancelled.
+    Cancelled,
+    /// Failed.
+    Failed,
+    /// A budget (tokens, USD, time) ran out.
+    BudgetExceeded,
+    /// The iteration limit was reached.
+    MaxIterations,
+    /// The model kept stopping at its output limit.
+    Incomplete,
+}
+
+impl RunStatus {
+    /// Every status, in declaration order.
+    pub const ALL: [RunStatus; 9] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Paused,
+        RunStatus::Completed,
+        RunStatus::Cancelled,
+        RunStatus::Failed,
+        RunStatus::BudgetExceeded,
+        RunStatus::MaxIterations,
+        RunStatus::Incomplete,
+    ];
+
+    /// The name stored in the database (`budget_exceeded`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Paused => "paused",
+            RunStatus::Completed => "completed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Failed => "failed",
+            RunStatus::BudgetExceeded => "budget_exceeded",
+            RunStatus::MaxIterations => "max_iterations",
+            RunStatus::Incomplete => "incomplete",
+        }
+    }
+
+    /// The status named `name`, as [`as_str`](Self::as_str) writes it.
+    pub fn parse(name: &str) -> Option<RunStatus> {
+        RunStatus::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// Whether the run has ended for good (nothing resumes it).
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, RunStatus::Queued | RunStatus::Running | RunStatus::Paused)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A run to create.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewRun {
+    /// The run's id.
+    pub id: String,
+    /// The agent's (or team's) name.
+    pub agent: String,
+    /// The first status: [`Queued`](RunStatus::Queued) for a run a worker is to take,
+    /// [`Running`](RunStatus::Running) for one its creator runs.
+    pub status: RunStatus,
+    /// The conversation the run continues.
+    pub conversation_id: Option<String>,
+    /// The run that delegated this one.
+    pub parent_run_id: Option<String>,
+    /// What the run was started with (the agent's definition, the task): enough for any
+    /// worker to run it.
+    pub input: Value,
+    /// The run's first state.
+    pub state: Value,
+}
+
+/// A stored run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run's id.
+    pub id: String,
+    /// The agent's (or team's) name.
+    pub agent: String,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// What it is doing or waiting for, in words (`running fs.write`).
+    pub activity: Option<String>,
+    /// The conversation it continues.
+    pub conversation_id: Option<String>,
+    /// The run that delegated it.
+    pub parent_run_id: Option<String>,
+    /// What it was started with.
+    pub input: Value,
+    /// Its last checkpointed state.
+    pub state: Value,
+    /// When it was created.
+    pub created_at: Millis,
+    /// When it last changed.
+    pub updated_at: Millis,
+}
+
+/// A run as listed: everything but its input and state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The run's id.
+    pub id: String,
+    /// The agent's (or team's) name.
+    pub agent: String,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// What it is doing or waiting for.
+    pub activity: Option<String>,
+    /// The conversation it continues.
+    pub conversation_id: Option<String>,
+    /// The run that delegated it.
+    pub parent_run_id: Option<String>,
+    /// When it was created.
+    pub created_at: Millis,
+    /// When it last changed.
+    pub updated_at: Millis,
+}
+
+/// Which runs to list: newest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only runs with this status.
+    pub status: Option<RunStatus>,
+    /// Only runs of this agent.
+    pub agent: Option<String>,
+    /// Only runs of this conversation.
+    pub conversation_id: Option<String>,
+    /// At most this many (0 for no limit).
+    pub limit: u32,
+}
+
+/// A change of a run's status, as recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    /// The run.
+    pub run_id: String,
+    /// Its position among the run's transitions, from 1.
+    pub seq: i64,
+    /// The status before (`None` for the creation).
+    pub from: Option<RunStatus>,
+    /// The status after.
+    pub to: RunStatus,
+    /// When.
+    pub at: Millis,
+}
+
+/// What happened at a boundary, saved atomically: the new state, its status and
+/// activity, evidence entries, and how far the run has consumed its signals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checkpoint {
+    /// The run.
+    pub run_id: String,
+    /// Its status now (a change is recorded as a [`Transition`]).
+    pub status: RunStatus,
+    /// What it is doing or waiting for.
+    pub activity: Option<String>,
+    /// Its state now.
+    pub state: Value,
+    /// Evidence sealed by the run's [`EvidenceChain`](crate::EvidenceChain), appended in
+    /// the same transaction.
+    pub evidence: Vec<EvidenceEntry>,
+    /// Every signal up to this sequence number has been applied to `state`.
+    pub signals_consumed_through: Option<i64>,
+    /// When given, the checkpoint is only saved while this lease is held
+    /// ([`StoreError::LeaseLost`](crate::StoreError::LeaseLost) otherwise).
+    pub fence: Option<Lease>,
+}
+
+/// A signal to a run, as stored: acknowledged once stored, applied once, in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredSignal {
+    /// The run.
+    pub run_id: String,
+    /// Its position among the run's signals, from 1: signals are applied in this order.
+    pub seq: i64,
+    /// Its kind (`approval`, `user_message`, ...).
+    pub kind: String,
+    /// The signal itself.
+    pub payload: Value,
+    /// When it was stored.
+    pub sent_at: Millis,
+    /// When a checkpoint recorded it as applied.
+    pub consumed_at: Option<Millis>,
+}
+
+/// What an evidence entry records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceKind {
+    /// The run began: its instruction and model.
+    RunStarted,
+    /// A model response, once its message was complete.
+    ModelTurn,
+    /// A tool call with side effects is about to run.
+    ActionStarted,
+    /// A tool call with side effects has run: its result, as its evidence capture says.
+    ActionCompleted,
+    /// The run waits for a person's decision about a call.
+    ApprovalWait,
+    /// A signal was applied to the run.
+    SignalApplied,
+    /// A digest of the conversation before compaction.
+    ContextDigest,
+    /// A resume decided what to do with each call a crash left behind.
+    ResumePlanned,
+    /// A correction of an earlier entry (entries are never changed).
+    Correction,
+    /// A redaction of an earlier entry (entries are never deleted).
+    Redaction,
+    /// The run ended.
+    RunFinished,
+}
+
+impl EvidenceKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [EvidenceKind; 11] = [
+        EvidenceKind::RunStarted,
+        EvidenceKind::ModelTurn,
+        EvidenceKind::ActionStarted,
+        EvidenceKind::ActionCompleted,
+        EvidenceKind::ApprovalWait,
+        EvidenceKind::SignalApplied,
+        EvidenceKind::ContextDigest,
+        EvidenceKind::ResumePlanned,
+        EvidenceKind::Correction,
+        EvidenceKind::Redaction,
+        EvidenceKind::RunFinished,
+    ];
+
+    /// The name stored in the database (`action_started`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvidenceKind::RunStarted => "run_started",
+            EvidenceKind::ModelTurn => "model_turn",
+            EvidenceKind::ActionStarted => "action_started",
+            EvidenceKind::ActionCompleted => "action_completed",
+            EvidenceKind::ApprovalWait => "approval_wait",
+            EvidenceKind::SignalApplied => "signal_applied",
+            EvidenceKind::ContextDigest => "context_digest",
+            EvidenceKind::ResumePlanned => "resume_planned",
+            EvidenceKind::Correction => "correction",
+            EvidenceKind::Redaction => "redaction",
+            EvidenceKind::RunFinished => "run_finished",
+        }
+    }
+
+    /// The kind named `name`, as [`as_str`](Self::as_str) writes it.
+    pub fn parse(name: &str) -> Option<EvidenceKind> {
+        EvidenceKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl fmt::Display for EvidenceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An evidence entry before it is sealed into a run's chain.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewEvidence {
+    /// What it records.
+    pub kind: EvidenceKind,
+    /// The tool call it is about, if any.
+    pub call_id: Option<String>,
+    /// What is recorded.
+    pub payload: Value,
+}
+
+impl NewEvidence {
+    /// An entry of `kind` with `payload`, about no call.
+    pub fn new(kind: EvidenceKind, payload: Value) -> Self {
+        NewEvidence { kind, call_id: None, payload }
+    }
+
+    /// The same entry, about the call `call_id`.
+    pub fn for_call(mut self, call_id: impl Into<String>) -> Self {
+        self.call_id = Some(call_id.into());
+        self
+    }
+}
+
+/// An entry of a run's append-only evidence log, chained to the one before by its hash.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceEntry {
+    /// The run.
+    pub run_id: String,
+    /// Its position in the run's log, from 1.
+    pub seq: i64,
+    /// What it records.
+    pub kind: EvidenceKind,
+    /// The tool call it is about, if any.
+    pub call_id: Option<String>,
+    /// What is recorded.
+    pub payload: Value,
+    /// When it was sealed.
+    pub recorded_at: Millis,
+    /// The hash of the entry before (empty for the first).
+    pub prev_hash: String,
+    /// This entry's hash: SHA-256 over `prev_hash` and the entry's fields
+    /// ([`entry_hash`](crate::entry_hash)).
+    pub hash: String,
+}
+
+/// One turn of a conversation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConversationTurn {
+    /// The conversation.
+    pub conversation_id: String,
+    /// Its position in the conversation, from 1.
+    pub seq: i64,
+    /// The run that added it.
+    pub run_id: String,
+    /// `user` or `assistant`.
+    pub role: String,
+    /// The message.
+    pub message: Value,
+    /// When it was added.
+    pub recorded_at: Millis,
+}
+
+/// A worker's claim on a run: while it holds it, nobody else works on the run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The run.
+    pub run_id: String,
+    /// Who holds it (a worker's unique name).
+    pub owner: String,
+    /// Counts the claims of this run: a fencing token, so a holder that was taken over
+    /// cannot write as if it still held the lease.
+    pub epoch: i64,
+    /// When the lease lapses unless renewed by a heartbeat.
+    pub expires_at: Millis,
+}
+
+/// A run's place in the queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueEntry {
+    /// The run.
+    pub run_id: String,
+    /// From when a worker may take it.
+    pub available_at: Millis,
+    /// Who holds its lease, if anyone.
+    pub owner: Option<String>,
+    /// The number of claims so far.
+    pub epoch: i64,
+    /// When the lease lapses.
+    pub expires_at: Option<Millis>,
+}
+
+/// When a schedule fires.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Trigger {
+    /// On a cron expression (seconds field first: `0 */5 * * * *`), in UTC.
+    Cron {
+        /// The expression.
+        expression: String,
+    },
+    /// Every so many milliseconds.
+    Interval {
+        /// The period.
+        every_ms: i64,
+    },
+}
+
+/// What a schedule does when it fires.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ScheduleTarget {
+    /// Enqueues a new run of an agent with this input.
+    StartRun {
+        /// The agent's (or team's) name.
+        agent: String,
+        /// The run's input, as for [`NewRun::input`].
+        input: Value,
+    },
+    /// Sends a scheduler wake-up signal to a waiting run.
+    WakeRun {
+        /// The run.
+        run_id: String,
+    },
+}
+
+/// A schedule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    /// Its unique name.
+    pub id: String,
+    /// When it fires.
+    pub trigger: Trigger,
+    /// What it does.
+    pub target: ScheduleTarget,
+    /// The next tick.
+    pub next_fire_at: Millis,
+    /// The last tick that fired.
+    pub last_fired_at: Option<Millis>,
+    /// Whether it fires at all.
+    pub enabled: bool,
+}
+
+/// What a schedule's tick does, decided by the scheduler and carried out by the store in
+/// the same transaction that claims the tick.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Firing {
+    /// Creates this run (status [`Queued`](RunStatus::Queued)) and enqueues it.
+    Start(NewRun),
+    /// Stores this signal for the run and enqueues the run.
+    Wake {
+        /// The run.
+        run_id: String,
+        /// The signal's kind.
+        kind: String,
+        /// The signal.
+        payload: Value,
+    },
+}
+
+/// What a store is and where.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreInfo {
+    /// `sqlite` or `postgres`.
+    pub backend: String,
+    /// Where (a file path, or a redacted URL).
+    pub location: String,
+    /// The schema version in force.
+    pub schema_version: i64,
+}

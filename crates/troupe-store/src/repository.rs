@@ -1,0 +1,157 @@
+//! The repositories every backend implements, one trait per kind of record, and
+//! [`Store`], all of them together.
+//!
+//! Methods return boxed `Send` futures so a store can be shared as `Arc<dyn Store>`
+//! across spawned tasks. Every method is one transaction: it happens entirely or not at
+//! all. Timestamps (`now`) are passed in by the caller, so a test can move time, and
+//! every worker sharing a store is expected to keep its clock in sync (NTP): leases
+//! compare the caller's clock with the stored expiry.
+
+use crate::error::StoreError;
+use crate::record::{
+    Checkpoint, ConversationTurn, EvidenceEntry, Firing, Lease, Millis, NewRun, QueueEntry, RunFilter, RunRecord,
+    RunSummary, Schedule, StoreInfo, StoredSignal, Transition,
+};
+use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// The future every store method returns.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Runs: their status, transitions, current activity, input and last checkpoint.
+pub trait RunRepository: Send + Sync {
+    /// Creates `run` (recording its first transition); a [`Queued`](crate::RunStatus::Queued)
+    /// run is enqueued in the same transaction. [`StoreError::RunExists`] if the id is taken.
+    fn create_run(&self, run: NewRun, now: Millis) -> StoreFuture<'_, ()>;
+
+    /// The run `run_id`, if stored.
+    fn load_run<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Option<RunRecord>>;
+
+    /// The runs `filter` selects, newest first.
+    fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunSummary>>;
+
+    /// Saves a boundary atomically: state, status (a change is recorded as a transition),
+    /// activity, the checkpoint's evidence and the signals it consumed. With a fence, only
+    /// while the fence's lease is held ([`StoreError::LeaseLost`] otherwise).
+    fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, ()>;
+
+    /// The run's status changes, oldest first.
+    fn transitions<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<Transition>>;
+}
+
+/// Signals: an inbound queue per run, applied in append order, each exactly once.
+pub trait SignalRepository: Send + Sync {
+    /// Stores a signal for `run_id` and returns its sequence number: once this returns,
+    /// the signal is acknowledged and will be applied. [`StoreError::UnknownRun`] if no such
+    /// run exists.
+    fn send_signal<'a>(&'a self, run_id: &'a str, kind: &'a str, payload: Value, now: Millis) -> StoreFuture<'a, i64>;
+
+    /// The run's signals with a sequence number above `after` that no checkpoint has
+    /// consumed, in order.
+    fn pending_signals<'a>(&'a self, run_id: &'a str, after: i64) -> StoreFuture<'a, Vec<StoredSignal>>;
+
+    /// All of the run's signals, consumed or not, in order.
+    fn signals<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<StoredSignal>>;
+}
+
+/// Evidence: the append-only log of what each run did. Entries are never updated or
+/// deleted (the schema refuses it); corrections are new entries.
+pub trait EvidenceRepository: Send + Sync {
+    /// Appends entries sealed by the run's [`EvidenceChain`](crate::EvidenceChain).
+    /// [`StoreError::EvidenceConflict`] if a sequence number is taken; with a fence, only
+    /// while its lease is held.
+    fn append_evidence<'a>(&'a self, entries: &'a [EvidenceEntry], fence: Option<&'a Lease>) -> StoreFuture<'a, ()>;
+
+    /// The run's entries with a sequence number above `after`, in order.
+    fn evidence<'a>(&'a self, run_id: &'a str, after: i64) -> StoreFuture<'a, Vec<EvidenceEntry>>;
+
+    /// The run's newest entry, to continue its chain.
+    fn last_evidence<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Option<EvidenceEntry>>;
+}
+
+/// Conversations: the turns of each conversation id, across runs.
+pub trait ConversationRepository: Send + Sync {
+    /// Appends `turns` (role and message) by `run_id` to the conversation, in order.
+    fn append_turns<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        run_id: &'a str,
+        turns: Vec<(String, Value)>,
+        now: Millis,
+    ) -> StoreFuture<'a, ()>;
+
+    /// The conversation's turns, oldest first (empty for an unknown id).
+    fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Vec<ConversationTurn>>;
+}
+
+/// The run queue: runs waiting for a worker, and leases on the runs being worked on.
+pub trait QueueRepository: Send + Sync {
+    /// Puts the run in the queue, available from `available_at` (moving it if it is queued
+    /// and not leased; a leased run stays with its holder).
+    fn enqueue<'a>(&'a self, run_id: &'a str, available_at: Millis) -> StoreFuture<'a, ()>;
+
+    /// Claims the queued run available longest, whose lease is free or lapsed, for
+    /// `owner` until `now + ttl`. Concurrent claimers never get the same run.
+    fn claim<'a>(&'a self, owner: &'a str, ttl: Duration, now: Millis) -> StoreFuture<'a, Option<Lease>>;
+
+    /// Claims the run `run_id` (queued or not) for `owner`, unless someone else holds an
+    /// unlapsed lease on it; `None` then.
+    fn acquire<'a>(
+        &'a self,
+        run_id: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+        now: Millis,
+    ) -> StoreFuture<'a, Option<Lease>>;
+
+    /// Renews `lease` until `now + ttl`; `None` if it was taken over or released.
+    fn heartbeat<'a>(&'a self, lease: &'a Lease, ttl: Duration, now: Millis) -> StoreFuture<'a, Option<Lease>>;
+
+    /// Gives up `lease`: the run leaves the queue, or with `requeue_at` waits in it for the
+    /// next worker. Releasing a lease no longer held changes nothing.
+    fn release<'a>(&'a self, lease: &'a Lease, requeue_at: Option<Millis>) -> StoreFuture<'a, ()>;
+
+    /// The queue's entries, by availability.
+    fn queue(&self) -> StoreFuture<'_, Vec<QueueEntry>>;
+}
+
+/// Schedules: runs started, or waiting runs woken, on a cron expression or an interval.
+pub trait ScheduleRepository: Send + Sync {
+    /// Creates or replaces the schedule with this id.
+    fn put_schedule<'a>(&'a self, schedule: &'a Schedule) -> StoreFuture<'a, ()>;
+
+    /// Every schedule, by id.
+    fn schedules(&self) -> StoreFuture<'_, Vec<Schedule>>;
+
+    /// Removes a schedule; whether it existed.
+    fn delete_schedule<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool>;
+
+    /// The enabled schedules whose next tick is at or before `now`.
+    fn due_schedules(&self, now: Millis) -> StoreFuture<'_, Vec<Schedule>>;
+
+    /// Fires the tick `expected` of schedule `id` exactly once: moves its next tick to
+    /// `next` and carries out `firing` in the same transaction, only if the schedule's
+    /// next tick is still `expected`. Returns whether this call fired it (another worker
+    /// may have).
+    fn fire_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        expected: Millis,
+        next: Millis,
+        firing: Firing,
+        now: Millis,
+    ) -> StoreFuture<'a, bool>;
+}
+
+/// A whole store: every repository, on one database.
+pub trait Store:
+    RunRepository + SignalRepository + EvidenceRepository + ConversationRepository + QueueRepository + ScheduleRepository
+{
+    /// What the store is and where.
+    fn info(&self) -> StoreInfo;
+
+    /// Closes the store's connections, waiting for statements in flight.
+    fn close(&self) -> StoreFuture<'_, ()>;
+}

@@ -1,0 +1,33 @@
+//! The schema's versions, applied in order by each backend when it opens a database.
+//!
+//! The version in force is kept in `troupe_meta` (key `schema_version`), next to the
+//! marker `application = troupe` that tells a troupe database from anyone else's.
+
+/// The newest schema version this build knows.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// The `troupe_meta` value of key `application` in every troupe database.
+pub const APPLICATION: &str = "troupe";
+
+/// One schema step: the version it brings the database to and its SQL.
+#[derive(Clone, Copy, Debug)]
+pub struct Migration {
+    /// The version after this step.
+    pub version: i64,
+    /// The statements (several, separated by `;`, run as one script).
+    pub sql: &'static str,
+}
+
+/// The SQLite schema's steps.
+#[cfg(feature = "sqlite")]
+pub const SQLITE_MIGRATIONS: &[Migration] =
+    &[Migration { version: 1, sql: include_str!("../migrations/sqlite/0001_init.sql") }];
+
+/// The PostgreSQL schema's steps.
+#[cfg(feature = "postgres")]
+pub const POSTGRES_MIGRATIONS: &[Migration] =
+    &[Migration { version: 1, sql: include_str!("../migrations/postgres/0001_init.sql") }];
+
+/// The tables of the schema, to tell a half-foreign database from an empty one.
+pub const TABLES: &[&str] =
+    &["troupe_meta", "runs", "run_transitions", "signals", "evidence", "conversation_turns", "run_queue", "schedules"];

@@ -1,0 +1,331 @@
+//! Unit tests of the SQLite backend: opening and migrating, refusing files that are not
+//! troupe databases without touching them, and the guarantees that rest on SQLite itself.
+
+use super::SqliteStore;
+use crate::chain::EvidenceChain;
+use crate::error::StoreError;
+use crate::record::{
+    Checkpoint, EvidenceKind, Firing, NewEvidence, NewRun, RunFilter, RunStatus, Schedule, ScheduleTarget, Trigger,
+};
+use crate::repository::{
+    EvidenceRepository, QueueRepository, RunRepository, ScheduleRepository, SignalRepository, Store,
+};
+use crate::schema::SCHEMA_VERSION;
+use serde_json::json;
+use sqlx::{ConnectOptions, Connection};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const TTL: Duration = Duration::from_secs(30);
+
+fn run(id: &str, status: RunStatus) -> NewRun {
+    NewRun {
+        id: id.into(),
+        agent: "coder".into(),
+        status,
+        conversation_id: None,
+        parent_run_id: None,
+        input: json!({"instruction": "fix the build"}),
+        state: json!({}),
+    }
+}
+
+fn sidecars(path: &Path) -> Vec<PathBuf> {
+    ["-wal", "-shm", "-journal"]
+        .iter()
+        .map(|suffix| PathBuf::from(format!("{}{suffix}", path.display())))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+/// Opening `path` fails as `expected` says, leaving the file's bytes as they were and no
+/// SQLite sidecar files behind.
+async fn refused_unchanged(path: &Path, expected: impl Fn(&StoreError) -> bool) {
+    let before = std::fs::read(path).expect("the file to refuse exists");
+    let error = SqliteStore::open(path).await.expect_err("opening must be refused");
+    assert!(expected(&error), "unexpected error: {error}");
+    assert!(!error.to_string().contains('\n'), "the message is one line: {error}");
+    assert_eq!(std::fs::read(path).expect("the file is still there"), before, "the file was changed");
+    assert_eq!(sidecars(path), Vec::<PathBuf>::new(), "sidecar files were left behind");
+}
+
+async fn store() -> (tempfile::TempDir, SqliteStore) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = SqliteStore::open(&dir.path().join("troupe.db")).await.expect("a new store opens");
+    (dir, store)
+}
+
+#[tokio::test]
+async fn opening_twice_migrates_once() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("nested").join("troupe.db");
+    let first = SqliteStore::open(&path).await.expect("a new store opens");
+    first.create_run(run("r1", RunStatus::Running), 1).await.expect("a run is created");
+    assert_eq!(first.info().schema_version, SCHEMA_VERSION);
+    assert_eq!(first.info().backend, "sqlite");
+    assert_eq!(first.path(), path);
+    first.close().await.expect("the store closes");
+
+    let second = SqliteStore::open(&path).await.expect("the store opens again");
+    let meta: Vec<(String, String)> = sqlx::query_as("SELECT key, value FROM troupe_meta ORDER BY key")
+        .fetch_all(second.pool())
+        .await
+        .expect("troupe_meta reads");
+    assert_eq!(
+        meta,
+        [("application".to_owned(), "troupe".to_owned()), ("schema_version".to_owned(), SCHEMA_VERSION.to_string())]
+    );
+    assert!(second.load_run("r1").await.expect("the run loads").is_some(), "data survives reopening");
+    // A second instance on the same file at once, as a worker and the CLI would.
+    let third = SqliteStore::open(&path).await.expect("a concurrent instance opens");
+    assert_eq!(third.list_runs(&RunFilter::default()).await.expect("runs list").len(), 1);
+}
+
+#[tokio::test]
+async fn the_journal_is_a_write_ahead_log() {
+    let (_dir, store) = store().await;
+    let mode: String =
+        sqlx::query_scalar("PRAGMA journal_mode").fetch_one(store.pool()).await.expect("the journal mode reads");
+    assert_eq!(mode, "wal");
+    let synchronous: i64 =
+        sqlx::query_scalar("PRAGMA synchronous").fetch_one(store.pool()).await.expect("synchronous reads");
+    assert_eq!(synchronous, 2, "synchronous is FULL");
+    let foreign_keys: i64 =
+        sqlx::query_scalar("PRAGMA foreign_keys").fetch_one(store.pool()).await.expect("foreign_keys reads");
+    assert_eq!(foreign_keys, 1);
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_sqlite_is_left_alone() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("notes.db");
+    std::fs::write(&path, b"these are my notes, not a database\n").expect("the file is written");
+    refused_unchanged(&path, |e| matches!(e, StoreError::Corrupt { .. })).await;
+
+    let short = dir.path().join("short.db");
+    std::fs::write(&short, b"SQLite").expect("the file is written");
+    refused_unchanged(&short, |e| matches!(e, StoreError::Corrupt { .. })).await;
+
+    // The right header on a damaged body: SQLite itself finds it out, read-only.
+    let damaged = dir.path().join("damaged.db");
+    let mut bytes = b"SQLite format 3\0".to_vec();
+    bytes.extend(std::iter::repeat_n(0xA5u8, 8192));
+    std::fs::write(&damaged, &bytes).expect("the file is written");
+    refused_unchanged(&damaged, |e| matches!(e, StoreError::Corrupt { .. })).await;
+}
+
+#[tokio::test]
+async fn a_database_of_another_application_is_left_alone() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("app.db");
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .expect("a plain SQLite database is created");
+    sqlx::raw_sql("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES ('ada');")
+        .execute(&mut conn)
+        .await
+        .expect("the foreign table is created");
+    conn.close().await.expect("the connection closes");
+    refused_unchanged(&path, |e| matches!(e, StoreError::Foreign { .. })).await;
+
+    // A `troupe_meta` of someone else's is not troupe's either.
+    let other = dir.path().join("other.db");
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&other)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .expect("a plain SQLite database is created");
+    sqlx::raw_sql(
+        "CREATE TABLE troupe_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL); \
+         INSERT INTO troupe_meta VALUES ('application', 'circus');",
+    )
+    .execute(&mut conn)
+    .await
+    .expect("the foreign table is created");
+    conn.close().await.expect("the connection closes");
+    refused_unchanged(&other, |e| matches!(e, StoreError::Foreign { .. })).await;
+}
+
+#[tokio::test]
+async fn a_database_from_a_newer_troupe_is_left_alone() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("troupe.db");
+    let store = SqliteStore::open(&path).await.expect("a new store opens");
+    sqlx::query("UPDATE troupe_meta SET value = '99' WHERE key = 'schema_version'")
+        .execute(store.pool())
+        .await
+        .expect("the version is bumped");
+    store.close().await.expect("the store closes");
+    refused_unchanged(
+        &path,
+        |e| matches!(e, StoreError::NewerSchema { found: 99, supported, .. } if *supported == SCHEMA_VERSION),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_unusable_location_is_unreachable() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"x").expect("the file is written");
+    // Its parent is a file, so no directory can be made for it (even as root).
+    let error = SqliteStore::open(&file.join("troupe.db")).await.expect_err("no directory can hold it");
+    assert!(matches!(error, StoreError::Unreachable { .. }), "unexpected error: {error}");
+
+    let error = SqliteStore::open(dir.path()).await.expect_err("a directory is no database");
+    assert!(matches!(error, StoreError::Unreachable { .. }), "unexpected error: {error}");
+    assert_eq!(std::fs::read(&file).expect("the file is still there"), b"x");
+}
+
+#[tokio::test]
+async fn evidence_cannot_be_changed_or_removed() {
+    let (_dir, store) = store().await;
+    store.create_run(run("r1", RunStatus::Running), 1).await.expect("a run is created");
+    let chain = EvidenceChain::new("r1");
+    let sealed = chain.seal(vec![NewEvidence::new(EvidenceKind::RunStarted, json!({"model": "demo"}))], 2);
+    store.append_evidence(&sealed, None).await.expect("the entry is appended");
+
+    let update = sqlx::query("UPDATE evidence SET payload = '{}' WHERE run_id = 'r1'").execute(store.pool()).await;
+    assert!(update.is_err_and(|e| e.to_string().contains("append-only")));
+    let delete = sqlx::query("DELETE FROM evidence WHERE run_id = 'r1'").execute(store.pool()).await;
+    assert!(delete.is_err_and(|e| e.to_string().contains("append-only")));
+    assert_eq!(store.evidence("r1", 0).await.expect("the log reads"), sealed);
+
+    // Appending the same sequence number again is a conflict, on the one-entry path too.
+    let again = store.append_evidence(&sealed, None).await;
+    assert!(matches!(again, Err(StoreError::EvidenceConflict { seq: 1, .. })), "{again:?}");
+}
+
+#[tokio::test]
+async fn unreadable_rows_are_decode_errors() {
+    let (_dir, store) = store().await;
+    store.create_run(run("r1", RunStatus::Running), 1).await.expect("a run is created");
+    sqlx::query("UPDATE runs SET state = 'not json' WHERE id = 'r1'").execute(store.pool()).await.expect("raw write");
+    assert!(matches!(store.load_run("r1").await, Err(StoreError::Decode { .. })));
+    sqlx::query("UPDATE runs SET state = '{}', status = 'dancing' WHERE id = 'r1'")
+        .execute(store.pool())
+        .await
+        .expect("raw write");
+    assert!(matches!(store.list_runs(&RunFilter::default()).await, Err(StoreError::Decode { .. })));
+}
+
+#[tokio::test]
+async fn claimers_on_separate_instances_never_share_a_run() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("troupe.db");
+    let a = SqliteStore::open(&path).await.expect("the first instance opens");
+    let b = SqliteStore::open(&path).await.expect("the second instance opens");
+    const RUNS: usize = 24;
+    for i in 0..RUNS {
+        a.create_run(run(&format!("r{i:02}"), RunStatus::Queued), 1).await.expect("a queued run is created");
+    }
+    let mut claimers = Vec::new();
+    for worker in 0..8 {
+        let store = if worker % 2 == 0 { a.clone() } else { b.clone() };
+        claimers.push(tokio::spawn(async move {
+            let mut won = Vec::new();
+            while let Some(lease) = store.claim(&format!("w{worker}"), TTL, 10).await.expect("a claim runs") {
+                won.push(lease.run_id);
+            }
+            won
+        }));
+    }
+    let mut seen = HashSet::new();
+    for claimer in claimers {
+        for run_id in claimer.await.expect("the claimer finishes") {
+            assert!(seen.insert(run_id.clone()), "{run_id} was claimed twice");
+        }
+    }
+    assert_eq!(seen.len(), RUNS);
+}
+
+#[tokio::test]
+async fn a_tick_fires_once_and_carries_out_its_firing() {
+    let (_dir, store) = store().await;
+    let start = Schedule {
+        id: "nightly".into(),
+        trigger: Trigger::Interval { every_ms: 100 },
+        target: ScheduleTarget::StartRun { agent: "coder".into(), input: json!({}) },
+        next_fire_at: 100,
+        last_fired_at: None,
+        enabled: true,
+    };
+    store.put_schedule(&start).await.expect("the schedule is stored");
+    assert_eq!(store.due_schedules(100).await.expect("due schedules read"), std::slice::from_ref(&start));
+    let firing = Firing::Start(run("tick-100", RunStatus::Running));
+    assert!(store.fire_schedule("nightly", 100, 200, firing.clone(), 150).await.expect("the tick fires"));
+    assert!(!store.fire_schedule("nightly", 100, 200, firing, 150).await.expect("a second firing runs"));
+    let created = store.load_run("tick-100").await.expect("the run loads").expect("the run exists");
+    assert_eq!(created.status, RunStatus::Queued);
+    assert_eq!(store.queue().await.expect("the queue reads")[0].available_at, 150);
+    assert_eq!(store.schedules().await.expect("schedules read")[0].last_fired_at, Some(100));
+
+    // Waking a run leased by a worker stores the signal and leaves the lease alone.
+    let lease = store.claim("w1", TTL, 150).await.expect("a claim runs").expect("the run is claimed");
+    let wake = Firing::Wake { run_id: "tick-100".into(), kind: "wake".into(), payload: json!({"tick": 200}) };
+    assert!(store.fire_schedule("nightly", 200, 300, wake, 210).await.expect("the tick fires"));
+    assert_eq!(store.pending_signals("tick-100", 0).await.expect("signals read").len(), 1);
+    assert_eq!(store.queue().await.expect("the queue reads")[0].owner.as_deref(), Some("w1"));
+    store.release(&lease, Some(220)).await.expect("the lease is released");
+    let unknown = Firing::Wake { run_id: "ghost".into(), kind: "wake".into(), payload: json!({}) };
+    assert!(matches!(store.fire_schedule("nightly", 300, 400, unknown, 310).await, Err(StoreError::UnknownRun { .. })));
+    assert_eq!(store.schedules().await.expect("schedules read")[0].next_fire_at, 300, "a failed firing rolls back");
+}
+
+#[tokio::test]
+async fn a_fenced_checkpoint_needs_the_lease() {
+    let (_dir, store) = store().await;
+    store.create_run(run("r1", RunStatus::Queued), 1).await.expect("a run is created");
+    let first = store.claim("w1", TTL, 2).await.expect("a claim runs").expect("the run is claimed");
+    let taken = store.acquire("r1", "w2", TTL, 2).await.expect("an acquire runs");
+    assert_eq!(taken, None, "a live lease is not taken");
+    let later = first.expires_at + 1;
+    let second = store.acquire("r1", "w2", TTL, later).await.expect("an acquire runs").expect("a lapsed lease is");
+    assert_eq!(second.epoch, first.epoch + 1);
+
+    store.send_signal("r1", "user_message", json!({"text": "hi"}), later).await.expect("a signal is stored");
+    let chain = EvidenceChain::new("r1");
+    let checkpoint = |fence| Checkpoint {
+        run_id: "r1".into(),
+        status: RunStatus::Running,
+        activity: Some("thinking".into()),
+        state: json!({"turn": 1}),
+        evidence: chain.seal(vec![NewEvidence::new(EvidenceKind::SignalApplied, json!({"seq": 1}))], later),
+        signals_consumed_through: Some(1),
+        fence: Some(fence),
+    };
+    let stale = store.checkpoint(checkpoint(first), later).await;
+    assert!(matches!(stale, Err(StoreError::LeaseLost { .. })), "{stale:?}");
+    assert!(store.evidence("r1", 0).await.expect("the log reads").is_empty(), "nothing of it was saved");
+
+    store.checkpoint(checkpoint(second), later).await.expect("the holder checkpoints");
+    let transitions = store.transitions("r1").await.expect("transitions read");
+    assert_eq!(
+        transitions.iter().map(|t| (t.from, t.to)).collect::<Vec<_>>(),
+        [(None, RunStatus::Queued), (Some(RunStatus::Queued), RunStatus::Running)]
+    );
+    assert!(store.pending_signals("r1", 0).await.expect("signals read").is_empty());
+    assert_eq!(store.signals("r1").await.expect("signals read")[0].consumed_at, Some(later));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_opens_of_a_new_file_all_succeed() {
+    for _ in 0..20 {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("troupe.db");
+        let (a, b, c, d) = tokio::join!(
+            SqliteStore::open(&path),
+            SqliteStore::open(&path),
+            SqliteStore::open(&path),
+            SqliteStore::open(&path)
+        );
+        for opened in [a, b, c, d] {
+            opened.expect("every racing open succeeds");
+        }
+    }
+}
