@@ -29,7 +29,7 @@ pub trait RunRepository: Send + Sync {
     /// The run `run_id`, if stored.
     fn load_run<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Option<RunRecord>>;
 
-    /// The runs `filter` selects, newest first.
+    /// The runs `filter` selects, newest (by creation) first.
     fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunSummary>>;
 
     /// Saves a boundary atomically: state, status (a change is recorded as a transition),
@@ -97,7 +97,8 @@ pub trait QueueRepository: Send + Sync {
     fn claim<'a>(&'a self, owner: &'a str, ttl: Duration, now: Millis) -> StoreFuture<'a, Option<Lease>>;
 
     /// Claims the run `run_id` (queued or not) for `owner`, unless someone else holds an
-    /// unlapsed lease on it; `None` then.
+    /// unlapsed lease on it; `None` then. Every claim, a re-claim by the same owner
+    /// included, raises the lease's epoch.
     fn acquire<'a>(
         &'a self,
         run_id: &'a str,
@@ -106,7 +107,9 @@ pub trait QueueRepository: Send + Sync {
         now: Millis,
     ) -> StoreFuture<'a, Option<Lease>>;
 
-    /// Renews `lease` until `now + ttl`; `None` if it was taken over or released.
+    /// Renews `lease` until `now + ttl`; `None` if it was taken over or released. A lease
+    /// that lapsed but that nobody took over is still the holder's: it is renewed (and
+    /// fences still accept it).
     fn heartbeat<'a>(&'a self, lease: &'a Lease, ttl: Duration, now: Millis) -> StoreFuture<'a, Option<Lease>>;
 
     /// Gives up `lease`: the run leaves the queue, or with `requeue_at` waits in it for the

@@ -113,10 +113,36 @@ impl Durability {
 
 /// A name no other process will have: `prefix:host:pid:random`.
 pub fn unique_owner(prefix: &str) -> String {
-    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "host".to_owned());
     let random = troupe_core::RunId::generate().to_string();
     let tail = random.rsplit('-').next().unwrap_or(&random).to_owned();
-    format!("{prefix}:{host}:{}:{tail}", std::process::id())
+    format!("{prefix}:{}:{}:{tail}", host_name(), std::process::id())
+}
+
+/// This machine's name, as owners carry it.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().replace(':', "_"))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_owned())
+}
+
+/// Whether `owner` (as [`unique_owner`] makes them) names a process of this machine that
+/// no longer exists: its lease can be taken at once instead of waiting for it to lapse.
+/// Where that cannot be known (another machine, no `/proc`), `false`.
+pub fn is_dead_local_owner(owner: &str) -> bool {
+    let mut parts = owner.rsplitn(3, ':');
+    let (Some(_random), Some(pid), Some(rest)) = (parts.next(), parts.next(), parts.next()) else { return false };
+    let Some((_, host)) = rest.split_once(':') else { return false };
+    if host != host_name() || pid.parse::<u32>().is_err() || !std::path::Path::new("/proc/self").exists() {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // A zombie has exited; only its parent has not collected it yet.
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
 }
 
 /// Sends `signal` to the stored run `run_id` and returns its sequence number: once this
@@ -136,4 +162,20 @@ pub async fn send_signal(store: &dyn Store, run_id: &str, signal: &Signal) -> Re
         store.enqueue(run_id, now_millis()).await?;
     }
     Ok(seq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_gone_local_owner_is_dead() {
+        let me = unique_owner("local");
+        assert!(!is_dead_local_owner(&me), "this process is alive: {me}");
+        let host = host_name();
+        assert!(is_dead_local_owner(&format!("local:{host}:4294967295:abc")));
+        assert!(!is_dead_local_owner("local:elsewhere:1:abc"), "another machine's process cannot be checked");
+        assert!(!is_dead_local_owner("worker-a"));
+        assert!(!is_dead_local_owner(&format!("local:{host}:notapid:abc")));
+    }
 }

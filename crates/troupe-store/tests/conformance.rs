@@ -1,0 +1,69 @@
+//! The conformance suite every store backend must pass: each test is written once, over
+//! `Arc<dyn Backend>`, and instantiated below for SQLite (a fresh temporary file per
+//! test) and PostgreSQL (a fresh schema per test, when `TROUPE_TEST_DATABASE_URL` names a
+//! server).
+
+mod conformance {
+    pub mod backends;
+    pub mod conversations;
+    pub mod evidence;
+    pub mod harness;
+    pub mod queue;
+    pub mod runs;
+    pub mod schedules;
+    pub mod signals;
+}
+
+/// Generates one `#[tokio::test]` per listed suite function in each backend's module.
+macro_rules! conformance_tests {
+    ($($module:ident :: $test:ident),* $(,)?) => {
+        #[cfg(feature = "sqlite")]
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    crate::conformance::backends::sqlite::run(crate::conformance::$module::$test).await;
+                }
+            )*
+        }
+
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    crate::conformance::backends::postgres::run(crate::conformance::$module::$test).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance_tests! {
+    runs::created_run_loads_back,
+    runs::duplicate_run_id_is_refused,
+    runs::runs_are_listed_newest_first_with_filters,
+    runs::checkpoints_record_transitions_only_on_status_changes,
+    runs::queued_run_is_enqueued_on_creation,
+    runs::checkpoint_of_unknown_run_fails,
+    signals::signals_are_pending_until_consumed,
+    signals::concurrent_senders_get_gapless_numbers,
+    signals::signal_to_unknown_run_fails,
+    evidence::evidence_reads_back_and_verifies,
+    evidence::evidence_cannot_be_updated_or_deleted,
+    evidence::stale_writer_gets_evidence_conflict,
+    evidence::forged_row_fails_verification,
+    evidence::undecodable_row_is_a_decode_error,
+    evidence::checkpoint_evidence_is_atomic_with_state,
+    conversations::turns_from_two_runs_read_in_order,
+    conversations::concurrent_appends_keep_batches_whole,
+    queue::enqueue_claim_heartbeat_release,
+    queue::claim_respects_availability_and_order,
+    queue::enqueue_leaves_a_leased_run_with_its_holder,
+    queue::lapsed_lease_is_taken_over_and_fenced,
+    queue::acquire_takes_a_particular_run,
+    queue::concurrent_claimers_never_share_a_run,
+    schedules::schedules_are_put_listed_due_and_deleted,
+    schedules::a_tick_fires_exactly_once_under_contention,
+    schedules::a_wake_tick_signals_and_enqueues_the_run,
+}

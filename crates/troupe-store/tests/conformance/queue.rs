@@ -1,0 +1,221 @@
+//! The run queue: enqueueing, claims, heartbeats, releases, takeovers of lapsed leases and
+//! the fencing that stops a taken-over worker from writing.
+
+use super::harness::{Backend, T0, checkpoint, new_run};
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use troupe_store::{EvidenceChain, EvidenceKind, Lease, NewEvidence, QueueEntry, RunStatus, StoreError};
+
+const TTL: Duration = Duration::from_secs(30);
+const TTL_MS: i64 = 30_000;
+
+/// A run goes through the queue: enqueued, claimed, renewed, requeued, claimed again, released.
+pub async fn enqueue_claim_heartbeat_release(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    store.create_run(new_run("run-1", "coder", RunStatus::Running), T0).await.expect("the run is created");
+    assert!(store.queue().await.expect("queue").is_empty(), "a running run is not enqueued on creation");
+    assert_eq!(store.claim("w1", TTL, T0).await.expect("claim of an empty queue"), None);
+
+    store.enqueue("run-1", T0).await.expect("enqueue");
+    assert_eq!(
+        store.queue().await.expect("queue"),
+        [QueueEntry { run_id: "run-1".into(), available_at: T0, owner: None, epoch: 0, expires_at: None }]
+    );
+
+    let lease = store.claim("w1", TTL, T0 + 10).await.expect("claim").expect("the queued run is claimed");
+    assert_eq!(lease, Lease { run_id: "run-1".into(), owner: "w1".into(), epoch: 1, expires_at: T0 + 10 + TTL_MS });
+    let entry = store.queue().await.expect("queue").pop().expect("the run stays in the queue while leased");
+    assert_eq!((entry.owner.as_deref(), entry.epoch, entry.expires_at), (Some("w1"), 1, Some(T0 + 10 + TTL_MS)));
+    assert_eq!(store.claim("w2", TTL, T0 + 20).await.expect("claim"), None, "a leased run is not claimed twice");
+
+    let renewed = store.heartbeat(&lease, TTL, T0 + 1_000).await.expect("heartbeat").expect("the lease is renewed");
+    assert_eq!(renewed, Lease { expires_at: T0 + 1_000 + TTL_MS, ..lease.clone() });
+    let forged = Lease { epoch: 7, ..lease.clone() };
+    assert_eq!(store.heartbeat(&forged, TTL, T0 + 1_000).await.expect("heartbeat"), None, "the epoch must match");
+    let impostor = Lease { owner: "w2".into(), ..lease.clone() };
+    assert_eq!(store.heartbeat(&impostor, TTL, T0 + 1_000).await.expect("heartbeat"), None, "the owner must match");
+
+    store.release(&renewed, Some(T0 + 5_000)).await.expect("release with requeue");
+    let entry = store.queue().await.expect("queue").pop().expect("the requeued run waits in the queue");
+    assert_eq!((entry.owner, entry.available_at, entry.epoch), (None, T0 + 5_000, 1));
+    assert_eq!(store.heartbeat(&renewed, TTL, T0 + 2_000).await.expect("heartbeat"), None, "a released lease is gone");
+    assert_eq!(store.claim("w2", TTL, T0 + 4_999).await.expect("claim"), None, "not before it is available again");
+
+    let second = store.claim("w2", TTL, T0 + 5_000).await.expect("claim").expect("claimed again once available");
+    assert_eq!((second.owner.as_str(), second.epoch), ("w2", 2));
+    store.release(&renewed, None).await.expect("releasing a stale lease is not an error");
+    assert_eq!(store.queue().await.expect("queue").len(), 1, "releasing a stale lease changes nothing");
+    assert!(store.heartbeat(&second, TTL, T0 + 5_001).await.expect("heartbeat").is_some());
+
+    store.release(&second, None).await.expect("release");
+    assert!(store.queue().await.expect("queue").is_empty(), "a released run leaves the queue");
+    assert_eq!(store.claim("w3", TTL, T0 + 9_000).await.expect("claim"), None);
+}
+
+/// Claims go to the run available longest, never to one not yet available.
+pub async fn claim_respects_availability_and_order(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    for id in ["run-late", "run-early", "run-later"] {
+        store.create_run(new_run(id, "coder", RunStatus::Running), T0).await.expect("the run is created");
+    }
+    store.enqueue("run-late", T0 + 200).await.expect("enqueue");
+    store.enqueue("run-early", T0 + 100).await.expect("enqueue");
+    store.enqueue("run-later", T0 + 300).await.expect("enqueue");
+    let order: Vec<String> = store.queue().await.expect("queue").into_iter().map(|e| e.run_id).collect();
+    assert_eq!(order, ["run-early", "run-late", "run-later"], "the queue is listed by availability");
+
+    assert_eq!(store.claim("w1", TTL, T0 + 99).await.expect("claim"), None, "nothing is available yet");
+    let first = store.claim("w1", TTL, T0 + 250).await.expect("claim").expect("a run is available");
+    assert_eq!(first.run_id, "run-early");
+    let next = store.claim("w1", TTL, T0 + 250).await.expect("claim").expect("another run is available");
+    assert_eq!(next.run_id, "run-late");
+    assert_eq!(store.claim("w1", TTL, T0 + 250).await.expect("claim"), None, "run-later is not available yet");
+    let last = store.claim("w1", TTL, T0 + 300).await.expect("claim").expect("available from its time on");
+    assert_eq!(last.run_id, "run-later");
+
+    // Moving an unleased queued run moves its availability.
+    store.create_run(new_run("run-moved", "coder", RunStatus::Queued), T0).await.expect("the run is created");
+    store.enqueue("run-moved", T0 + 10_000).await.expect("enqueue moves the run");
+    assert_eq!(store.claim("w1", TTL, T0 + 9_999).await.expect("claim"), None, "the moved run waits");
+    let moved = store.claim("w1", TTL, T0 + 10_000).await.expect("claim").expect("the moved run is claimed");
+    assert_eq!(moved.run_id, "run-moved");
+}
+
+/// Enqueueing a leased run leaves it with its holder.
+pub async fn enqueue_leaves_a_leased_run_with_its_holder(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    store.create_run(new_run("run-held", "coder", RunStatus::Queued), T0).await.expect("the run is created");
+    let lease = store.claim("w1", TTL, T0).await.expect("claim").expect("claimed");
+    store.enqueue("run-held", T0 + 50).await.expect("enqueue of a leased run");
+    let entry = store.queue().await.expect("queue").pop().expect("still queued");
+    assert_eq!((entry.owner.as_deref(), entry.epoch, entry.expires_at), (Some("w1"), 1, Some(T0 + TTL_MS)));
+    assert_eq!(store.claim("w2", TTL, T0 + 100).await.expect("claim"), None, "nobody else gets the run");
+    assert!(store.heartbeat(&lease, TTL, T0 + 100).await.expect("heartbeat").is_some(), "the holder keeps it");
+}
+
+/// A lapsed lease is taken over with a higher epoch, and the old holder is fenced out.
+pub async fn lapsed_lease_is_taken_over_and_fenced(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    store.create_run(new_run("run-t", "coder", RunStatus::Queued), T0).await.expect("the run is created");
+    let old = store.claim("w1", Duration::from_millis(1_000), T0).await.expect("claim").expect("claimed");
+    assert_eq!((old.epoch, old.expires_at), (1, T0 + 1_000));
+
+    // A holder that renews late, before anyone took over, still holds the lease.
+    let old = store.heartbeat(&old, Duration::from_millis(1_000), T0 + 1_500).await.expect("heartbeat");
+    let old = old.expect("a lapsed lease nobody took over is still renewed by its holder");
+    assert_eq!(old.expires_at, T0 + 2_500);
+
+    assert_eq!(store.claim("w2", TTL, T0 + 2_000).await.expect("claim"), None, "the lease has not lapsed");
+    assert_eq!(store.claim("w2", TTL, T0 + 2_500).await.expect("claim"), None, "it lapses after its expiry");
+    let new = store.claim("w2", TTL, T0 + 2_501).await.expect("claim").expect("the lapsed lease is taken over");
+    assert_eq!((new.run_id.as_str(), new.owner.as_str(), new.epoch), ("run-t", "w2", 2));
+
+    assert_eq!(store.heartbeat(&old, TTL, T0 + 2_600).await.expect("heartbeat"), None, "the old holder lost it");
+
+    let mut stale = checkpoint("run-t", RunStatus::Completed, json!({"by": "w1"}));
+    stale.fence = Some(old.clone());
+    let refused = store.checkpoint(stale, T0 + 2_700).await;
+    assert!(
+        matches!(&refused, Err(StoreError::LeaseLost { run_id, owner }) if run_id == "run-t" && owner == "w1"),
+        "expected LeaseLost for w1, got {refused:?}"
+    );
+    let run = store.load_run("run-t").await.expect("load_run").expect("stored");
+    assert_eq!((run.status, run.state), (RunStatus::Queued, json!({})), "the fenced checkpoint saved nothing");
+
+    let chain = EvidenceChain::new("run-t");
+    let entries = chain.seal(vec![NewEvidence::new(EvidenceKind::ModelTurn, json!({"by": "w1"}))], T0 + 2_700);
+    let refused = store.append_evidence(&entries, Some(&old)).await;
+    assert!(matches!(&refused, Err(StoreError::LeaseLost { .. })), "expected LeaseLost, got {refused:?}");
+    assert!(store.evidence("run-t", 0).await.expect("evidence").is_empty(), "the fenced append saved nothing");
+
+    let entries = chain.seal(vec![NewEvidence::new(EvidenceKind::ModelTurn, json!({"by": "w2"}))], T0 + 2_800);
+    store.append_evidence(&entries, Some(&new)).await.expect("the new holder appends");
+    let mut current = checkpoint("run-t", RunStatus::Running, json!({"by": "w2"}));
+    current.fence = Some(new.clone());
+    store.checkpoint(current, T0 + 2_800).await.expect("the new holder checkpoints");
+
+    store.release(&old, None).await.expect("releasing a lost lease is not an error");
+    assert_eq!(store.queue().await.expect("queue").len(), 1, "the old holder's release did not remove the run");
+    store.release(&new, None).await.expect("release");
+    let mut after_release = checkpoint("run-t", RunStatus::Completed, json!({}));
+    after_release.fence = Some(new);
+    let refused = store.checkpoint(after_release, T0 + 2_900).await;
+    assert!(matches!(&refused, Err(StoreError::LeaseLost { .. })), "a released lease fences too: {refused:?}");
+}
+
+/// Acquiring a particular run: refused while someone else holds it, granted to its holder
+/// again and to anyone once the lease lapses.
+pub async fn acquire_takes_a_particular_run(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    store.create_run(new_run("run-a", "coder", RunStatus::Paused), T0).await.expect("the run is created");
+    let first = store.acquire("run-a", "w1", TTL, T0).await.expect("acquire").expect("an unqueued run is acquired");
+    assert_eq!((first.owner.as_str(), first.epoch, first.expires_at), ("w1", 1, T0 + TTL_MS));
+    assert_eq!(store.queue().await.expect("queue").len(), 1, "an acquired run holds a queue entry");
+    assert_eq!(store.acquire("run-a", "w2", TTL, T0 + 10).await.expect("acquire"), None, "held by w1");
+    assert_eq!(store.claim("w2", TTL, T0 + 10).await.expect("claim"), None, "an acquired run is not claimed");
+
+    let again = store.acquire("run-a", "w1", TTL, T0 + 20).await.expect("acquire").expect("w1 acquires it again");
+    assert!(again.epoch >= first.epoch, "the epoch never goes back: {again:?} after {first:?}");
+    assert_eq!(again.expires_at, T0 + 20 + TTL_MS);
+    assert!(store.heartbeat(&again, TTL, T0 + 30).await.expect("heartbeat").is_some());
+
+    let lapse = T0 + 30 + TTL_MS + 1;
+    let taken = store.acquire("run-a", "w2", TTL, lapse).await.expect("acquire").expect("acquired once lapsed");
+    assert_eq!(taken.owner, "w2");
+    assert!(taken.epoch > again.epoch, "a takeover raises the epoch: {taken:?} after {again:?}");
+    assert_eq!(store.heartbeat(&again, TTL, lapse).await.expect("heartbeat"), None);
+
+    store.create_run(new_run("run-q", "coder", RunStatus::Queued), T0).await.expect("the run is created");
+    let queued = store.acquire("run-q", "w3", TTL, T0).await.expect("acquire").expect("a queued run is acquired");
+    assert_eq!((queued.owner.as_str(), queued.epoch), ("w3", 1));
+    assert_eq!(store.claim("w4", TTL, T0 + 1).await.expect("claim"), None);
+
+    let refused = store.acquire("run-ghost", "w1", TTL, T0).await;
+    assert!(
+        matches!(&refused, Err(StoreError::UnknownRun { run_id }) if run_id == "run-ghost"),
+        "expected UnknownRun, got {refused:?}"
+    );
+}
+
+/// Eight workers on two store instances drain forty runs: each run is claimed exactly once.
+pub async fn concurrent_claimers_never_share_a_run(backend: Arc<dyn Backend>) {
+    const RUNS: i64 = 40;
+    const WORKERS: usize = 8;
+    let store = backend.store();
+    let second = backend.open_another().await;
+    for i in 0..RUNS {
+        let id = format!("run-{i:02}");
+        store.create_run(new_run(&id, "coder", RunStatus::Running), T0).await.expect("the run is created");
+        store.enqueue(&id, T0 + i).await.expect("enqueue");
+    }
+    let mut workers = tokio::task::JoinSet::new();
+    for worker in 0..WORKERS {
+        let store = if worker % 2 == 0 { store.clone() } else { second.clone() };
+        workers.spawn(async move {
+            let owner = format!("worker-{worker}");
+            let mut leases = Vec::new();
+            while let Some(lease) = store.claim(&owner, TTL, T0 + 1_000).await.expect("every concurrent claim succeeds")
+            {
+                assert_eq!(lease.owner, owner);
+                leases.push(lease);
+            }
+            leases
+        });
+    }
+    let mut leases = Vec::new();
+    while let Some(joined) = workers.join_next().await {
+        leases.extend(joined.expect("the worker task ran"));
+    }
+    let claimed: BTreeSet<&str> = leases.iter().map(|lease| lease.run_id.as_str()).collect();
+    assert_eq!(leases.len(), claimed.len(), "a run was claimed twice: {leases:?}");
+    assert_eq!(claimed.len(), 40, "every run was claimed");
+    assert!(leases.iter().all(|lease| lease.epoch == 1), "each run was claimed once: {leases:?}");
+    let queue = store.queue().await.expect("queue");
+    for entry in &queue {
+        let lease = leases.iter().find(|lease| lease.run_id == entry.run_id).expect("every queued run was claimed");
+        assert_eq!(entry.owner.as_ref(), Some(&lease.owner), "the queue agrees with the lease handed out");
+    }
+    second.close().await.expect("the second store closes");
+}

@@ -1,0 +1,191 @@
+//! Runs: creation, loading, listing, checkpoints and the transitions they record.
+
+use super::harness::{Backend, T0, checkpoint, new_run};
+use serde_json::json;
+use std::sync::Arc;
+use troupe_store::{RunFilter, RunStatus, StoreError, Transition};
+
+/// A created run loads back exactly as it was given, stamped with its creation time.
+pub async fn created_run_loads_back(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let mut run = new_run("run-a", "coder", RunStatus::Running);
+    run.conversation_id = Some("conv-1".into());
+    run.parent_run_id = Some("run-parent".into());
+    run.input = json!({"instruction": "fix the build", "limits": {"turns": 8, "usd": 0.25}, "tags": ["ü", "😀"]});
+    run.state = json!({"messages": [], "turn": 0});
+    store.create_run(run.clone(), T0).await.expect("the run is created");
+
+    let loaded = store.load_run("run-a").await.expect("load_run").expect("the run is stored");
+    assert_eq!(loaded.id, "run-a");
+    assert_eq!(loaded.agent, "coder");
+    assert_eq!(loaded.status, RunStatus::Running);
+    assert_eq!(loaded.activity, None);
+    assert_eq!(loaded.conversation_id.as_deref(), Some("conv-1"));
+    assert_eq!(loaded.parent_run_id.as_deref(), Some("run-parent"));
+    assert_eq!(loaded.input, run.input);
+    assert_eq!(loaded.state, run.state);
+    assert_eq!(loaded.created_at, T0);
+    assert_eq!(loaded.updated_at, T0);
+
+    assert_eq!(store.load_run("run-missing").await.expect("load_run of an unknown id"), None);
+}
+
+/// A second run with a taken id is refused, and the first is left as it was.
+pub async fn duplicate_run_id_is_refused(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    store.create_run(new_run("run-dup", "coder", RunStatus::Running), T0).await.expect("the first run is created");
+    let mut again = new_run("run-dup", "reviewer", RunStatus::Queued);
+    again.state = json!({"overwritten": true});
+    let refused = store.create_run(again, T0 + 1).await;
+    assert!(
+        matches!(&refused, Err(StoreError::RunExists { run_id }) if run_id == "run-dup"),
+        "expected RunExists, got {refused:?}"
+    );
+    let kept = store.load_run("run-dup").await.expect("load_run").expect("the first run is kept");
+    assert_eq!(kept.agent, "coder");
+    assert_eq!(kept.state, json!({}));
+    assert_eq!(store.transitions("run-dup").await.expect("transitions").len(), 1);
+    assert!(store.queue().await.expect("queue").is_empty(), "the refused queued run must not be enqueued");
+}
+
+/// Listing: newest first, filtered by status, agent and conversation, and limited.
+pub async fn runs_are_listed_newest_first_with_filters(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let specs = [
+        ("run-1", "coder", RunStatus::Running, Some("conv-a")),
+        ("run-2", "reviewer", RunStatus::Queued, Some("conv-a")),
+        ("run-3", "coder", RunStatus::Queued, None),
+        ("run-4", "coder", RunStatus::Running, Some("conv-b")),
+        ("run-5", "reviewer", RunStatus::Running, Some("conv-a")),
+    ];
+    for (i, (id, agent, status, conversation)) in specs.iter().enumerate() {
+        let mut run = new_run(id, agent, *status);
+        run.conversation_id = conversation.map(str::to_owned);
+        let offset = i64::try_from(i).expect("a small index") * 1_000;
+        store.create_run(run, T0 + offset).await.expect("the run is created");
+    }
+    let ids = |filter: RunFilter| {
+        let store = store.clone();
+        async move { store.list_runs(&filter).await.expect("list_runs").into_iter().map(|run| run.id).collect::<Vec<_>>() }
+    };
+
+    assert_eq!(ids(RunFilter::default()).await, ["run-5", "run-4", "run-3", "run-2", "run-1"]);
+    assert_eq!(ids(RunFilter { status: Some(RunStatus::Queued), ..RunFilter::default() }).await, ["run-3", "run-2"]);
+    assert!(ids(RunFilter { status: Some(RunStatus::Completed), ..RunFilter::default() }).await.is_empty());
+    assert_eq!(
+        ids(RunFilter { agent: Some("coder".into()), ..RunFilter::default() }).await,
+        ["run-4", "run-3", "run-1"]
+    );
+    assert_eq!(
+        ids(RunFilter { conversation_id: Some("conv-a".into()), ..RunFilter::default() }).await,
+        ["run-5", "run-2", "run-1"]
+    );
+    assert_eq!(ids(RunFilter { limit: 2, ..RunFilter::default() }).await, ["run-5", "run-4"]);
+    assert_eq!(
+        ids(RunFilter {
+            status: Some(RunStatus::Running),
+            agent: Some("coder".into()),
+            conversation_id: None,
+            limit: 1
+        })
+        .await,
+        ["run-4"]
+    );
+    assert_eq!(
+        ids(RunFilter {
+            status: Some(RunStatus::Running),
+            agent: Some("reviewer".into()),
+            conversation_id: Some("conv-a".into()),
+            limit: 0
+        })
+        .await,
+        ["run-5"]
+    );
+    assert!(ids(RunFilter { agent: Some("nobody".into()), ..RunFilter::default() }).await.is_empty());
+
+    let summaries = store.list_runs(&RunFilter { limit: 1, ..RunFilter::default() }).await.expect("list_runs");
+    let newest = summaries.first().expect("one run listed");
+    assert_eq!(newest.agent, "reviewer");
+    assert_eq!(newest.status, RunStatus::Running);
+    assert_eq!(newest.conversation_id.as_deref(), Some("conv-a"));
+    assert_eq!(newest.created_at, T0 + 4_000);
+}
+
+/// Checkpoints replace state, status and activity; only status changes are transitions.
+pub async fn checkpoints_record_transitions_only_on_status_changes(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let run = new_run("run-cp", "coder", RunStatus::Running);
+    let input = run.input.clone();
+    store.create_run(run, T0).await.expect("the run is created");
+
+    let mut step = checkpoint("run-cp", RunStatus::Running, json!({"turn": 1}));
+    step.activity = Some("running fs.write".into());
+    store.checkpoint(step, T0 + 10).await.expect("checkpoint 1");
+    let loaded = store.load_run("run-cp").await.expect("load_run").expect("stored");
+    assert_eq!(loaded.state, json!({"turn": 1}));
+    assert_eq!(loaded.activity.as_deref(), Some("running fs.write"));
+    assert_eq!(loaded.status, RunStatus::Running);
+    assert_eq!(loaded.updated_at, T0 + 10);
+    assert_eq!(loaded.created_at, T0);
+    assert_eq!(loaded.input, input, "checkpoints never change the input");
+
+    let mut pause = checkpoint("run-cp", RunStatus::Paused, json!({"turn": 2, "waiting": "approval"}));
+    pause.activity = Some("waiting for approval of c1".into());
+    store.checkpoint(pause, T0 + 20).await.expect("checkpoint 2");
+    store.checkpoint(checkpoint("run-cp", RunStatus::Paused, json!({"turn": 2})), T0 + 30).await.expect("checkpoint 3");
+    let loaded = store.load_run("run-cp").await.expect("load_run").expect("stored");
+    assert_eq!(loaded.activity, None, "a checkpoint without activity clears it");
+    assert_eq!(loaded.status, RunStatus::Paused);
+    store
+        .checkpoint(checkpoint("run-cp", RunStatus::Running, json!({"turn": 3})), T0 + 40)
+        .await
+        .expect("checkpoint 4");
+    store
+        .checkpoint(checkpoint("run-cp", RunStatus::Completed, json!({"turn": 3, "answer": "done"})), T0 + 50)
+        .await
+        .expect("checkpoint 5");
+
+    let loaded = store.load_run("run-cp").await.expect("load_run").expect("stored");
+    assert_eq!(loaded.status, RunStatus::Completed);
+    assert_eq!(loaded.state, json!({"turn": 3, "answer": "done"}));
+    assert_eq!(loaded.updated_at, T0 + 50);
+
+    let transition = |seq, from, to, at| Transition { run_id: "run-cp".into(), seq, from, to, at };
+    assert_eq!(
+        store.transitions("run-cp").await.expect("transitions"),
+        [
+            transition(1, None, RunStatus::Running, T0),
+            transition(2, Some(RunStatus::Running), RunStatus::Paused, T0 + 20),
+            transition(3, Some(RunStatus::Paused), RunStatus::Running, T0 + 40),
+            transition(4, Some(RunStatus::Running), RunStatus::Completed, T0 + 50),
+        ]
+    );
+}
+
+/// A queued run is enqueued as it is created, and its creation is its first transition.
+pub async fn queued_run_is_enqueued_on_creation(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    store.create_run(new_run("run-q", "coder", RunStatus::Queued), T0).await.expect("the run is created");
+    store.create_run(new_run("run-r", "coder", RunStatus::Running), T0).await.expect("the run is created");
+    let queue = store.queue().await.expect("queue");
+    assert_eq!(queue.len(), 1, "only the queued run is enqueued: {queue:?}");
+    assert_eq!(queue[0].run_id, "run-q");
+    assert_eq!(queue[0].owner, None);
+    assert!(queue[0].available_at <= T0, "a new queued run is available at once: {queue:?}");
+    assert_eq!(
+        store.transitions("run-q").await.expect("transitions"),
+        [Transition { run_id: "run-q".into(), seq: 1, from: None, to: RunStatus::Queued, at: T0 }]
+    );
+}
+
+/// A checkpoint of a run that does not exist is refused and creates nothing.
+pub async fn checkpoint_of_unknown_run_fails(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let refused = store.checkpoint(checkpoint("run-ghost", RunStatus::Running, json!({"x": 1})), T0).await;
+    assert!(
+        matches!(&refused, Err(StoreError::UnknownRun { run_id }) if run_id == "run-ghost"),
+        "expected UnknownRun, got {refused:?}"
+    );
+    assert_eq!(store.load_run("run-ghost").await.expect("load_run"), None);
+    assert!(store.transitions("run-ghost").await.expect("transitions").is_empty());
+}
