@@ -1,13 +1,44 @@
 //! `troupe`: the command-line tool.
 //!
-//! Results go to stdout and diagnostics to stderr. Exit codes: 0 success, 1 the run failed
-//! (for `troupe run`: any outcome but completed), 2 a usage or configuration error (a
-//! missing API key, an unknown model, a bad `troupe.toml`).
+//! ```text
+//! troupe run [--model ID] [--workspace DIR] [--store URL | --no-store] [--detach]
+//!            [--approve ask|auto|never] [--budget-usd X] [--max-iterations N] [--json] TASK…
+//! troupe runs list [--status S] [--agent A] [--limit N] [--json]
+//! troupe runs show RUN [--json]
+//! troupe runs events RUN [--json] [--follow]
+//! troupe runs resume RUN [--approve MODE] [--json]
+//! troupe runs approve RUN CALL [--no-resume] [--approve MODE] [--json]
+//! troupe runs reject RUN CALL [--reason R] [--no-resume] [--approve MODE] [--json]
+//! troupe runs cancel RUN [--reason R] [--no-resume] [--approve MODE] [--json]
+//! troupe runs verify RUN
+//! troupe worker [--concurrency N] [--lease-ttl SECONDS] [--poll-ms N] [--once]
+//! troupe schedule add NAME (--cron EXPR | --every DURATION) [--model M] [--approve MODE] TASK…
+//! troupe schedule list [--json]
+//! troupe schedule rm NAME
+//! troupe chat [--model ID] [--system S] [--max-tokens N] [--json] PROMPT…
+//! troupe models list [--json]
+//! ```
+//!
+//! Every durable command takes `--store URL` (`$TROUPE_STORE`; `sqlite://PATH`, a file
+//! path, or `postgres://…`) and `--workspace DIR`; the default store is
+//! `.troupe/troupe.db` in the workspace (the current directory by default).
+//!
+//! Results go to stdout and diagnostics to stderr; `--json` prints JSON lines on stdout.
+//! Exit codes: 0 success, 1 the run did not complete or a check failed (for `troupe run`:
+//! any outcome but completed; for `runs verify`: a broken hash chain), 2 a usage or
+//! configuration error (a missing API key, an unknown model, a bad `troupe.toml`, a store
+//! that cannot be opened, an unknown run).
 
 mod chat;
+mod evidence;
 mod models;
 mod render;
 mod run;
+mod runs;
+mod schedule;
+mod setup;
+mod store;
+mod worker;
 
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
@@ -27,6 +58,18 @@ struct Cli {
 enum Command {
     /// Let an agent with the built-in coding tools work on a task in a workspace.
     Run(run::RunArgs),
+    /// The recorded runs: list, inspect, verify, resume, approve, reject, cancel.
+    Runs {
+        #[command(subcommand)]
+        command: runs::RunsCommand,
+    },
+    /// Run queued runs (`troupe run --detach`, schedules, decided pauses) from a shared store.
+    Worker(worker::WorkerArgs),
+    /// Runs started on a cron expression or an interval (fired by workers).
+    Schedule {
+        #[command(subcommand)]
+        command: schedule::ScheduleCommand,
+    },
     /// Send one prompt to a model and stream its reply.
     Chat(chat::ChatArgs),
     /// Inspect the models troupe knows.
@@ -85,7 +128,29 @@ pub fn providers(config: &ModelConfig) -> Result<Providers, Failure> {
     config.providers(ProcessEnv).map_err(Failure::from_model)
 }
 
-fn init_logging() {
+/// Prints `lines` on stdout, each ending a line; a reader that stopped early (`| head`)
+/// is not a failure.
+pub fn print_lines(lines: &[String]) -> Result<(), Failure> {
+    print_lines_or_stop(lines).map(|_| ())
+}
+
+/// Prints `lines` on stdout; false once stdout is closed (nobody reads the rest).
+pub fn print_lines_or_stop(lines: &[String]) -> Result<bool, Failure> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = lines.iter().try_for_each(|line| writeln!(out, "{line}")).and_then(|()| out.flush());
+    match written {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(Failure::Run(anyhow::Error::new(e).context("cannot write to stdout"))),
+    }
+}
+
+/// Sets up logging on stderr; a worker also reports each claim and end (`claimed RUN`).
+fn init_logging(worker: bool) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let directives = ["TROUPE_LOG", "RUST_LOG"]
         .iter()
         .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
@@ -93,17 +158,25 @@ fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_new(&directives)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(ansi)
         .with_target(false)
-        .init();
+        .with_filter(filter);
+    let registry = tracing_subscriber::registry().with(fmt);
+    if worker {
+        registry.with(worker::ClaimLog::layer()).init();
+    } else {
+        registry.init();
+    }
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
+        Command::Runs { command } => runs::run(command).await,
+        Command::Worker(args) => worker::run(args).await,
+        Command::Schedule { command } => schedule::run(command).await,
         Command::Chat(args) => chat::run(args).await,
         Command::Models { command: ModelsCommand::List { json } } => models::list(json),
     }
@@ -112,7 +185,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 fn main() -> ExitCode {
     // clap exits with code 2 on a usage error, as the CLI conventions want.
     let cli = Cli::parse();
-    init_logging();
+    init_logging(matches!(cli.command, Command::Worker(_)));
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {

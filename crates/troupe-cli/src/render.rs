@@ -173,6 +173,19 @@ impl Renderer {
         self.multi.suspend(|| eprintln!("{line}"));
     }
 
+    /// Makes a call announced before this process saw the run (a resumed run's waiting
+    /// calls) known, so its result is labelled like any other.
+    pub fn known_call(&mut self, call_id: ToolCallId, tool: &str, arguments: &Value) {
+        let call = Call {
+            tool: tool.to_owned(),
+            arguments: arguments.to_string(),
+            ended: true,
+            modified: false,
+            spinner: None,
+        };
+        self.calls.entry(call_id).or_insert(call);
+    }
+
     /// Records that a person replaced the arguments of `call_id`.
     pub fn modified(&mut self, call_id: &ToolCallId, arguments: &Value) {
         if let Some(call) = self.calls.get_mut(call_id) {

@@ -1,37 +1,34 @@
-//! `troupe run`: an agent with the built-in coding tools works on one task in a workspace.
+//! `troupe run`: an agent with the built-in coding tools works on one task in a workspace;
+//! and [`follow`], the foreground of a run that `troupe runs resume` shares.
 
 use crate::Failure;
 use crate::render::{Renderer, Style, outcome_message, shorten, summary_table};
-use anyhow::anyhow;
+use crate::setup;
+use crate::store::StoreArgs;
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use troupe::runtime::durable::{Durability, UNCERTAIN_REASON};
 use troupe::runtime::{
-    ApprovalDecision, ApprovalPolicy, Engine, RunHandle, RunInput, RuntimeError, Signal, SignalSender,
+    ApprovalDecision, ApprovalPolicy, RunHandle, RunInput, RunOutcome, RunOutput, Signal, SignalSender,
 };
-use troupe_core::{AgentEventKind, PauseReason};
+use troupe_core::{AgentEventKind, PauseReason, ToolCallId};
 
-/// What a careful coding agent is told, whatever its model.
-const INSTRUCTIONS: &str = "You are a careful coding agent working in a workspace directory; every path you give a \
-tool is relative to it. Look before you act: list and read the relevant files first, and take every fact about \
-them from the tools, never from guesses. Make the smallest change that does the task, preferring fs.edit for \
-existing files. Where the project has checks (tests, linters, a build), run them with the shell and report what \
-they say, failures included. Some calls need the user's approval; if one is rejected, do not repeat it \
-unchanged: adjust your approach or explain what you need. End with a short summary of what you did and what is \
-left to do.";
-
-/// Why a call is rejected when no person can be asked.
+/// Why a call is rejected when no person can be asked and nothing is recorded.
 const NO_TERMINAL: &str = "no terminal to ask; rerun with --approve auto";
 /// Why a call is rejected under `--approve never`.
 const APPROVALS_OFF: &str = "approvals are off (--approve never)";
+/// Why an interrupted call is skipped when nobody can be asked and nothing is recorded.
+const UNCERTAIN_SKIPPED: &str = "it may have happened already and nobody can be asked; skipped";
 
 /// How tool calls that need approval are decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Approve {
-    /// Ask on the terminal before each call with a side effect; without a terminal, reject them as `never` does.
+    /// Ask on the terminal before each call with a side effect; without a terminal, pause
+    /// the recorded run for `troupe runs approve` (with --no-store, reject them as `never` does).
     Ask,
-    /// Run every call without asking.
+    /// Run every call without asking, except a call a crash interrupted (it may have
+    /// happened already): that one is asked about, or the run pauses.
     Auto,
     /// Reject every call that needs approval; the model is told why.
     Never,
@@ -41,23 +38,30 @@ pub enum Approve {
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Approvals: with --approve ask (the default), each call with a side effect (writing a \
 file, running a command) is put to you on the terminal: [y]es, [n]o, [a]lways (this tool, for the rest of the \
-run) or [e]dit (type replacement JSON arguments). With no terminal (a pipe, CI), ask behaves like never: such \
-calls are rejected with \"no terminal to ask; rerun with --approve auto\".\n\n\
+run) or [e]dit (type replacement JSON arguments). With no terminal (a pipe, CI), the run pauses and is recorded: \
+decide each waiting call with `troupe runs approve RUN CALL` or `troupe runs reject RUN CALL`, which resume it. \
+With --no-store, ask without a terminal rejects such calls with \"no terminal to ask; rerun with --approve auto\".\n\n\
+Recording: every run is recorded in the store (--store, default .troupe/troupe.db in the workspace), its id \
+printed on stderr as `run ID`; see `troupe runs --help`. --detach queues the run for `troupe worker` instead.\n\n\
 Output: the agent's text on stdout (with --json, every event as one JSON line instead), tool calls and a summary \
 table (outcome, steps, tokens, cost, duration) on stderr. Ctrl-C cancels the run.\n\n\
-Exit codes: 0 the run completed; 1 it did not (failed, cancelled, over budget, out of iterations, incomplete, \
-paused); 2 a usage or configuration error.")]
+Exit codes: 0 the run completed (or was queued); 1 it did not (failed, cancelled, over budget, out of \
+iterations, incomplete, paused); 2 a usage or configuration error (a store that cannot be opened included).")]
 pub struct RunArgs {
     /// The model, `provider/model` or `demo` [default: $TROUPE_MODEL, then default_model in
     /// ./troupe.toml, then the first vendor whose key is set, else demo].
     #[arg(long, short)]
     model: Option<String>,
-    /// The directory the agent works in; its tools cannot reach outside it [default: the
-    /// current directory].
-    #[arg(long, short, value_name = "DIR")]
-    workspace: Option<PathBuf>,
-    /// How tool calls that need approval are decided (without a terminal, `ask` rejects them
-    /// like `never`).
+    #[command(flatten)]
+    place: StoreArgs,
+    /// Record nothing: no store is opened, and `--approve ask` without a terminal rejects.
+    #[arg(long)]
+    no_store: bool,
+    /// Queue the run for `troupe worker` instead of running it; print its id on stdout.
+    #[arg(long, conflicts_with_all = ["no_store", "json"])]
+    detach: bool,
+    /// How tool calls that need approval are decided (without a terminal, `ask` pauses the
+    /// recorded run).
     #[arg(long, value_enum, default_value_t = Approve::Ask, value_name = "MODE")]
     approve: Approve,
     /// The most the run may cost, in USD, by the registry's prices.
@@ -92,42 +96,63 @@ pub async fn run(args: RunArgs) -> Result<(), Failure> {
     if let Some(notice) = notice {
         eprintln!("{notice}");
     }
-    let policy = match args.approve {
-        Approve::Auto => ApprovalPolicy::auto(),
+    let policy = match (args.detach, args.approve) {
+        // Nobody watches a queued run: `never` must be the policy's, not an approver's.
+        (true, approve) => setup::unattended_policy(approve == Approve::Never, approve == Approve::Auto),
+        (false, Approve::Auto) => ApprovalPolicy::auto(),
         // Which calls need approval is the declarations' call; what happens then is the approver's.
-        Approve::Ask | Approve::Never => ApprovalPolicy::default(),
+        (false, Approve::Ask | Approve::Never) => ApprovalPolicy::default(),
     };
-    let workspace = args.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
-    if !workspace.is_dir() {
-        let problem = if workspace.exists() { "is not a directory" } else { "does not exist" };
-        return Err(Failure::Usage(anyhow!("the workspace `{}` {problem}", workspace.display())));
+    let workspace = args.place.workspace()?;
+    let spec = setup::coding_spec(model, policy, args.max_iterations, args.budget_usd);
+    let runner = setup::runner(&workspace, providers)?;
+    // A run that cannot start (a missing key) leaves no store behind.
+    setup::validate(&runner, &spec)?;
+    let durability = match args.no_store {
+        true => None,
+        false => Some(Durability::new(args.place.open().await?)),
+    };
+    let recorded = durability.is_some();
+    let agent = setup::agent(runner, spec, durability);
+    let input = RunInput::new(args.task.join(" "));
+    if args.detach {
+        let run_id = agent.enqueue(input).await.map_err(|e| Failure::Run(e.into()))?;
+        println!("{run_id}");
+        eprintln!("queued run {run_id}: `troupe worker` runs it; watch it with `troupe runs events {run_id} --follow`");
+        return Ok(());
     }
-    let engine = Engine::builder().providers(providers).build();
-    let mut builder = engine
-        .agent("troupe")
-        .workspace(workspace)
-        .coding_tools()
-        .instructions(INSTRUCTIONS)
-        .model(model)
-        .approval(policy);
-    if let Some(n) = args.max_iterations {
-        builder = builder.max_iterations(n);
+    let handle = agent.start(input);
+    if recorded {
+        eprintln!("run {}", handle.run_id);
     }
-    if let Some(usd) = args.budget_usd {
-        builder = builder.budget_usd(usd);
-    }
-    let agent = builder.build().map_err(build_failure)?;
+    let output =
+        follow(handle, &Follow { json: args.json, approve: args.approve, recorded, known: Vec::new() }).await?;
+    completed(&output)
+}
 
+/// How a run is followed in the foreground.
+pub struct Follow {
+    /// Every event as a JSON line on stdout instead of text.
+    pub json: bool,
+    /// How calls that need approval are decided.
+    pub approve: Approve,
+    /// Whether the run is recorded in a store (so it can pause and be decided later).
+    pub recorded: bool,
+    /// Calls announced before this process saw the run (tool and arguments), for their labels.
+    pub known: Vec<(ToolCallId, String, serde_json::Value)>,
+}
+
+/// Renders a started run's events, decides its approvals as `options` say, and prints
+/// the summary table; the run's output once it ends.
+pub async fn follow(handle: RunHandle, options: &Follow) -> Result<RunOutput, Failure> {
     let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    let mut approver = match (args.approve, terminal) {
-        (Approve::Auto, _) => Approver::Approve,
-        (Approve::Ask, true) => Approver::Prompt(None),
-        (Approve::Ask, false) => Approver::Reject(NO_TERMINAL),
-        (Approve::Never, _) => Approver::Reject(APPROVALS_OFF),
-    };
-    let mut renderer = Renderer::new(args.json, Style::detect());
+    let mut approver = Approver { mode: options.approve, terminal, recorded: options.recorded, lines: None };
+    let mut renderer = Renderer::new(options.json, Style::detect());
+    for (call_id, tool, arguments) in &options.known {
+        renderer.known_call(call_id.clone(), tool, arguments);
+    }
 
-    let RunHandle { mut events, signals, cancel, result, .. } = agent.start(RunInput::new(args.task.join(" ")));
+    let RunHandle { run_id, mut events, signals, cancel, result } = handle;
     cancel_on_interrupt(signals.clone());
     let mut stdout_open = true;
     while let Some(event) = events.next_event().await {
@@ -136,35 +161,48 @@ pub async fn run(args: RunArgs) -> Result<(), Failure> {
             stdout_open = false;
             let _ = signals.try_send(Signal::Cancel { reason: Some("stdout was closed".into()) });
         }
-        if let AgentEventKind::RunPaused { reason: PauseReason::Approval { call_id, tool, arguments, reason } } =
-            event.kind
-        {
-            let label = renderer.label(&call_id, &tool, &arguments);
-            renderer.hold_spinners();
-            let decision = approver.decide(&mut renderer, &label, &arguments, &reason, &cancel).await;
-            if let Some(decision) = decision {
+        let (call_id, tool, arguments, reason) = match event.kind {
+            AgentEventKind::RunPaused { reason: PauseReason::Approval { call_id, tool, arguments, reason } } => {
+                (call_id, tool, arguments, reason)
+            }
+            AgentEventKind::RunPaused { reason: PauseReason::UncertainAction { call_id, tool, arguments } } => {
+                (call_id, tool, arguments, UNCERTAIN_REASON.to_owned())
+            }
+            _ => continue,
+        };
+        let label = renderer.label(&call_id, &tool, &arguments);
+        renderer.hold_spinners();
+        match approver.decide(&mut renderer, &label, &arguments, &reason, &cancel).await {
+            Answer::Decide(decision) => {
                 if let ApprovalDecision::Modify { arguments } = &decision {
                     renderer.modified(&call_id, arguments);
                 }
                 // A run that has gone (cancelled meanwhile) needs no answer.
                 let _ = signals.decide(call_id, decision).await;
             }
-            renderer.resume_spinners();
+            Answer::Defer => {
+                // The run pauses once every call of this turn is announced; it is recorded.
+                signals.defer_approvals();
+                renderer.note(&format!(
+                    "paused: approve with `troupe runs approve {run_id} {call_id}` or reject with `troupe runs reject {run_id} {call_id}`"
+                ));
+            }
+            Answer::Gone => {}
         }
+        renderer.resume_spinners();
     }
     drop(signals);
     let output = result.await.map_err(|e| Failure::Run(e.into()))?;
     renderer.finish();
     eprintln!("{}", summary_table(&output, renderer.priced()));
-    if output.is_completed() { Ok(()) } else { Err(Failure::Run(anyhow!(outcome_message(&output.outcome)))) }
+    Ok(output)
 }
 
-/// Sorts an agent that could not be built: a model error by its kind, anything else
-/// (a bad workspace, a bad spec) is the user's to fix.
-fn build_failure(error: RuntimeError) -> Failure {
-    match error {
-        RuntimeError::Model(error) => Failure::from_model(error),
-        other => Failure::Usage(other.into()),
+/// Exit code 0 for a completed run, else 1 with the outcome's reason.
+pub fn completed(output: &RunOutput) -> Result<(), Failure> {
+    match &output.outcome {
+        RunOutcome::Completed { .. } => Ok(()),
+        outcome => Err(Failure::Run(anyhow::anyhow!(outcome_message(outcome)))),
     }
 }
 
@@ -199,18 +237,28 @@ fn cancel_on_interrupt(signals: SignalSender) {
 }
 
 /// Decides the calls that need approval.
-enum Approver {
-    /// Approve everything (`--approve auto`; the policy asks nothing then anyway).
-    Approve,
-    /// Reject everything, for this reason.
-    Reject(&'static str),
-    /// Ask the person at the terminal, reading answers from stdin (started at the first question).
-    Prompt(Option<Lines>),
+struct Approver {
+    mode: Approve,
+    /// Whether a person is at the terminal (stdin and stderr).
+    terminal: bool,
+    /// Whether the run is recorded, so it can pause and be decided later.
+    recorded: bool,
+    /// stdin's lines, started at the first question.
+    lines: Option<Lines>,
+}
+
+/// What to do about one waiting call.
+enum Answer {
+    /// Send this decision.
+    Decide(ApprovalDecision),
+    /// Leave it to a person later: the recorded run pauses.
+    Defer,
+    /// Nothing: the run was cancelled while asking.
+    Gone,
 }
 
 impl Approver {
-    /// The decision about the call labelled `label`; `None` when the run was cancelled while
-    /// asking.
+    /// What to do about the call labelled `label`, waiting for `reason`.
     async fn decide(
         &mut self,
         renderer: &mut Renderer,
@@ -218,20 +266,31 @@ impl Approver {
         arguments: &serde_json::Value,
         reason: &str,
         cancel: &CancellationToken,
-    ) -> Option<ApprovalDecision> {
+    ) -> Answer {
         let style = renderer.style();
-        match self {
-            Approver::Approve => Some(ApprovalDecision::Approve),
-            Approver::Reject(why) => {
-                renderer.note(&format!("{} {label} needs approval: rejected ({why})", style.warn("?")));
-                Some(ApprovalDecision::Reject { reason: Some((*why).to_owned()) })
-            }
-            Approver::Prompt(lines) => {
+        // Approving an interrupted call retries it, which could repeat its effect: only a
+        // person may, whatever --approve says.
+        let uncertain = reason == UNCERTAIN_REASON;
+        let reject = |renderer: &mut Renderer, why: &str| {
+            renderer.note(&format!("{} {label} needs approval: rejected ({why})", style.warn("?")));
+            Answer::Decide(ApprovalDecision::Reject { reason: Some(why.to_owned()) })
+        };
+        match (self.mode, self.terminal) {
+            (Approve::Auto, _) if !uncertain => Answer::Decide(ApprovalDecision::Approve),
+            // Rejecting an interrupted call skips it, which repeats nothing.
+            (Approve::Never, _) => reject(renderer, APPROVALS_OFF),
+            (_, true) => {
                 renderer.note(&format!("{} {label} needs approval: {reason}", style.warn("?")));
-                let lines = lines.get_or_insert_with(Lines::spawn);
+                let lines = self.lines.get_or_insert_with(Lines::spawn);
                 let tool = label.split(' ').next().unwrap_or(label);
-                prompt(lines, tool, arguments, cancel).await
+                prompt(lines, tool, arguments, cancel).await.map_or(Answer::Gone, Answer::Decide)
             }
+            (_, false) if self.recorded => {
+                renderer.note(&format!("{} {label} needs approval: {reason}", style.warn("?")));
+                Answer::Defer
+            }
+            (Approve::Ask, false) => reject(renderer, NO_TERMINAL),
+            (Approve::Auto, false) => reject(renderer, UNCERTAIN_SKIPPED),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! End-to-end tests of `troupe run`: the real binary, without a terminal (so `--approve ask`
-//! takes its non-interactive path), on a fresh workspace.
+//! takes its non-interactive path), on a fresh workspace, recording into a store file in
+//! the working directory (unless a test says otherwise).
 
 use serde_json::json;
 use std::path::Path;
@@ -33,10 +34,11 @@ impl Dirs {
     }
 }
 
-/// `troupe run ARGS` in the working directory with only `env` set.
+/// `troupe run ARGS` in the working directory with only `env` set (and `TROUPE_STORE`, a
+/// file there, so that the workspace holds nothing but the test's files).
 fn troupe(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
-    command.arg("run").args(args).current_dir(cwd).env_clear();
+    command.arg("run").args(args).current_dir(cwd).env_clear().env("TROUPE_STORE", cwd.join("troupe.db"));
     for (name, value) in env {
         command.env(name, value);
     }
@@ -126,11 +128,12 @@ fn json_output_is_the_event_stream_and_nothing_else() {
 }
 
 #[test]
-fn without_a_terminal_ask_rejects_and_never_rejects_side_effects() {
+fn without_a_terminal_or_a_store_ask_rejects_and_never_rejects_side_effects() {
     for (flags, reason) in [
-        (&[][..], "no terminal to ask; rerun with --approve auto"),
-        (&["--approve", "ask"][..], "no terminal to ask; rerun with --approve auto"),
+        (&["--no-store"][..], "no terminal to ask; rerun with --approve auto"),
+        (&["--no-store", "--approve", "ask"][..], "no terminal to ask; rerun with --approve auto"),
         (&["--approve", "never"][..], "approvals are off (--approve never)"),
+        (&["--no-store", "--approve", "never"][..], "approvals are off (--approve never)"),
     ] {
         let dirs = Dirs::new();
         let mut args = vec!["--model", "demo", "--workspace", dirs.workspace()];
@@ -150,7 +153,48 @@ fn without_a_terminal_ask_rejects_and_never_rejects_side_effects() {
             "{text}"
         );
         assert_eq!(summary_row(&err, "tool calls").as_deref(), Some("3"), "refused calls count: {err}");
+        let recorded = !flags.contains(&"--no-store");
+        assert_eq!(err.lines().any(|l| l.starts_with("run run_")), recorded, "{flags:?}: {err}");
+        assert_eq!(dirs.cwd.path().join("troupe.db").exists(), recorded, "{flags:?}");
     }
+}
+
+#[test]
+fn without_a_terminal_ask_pauses_the_recorded_run_for_troupe_runs_approve() {
+    let dirs = Dirs::new();
+    let output = troupe(dirs.cwd.path(), &["--model", "demo", "-w", dirs.workspace(), "Summarise"], &[]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    let id = err.lines().find_map(|l| l.strip_prefix("run ")).expect("the run id is on stderr");
+    assert!(err.contains("? fs.write TROUPE_DEMO.md needs approval: `fs.write` may have an effect"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "paused: approve with `troupe runs approve {id} call_demo_3` or reject with `troupe runs reject {id} call_demo_3`"
+        )),
+        "{err}"
+    );
+    assert_eq!(summary_row(&err, "outcome").as_deref(), Some("paused"), "{err}");
+    assert!(err.ends_with("error: the run paused waiting for approval of fs.write\n"), "{err}");
+    assert!(!dirs.demo_file().exists());
+    assert!(!stdout(&output).contains("I could not write"), "the model was not told no: {}", stdout(&output));
+}
+
+#[test]
+fn the_default_store_is_in_the_workspace() {
+    let dirs = Dirs::new();
+    let output = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["run", "--model", "demo", "-w", dirs.workspace(), "--approve", "auto", "--json", "Summarise"])
+        .current_dir(dirs.cwd.path())
+        .env_clear()
+        .output()
+        .expect("the binary runs");
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(dirs.workspace.path().join(".troupe").join("troupe.db").is_file(), "{err}");
+    let id = err.lines().find_map(|l| l.strip_prefix("run ")).expect("the run id is on stderr");
+    let started: AgentEvent =
+        serde_json::from_str(stdout(&output).lines().next().unwrap_or_default()).expect("the first event");
+    assert_eq!(started.attribution.run_id.to_string(), id, "stdout is still only the events");
 }
 
 #[test]

@@ -311,7 +311,9 @@ impl Runner {
     /// decisions arrive as signals on the new handle (or were already applied to it).
     ///
     /// The resumed run emits no second `RunStarted`; its events number on from the last
-    /// one the run emitted ([`RunState::event_seq`]).
+    /// one the run emitted ([`RunState::event_seq`]). This continues a state held in
+    /// memory and records nothing; a stored run is continued with
+    /// [`resume_run`](Self::resume_run).
     pub fn resume(&self, spec: Arc<AgentSpec>, mut state: RunState) -> RunHandle {
         state.reopen();
         self.launch(spec, state, String::new(), false, JournalSetup::None)
@@ -368,6 +370,8 @@ impl Runner {
             durability: None,
             store_error: None,
             defer: defer.clone(),
+            end_recorded: false,
+            unsaved_signals: false,
         };
         let join = tokio::spawn(run.run(state, instruction, fresh, journal));
         RunHandle {

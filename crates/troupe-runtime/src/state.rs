@@ -608,6 +608,17 @@ impl RunState {
         outcome
     }
 
+    /// Takes back a completion so the run can answer input that arrived as it finished
+    /// (a signal acknowledged before the completion was recorded); no effect otherwise.
+    pub fn reopen_completed(&mut self) {
+        if let Some(RunOutcome::Completed { output }) = &self.outcome {
+            self.answer.clone_from(output);
+            self.outcome = None;
+            self.phase = Phase::Answered;
+            self.status = RunStatus::Running;
+        }
+    }
+
     /// Reopens a paused run so it can take decisions and go on; no effect otherwise.
     pub fn reopen(&mut self) {
         if matches!(self.outcome, Some(RunOutcome::Paused { .. })) {

@@ -67,6 +67,10 @@ pub(crate) struct Run {
     pub(crate) store_error: Option<StoreError>,
     /// Tripped when nobody will answer approvals live: the run pauses instead of waiting.
     pub(crate) defer: CancellationToken,
+    /// Whether the run's end is on record.
+    pub(crate) end_recorded: bool,
+    /// Whether signals were applied since the last checkpoint.
+    pub(crate) unsaved_signals: bool,
 }
 
 impl Run {
@@ -103,7 +107,13 @@ impl Run {
             (Ok(catalog), Ok(model)) => Some((Arc::clone(catalog), model)),
         };
         if let Some((catalog, model)) = catalog {
-            self.drive(&mut state, &catalog, model).await;
+            self.drive(&mut state, &catalog, &model).await;
+            // A signal acknowledged while the run completed reopens it: it is answered,
+            // never lost.
+            while !self.record_end(&mut state).await {
+                state.reopen_completed();
+                self.drive(&mut state, &catalog, &model).await;
+            }
         }
         let output = self.end(state, started).await;
         if let Some(heartbeat) = heartbeat {
@@ -179,8 +189,9 @@ impl Run {
             return;
         }
         state.event_seq = self.emitter.next_seq();
-        if let Err(error) = journal.checkpoint(state, entries).await {
-            self.store_failed(state, error);
+        match journal.checkpoint(state, entries).await {
+            Ok(()) => self.unsaved_signals = false,
+            Err(error) => self.store_failed(state, error),
         }
     }
 
@@ -201,7 +212,7 @@ impl Run {
         self.store_error = Some(error);
     }
 
-    async fn drive(&mut self, state: &mut RunState, catalog: &ToolCatalog, model: ResolvedModel) {
+    async fn drive(&mut self, state: &mut RunState, catalog: &ToolCatalog, model: &ResolvedModel) {
         loop {
             self.boundary(state).await;
             let action = state.next_action(&self.spec, catalog);
@@ -209,7 +220,7 @@ impl Run {
             match action {
                 Action::Finish(_) => return,
                 Action::CallModel(request) => {
-                    let turn = self.call_model(state, &model, request).await;
+                    let turn = self.call_model(state, model, request).await;
                     self.authorize_calls(state, catalog);
                     if let Some(turn) = turn {
                         self.checkpoint(state, vec![turn.evidence()]).await;
@@ -334,6 +345,7 @@ impl Run {
             }
         };
         for stored in pending {
+            self.unsaved_signals = true;
             state.signal_cursor = state.signal_cursor.max(stored.seq);
             let signal = serde_json::from_value::<Signal>(stored.payload.clone());
             let applied = signal.is_ok();
@@ -603,10 +615,19 @@ impl Run {
             rest = tail;
             let declaration =
                 (readers == 0).then(|| catalog.get(&group[0].name)).flatten().map(|t| t.declaration().clone());
-            if let (Some(declaration), Some(journal)) = (&declaration, &mut self.journal) {
+            if let Some(declaration) = &declaration {
                 let call = &group[0];
-                if let Err(error) =
-                    journal.append(vec![ActionStarted::evidence(call.id.as_str(), declaration, &call.args)]).await
+                let started = ActionStarted::evidence(call.id.as_str(), declaration, &call.args);
+                // What allowed the call (an approval, an always-allow) must be on record with
+                // its start: else a resume would apply the decision again to a call that may
+                // have happened, instead of asking a person.
+                if self.unsaved_signals {
+                    self.checkpoint(state, vec![started]).await;
+                    if self.store_error.is_some() {
+                        return;
+                    }
+                } else if let Some(journal) = &mut self.journal
+                    && let Err(error) = journal.append(vec![started]).await
                 {
                     self.store_failed(state, error);
                     return;
@@ -709,13 +730,19 @@ impl Run {
         }
     }
 
-    /// Records the run's end: its conversation turns, its final state with a
-    /// `run finished` entry, and gives up its lease.
-    async fn record_end(&mut self, state: &mut RunState, outcome: &RunOutcome) {
-        let Some(journal) = &self.journal else { return };
-        if journal.is_stopped() {
-            return;
+    /// Records the run's end once: its conversation turns, its final state with a
+    /// `run finished` entry, and gives up its lease. `false` when the run may not end yet:
+    /// it completed while a signal it has not applied was acknowledged.
+    async fn record_end(&mut self, state: &mut RunState) -> bool {
+        let Some(journal) = &self.journal else { return true };
+        if journal.is_stopped() || self.end_recorded {
+            return true;
         }
+        let outcome = match state.outcome.clone() {
+            Some(outcome) => outcome,
+            None => state.finish(RunOutcome::failed("the run stopped without an outcome", "internal")),
+        };
+        let outcome = &outcome;
         if let (Some(conversation), false) = (&state.conversation_id, matches!(outcome, RunOutcome::Paused { .. })) {
             let store = Arc::clone(journal.store());
             let instruction = journal.instruction().to_owned();
@@ -723,13 +750,23 @@ impl Run {
                 append_conversation(store.as_ref(), conversation.as_str(), state, &instruction, outcome).await
             {
                 self.store_failed(state, error);
-                return;
+                return true;
             }
         }
         let payload = serde_json::json!({"outcome": outcome, "usage": state.usage, "cost_usd": state.cost_usd});
-        self.checkpoint(state, vec![NewEvidence::new(EvidenceKind::RunFinished, payload)]).await;
-        if let Some(journal) = &mut self.journal {
-            journal.release().await;
+        state.event_seq = self.emitter.next_seq();
+        let Some(journal) = &mut self.journal else { return true };
+        match journal.checkpoint(state, vec![NewEvidence::new(EvidenceKind::RunFinished, payload)]).await {
+            Ok(()) => {
+                journal.release().await;
+                self.end_recorded = true;
+                true
+            }
+            Err(StoreError::SignalsPending { .. }) => false,
+            Err(error) => {
+                self.store_failed(state, error);
+                true
+            }
         }
     }
 
@@ -745,7 +782,7 @@ impl Run {
             Some(outcome) => outcome,
             None => state.finish(RunOutcome::failed("the run stopped without an outcome", "internal")),
         };
-        self.record_end(&mut state, &outcome).await;
+        self.record_end(&mut state).await;
         // A store failure while recording the end shows in the outcome.
         let outcome = state.outcome.clone().unwrap_or(outcome);
         self.announce_results(&state).await;

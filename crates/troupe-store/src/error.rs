@@ -81,6 +81,20 @@ pub enum StoreError {
         /// The contested sequence number.
         seq: i64,
     },
+    /// The run has ended: it takes no more signals.
+    #[error("run `{run_id}` has ended ({status}); it takes no more signals")]
+    RunEnded {
+        /// The run.
+        run_id: String,
+        /// How it ended (`completed`, `cancelled`, ...).
+        status: String,
+    },
+    /// A checkpoint that required every signal to be applied found one that was not.
+    #[error("run `{run_id}` has signals it has not applied yet")]
+    SignalsPending {
+        /// The run.
+        run_id: String,
+    },
     /// A stored value could not be read back.
     #[error("stored {what} cannot be read: {reason}")]
     Decode {

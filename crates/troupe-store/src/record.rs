@@ -205,6 +205,10 @@ pub struct Checkpoint {
     /// When given, the checkpoint is only saved while this lease is held
     /// ([`StoreError::LeaseLost`](crate::StoreError::LeaseLost) otherwise).
     pub fence: Option<Lease>,
+    /// Refuses the checkpoint ([`StoreError::SignalsPending`](crate::StoreError::SignalsPending))
+    /// while the run has a signal numbered above `signals_consumed_through`: a run must
+    /// not complete over a signal that was acknowledged but never applied.
+    pub require_signals_consumed: bool,
 }
 
 /// A signal to a run, as stored: acknowledged once stored, applied once, in order.

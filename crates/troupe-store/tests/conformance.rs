@@ -49,6 +49,7 @@ conformance_tests! {
     signals::signals_are_pending_until_consumed,
     signals::concurrent_senders_get_gapless_numbers,
     signals::signal_to_unknown_run_fails,
+    signals::no_signal_is_acknowledged_and_then_left_behind,
     evidence::evidence_reads_back_and_verifies,
     evidence::evidence_cannot_be_updated_or_deleted,
     evidence::stale_writer_gets_evidence_conflict,

@@ -17,6 +17,9 @@ pub enum Error {
     /// An agent could not be built or run (a bad spec, workspace or model).
     #[error(transparent)]
     Runtime(#[from] troupe_runtime::RuntimeError),
+    /// A store could not be opened or used.
+    #[error(transparent)]
+    Store(#[from] troupe_store::StoreError),
 }
 
 /// The SDK's result type.

@@ -12,6 +12,9 @@
 //! - [`runtime`] (`troupe-runtime`): agents as declarations ([`AgentSpec`](runtime::AgentSpec)),
 //!   the [`Engine`](runtime::Engine) and its builder, and the runner that owns every agent's
 //!   loop: live events, approvals, signals, budgets, cancellation, metrics and cost.
+//! - [`store`] (`troupe-store`): durable runs — state checkpoints, signals, the hash-chained
+//!   evidence log, the run queue with leases, and schedules — on SQLite (feature `sqlite`,
+//!   the default) or PostgreSQL (feature `postgres`).
 //!
 //! Errors from every layer convert into one [`Error`], so applications handle a single
 //! [`Result`] type while keeping the typed variants underneath.
@@ -35,6 +38,7 @@ pub use error::{Error, Result};
 pub use troupe_core as core;
 pub use troupe_model as model;
 pub use troupe_runtime as runtime;
+pub use troupe_store as store;
 pub use troupe_tools as tools;
 
 /// The README's Rust examples, compiled and run as doc tests so the front door stays true.

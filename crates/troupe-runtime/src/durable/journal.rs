@@ -46,12 +46,10 @@ pub fn activity(state: &RunState) -> Option<String> {
     if !awaiting.is_empty() {
         return Some(waiting_for(awaiting.iter().map(|c| (c.tool.as_str(), c.call_id.as_str()))));
     }
+    let running: Vec<&str> =
+        state.pending_calls.iter().filter(|c| c.result.is_none()).map(|c| c.tool.as_str()).collect();
     Some(match state.phase {
-        Phase::Tools => {
-            let tools: Vec<&str> =
-                state.pending_calls.iter().filter(|c| c.result.is_none()).map(|c| c.tool.as_str()).collect();
-            format!("running {}", tools.join(", "))
-        }
+        Phase::Tools if !running.is_empty() => format!("running {}", running.join(", ")),
         _ => format!("model call {}", state.iteration + 1),
     })
 }
@@ -133,21 +131,25 @@ impl Journal {
     /// Saves `state` with the buffered evidence and `entries`, atomically.
     pub(crate) async fn checkpoint(&mut self, state: &RunState, entries: Vec<NewEvidence>) -> Result<(), StoreError> {
         self.guard()?;
-        let mut all = std::mem::take(&mut self.buffered);
+        let mut all = self.buffered.clone();
         all.extend(entries);
         let sealed = self.chain.seal(all, now_millis());
+        let status = stored_status(state);
         let checkpoint = Checkpoint {
             run_id: state.run_id.to_string(),
-            status: stored_status(state),
+            status,
             activity: activity(state),
             state: to_value(state),
             evidence: sealed.clone(),
             signals_consumed_through: (state.signal_cursor > 0).then_some(state.signal_cursor),
             fence: self.lease.clone(),
+            // A completion must not pass over a signal acknowledged meanwhile.
+            require_signals_consumed: status == RunStatus::Completed,
         };
         let result = self.store.checkpoint(checkpoint, now_millis()).await;
         self.settle(result)?;
         self.chain.advance(&sealed);
+        self.buffered.clear();
         Ok(())
     }
 
@@ -190,7 +192,8 @@ impl Journal {
     }
 
     fn settle(&self, result: Result<(), StoreError>) -> Result<(), StoreError> {
-        if result.is_err() {
+        // Signals pending is an answer, not a failure: nothing was written, the run goes on.
+        if result.as_ref().is_err_and(|e| !matches!(e, StoreError::SignalsPending { .. })) {
             // A failed write leaves the chain's head unknown to this writer, and a lost
             // lease means someone else runs the run now: either way, stop writing.
             self.stopped.store(true, Ordering::SeqCst);

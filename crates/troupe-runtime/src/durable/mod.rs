@@ -114,7 +114,8 @@ impl Durability {
 /// A name no other process will have: `prefix:host:pid:random`.
 pub fn unique_owner(prefix: &str) -> String {
     let random = troupe_core::RunId::generate().to_string();
-    let tail = random.rsplit('-').next().unwrap_or(&random).to_owned();
+    // The id's last characters are its random part (UUID v7 keeps time in front).
+    let tail: String = random.chars().rev().take(8).collect::<Vec<_>>().into_iter().rev().collect();
     format!("{prefix}:{}:{}:{tail}", host_name(), std::process::id())
 }
 

@@ -24,8 +24,10 @@ pub fn next_tick(trigger: &Trigger, after: Millis) -> Result<Millis, RuntimeErro
         }
         Trigger::Cron { expression } => {
             let schedule = cron::Schedule::from_str(expression).map_err(|e| {
+                // The parser's message may point at the column on a second line: keep one.
+                let reason = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
                 RuntimeError::InvalidSchedule(format!(
-                    "`{expression}` is not a cron expression ({e}); use six or seven fields, seconds first: `0 */5 * * * *`"
+                    "`{expression}` is not a cron expression ({reason}); use six or seven fields, seconds first: `0 */5 * * * *`"
                 ))
             })?;
             let start = DateTime::<Utc>::from_timestamp_millis(after)
@@ -151,5 +153,6 @@ mod tests {
         assert_eq!(next_tick(&five, 5 * 60 * 1000).ok(), Some(10 * 60 * 1000));
         let bad = Trigger::Cron { expression: "every day".into() };
         assert!(next_tick(&bad, 0).is_err_and(|e| e.to_string().contains("not a cron expression")));
+        assert!(next_tick(&bad, 0).is_err_and(|e| !e.to_string().contains('\n')), "one line");
     }
 }

@@ -56,7 +56,8 @@ pub(super) async fn insert_signal(
     now: Millis,
 ) -> Result<i64, StoreError> {
     let seq: Option<i64> = sqlx::query_scalar(
-        "WITH bumped AS (UPDATE runs SET signal_seq = signal_seq + 1 WHERE id = $1 RETURNING signal_seq) \
+        "WITH bumped AS (UPDATE runs SET signal_seq = signal_seq + 1 \
+         WHERE id = $1 AND status IN ('queued', 'running', 'paused') RETURNING signal_seq) \
          INSERT INTO signals (run_id, seq, kind, payload, sent_at, consumed_at) \
          SELECT $1, signal_seq, $2, $3, $4, NULL FROM bumped RETURNING seq",
     )
@@ -67,7 +68,19 @@ pub(super) async fn insert_signal(
     .fetch_optional(&mut *conn)
     .await
     .map_err(db)?;
-    seq.ok_or_else(|| StoreError::UnknownRun { run_id: run_id.to_owned() })
+    if let Some(seq) = seq {
+        return Ok(seq);
+    }
+    // Unknown, or ended: an ended run takes no signal it could never apply.
+    let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db)?;
+    Err(match status {
+        Some(status) => StoreError::RunEnded { run_id: run_id.to_owned(), status },
+        None => StoreError::UnknownRun { run_id: run_id.to_owned() },
+    })
 }
 
 fn run_summary(row: &PgRow) -> Result<RunSummary, StoreError> {
@@ -115,12 +128,17 @@ async fn save_checkpoint(conn: &mut PgConnection, cp: &Checkpoint, now: Millis) 
     }
     // NO KEY UPDATE, not UPDATE: inserting a signal (whose foreign key share-locks the
     // run) need not wait for the checkpoint.
-    let before: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = $1 FOR NO KEY UPDATE")
-        .bind(&cp.run_id)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(db)?;
-    let Some(before) = before else { return Err(StoreError::UnknownRun { run_id: cp.run_id.clone() }) };
+    let before: Option<(String, i64)> =
+        sqlx::query_as("SELECT status, signal_seq FROM runs WHERE id = $1 FOR NO KEY UPDATE")
+            .bind(&cp.run_id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db)?;
+    let Some((before, signal_seq)) = before else { return Err(StoreError::UnknownRun { run_id: cp.run_id.clone() }) };
+    // The row lock orders this against `insert_signal`'s bump of `signal_seq`.
+    if cp.require_signals_consumed && signal_seq > cp.signals_consumed_through.unwrap_or(0) {
+        return Err(StoreError::SignalsPending { run_id: cp.run_id.clone() });
+    }
     let before = parse_status(&before, || format!("status of run `{}`", cp.run_id))?;
     let changed = before != cp.status;
     let transition_seq: i64 = sqlx::query_scalar(

@@ -64,7 +64,7 @@ impl RunRepository for SqliteStore {
                 super::queue::check_fence(&mut tx, lease, &checkpoint.run_id).await?;
             }
             let run_id = checkpoint.run_id.as_str();
-            let current = sqlx::query("SELECT status, transition_seq FROM runs WHERE id = ?")
+            let current = sqlx::query("SELECT status, transition_seq, signal_seq FROM runs WHERE id = ?")
                 .bind(run_id)
                 .fetch_optional(&mut *tx)
                 .await
@@ -72,6 +72,10 @@ impl RunRepository for SqliteStore {
                 .ok_or_else(|| StoreError::UnknownRun { run_id: run_id.to_owned() })?;
             let from = status(&current, || format!("status of run `{run_id}`"))?;
             let transition_seq: i64 = column(&current, "transition_seq")?;
+            let signal_seq: i64 = column(&current, "signal_seq")?;
+            if checkpoint.require_signals_consumed && signal_seq > checkpoint.signals_consumed_through.unwrap_or(0) {
+                return Err(StoreError::SignalsPending { run_id: run_id.to_owned() });
+            }
             let changed = from != checkpoint.status;
             let state = json_text(&checkpoint.state, "run state")?;
             sqlx::query(
@@ -211,12 +215,26 @@ pub(super) async fn insert_signal(
     payload: &Value,
     now: Millis,
 ) -> Result<i64, StoreError> {
-    let seq: i64 = sqlx::query_scalar("UPDATE runs SET signal_seq = signal_seq + 1 WHERE id = ? RETURNING signal_seq")
-        .bind(run_id)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(StoreError::database)?
-        .ok_or_else(|| StoreError::UnknownRun { run_id: run_id.to_owned() })?;
+    let bumped: Option<i64> = sqlx::query_scalar(
+        "UPDATE runs SET signal_seq = signal_seq + 1 WHERE id = ? AND status IN ('queued', 'running', 'paused') \
+         RETURNING signal_seq",
+    )
+    .bind(run_id)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(StoreError::database)?;
+    let Some(seq) = bumped else {
+        // Unknown, or ended: an ended run takes no signal it could never apply.
+        let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = ?")
+            .bind(run_id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(StoreError::database)?;
+        return Err(match status {
+            Some(status) => StoreError::RunEnded { run_id: run_id.to_owned(), status },
+            None => StoreError::UnknownRun { run_id: run_id.to_owned() },
+        });
+    };
     sqlx::query("INSERT INTO signals (run_id, seq, kind, payload, sent_at, consumed_at) VALUES (?, ?, ?, ?, ?, NULL)")
         .bind(run_id)
         .bind(seq)

@@ -298,6 +298,7 @@ async fn a_fenced_checkpoint_needs_the_lease() {
         evidence: chain.seal(vec![NewEvidence::new(EvidenceKind::SignalApplied, json!({"seq": 1}))], later),
         signals_consumed_through: Some(1),
         fence: Some(fence),
+        require_signals_consumed: false,
     };
     let stale = store.checkpoint(checkpoint(first), later).await;
     assert!(matches!(stale, Err(StoreError::LeaseLost { .. })), "{stale:?}");

@@ -53,6 +53,7 @@ pub fn checkpoint(run_id: &str, status: RunStatus, state: serde_json::Value) -> 
         evidence: Vec::new(),
         signals_consumed_through: None,
         fence: None,
+        require_signals_consumed: false,
     }
 }
 

@@ -113,3 +113,26 @@ pub async fn signal_to_unknown_run_fails(backend: Arc<dyn Backend>) {
     assert!(store.signals("run-ghost").await.expect("signals").is_empty(), "the refused signal was not kept");
     assert_eq!(store.send_signal("run-ghost", "approval", json!({}), T0 + 2).await.expect("send_signal"), 1);
 }
+
+/// A run completes only once it has applied every acknowledged signal, and an ended run
+/// takes no more: no signal is acknowledged and then never applied.
+pub async fn no_signal_is_acknowledged_and_then_left_behind(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    store.create_run(new_run("run-e", "coder", RunStatus::Running), T0).await.expect("the run is created");
+    let seq = store.send_signal("run-e", "user_message", json!({"text": "one more thing"}), T0).await.expect("stored");
+    let mut done = checkpoint("run-e", RunStatus::Completed, json!({"answer": "done"}));
+    done.require_signals_consumed = true;
+    let refused = store.checkpoint(done.clone(), T0 + 1).await;
+    assert!(matches!(refused, Err(StoreError::SignalsPending { ref run_id }) if run_id == "run-e"), "{refused:?}");
+    let record = store.load_run("run-e").await.expect("loads").expect("exists");
+    assert_eq!((record.status, record.state), (RunStatus::Running, json!({})), "nothing was saved");
+
+    done.signals_consumed_through = Some(seq);
+    store.checkpoint(done, T0 + 2).await.expect("completes once the signal is applied");
+    let late = store.send_signal("run-e", "user_message", json!({"text": "too late"}), T0 + 3).await;
+    assert!(
+        matches!(late, Err(StoreError::RunEnded { ref status, .. }) if status == "completed"),
+        "an ended run refuses signals: {late:?}"
+    );
+    assert_eq!(store.signals("run-e").await.expect("signals").len(), 1);
+}

@@ -1,0 +1,506 @@
+//! `troupe runs …`: the recorded runs — list and inspect them, read and verify their
+//! evidence, resume them, and decide or cancel the ones waiting for a person.
+
+use crate::Failure;
+use crate::render::{first_line, outcome_message, shorten};
+use crate::run::{Approve, Follow, completed, follow};
+use crate::setup;
+use crate::store::{StoreArgs, rfc3339};
+use anyhow::anyhow;
+use clap::Subcommand;
+use comfy_table::{ContentArrangement, Table, presets};
+use std::sync::Arc;
+use std::time::Duration;
+use troupe::runtime::durable::{Durability, StoredInput, send_signal, state_from_value};
+use troupe::runtime::{ApprovalDecision, PendingCall, RunOutcome, RunOutput, RunState, RuntimeError, Signal, Verdict};
+use troupe::store::{RunFilter, RunRecord, RunStatus, Store, StoreError, verify_chain};
+
+/// How often `runs events --follow` looks for new entries.
+const FOLLOW_POLL: Duration = Duration::from_millis(500);
+
+/// The subcommands of `troupe runs`.
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// The recorded runs, newest first: id, agent, status, activity, last change.
+    List(ListArgs),
+    /// One run: its task, model, usage, cost, outcome, the calls waiting for a person, its
+    /// status changes.
+    Show(ShowArgs),
+    /// A run's evidence log, one entry a line.
+    Events(EventsArgs),
+    /// Continues a paused or interrupted run in the foreground, as `troupe run` shows it.
+    Resume(ResumeArgs),
+    /// Approves a waiting call (stored at once), then resumes the run here.
+    Approve(ApproveArgs),
+    /// Rejects a waiting call (the model is told), then resumes the run here.
+    Reject(RejectArgs),
+    /// Cancels a run (stored at once), then resumes it here so that it ends.
+    Cancel(CancelArgs),
+    /// Checks a run's evidence hash chain: exit 0 intact, 1 broken.
+    Verify(VerifyArgs),
+}
+
+/// Arguments of `troupe runs list`.
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    place: StoreArgs,
+    /// Only runs with this status (queued, running, paused, completed, cancelled, failed,
+    /// budget_exceeded, max_iterations, incomplete).
+    #[arg(long, value_name = "S", value_parser = parse_status)]
+    status: Option<RunStatus>,
+    /// Only runs of this agent.
+    #[arg(long, value_name = "A")]
+    agent: Option<String>,
+    /// At most this many runs (0 for all).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    limit: u32,
+    /// One JSON object (a run summary) per line instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `troupe runs show`.
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    place: StoreArgs,
+    /// The run's id.
+    run: String,
+    /// The stored record with its transitions, as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `troupe runs events`.
+#[derive(Debug, clap::Args)]
+pub struct EventsArgs {
+    #[command(flatten)]
+    place: StoreArgs,
+    /// The run's id.
+    run: String,
+    /// Each entry as one JSON line.
+    #[arg(long)]
+    json: bool,
+    /// Keep printing new entries until the run has ended.
+    #[arg(long)]
+    follow: bool,
+}
+
+/// How a run resumed in the foreground is shown and decided.
+#[derive(Debug, clap::Args)]
+pub struct ForegroundArgs {
+    /// How further calls that need approval are decided (without a terminal, `ask`
+    /// pauses the run again).
+    #[arg(long, value_enum, default_value_t = Approve::Ask, value_name = "MODE")]
+    approve: Approve,
+    /// Print the run's events as JSON lines on stdout instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `troupe runs resume`.
+#[derive(Debug, clap::Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    place: StoreArgs,
+    /// The run's id.
+    run: String,
+    #[command(flatten)]
+    foreground: ForegroundArgs,
+}
+
+/// Arguments of `troupe runs approve`.
+#[derive(Debug, clap::Args)]
+pub struct ApproveArgs {
+    #[command(flatten)]
+    place: StoreArgs,
+    /// The run's id.
+    run: String,
+    /// The waiting call's id (see `troupe runs show`).
+    call: String,
+    /// Only store the decision; a worker or `troupe runs resume` applies it.
+    #[arg(long)]
+    no_resume: bool,
+    #[command(flatten)]
+    foreground: ForegroundArgs,
+}
+
+/// Arguments of `troupe runs reject`.
+#[derive(Debug, clap::Args)]
+pub struct RejectArgs {
+    #[command(flatten)]
+    place: StoreArgs,
+    /// The run's id.
+    run: String,
+    /// The waiting call's id (see `troupe runs show`).
+    call: String,
+    /// Why, for the model.
+    #[arg(long, value_name = "R")]
+    reason: Option<String>,
+    /// Only store the decision; a worker or `troupe runs resume` applies it.
+    #[arg(long)]
+    no_resume: bool,
+    #[command(flatten)]
+    foreground: ForegroundArgs,
+}
+
+/// Arguments of `troupe runs cancel`.
+#[derive(Debug, clap::Args)]
+pub struct CancelArgs {
+    #[command(flatten)]
+    place: StoreArgs,
+    /// The run's id.
+    run: String,
+    /// Why, recorded in the outcome.
+    #[arg(long, value_name = "R")]
+    reason: Option<String>,
+    /// Only store the cancellation; a worker or `troupe runs resume` applies it.
+    #[arg(long)]
+    no_resume: bool,
+    #[command(flatten)]
+    foreground: ForegroundArgs,
+}
+
+/// Arguments of `troupe runs verify`.
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    place: StoreArgs,
+    /// The run's id.
+    run: String,
+}
+
+fn parse_status(name: &str) -> Result<RunStatus, String> {
+    RunStatus::parse(name.trim()).ok_or_else(|| {
+        let names: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+        format!("`{name}` is not a run status; use one of {}", names.join(", "))
+    })
+}
+
+/// Runs `troupe runs …`.
+pub async fn run(command: RunsCommand) -> Result<(), Failure> {
+    match command {
+        RunsCommand::List(args) => list(args).await,
+        RunsCommand::Show(args) => show(args).await,
+        RunsCommand::Events(args) => events(args).await,
+        RunsCommand::Resume(args) => resume(args).await,
+        RunsCommand::Approve(args) => {
+            let signal = Signal::approval(args.call.clone(), ApprovalDecision::Approve);
+            decide(&args.place, &args.run, Some(&args.call), signal, args.no_resume, &args.foreground).await
+        }
+        RunsCommand::Reject(args) => {
+            let reason = args.reason.clone().or_else(|| Some("rejected with `troupe runs reject`".to_owned()));
+            let signal = Signal::approval(args.call.clone(), ApprovalDecision::Reject { reason });
+            decide(&args.place, &args.run, Some(&args.call), signal, args.no_resume, &args.foreground).await
+        }
+        RunsCommand::Cancel(args) => {
+            let signal = Signal::Cancel { reason: args.reason.clone() };
+            decide(&args.place, &args.run, None, signal, args.no_resume, &args.foreground).await
+        }
+        RunsCommand::Verify(args) => verify(args).await,
+    }
+}
+
+/// A store failure after the store opened: an unknown run is the user's to fix, anything
+/// else a failure of the command.
+fn store_failure(error: StoreError) -> Failure {
+    match error {
+        StoreError::UnknownRun { .. } => Failure::Usage(error.into()),
+        other => Failure::Run(other.into()),
+    }
+}
+
+/// The stored run `run_id`; exit 2 when there is none.
+async fn load(store: &dyn Store, run_id: &str) -> Result<RunRecord, Failure> {
+    store
+        .load_run(run_id)
+        .await
+        .map_err(store_failure)?
+        .ok_or_else(|| store_failure(StoreError::UnknownRun { run_id: run_id.to_owned() }))
+}
+
+async fn list(args: ListArgs) -> Result<(), Failure> {
+    let store = args.place.open_existing().await?;
+    let filter = RunFilter { status: args.status, agent: args.agent, conversation_id: None, limit: args.limit };
+    let runs = store.list_runs(&filter).await.map_err(store_failure)?;
+    if args.json {
+        let lines: Vec<String> = runs.iter().filter_map(|run| serde_json::to_string(run).ok()).collect();
+        return crate::print_lines(&lines);
+    }
+    if runs.is_empty() {
+        eprintln!("no runs recorded in {}", store.info().location);
+        return Ok(());
+    }
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Disabled);
+    table.set_header(["id", "agent", "status", "activity", "updated"]);
+    for run in &runs {
+        let activity = run.activity.as_deref().map(|a| shorten(a, 60)).unwrap_or_default();
+        table.add_row([run.id.clone(), run.agent.clone(), run.status.to_string(), activity, rfc3339(run.updated_at)]);
+    }
+    crate::print_lines(&[table.to_string()])
+}
+
+/// What a stored run was started with and where it stands, as far as this build can read it.
+struct Stored {
+    input: Option<StoredInput>,
+    state: Option<RunState>,
+}
+
+impl Stored {
+    fn read(record: &RunRecord) -> Self {
+        Stored {
+            input: StoredInput::from_value(record.input.clone()).ok(),
+            state: state_from_value(&record.id, record.state.clone()).ok(),
+        }
+    }
+
+    /// The calls waiting for a person.
+    fn waiting(&self) -> Vec<&PendingCall> {
+        self.state.iter().flat_map(|s| s.pending_calls.iter().filter(|c| c.is_awaiting())).collect()
+    }
+}
+
+async fn show(args: ShowArgs) -> Result<(), Failure> {
+    let store = args.place.open_existing().await?;
+    let record = load(store.as_ref(), &args.run).await?;
+    let transitions = store.transitions(&args.run).await.map_err(store_failure)?;
+    if args.json {
+        let mut value = serde_json::to_value(&record).map_err(|e| Failure::Run(e.into()))?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("transitions".into(), serde_json::to_value(&transitions).unwrap_or_default());
+        }
+        return crate::print_lines(&[value.to_string()]);
+    }
+    let stored = Stored::read(&record);
+    let mut rows: Vec<(&str, String)> = vec![
+        ("run", record.id.clone()),
+        ("agent", record.agent.clone()),
+        ("status", record.status.to_string()),
+        ("activity", record.activity.clone().unwrap_or_else(|| "-".into())),
+        ("created", rfc3339(record.created_at)),
+        ("updated", rfc3339(record.updated_at)),
+    ];
+    match &stored.input {
+        Some(input) => rows.push(("task", input.instruction.clone())),
+        None => rows.push(("task", "(the stored input cannot be read by this troupe)".into())),
+    }
+    if let Some(state) = &stored.state {
+        let usage = state.usage;
+        rows.push(("model", state.model.clone()));
+        rows.push(("iteration", state.iteration.to_string()));
+        rows.push((
+            "usage",
+            format!(
+                "in {} · out {} · cache read {} · cache write {} tokens",
+                usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
+            ),
+        ));
+        rows.push(("cost", format!("${:.4}", state.cost_usd)));
+        match &state.outcome {
+            Some(RunOutcome::Completed { output }) => rows.push(("answer", output.clone())),
+            Some(RunOutcome::Paused { .. }) | None => {}
+            Some(outcome) => rows.push(("outcome", outcome_message(outcome))),
+        }
+    }
+    let mut text = String::new();
+    for (name, value) in rows {
+        let mut lines = value.lines();
+        text.push_str(&format!("{name:<10} {}\n", lines.next().unwrap_or_default()));
+        for line in lines {
+            text.push_str(&format!("{:<10} {line}\n", ""));
+        }
+    }
+    let waiting = stored.waiting();
+    if !waiting.is_empty() {
+        text.push_str("waiting for a person:\n");
+        for call in waiting {
+            let reason = match &call.verdict {
+                Some(Verdict::Ask { reason }) => reason.as_str(),
+                _ => "",
+            };
+            let label = crate::render::call_label(&call.tool, &call.effective_arguments().to_string());
+            text.push_str(&format!("  {}  {label}: {}\n", call.call_id, first_line(reason, 200)));
+            text.push_str(&format!(
+                "      approve: troupe runs approve {id} {call}   reject: troupe runs reject {id} {call}\n",
+                id = record.id,
+                call = call.call_id
+            ));
+        }
+    }
+    text.push_str("transitions:\n");
+    for transition in &transitions {
+        let from = transition.from.map_or_else(|| "(created)".to_owned(), |s| s.to_string());
+        text.push_str(&format!("  {}  {from} → {}\n", rfc3339(transition.at), transition.to));
+    }
+    crate::print_lines(&[text.trim_end().to_owned()])
+}
+
+async fn events(args: EventsArgs) -> Result<(), Failure> {
+    let store = args.place.open_existing().await?;
+    load(store.as_ref(), &args.run).await?;
+    let mut after = 0;
+    loop {
+        // The status is read before the entries: the entry that ends a run is stored with
+        // its final status, so once that is seen, one more read has every entry.
+        let ended = !args.follow || load(store.as_ref(), &args.run).await?.status.is_terminal();
+        let entries = store.evidence(&args.run, after).await.map_err(store_failure)?;
+        let lines: Vec<String> = entries
+            .iter()
+            .map(|e| if args.json { serde_json::to_string(e).unwrap_or_default() } else { crate::evidence::line(e) })
+            .collect();
+        if let Some(last) = entries.last() {
+            after = last.seq;
+        }
+        if !crate::print_lines_or_stop(&lines)? || ended {
+            return Ok(());
+        }
+        tokio::time::sleep(FOLLOW_POLL).await;
+    }
+}
+
+async fn verify(args: VerifyArgs) -> Result<(), Failure> {
+    let store = args.place.open_existing().await?;
+    load(store.as_ref(), &args.run).await?;
+    let entries = store.evidence(&args.run, 0).await.map_err(store_failure)?;
+    match verify_chain(&entries) {
+        Ok(()) => crate::print_lines(&[format!("ok: {} entries, hash chain intact", entries.len())]),
+        Err(broken) => {
+            crate::print_lines(&[format!("broken: {broken}")])?;
+            Err(Failure::Run(anyhow!(
+                "the evidence of run {} does not verify: it was changed after it was written",
+                args.run
+            )))
+        }
+    }
+}
+
+async fn resume(args: ResumeArgs) -> Result<(), Failure> {
+    let store = args.place.open_existing().await?;
+    let record = load(store.as_ref(), &args.run).await?;
+    match foreground(&args.place, store, &record, &args.foreground).await? {
+        Resumed::Ran(output) => completed(&output),
+        Resumed::Leased(error) => Err(Failure::Run(error.into())),
+    }
+}
+
+/// Stores `signal` for the run (about `call`, which must be waiting), then resumes the run
+/// here unless told not to or another process holds it.
+async fn decide(
+    place: &StoreArgs,
+    run_id: &str,
+    call: Option<&str>,
+    signal: Signal,
+    no_resume: bool,
+    options: &ForegroundArgs,
+) -> Result<(), Failure> {
+    let store = place.open_existing().await?;
+    let record = load(store.as_ref(), run_id).await?;
+    if record.status.is_terminal() {
+        return Err(finished(&record));
+    }
+    if let Some(call) = call {
+        let stored = Stored::read(&record);
+        let waiting = stored.waiting();
+        if !waiting.iter().any(|c| c.call_id.as_str() == call) {
+            let listed: Vec<String> = waiting.iter().map(|c| format!("{} ({})", c.call_id, c.tool)).collect();
+            let which = match listed.is_empty() {
+                true => format!("no call of run {run_id} is waiting for a person (it is {})", record.status),
+                false => format!("the calls waiting are: {}", listed.join(", ")),
+            };
+            return Err(Failure::Usage(anyhow!(
+                "call `{call}` of run {run_id} is not waiting for a decision; {which}"
+            )));
+        }
+    }
+    let seq = send_signal(store.as_ref(), run_id, &signal).await.map_err(|e| match e {
+        RuntimeError::RunFinished => finished(&record),
+        RuntimeError::Store(error) => store_failure(error),
+        other => Failure::Run(other.into()),
+    })?;
+    eprintln!("signal {seq} stored");
+    if no_resume {
+        eprintln!("run {run_id} takes it when a worker or `troupe runs resume {run_id}` resumes it");
+        return Ok(());
+    }
+    match foreground(place, store, &record, options).await? {
+        // Cancelling a run that then ends cancelled did what was asked.
+        Resumed::Ran(output) if matches!(signal, Signal::Cancel { .. }) => match output.outcome {
+            RunOutcome::Cancelled { .. } => Ok(()),
+            _ => completed(&output),
+        },
+        Resumed::Ran(output) => completed(&output),
+        Resumed::Leased(RuntimeError::RunLeased { owner, .. }) => {
+            eprintln!(
+                "run {run_id} is held by `{owner}`, which takes the signal (if that process died, resume the run \
+                 with `troupe runs resume {run_id}` once its lease lapses)"
+            );
+            Ok(())
+        }
+        Resumed::Leased(other) => Err(Failure::Run(other.into())),
+    }
+}
+
+/// Exit 2: a finished run takes nothing more.
+fn finished(record: &RunRecord) -> Failure {
+    Failure::Usage(anyhow!("run {} has finished ({})", record.id, record.status))
+}
+
+/// How a resume in the foreground went.
+enum Resumed {
+    /// The run went on here, to this output.
+    Ran(Box<RunOutput>),
+    /// Another process holds the run ([`RuntimeError::RunLeased`]).
+    Leased(RuntimeError),
+}
+
+/// Continues the stored run in the foreground, with the coding agent's tools in the
+/// workspace and the run's stored definition.
+async fn foreground(
+    place: &StoreArgs,
+    store: Arc<dyn Store>,
+    record: &RunRecord,
+    options: &ForegroundArgs,
+) -> Result<Resumed, Failure> {
+    if record.status.is_terminal() {
+        return Err(finished(record));
+    }
+    let stored = Stored::read(record);
+    let Some(input) = &stored.input else {
+        return Err(Failure::Run(anyhow!("the stored input of run {} cannot be read by this troupe", record.id)));
+    };
+    let config = crate::load_config()?;
+    let providers = crate::providers(&config)?;
+    let workspace = place.workspace()?;
+    let runner = setup::runner(&workspace, providers)?;
+    setup::validate(&runner, &input.spec)?;
+    let runner = runner.with_store(Durability::new(store));
+    let handle = match runner.resume_run(&record.id, None).await {
+        Ok(handle) => handle,
+        Err(error @ RuntimeError::RunLeased { .. }) => return Ok(Resumed::Leased(error)),
+        Err(RuntimeError::RunFinished) => return Err(finished(record)),
+        Err(RuntimeError::Store(error)) => return Err(store_failure(error)),
+        Err(error) => return Err(setup::build_failure(error)),
+    };
+    eprintln!("resuming run {}", record.id);
+    let known = stored
+        .state
+        .iter()
+        .flat_map(|s| s.pending_calls.iter().filter(|c| c.result.is_none()))
+        .map(|c| (c.call_id.clone(), c.tool.clone(), c.effective_arguments().clone()))
+        .collect();
+    let follow_options = Follow { json: options.json, approve: options.approve, recorded: true, known };
+    Ok(Resumed::Ran(Box::new(follow(handle, &follow_options).await?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_parse_by_their_stored_names() {
+        assert_eq!(parse_status("budget_exceeded"), Ok(RunStatus::BudgetExceeded));
+        assert!(parse_status("done").is_err_and(|e| e.contains("paused")));
+    }
+}

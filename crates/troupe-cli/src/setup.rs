@@ -1,0 +1,108 @@
+//! What `troupe run`, `troupe runs resume`, `troupe worker` and `troupe schedule add` share:
+//! the coding agent's declaration and the runner that gives it the built-in tools in a
+//! workspace, with the providers of `./troupe.toml`.
+
+use crate::Failure;
+use anyhow::anyhow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use troupe::runtime::durable::Durability;
+use troupe::runtime::{Agent, AgentSpec, ApprovalPolicy, ApprovalRule, Limits, Runner, RuntimeError};
+use troupe::tools::{ToolCatalog, Workspace};
+use troupe_model::Providers;
+
+/// The name every run of the coding agent is recorded under.
+pub const AGENT_NAME: &str = "troupe";
+
+/// What a careful coding agent is told, whatever its model.
+pub const INSTRUCTIONS: &str = "You are a careful coding agent working in a workspace directory; every path you give a \
+tool is relative to it. Look before you act: list and read the relevant files first, and take every fact about \
+them from the tools, never from guesses. Make the smallest change that does the task, preferring fs.edit for \
+existing files. Where the project has checks (tests, linters, a build), run them with the shell and report what \
+they say, failures included. Some calls need the user's approval; if one is rejected, do not repeat it \
+unchanged: adjust your approach or explain what you need. End with a short summary of what you did and what is \
+left to do.";
+
+/// `dir` (or the current directory), once it is known to be a directory.
+pub fn workspace_dir(dir: Option<&Path>) -> Result<PathBuf, Failure> {
+    let workspace = dir.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    if !workspace.is_dir() {
+        let problem = if workspace.exists() { "is not a directory" } else { "does not exist" };
+        return Err(Failure::Usage(anyhow!("the workspace `{}` {problem}", workspace.display())));
+    }
+    Ok(workspace)
+}
+
+/// The runner of every coding agent: the built-in tools confined to `workspace`, models
+/// resolved by `providers`. It records nothing until given a store
+/// ([`Runner::with_store`]).
+pub fn runner(workspace: &Path, providers: Providers) -> Result<Runner, Failure> {
+    let workspace = Workspace::new(workspace).map_err(|e| Failure::Usage(RuntimeError::Workspace(e).into()))?;
+    let catalog = ToolCatalog::with_tools(troupe::tools::coding_tools())
+        .map_err(|source| Failure::Usage(RuntimeError::Catalog { agent: AGENT_NAME.to_owned(), source }.into()))?;
+    Ok(Runner::new(Arc::new(providers), Arc::new(catalog), Arc::new(workspace)))
+}
+
+/// The coding agent's declaration.
+pub fn coding_spec(
+    model: String,
+    policy: ApprovalPolicy,
+    max_iterations: Option<u32>,
+    budget_usd: Option<f64>,
+) -> AgentSpec {
+    let mut limits = Limits::default();
+    if let Some(n) = max_iterations {
+        limits.max_iterations = n;
+    }
+    limits.max_usd = budget_usd;
+    AgentSpec {
+        name: AGENT_NAME.to_owned(),
+        instructions: INSTRUCTIONS.to_owned(),
+        model,
+        limits,
+        approval: policy,
+        ..AgentSpec::default()
+    }
+}
+
+/// The policy of a run nobody watches (`--detach`, a schedule): `never` cannot be left
+/// to a person, so it becomes a rule denying every tool that would need approval.
+pub fn unattended_policy(never: bool, auto: bool) -> ApprovalPolicy {
+    if auto {
+        return ApprovalPolicy::auto();
+    }
+    let mut policy = ApprovalPolicy::default();
+    if never {
+        for tool in troupe::tools::coding_tools() {
+            let declaration = tool.declaration();
+            if declaration.requires_approval() {
+                policy = policy.rule(ApprovalRule::deny(declaration.name.clone()));
+            }
+        }
+    }
+    policy
+}
+
+/// Checks that `runner` can run `spec`: its tools exist, its model resolves (a missing key
+/// is found here, not at the first call).
+pub fn validate(runner: &Runner, spec: &AgentSpec) -> Result<(), Failure> {
+    runner.validate(spec).map_err(build_failure)
+}
+
+/// `spec` bound to `runner`, recording its runs in `durability`'s store when given.
+pub fn agent(runner: Runner, spec: AgentSpec, durability: Option<Durability>) -> Agent {
+    let runner = match durability {
+        Some(durability) => runner.with_store(durability),
+        None => runner,
+    };
+    Agent::new(runner, spec)
+}
+
+/// Sorts an agent that could not be built: a model error by its kind, anything else
+/// (a bad workspace, a bad spec) is the user's to fix.
+pub fn build_failure(error: RuntimeError) -> Failure {
+    match error {
+        RuntimeError::Model(error) => Failure::from_model(error),
+        other => Failure::Usage(other.into()),
+    }
+}

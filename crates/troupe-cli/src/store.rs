@@ -1,0 +1,89 @@
+//! The store option every durable command shares, and opening the store it names.
+
+use crate::Failure;
+use anyhow::anyhow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use troupe::store::{Millis, Store, StoreLocation};
+
+/// Where runs are recorded and where the agent works.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct StoreArgs {
+    /// The store: `sqlite://PATH` (or a file path) or `postgres://USER@HOST/DB` [default:
+    /// .troupe/troupe.db in the workspace].
+    // A PostgreSQL URL may hold a password: `--help` must not show it.
+    #[arg(long, env = "TROUPE_STORE", hide_env_values = true, value_name = "URL")]
+    pub store: Option<String>,
+    /// The directory the agent works in (its tools cannot reach outside it), which also
+    /// holds the default store [default: the current directory].
+    #[arg(long, short, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// The store's URL: `--store`, else the workspace's SQLite file.
+    pub fn url(&self, workspace: &Path) -> String {
+        match self.store.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+            Some(url) => url.to_owned(),
+            None => troupe::store::default_sqlite_path(workspace).display().to_string(),
+        }
+    }
+
+    /// The workspace, checked to be a directory.
+    pub fn workspace(&self) -> Result<PathBuf, Failure> {
+        crate::setup::workspace_dir(self.workspace.as_deref())
+    }
+
+    /// Opens (creating where needed) the store.
+    pub async fn open(&self) -> Result<Arc<dyn Store>, Failure> {
+        let workspace = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        open(&self.url(&workspace)).await
+    }
+
+    /// Opens a store that must exist already: reading a SQLite file that is not there
+    /// would create one, which helps nobody looking for their runs.
+    pub async fn open_existing(&self) -> Result<Arc<dyn Store>, Failure> {
+        let workspace = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        let url = self.url(&workspace);
+        if let Ok(StoreLocation::Sqlite(path)) = StoreLocation::parse(&url)
+            && !path.exists()
+        {
+            return Err(Failure::Usage(anyhow!(
+                "there is no store at {}: nothing was recorded there (pass --store URL or --workspace DIR)",
+                path.display()
+            )));
+        }
+        open(&url).await
+    }
+}
+
+/// Opens the store at `url`; one that cannot be opened is a configuration error, told in
+/// the store's one line.
+pub async fn open(url: &str) -> Result<Arc<dyn Store>, Failure> {
+    troupe::store::open(url).await.map_err(|e| Failure::Usage(e.into()))
+}
+
+/// A store timestamp in RFC 3339 (UTC, milliseconds).
+pub fn rfc3339(at: Millis) -> String {
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(at)
+        .map_or_else(|| format!("{at} ms"), |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_store_is_in_the_workspace() {
+        let args = StoreArgs::default();
+        assert_eq!(args.url(Path::new("/w")), "/w/.troupe/troupe.db");
+        let args = StoreArgs { store: Some(" postgres://u@h/db ".into()), workspace: None };
+        assert_eq!(args.url(Path::new("/w")), "postgres://u@h/db");
+    }
+
+    #[test]
+    fn times_are_rfc_3339() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+    }
+}

@@ -1,0 +1,545 @@
+//! End-to-end tests of durable runs: `troupe run` recording into a store, `troupe runs …`
+//! reading, verifying, deciding and resuming them, and `troupe worker` running queued
+//! ones. The real binary, without a terminal, on a temp workspace and a temp store file,
+//! with the testkit's mock server as the model through `troupe.toml`.
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+use troupe::store::{EvidenceEntry, EvidenceKind, RunSummary};
+use troupe_testkit::{MockLlmServer, MockTurn};
+
+/// A model server, a working directory whose `troupe.toml` points at it, a workspace and
+/// a store file outside the workspace.
+struct Scene {
+    _runtime: tokio::runtime::Runtime,
+    server: MockLlmServer,
+    cwd: TempDir,
+    workspace: TempDir,
+    /// Another store than the file (a PostgreSQL URL).
+    store_url: Option<String>,
+}
+
+impl Scene {
+    fn new() -> Self {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
+        let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+        let cwd = tempfile::tempdir().expect("a working directory");
+        let config = format!(
+            "default_model = \"mock/claude\"\n\n[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\n",
+            server.url()
+        );
+        std::fs::write(cwd.path().join("troupe.toml"), config).expect("writes troupe.toml");
+        Scene { _runtime: runtime, server, cwd, workspace: tempfile::tempdir().expect("a workspace"), store_url: None }
+    }
+
+    fn store(&self) -> PathBuf {
+        self.cwd.path().join("runs.db")
+    }
+
+    /// The store URL the commands use: `TROUPE_STORE`, or the store file.
+    fn store_url(&self) -> String {
+        self.store_url.clone().unwrap_or_else(|| self.store().display().to_string())
+    }
+
+    fn workspace(&self) -> &Path {
+        self.workspace.path()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+        command
+            .args(args)
+            .args(["--workspace", self.workspace().to_str().expect("a UTF-8 path")])
+            .current_dir(self.cwd.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("TROUPE_STORE", self.store_url())
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// `troupe ARGS --workspace W` with `TROUPE_STORE` set to the store file.
+    fn troupe(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("the binary runs")
+    }
+
+    /// `troupe run ARGS`, which must print `run ID` on stderr; the id and the output.
+    fn run(&self, args: &[&str]) -> (String, Output) {
+        let mut all = vec!["run"];
+        all.extend_from_slice(args);
+        let output = self.troupe(&all);
+        let err = stderr(&output);
+        let id = err
+            .lines()
+            .find_map(|l| l.strip_prefix("run "))
+            .unwrap_or_else(|| panic!("the run id is on stderr: {err}"))
+            .to_owned();
+        (id, output)
+    }
+
+    fn list(&self) -> Vec<RunSummary> {
+        let output = self.troupe(&["runs", "list", "--json"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        stdout(&output).lines().map(|l| serde_json::from_str(l).expect("a RunSummary per line")).collect()
+    }
+
+    fn status(&self, id: &str) -> String {
+        let output = self.troupe(&["runs", "show", id, "--json"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let record: Value = serde_json::from_str(stdout(&output).trim()).expect("one JSON object");
+        record["status"].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn evidence(&self, id: &str) -> Vec<EvidenceEntry> {
+        let output = self.troupe(&["runs", "events", id, "--json"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        stdout(&output).lines().map(|l| serde_json::from_str(l).expect("an EvidenceEntry per line")).collect()
+    }
+
+    fn file(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.workspace().join(name)).ok()
+    }
+
+    /// A raw connection to the store file, as anyone with access to it has.
+    fn raw(&self) -> (tokio::runtime::Runtime, sqlx::SqliteConnection) {
+        use sqlx::Connection;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        let url = format!("sqlite://{}", self.store().display());
+        let connection = runtime.block_on(sqlx::SqliteConnection::connect(&url)).expect("the store file opens");
+        (runtime, connection)
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn write_hello() -> MockTurn {
+    MockTurn::tool_call("toolu_1", "fs_write", json!({"path": "hello.txt", "content": "hi\n"}))
+}
+
+fn count(entries: &[EvidenceEntry], kind: EvidenceKind, call: &str) -> usize {
+    entries.iter().filter(|e| e.kind == kind && e.call_id.as_deref() == Some(call)).count()
+}
+
+#[test]
+fn a_run_is_recorded_listed_shown_and_verified() {
+    let scene = Scene::new();
+    scene.server.push(write_hello());
+    scene.server.push(MockTurn::text("Wrote hello.txt."));
+    let (id, output) = scene.run(&["--approve", "auto", "Write", "hello"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "Wrote hello.txt.\n", "stdout is still only the agent's text");
+    assert!(scene.store().exists() && !scene.workspace().join(".troupe").exists(), "recorded in --store");
+
+    let runs = scene.list();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        (runs[0].id.as_str(), runs[0].status.as_str(), runs[0].agent.as_str()),
+        (id.as_str(), "completed", "troupe")
+    );
+
+    let table = stdout(&scene.troupe(&["runs", "list"]));
+    assert!(table.contains(&id) && table.contains("completed") && table.contains("updated"), "{table}");
+
+    let show = scene.troupe(&["runs", "show", &id]);
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    let text = stdout(&show);
+    for expected in
+        ["task       Write hello", "status     completed", "model      mock/claude", "answer     Wrote hello.txt."]
+    {
+        assert!(text.contains(expected), "{expected}: {text}");
+    }
+    assert!(text.contains("(created) → running") && text.contains("running → completed"), "{text}");
+
+    let json = scene.troupe(&["runs", "show", &id, "--json"]);
+    let record: Value = serde_json::from_str(stdout(&json).trim()).expect("one JSON object");
+    assert_eq!(record["input"]["instruction"], "Write hello");
+    assert_eq!(
+        record["transitions"].as_array().and_then(|t| t.last()).map(|t| t["to"].clone()),
+        Some(json!("completed"))
+    );
+
+    let entries = scene.evidence(&id);
+    assert_eq!(entries.first().map(|e| e.kind), Some(EvidenceKind::RunStarted));
+    assert_eq!(entries.last().map(|e| e.kind), Some(EvidenceKind::RunFinished));
+    assert_eq!(count(&entries, EvidenceKind::ActionStarted, "toolu_1"), 1);
+    assert_eq!(count(&entries, EvidenceKind::ActionCompleted, "toolu_1"), 1);
+    let lines = stdout(&scene.troupe(&["runs", "events", &id]));
+    assert_eq!(lines.lines().count(), entries.len(), "{lines}");
+    assert!(lines.contains("action_completed") && lines.contains("fs.write ok: Created `hello.txt`"), "{lines}");
+    let followed = scene.troupe(&["runs", "events", &id, "--follow"]);
+    assert_eq!(stdout(&followed), lines, "--follow stops at once on a finished run");
+
+    let verify = scene.troupe(&["runs", "verify", &id]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+    assert_eq!(stdout(&verify), format!("ok: {} entries, hash chain intact\n", entries.len()));
+}
+
+#[test]
+fn without_a_terminal_ask_pauses_and_runs_approve_finishes_the_run_writing_once() {
+    let scene = Scene::new();
+    scene.server.push(write_hello());
+    scene.server.push(MockTurn::text("Wrote hello.txt."));
+    let (id, output) = scene.run(&["Write hello"]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "paused: approve with `troupe runs approve {id} toolu_1` or reject with `troupe runs reject {id} toolu_1`"
+        )),
+        "{err}"
+    );
+    assert!(err.ends_with("error: the run paused waiting for approval of fs.write\n"), "{err}");
+    assert_eq!(scene.file("hello.txt"), None);
+    assert_eq!(scene.status(&id), "paused");
+    let show = stdout(&scene.troupe(&["runs", "show", &id]));
+    assert!(show.contains("waiting for a person:") && show.contains("toolu_1  fs.write hello.txt"), "{show}");
+
+    let unknown = scene.troupe(&["runs", "approve", &id, "toolu_9"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(stderr(&unknown).contains("the calls waiting are: toolu_1 (fs.write)"), "{}", stderr(&unknown));
+    let nobody = scene.troupe(&["runs", "approve", "run_nope", "toolu_1"]);
+    assert_eq!(nobody.status.code(), Some(2));
+    assert_eq!(stderr(&nobody), "error: no run `run_nope` in the store\n");
+
+    let approve = scene.troupe(&["runs", "approve", &id, "toolu_1"]);
+    let err = stderr(&approve);
+    assert_eq!(approve.status.code(), Some(0), "{err}");
+    assert!(err.starts_with("signal 1 stored\n"), "{err}");
+    assert!(err.contains("✓ fs.write hello.txt (3 bytes)"), "{err}");
+    assert_eq!(stdout(&approve), "Wrote hello.txt.\n");
+    assert_eq!(scene.file("hello.txt").as_deref(), Some("hi\n"));
+    assert_eq!(scene.status(&id), "completed");
+    let entries = scene.evidence(&id);
+    assert_eq!(count(&entries, EvidenceKind::ActionStarted, "toolu_1"), 1, "the write ran once");
+    assert_eq!(count(&entries, EvidenceKind::ActionCompleted, "toolu_1"), 1, "the write ran once");
+    assert_eq!(scene.server.requests().len(), 2);
+
+    let again = scene.troupe(&["runs", "approve", &id, "toolu_1"]);
+    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(stderr(&again), format!("error: run {id} has finished (completed)\n"));
+    let resume = scene.troupe(&["runs", "resume", &id]);
+    assert_eq!(resume.status.code(), Some(2));
+    assert_eq!(stderr(&resume), format!("error: run {id} has finished (completed)\n"));
+}
+
+#[test]
+fn runs_reject_finishes_the_run_without_the_write() {
+    let scene = Scene::new();
+    scene.server.push(write_hello());
+    scene.server.push(MockTurn::text("I did not write it."));
+    let (id, output) = scene.run(&["Write hello"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+
+    let reject = scene.troupe(&["runs", "reject", &id, "toolu_1", "--reason", "not today"]);
+    let err = stderr(&reject);
+    assert_eq!(reject.status.code(), Some(0), "{err}");
+    assert!(err.contains("✗ fs.write hello.txt: The user rejected this tool call: not today"), "{err}");
+    assert_eq!(scene.file("hello.txt"), None);
+    assert_eq!(scene.status(&id), "completed");
+    let requests = scene.server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].body["messages"].to_string().contains("not today"), "the model is told why");
+    assert_eq!(count(&scene.evidence(&id), EvidenceKind::ActionStarted, "toolu_1"), 0);
+}
+
+#[test]
+fn runs_cancel_ends_a_paused_run_cancelled() {
+    let scene = Scene::new();
+    scene.server.push(write_hello());
+    let (id, output) = scene.run(&["Write hello"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+
+    let cancel = scene.troupe(&["runs", "cancel", &id, "--reason", "changed my mind"]);
+    let err = stderr(&cancel);
+    assert_eq!(cancel.status.code(), Some(0), "{err}");
+    assert!(err.starts_with("signal 1 stored\n"), "{err}");
+    assert_eq!(scene.status(&id), "cancelled");
+    assert_eq!(scene.file("hello.txt"), None);
+    assert_eq!(scene.server.requests().len(), 1, "a cancelled run calls no model");
+    let show = stdout(&scene.troupe(&["runs", "show", &id]));
+    assert!(show.contains("the run was cancelled: changed my mind"), "{show}");
+    let cancelled = stdout(&scene.troupe(&["runs", "list", "--status", "cancelled", "--json"]));
+    assert!(cancelled.contains(&id), "{cancelled}");
+}
+
+#[test]
+fn a_detached_run_is_queued_and_a_worker_runs_it() {
+    let scene = Scene::new();
+    scene.server.push(write_hello());
+    scene.server.push(MockTurn::text("Wrote hello.txt."));
+    let detach = scene.troupe(&["run", "--detach", "--approve", "auto", "Write hello"]);
+    assert_eq!(detach.status.code(), Some(0), "{}", stderr(&detach));
+    let id = stdout(&detach).trim().to_owned();
+    assert!(id.starts_with("run_"), "the id is on stdout: {id}");
+    assert_eq!(scene.status(&id), "queued");
+    assert_eq!(scene.server.requests().len(), 0);
+
+    let worker = scene.troupe(&["worker", "--once", "--lease-ttl", "0.5", "--poll-ms", "50"]);
+    let err = stderr(&worker);
+    assert_eq!(worker.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("claimed {id}\n")) && err.contains(&format!("ended {id} completed\n")), "{err}");
+    assert_eq!(scene.status(&id), "completed");
+    assert_eq!(scene.file("hello.txt").as_deref(), Some("hi\n"));
+
+    // Nothing queued: --once ends at once.
+    let idle = scene.troupe(&["worker", "--once", "--poll-ms", "20"]);
+    assert_eq!(idle.status.code(), Some(0), "{}", stderr(&idle));
+    assert!(!stderr(&idle).contains("claimed"), "{}", stderr(&idle));
+}
+
+#[test]
+fn a_crash_interrupted_call_is_not_auto_approved() {
+    let scene = Scene::new();
+    let command = "echo started >> log.txt; sleep 5";
+    scene.server.push(MockTurn::tool_call("toolu_1", "shell", json!({"command": command})));
+    scene.server.push(MockTurn::text("Skipped it."));
+    let mut child = scene
+        .command(&["run", "--approve", "auto", "Log it"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let started = Instant::now();
+    while scene.file("log.txt").is_none() {
+        assert!(started.elapsed() < Duration::from_secs(20), "the command never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A crash mid-call: the shell command started and its end is not on record.
+    child.kill().expect("kills the run");
+    child.wait().expect("the run is collected");
+    let id = scene.list().first().map(|r| r.id.clone()).expect("the run was recorded");
+    // The dead process's lease lapses (now, rather than in 30 s, whether or not the
+    // runtime sees that its holder is gone).
+    let (runtime, mut raw) = scene.raw();
+    runtime.block_on(sqlx::query("UPDATE run_queue SET expires_at = 0").execute(&mut raw)).expect("lapses the lease");
+    drop(raw);
+
+    let resume = scene.troupe(&["runs", "resume", &id, "--approve", "auto"]);
+    let err = stderr(&resume);
+    assert_eq!(resume.status.code(), Some(1), "{err}");
+    assert!(err.contains("may or may not have happened"), "{err}");
+    assert!(err.contains(&format!("paused: approve with `troupe runs approve {id} toolu_1`")), "{err}");
+    assert_eq!(scene.status(&id), "paused");
+
+    let reject = scene.troupe(&["runs", "reject", &id, "toolu_1", "--reason", "it ran already"]);
+    assert_eq!(reject.status.code(), Some(0), "{}", stderr(&reject));
+    assert_eq!(scene.status(&id), "completed");
+    assert_eq!(scene.file("log.txt").as_deref(), Some("started\n"), "the command ran once");
+    assert_eq!(scene.server.requests().len(), 2);
+}
+
+#[test]
+fn a_run_held_by_a_live_process_takes_the_signals_sent_from_elsewhere() {
+    let scene = Scene::new();
+    scene.server.push(MockTurn::tool_call("toolu_1", "shell", json!({"command": "echo started >> log.txt; sleep 2"})));
+    scene.server.push(MockTurn::text("never asked for"));
+    let child = scene
+        .command(&["run", "--approve", "auto", "Log it"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let started = Instant::now();
+    while scene.file("log.txt").is_none() {
+        assert!(started.elapsed() < Duration::from_secs(20), "the command never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let id = scene.list().first().map(|r| r.id.clone()).expect("the run was recorded");
+
+    let resume = scene.troupe(&["runs", "resume", &id]);
+    assert_eq!(resume.status.code(), Some(1), "{}", stderr(&resume));
+    assert!(stderr(&resume).contains(&format!("run `{id}` is being run by `local:")), "{}", stderr(&resume));
+
+    let cancel = scene.troupe(&["runs", "cancel", &id, "--reason", "stop it"]);
+    let err = stderr(&cancel);
+    assert_eq!(cancel.status.code(), Some(0), "{err}");
+    assert!(err.starts_with("signal 1 stored\n") && err.contains("which takes the signal"), "{err}");
+
+    let output = child.wait_with_output().expect("the run ends");
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(err.ends_with("error: the run was cancelled: stop it\n"), "the holder took the signal: {err}");
+    assert_eq!(scene.status(&id), "cancelled");
+    assert_eq!(scene.server.requests().len(), 1, "no model call after the cancellation");
+}
+
+/// An approval is on record as applied before the call it approves starts: a crash during
+/// that call puts it to a person again, never runs it a second time on the old approval.
+#[test]
+fn an_approved_call_interrupted_by_a_crash_is_put_to_a_person_again() {
+    let scene = Scene::new();
+    let command = "echo started >> log.txt; sleep 5";
+    scene.server.push(MockTurn::tool_call("toolu_1", "shell", json!({"command": command})));
+    scene.server.push(MockTurn::text("Done."));
+    let (id, output) = scene.run(&["Log it"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let mut approve = scene
+        .command(&["runs", "approve", &id, "toolu_1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let started = Instant::now();
+    while scene.file("log.txt").is_none() {
+        assert!(started.elapsed() < Duration::from_secs(20), "the command never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    approve.kill().expect("kills the approving process mid-call");
+    approve.wait().expect("the process is collected");
+    let (runtime, mut raw) = scene.raw();
+    runtime.block_on(sqlx::query("UPDATE run_queue SET expires_at = 0").execute(&mut raw)).expect("lapses the lease");
+    drop(raw);
+
+    let resume = scene.troupe(&["runs", "resume", &id]);
+    let err = stderr(&resume);
+    assert_eq!(resume.status.code(), Some(1), "{err}");
+    assert!(err.contains("may or may not have happened"), "{err}");
+    assert_eq!(scene.file("log.txt").as_deref(), Some("started\n"), "the command ran once");
+}
+
+#[test]
+fn a_tampered_evidence_log_does_not_verify() {
+    let scene = Scene::new();
+    scene.server.push(MockTurn::text("Nothing to do."));
+    let (id, output) = scene.run(&["Look around"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(scene.troupe(&["runs", "verify", &id]).status.code(), Some(0));
+
+    let (runtime, mut raw) = scene.raw();
+    let forge = "UPDATE evidence SET payload = '{\"forged\":true}' WHERE run_id = ? AND seq = 2";
+    let refused = runtime.block_on(sqlx::query(forge).bind(&id).execute(&mut raw));
+    assert!(refused.is_err_and(|e| e.to_string().contains("append-only")), "the schema refuses updates");
+    runtime.block_on(async {
+        sqlx::query("DROP TRIGGER evidence_is_append_only_update").execute(&mut raw).await.expect("drops the guard");
+        sqlx::query(forge).bind(&id).execute(&mut raw).await.expect("forges an entry");
+    });
+    drop(raw);
+
+    let verify = scene.troupe(&["runs", "verify", &id]);
+    assert_eq!(verify.status.code(), Some(1), "{}", stderr(&verify));
+    let text = stdout(&verify);
+    assert!(
+        text.starts_with(&format!("broken: evidence entry 2 of run `{id}`: its content does not match its hash")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_store_that_cannot_be_opened_is_a_one_line_configuration_error() {
+    let scene = Scene::new();
+    let corrupt = scene.cwd.path().join("corrupt.db");
+    let garbage = b"this is not a database, but it is someone's file\n".repeat(20);
+    std::fs::write(&corrupt, &garbage).expect("writes the file");
+    let store = corrupt.to_str().expect("a UTF-8 path");
+    for args in [&["runs", "list", "--store", store][..], &["run", "--store", store, "Write hello"][..]] {
+        let output = scene.troupe(args);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("is not a SQLite database") && err.contains("left unchanged"), "{err}");
+    }
+    assert_eq!(std::fs::read(&corrupt).expect("the file is still there"), garbage, "the file is unchanged");
+    assert_eq!(scene.server.requests().len(), 0);
+
+    for args in [&["runs", "list", "--store", "mysql://x"][..], &["run", "--store", "mysql://x", "Write hello"][..]] {
+        let output = scene.troupe(args);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err,
+            "error: `mysql://x` is not a store URL: use sqlite://PATH (or a file path) or postgres://USER@HOST/DB\n"
+        );
+    }
+
+    // Reading commands do not create a store where there is none.
+    let missing = scene.cwd.path().join("missing.db");
+    let output = scene.troupe(&["runs", "list", "--store", missing.to_str().expect("a UTF-8 path")]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("there is no store at"), "{}", stderr(&output));
+    assert!(!missing.exists());
+}
+
+#[test]
+fn schedules_are_added_listed_fired_by_a_worker_and_removed() {
+    let scene = Scene::new();
+    scene.server.push(MockTurn::text("Checked."));
+    let add = scene.troupe(&["schedule", "add", "tick", "--every", "1s", "Check", "the", "build"]);
+    assert_eq!(add.status.code(), Some(0), "{}", stderr(&add));
+    assert!(stdout(&add).starts_with("schedule tick added: first run at "), "{}", stdout(&add));
+    let bad = scene.troupe(&["schedule", "add", "bad", "--cron", "every day", "x"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(stderr(&bad).lines().count(), 1, "{}", stderr(&bad));
+    let neither = scene.troupe(&["schedule", "add", "bad", "x"]);
+    assert_eq!(neither.status.code(), Some(2));
+
+    let list = stdout(&scene.troupe(&["schedule", "list"]));
+    assert!(list.contains("tick") && list.contains("every 1s") && list.contains("Check the build"), "{list}");
+    std::thread::sleep(Duration::from_millis(1100));
+    let worker = scene.troupe(&["worker", "--once", "--poll-ms", "50"]);
+    let err = stderr(&worker);
+    assert_eq!(worker.status.code(), Some(0), "{err}");
+    let runs = scene.list();
+    assert_eq!(runs.len(), 1, "{err}");
+    assert_eq!(runs[0].status.as_str(), "completed", "{err}");
+    assert!(err.contains(&format!("ended {} completed", runs[0].id)), "{err}");
+
+    let json = stdout(&scene.troupe(&["schedule", "list", "--json"]));
+    let schedule: Value = serde_json::from_str(json.trim()).expect("one schedule");
+    assert!(schedule["last_fired_at"].is_i64(), "{schedule}");
+    assert_eq!(scene.troupe(&["schedule", "rm", "tick"]).status.code(), Some(0));
+    let again = scene.troupe(&["schedule", "rm", "tick"]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(stderr(&again).starts_with("error: no schedule `tick`"), "{}", stderr(&again));
+}
+
+#[test]
+fn on_postgresql_a_worker_runs_a_detached_run_and_a_paused_one_is_approved() {
+    let Ok(base) = std::env::var("TROUPE_TEST_DATABASE_URL") else {
+        eprintln!("skipped: TROUPE_TEST_DATABASE_URL is not set (this test needs a PostgreSQL server)");
+        return;
+    };
+    let schema = format!("troupe_cli_runs_{}", std::process::id());
+    let setup = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let admin = setup
+        .block_on(troupe::store::postgres::PostgresStore::connect_in_schema(&base, &schema))
+        .expect("a fresh schema");
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let mut scene = Scene::new();
+    scene.store_url = Some(format!("{base}{separator}options=-csearch_path%3D{schema}"));
+
+    scene.server.push(MockTurn::text("Nothing to write."));
+    let detach = scene.troupe(&["run", "--detach", "--approve", "auto", "Look around"]);
+    assert_eq!(detach.status.code(), Some(0), "{}", stderr(&detach));
+    let queued = stdout(&detach).trim().to_owned();
+    let worker = scene.troupe(&["worker", "--once", "--lease-ttl", "0.5", "--poll-ms", "50"]);
+    assert!(stderr(&worker).contains(&format!("ended {queued} completed")), "{}", stderr(&worker));
+
+    scene.server.push(write_hello());
+    scene.server.push(MockTurn::text("Wrote hello.txt."));
+    let (paused, output) = scene.run(&["Write hello"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let approve = scene.troupe(&["runs", "approve", &paused, "toolu_1"]);
+    assert_eq!(approve.status.code(), Some(0), "{}", stderr(&approve));
+    assert_eq!(scene.file("hello.txt").as_deref(), Some("hi\n"));
+    let statuses: Vec<(String, String)> =
+        scene.list().into_iter().map(|r| (r.id, r.status.as_str().to_owned())).collect();
+    assert_eq!(statuses, [(paused.clone(), "completed".to_owned()), (queued, "completed".to_owned())]);
+    let verify = scene.troupe(&["runs", "verify", &paused]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stdout(&verify));
+
+    setup.block_on(async {
+        let statement = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
+        sqlx::query(sqlx::AssertSqlSafe(statement)).execute(admin.pool()).await.expect("the test schema is dropped");
+        admin.pool().close().await;
+    });
+}
