@@ -17,8 +17,8 @@
 //!
 //! The cost is I/O, so the measure is wall time per entry. After criterion's report, under
 //! `cargo bench` only, entries of both alternate (in pairs whose order flips each time),
-//! each timed, and per backend the medians and their ratio are printed, then the means. A
-//! third criterion function times the in-memory part alone (seal and advance, no store):
+//! each timed, and per backend the medians and their ratio are printed, then the means. One
+//! more criterion function times the in-memory part alone (seal and advance, no store):
 //! what troupe adds on the CPU.
 //!
 //! `cargo bench -p troupe-store --features postgres --bench evidence_append`, with

@@ -66,11 +66,11 @@ pub use chain::{ChainBreak, EvidenceChain, entry_hash, verify_chain};
 pub use error::{StoreError, redact_location};
 pub use open::{StoreLocation, default_sqlite_path, open};
 pub use record::{
-    Checkpoint, ConversationTurn, EvidenceEntry, EvidenceKind, Firing, Lease, Millis, NewEvidence, NewRun, QueueEntry,
-    RunFilter, RunRecord, RunStatus, RunSummary, Schedule, ScheduleTarget, StoreInfo, StoredSignal, Transition,
-    Trigger, now_millis,
+    Checkpoint, ConversationTurn, EvidenceEntry, EvidenceKind, Firing, Lease, MemoryRecord, Millis, NewEvidence,
+    NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary, Schedule, ScheduleTarget, StoreInfo, StoredSignal,
+    Transition, Trigger, now_millis,
 };
 pub use repository::{
-    ConversationRepository, EvidenceRepository, QueueRepository, RunRepository, ScheduleRepository, SignalRepository,
-    Store, StoreFuture,
+    ConversationRepository, EvidenceRepository, MemoryRepository, QueueRepository, RunRepository, ScheduleRepository,
+    SignalRepository, Store, StoreFuture,
 };

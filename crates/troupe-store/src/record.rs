@@ -471,3 +471,16 @@ pub struct StoreInfo {
     /// The schema version in force.
     pub schema_version: i64,
 }
+
+/// A memory an agent saved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryRecord {
+    /// Its number, in saving order across the store.
+    pub id: i64,
+    /// Whose it is: `agent:<id>` for an isolated memory, `shared:<category>` for a shared one.
+    pub namespace: String,
+    /// What was saved.
+    pub content: String,
+    /// When.
+    pub saved_at: Millis,
+}

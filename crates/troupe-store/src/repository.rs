@@ -9,8 +9,8 @@
 
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, ConversationTurn, EvidenceEntry, Firing, Lease, Millis, NewRun, QueueEntry, RunFilter, RunRecord,
-    RunSummary, Schedule, StoreInfo, StoredSignal, Transition,
+    Checkpoint, ConversationTurn, EvidenceEntry, Firing, Lease, MemoryRecord, Millis, NewRun, QueueEntry, RunFilter,
+    RunRecord, RunSummary, Schedule, StoreInfo, StoredSignal, Transition,
 };
 use serde_json::Value;
 use std::future::Future;
@@ -148,9 +148,43 @@ pub trait ScheduleRepository: Send + Sync {
     ) -> StoreFuture<'a, bool>;
 }
 
+/// Memories: what agents chose to remember, by namespace.
+pub trait MemoryRepository: Send + Sync {
+    /// Saves `content` in `namespace`; returns its id.
+    fn save_memory<'a>(&'a self, namespace: &'a str, content: &'a str, now: Millis) -> StoreFuture<'a, i64>;
+
+    /// The memories of `namespace` holding every word of `query` (case-insensitive; an
+    /// empty query matches all), newest first, at most `limit` (0 for no limit).
+    fn search_memory<'a>(
+        &'a self,
+        namespace: &'a str,
+        query: &'a str,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<MemoryRecord>>;
+}
+
+/// The words of a memory query, at most eight, each a `LIKE` pattern with `%`, `_` and
+/// `\\` escaped.
+pub(crate) fn memory_patterns(query: &str) -> Vec<String> {
+    query
+        .split_whitespace()
+        .take(8)
+        .map(|word| {
+            let escaped = word.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+            format!("%{escaped}%")
+        })
+        .collect()
+}
+
 /// A whole store: every repository, on one database.
 pub trait Store:
-    RunRepository + SignalRepository + EvidenceRepository + ConversationRepository + QueueRepository + ScheduleRepository
+    RunRepository
+    + SignalRepository
+    + EvidenceRepository
+    + ConversationRepository
+    + QueueRepository
+    + ScheduleRepository
+    + MemoryRepository
 {
     /// What the store is and where.
     fn info(&self) -> StoreInfo;

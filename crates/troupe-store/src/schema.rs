@@ -4,7 +4,7 @@
 //! marker `application = troupe` that tells a troupe database from anyone else's.
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The `troupe_meta` value of key `application` in every troupe database.
 pub const APPLICATION: &str = "troupe";
@@ -20,14 +20,27 @@ pub struct Migration {
 
 /// The SQLite schema's steps.
 #[cfg(feature = "sqlite")]
-pub const SQLITE_MIGRATIONS: &[Migration] =
-    &[Migration { version: 1, sql: include_str!("../migrations/sqlite/0001_init.sql") }];
+pub const SQLITE_MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, sql: include_str!("../migrations/sqlite/0001_init.sql") },
+    Migration { version: 2, sql: include_str!("../migrations/sqlite/0002_memories.sql") },
+];
 
 /// The PostgreSQL schema's steps.
 #[cfg(feature = "postgres")]
-pub const POSTGRES_MIGRATIONS: &[Migration] =
-    &[Migration { version: 1, sql: include_str!("../migrations/postgres/0001_init.sql") }];
+pub const POSTGRES_MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, sql: include_str!("../migrations/postgres/0001_init.sql") },
+    Migration { version: 2, sql: include_str!("../migrations/postgres/0002_memories.sql") },
+];
 
 /// The tables of the schema, to tell a half-foreign database from an empty one.
-pub const TABLES: &[&str] =
-    &["troupe_meta", "runs", "run_transitions", "signals", "evidence", "conversation_turns", "run_queue", "schedules"];
+pub const TABLES: &[&str] = &[
+    "troupe_meta",
+    "runs",
+    "run_transitions",
+    "signals",
+    "evidence",
+    "conversation_turns",
+    "run_queue",
+    "schedules",
+    "memories",
+];

@@ -8,6 +8,7 @@ mod conformance {
     pub mod conversations;
     pub mod evidence;
     pub mod harness;
+    pub mod memory;
     pub mod queue;
     pub mod runs;
     pub mod schedules;
@@ -50,6 +51,7 @@ conformance_tests! {
     signals::concurrent_senders_get_gapless_numbers,
     signals::signal_to_unknown_run_fails,
     signals::no_signal_is_acknowledged_and_then_left_behind,
+    memory::memories_are_found_by_their_words_within_their_namespace,
     evidence::evidence_reads_back_and_verifies,
     evidence::evidence_cannot_be_updated_or_deleted,
     evidence::stale_writer_gets_evidence_conflict,

@@ -199,3 +199,25 @@ async fn a_sqlite_path_without_the_backend_says_so() {
     assert!(matches!(&error, StoreError::BackendDisabled { backend: "sqlite" }), "got {error:?}");
     assert_one_line(&error);
 }
+
+/// A database written by the first schema version is brought up to date when opened.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn an_older_schema_is_migrated_forward() {
+    use troupe_store::schema::SCHEMA_VERSION;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("old.db");
+    {
+        let store = troupe_store::sqlite::SqliteStore::open(&path).await.expect("opens");
+        // Back to version 1: without the memories table.
+        sqlx::query("DROP TABLE memories").execute(store.pool()).await.expect("drops");
+        sqlx::query("UPDATE troupe_meta SET value = '1' WHERE key = 'schema_version'")
+            .execute(store.pool())
+            .await
+            .expect("downgrades");
+        store.pool().close().await;
+    }
+    let store = troupe_store::open(path.to_str().expect("UTF-8")).await.expect("reopens");
+    assert_eq!(store.info().schema_version, SCHEMA_VERSION);
+    store.save_memory("agent:a", "kept", 1).await.expect("the new table exists");
+}

@@ -11,6 +11,8 @@
 //!   results only to the orchestrator, per-recipient sanitising (secrets always redacted).
 //! - **Coordination**: [`MessageBus`], [`DelegationChain`], [`WorkQueue`],
 //!   [`SharedMemory`], [`Consensus`].
+//! - **Memory** ([`memory_tools`]): `memory.save` / `memory.search`, isolated per agent or
+//!   shared by category, persisted in the store.
 //! - **Supervision** ([`Supervisor`]): agent lifecycles, recursion limits, budgets that roll
 //!   up to the parent and stop the team, delegation loop detection.
 //!
@@ -45,6 +47,7 @@ mod error;
 pub mod firewall;
 pub mod group;
 mod member;
+pub mod memory;
 pub mod message;
 pub mod supervisor;
 
@@ -58,5 +61,6 @@ pub use error::TeamError;
 pub use firewall::{ContextFirewall, InterfaceOnly, Sanitiser};
 pub use group::{AgentGroup, AgentGroupBuilder, FailurePolicy, GroupOutput, Strategy};
 pub use member::{AgentMember, EventSink, Member, MemberResult, MemberTask};
+pub use memory::{MemoryScope, memory_tools};
 pub use message::{AgentMessage, Artifact, MessageKind, MessagePayload, Recipient};
 pub use supervisor::{AgentHandle, AgentStatus, RecursiveSpawnGuard, Supervisor, TeamBudget};

@@ -10,6 +10,7 @@
 
 mod connect;
 mod log;
+mod memory;
 mod queue;
 mod runs;
 mod schedules;

@@ -7,6 +7,7 @@
 //! at their start anyway, so they run on the pool directly.
 
 mod evidence;
+mod memory;
 mod open;
 mod queue;
 mod runs;
