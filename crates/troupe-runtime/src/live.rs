@@ -30,6 +30,11 @@ impl Emitter {
         Emitter { agent_id, run_id, conversation_id, parent_run_id, seq: 0, tx: Some(tx), kept: keep.then(Vec::new) }
     }
 
+    /// The run the events are of.
+    pub(crate) fn run_id(&self) -> &RunId {
+        &self.run_id
+    }
+
     /// Numbers events on from `seq` (a resumed run continues its sequence).
     pub(crate) fn starting_at(mut self, seq: u64) -> Self {
         self.seq = seq;

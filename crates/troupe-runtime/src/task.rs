@@ -661,7 +661,9 @@ impl Run {
         calls: &[ToolCall],
     ) -> (Vec<troupe_tools::ToolResultOutcome>, bool) {
         let cancel = self.cancel.child_token();
-        let ctx = ToolContext::new(Arc::clone(&self.workspace)).with_cancel(cancel.clone());
+        let ctx = ToolContext::new(Arc::clone(&self.workspace))
+            .with_cancel(cancel.clone())
+            .for_run(self.emitter.run_id().clone(), self.spec.name.clone());
         let mut timed_out = false;
         let outcomes = {
             let mut batch = std::pin::pin!(catalog.run_batch(calls, &ctx, self.tool_concurrency));

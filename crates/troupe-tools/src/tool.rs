@@ -6,7 +6,7 @@ use crate::workspace::Workspace;
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-use troupe_core::ToolCallId;
+use troupe_core::{RunId, ToolCallId};
 
 /// A capability a model may call by its catalog name.
 ///
@@ -37,18 +37,35 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The model's id for this call.
     pub call_id: ToolCallId,
+    /// The run making the call, when a runner makes it (a delegated run's parent).
+    pub run_id: Option<RunId>,
+    /// The agent making the call, when a runner makes it.
+    pub agent: Option<String>,
 }
 
 impl ToolContext {
     /// A context for a call in `workspace`, with a fresh cancellation token and a generated
     /// call id.
     pub fn new(workspace: Arc<Workspace>) -> Self {
-        ToolContext { workspace, cancel: CancellationToken::new(), call_id: ToolCallId::generate() }
+        ToolContext {
+            workspace,
+            cancel: CancellationToken::new(),
+            call_id: ToolCallId::generate(),
+            run_id: None,
+            agent: None,
+        }
     }
 
     /// The same context for another call.
     pub fn with_call_id(&self, call_id: impl Into<ToolCallId>) -> Self {
-        ToolContext { workspace: Arc::clone(&self.workspace), cancel: self.cancel.clone(), call_id: call_id.into() }
+        ToolContext { call_id: call_id.into(), ..self.clone() }
+    }
+
+    /// The same context for calls of `agent` in run `run_id`.
+    pub fn for_run(mut self, run_id: RunId, agent: impl Into<String>) -> Self {
+        self.run_id = Some(run_id);
+        self.agent = Some(agent.into());
+        self
     }
 
     /// The same context watching `cancel`.

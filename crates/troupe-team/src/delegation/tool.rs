@@ -155,7 +155,10 @@ impl DelegateTool {
             return Err(ToolError::invalid_arguments("`brief` is empty; say what the teammate must do"));
         }
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-        let task = MemberTask::new(format!("{}/delegate/{n}", self.caller), &self.caller, brief);
+        let caller = ctx.agent.as_deref().unwrap_or(&self.caller);
+        let mut task = MemberTask::new(format!("{caller}/delegate/{n}"), caller, brief);
+        // The teammate's run hangs under the delegating run.
+        task.parent_run_id.clone_from(&ctx.run_id);
         // The catalog drops this future on timeout or cancellation; the guard turns that
         // drop into a cancellation the teammate's own task sees, so its run stops too.
         let stop = ctx.cancel.child_token();
