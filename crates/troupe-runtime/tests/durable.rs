@@ -28,6 +28,8 @@ const TTL: Duration = Duration::from_millis(300);
 struct Gate {
     hang_before: AtomicBool,
     hang_after: AtomicBool,
+    /// The hangs apply from this call on (counting from 1; 0 for every call).
+    hang_from_call: AtomicU32,
     calls: AtomicU32,
 }
 
@@ -44,15 +46,16 @@ fn tools(gate: &Arc<Gate>) -> Vec<Arc<dyn Tool>> {
         typed_tool(name, "Records a line.", Effect::WriteState, move |ctx, args: Line| {
             let gate = Arc::clone(&gate);
             async move {
-                gate.calls.fetch_add(1, Ordering::SeqCst);
-                if gate.hang_before.load(Ordering::SeqCst) {
+                let call = gate.calls.fetch_add(1, Ordering::SeqCst) + 1;
+                let armed = call >= gate.hang_from_call.load(Ordering::SeqCst);
+                if armed && gate.hang_before.load(Ordering::SeqCst) {
                     std::future::pending::<()>().await;
                 }
                 let path = ctx.workspace.root().join(file);
                 let mut text = if append { std::fs::read_to_string(&path).unwrap_or_default() } else { String::new() };
                 text.push_str(&format!("{}\n", args.line));
                 std::fs::write(&path, text).map_err(|e| ToolError::Failed { message: e.to_string() })?;
-                if gate.hang_after.load(Ordering::SeqCst) {
+                if armed && gate.hang_after.load(Ordering::SeqCst) {
                     std::future::pending::<()>().await;
                 }
                 Ok(ToolOutput::text(format!("recorded line {}", args.line)))
@@ -172,10 +175,10 @@ fn crash_in_a_non_idempotent_call(after_effect: bool) {
         let runner = world.runner("first").await;
         let store = runner.durability().expect("a store").store().clone();
         // Line 1 completes; the crash comes during line 2.
-        let handle = runner.start(spec(ApprovalPolicy::auto()), RunInput::new("write lines").run_id(run_id.clone()));
-        until("line 1 is done", async || world.file("notes.txt") == "1\n").await;
+        world.gate.hang_from_call.store(2, Ordering::SeqCst);
         world.gate.hang_before.store(!after_effect, Ordering::SeqCst);
         world.gate.hang_after.store(after_effect, Ordering::SeqCst);
+        let handle = runner.start(spec(ApprovalPolicy::auto()), RunInput::new("write lines").run_id(run_id.clone()));
         until("the second call started", async || {
             kinds(store.as_ref(), run_id.as_str()).await.iter().filter(|k| **k == EvidenceKind::ActionStarted).count()
                 == 2
