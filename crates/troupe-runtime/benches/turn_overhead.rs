@@ -27,6 +27,14 @@
 //! which adds kernel time to both loops alike. Criterion reports wall time per run for
 //! both loops (in-process server).
 //!
+//! A third figure is the store's cost: the same troupe run with a SQLite store
+//! (`Engine::builder().store(..)`, a file under `target/tmp`, WAL and `synchronous = FULL`)
+//! against the run without one, in alternating rounds of both (in-process server). A
+//! recorded run creates its run, takes a lease, checkpoints its state with the evidence
+//! of each boundary and releases the lease, each write a transaction that waits for an
+//! fsync of the WAL: the wall time includes the disk's latency, and the process's CPU
+//! includes SQLite's worker threads and the kernel's part of every write.
+//!
 //! `cargo bench -p troupe-runtime --bench turn_overhead`; to profile one loop alone, e.g.
 //! `perf record --call-graph dwarf <bench binary> --bench troupe_run --profile-time 8`.
 
@@ -43,7 +51,8 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 use troupe_model::anthropic::AnthropicWire;
 use troupe_model::{ApiKey, HttpConfig, HttpProvider};
-use troupe_runtime::{Agent, Engine, FixedModel};
+use troupe_runtime::{Agent, Durability, Engine, FixedModel};
+use troupe_store::{EvidenceKind, Store, verify_chain};
 use troupe_testkit::{MockLlmServer, MockTurn, RecordedRequest};
 
 /// Tool turns before the answer.
@@ -71,9 +80,39 @@ fn responder(request: &RecordedRequest) -> MockTurn {
 /// Both loops, against one server.
 struct Setup {
     agent: Agent,
+    /// The same agent, recording its runs in a store, once [`Setup::with_store`] made it.
+    recorded: Option<Recorded>,
+    engine: Engine,
     client: reqwest::Client,
     url: String,
     bodies: Vec<Bytes>,
+}
+
+/// The agent of a store-on engine, and its store.
+struct Recorded {
+    agent: Agent,
+    store: Arc<dyn Store>,
+    /// What one run writes: (evidence entries, status transitions).
+    rows_per_run: (usize, usize),
+    _dir: tempfile::TempDir,
+}
+
+/// The benchmark's agent on `engine`.
+fn bench_agent(engine: &Engine) -> Agent {
+    engine
+        .agent("bench")
+        .workspace(std::env::temp_dir())
+        .tool(lookup_tool())
+        .instructions("You answer questions about keys by looking each key up.")
+        .max_iterations(8)
+        .build()
+        .expect("the benchmark agent builds")
+}
+
+async fn checked_run(agent: &Agent) -> troupe_runtime::RunOutput {
+    let output = agent.run(QUESTION).await.expect("the run ends");
+    assert!(output.is_completed(), "{:?}", output.outcome);
+    output
 }
 
 impl Setup {
@@ -84,33 +123,56 @@ impl Setup {
         let config = HttpConfig::new("anthropic", base_url, Some(ApiKey::new(API_KEY)));
         let provider = HttpProvider::with_client(config, AnthropicWire::default(), client.clone());
         let engine = Engine::builder().resolver(Arc::new(FixedModel::new(Arc::new(provider), "claude-mock"))).build();
-        let workspace = std::env::temp_dir();
-        let agent = engine
-            .agent("bench")
-            .workspace(workspace)
-            .tool(lookup_tool())
-            .instructions("You answer questions about keys by looking each key up.")
-            .max_iterations(8)
-            .build()
-            .expect("the benchmark agent builds");
-        let output = runtime.block_on(agent.run(QUESTION)).expect("the first run ends");
-        assert!(output.is_completed(), "{:?}", output.outcome);
+        let agent = bench_agent(&engine);
+        let output = runtime.block_on(checked_run(&agent));
         assert_eq!(output.tool_calls, TOOL_TURNS as u32);
         assert_eq!(output.text, ANSWER);
         let bodies = bodies();
         assert_eq!(bodies.len(), TOOL_TURNS + 1, "one request per model call");
         let url = format!("{base_url}/v1/messages");
-        let setup = Setup { agent, client, url, bodies };
+        let setup = Setup { agent, recorded: None, engine, client, url, bodies };
         let sizes: Vec<usize> = runtime.block_on(setup.bare_responses());
         let last = sizes.len() - 1;
         assert!(sizes[..last].iter().all(|&n| n == sizes[0]) && sizes[last] != sizes[0], "{sizes:?}");
         setup
     }
 
+    /// Adds the same agent on an engine recording its runs in a SQLite store, and checks
+    /// that a run of it is recorded whole.
+    fn with_store(mut self, runtime: &Runtime) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("turn_overhead")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("a temporary directory under target/tmp");
+        let path = dir.path().join("troupe.db");
+        let store = runtime
+            .block_on(troupe_store::open(path.to_str().expect("the temporary path is UTF-8")))
+            .expect("the SQLite store opens");
+        let engine = Engine::builder()
+            .resolver(self.engine.resolver().clone())
+            .store(Durability::new(Arc::clone(&store)))
+            .build();
+        let agent = bench_agent(&engine);
+        let output = runtime.block_on(checked_run(&agent));
+        assert_eq!((output.tool_calls, output.text.as_str()), (TOOL_TURNS as u32, ANSWER));
+        let log = runtime.block_on(store.evidence(output.run_id.as_str(), 0)).expect("the evidence reads back");
+        verify_chain(&log).expect("the run's evidence chain is whole");
+        let turns = log.iter().filter(|e| e.kind == EvidenceKind::ModelTurn).count();
+        assert_eq!(turns, TOOL_TURNS + 1, "one model_turn entry per model call");
+        assert_eq!(log.last().map(|e| e.kind), Some(EvidenceKind::RunFinished));
+        let transitions =
+            runtime.block_on(store.transitions(output.run_id.as_str())).expect("the transitions read back").len();
+        self.recorded = Some(Recorded { agent, store, rows_per_run: (log.len(), transitions), _dir: dir });
+        self
+    }
+
     async fn troupe_run(&self) -> u32 {
-        let output = self.agent.run(QUESTION).await.expect("the run ends");
-        assert!(output.is_completed(), "{:?}", output.outcome);
-        output.tool_calls
+        checked_run(&self.agent).await.tool_calls
+    }
+
+    async fn recorded_run(&self) -> u32 {
+        let recorded = self.recorded.as_ref().expect("Setup::with_store made the recorded agent");
+        checked_run(&recorded.agent).await.tool_calls
     }
 
     /// The bytes of each response.
@@ -153,7 +215,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn measure(&mut self, runtime: &Runtime, runs: u64, f: impl AsyncFn() -> u64) {
+    fn measure(&mut self, runtime: &Runtime, runs: u64, f: &impl AsyncFn() -> u64) {
         let (ticks, nanos, wall) = (process_cpu_ticks(), thread_cpu_nanos(), Instant::now());
         runtime.block_on(async {
             for _ in 0..runs {
@@ -182,31 +244,43 @@ impl Tally {
 const ROUNDS: usize = 20;
 /// CPU time each round aims at, per loop: 25 ticks.
 const ROUND_TARGET: Duration = Duration::from_millis(250);
+/// Wall time a round of the store-on loop aims at: its runs wait on fsyncs, so this buys
+/// it about as many ticks of CPU as [`ROUND_TARGET`] does a loop that never waits.
+const STORE_ROUND_TARGET: Duration = Duration::from_millis(500);
 
-/// Alternating rounds of both loops (the order flips each round), so both see the same
-/// machine state; returns (troupe, bare).
-fn paired(runtime: &Runtime, setup: &Setup) -> (Tally, Tally) {
+/// Alternating rounds of two loops (the order flips each round), so both see the same
+/// machine state, as many runs of each per round as take `a` about `round_target`;
+/// returns (a, b).
+fn paired(
+    runtime: &Runtime,
+    round_target: Duration,
+    a: impl AsyncFn() -> u64,
+    b: impl AsyncFn() -> u64,
+) -> (Tally, Tally) {
     let started = Instant::now();
     runtime.block_on(async {
         for _ in 0..20 {
-            setup.troupe_run().await;
+            black_box(a().await);
         }
     });
     let per_run = started.elapsed() / 20;
-    let runs = (ROUND_TARGET.as_secs_f64() / per_run.as_secs_f64()).ceil().max(10.0) as u64;
-    let (mut troupe, mut bare) = (Tally::default(), Tally::default());
+    let runs = (round_target.as_secs_f64() / per_run.as_secs_f64()).ceil().max(10.0) as u64;
+    let (mut a_tally, mut b_tally) = (Tally::default(), Tally::default());
     for round in 0..ROUNDS {
-        let troupe_round = |t: &mut Tally| t.measure(runtime, runs, async || u64::from(setup.troupe_run().await));
-        let bare_round = |t: &mut Tally| t.measure(runtime, runs, async || setup.bare_run().await as u64);
         if round % 2 == 0 {
-            troupe_round(&mut troupe);
-            bare_round(&mut bare);
+            a_tally.measure(runtime, runs, &a);
+            b_tally.measure(runtime, runs, &b);
         } else {
-            bare_round(&mut bare);
-            troupe_round(&mut troupe);
+            b_tally.measure(runtime, runs, &b);
+            a_tally.measure(runtime, runs, &a);
         }
     }
-    (troupe, bare)
+    (a_tally, b_tally)
+}
+
+/// troupe against the bare loop.
+fn troupe_against_bare(runtime: &Runtime, setup: &Setup) -> (Tally, Tally) {
+    paired(runtime, ROUND_TARGET, async || u64::from(setup.troupe_run().await), async || setup.bare_run().await as u64)
 }
 
 fn report(label: &str, troupe: &Tally, bare: &Tally) {
@@ -240,7 +314,7 @@ fn main() {
             .collect();
         bodies
     };
-    let setup = Setup::new(&runtime, &server.url(), captured);
+    let setup = Setup::new(&runtime, &server.url(), captured).with_store(&runtime);
 
     let mut criterion = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -249,6 +323,9 @@ fn main() {
     let mut group = criterion.benchmark_group("turn_overhead");
     group.bench_function("troupe_run_4_calls_3_tools", |b| b.iter(|| runtime.block_on(setup.troupe_run())));
     group.bench_function("bare_reqwest_4_calls", |b| b.iter(|| runtime.block_on(setup.bare_run())));
+    group.bench_function("troupe_run_4_calls_3_tools_sqlite_store", |b| {
+        b.iter(|| runtime.block_on(setup.recorded_run()))
+    });
     group.finish();
     criterion.final_summary();
     // The paired measurement runs under `cargo bench` (which passes `--bench`) only: not
@@ -258,12 +335,19 @@ fn main() {
         return;
     }
 
-    let (troupe, bare) = paired(&runtime, &setup);
+    let (troupe, bare) = troupe_against_bare(&runtime, &setup);
+    let (store_on, store_off) = paired(
+        &runtime,
+        STORE_ROUND_TARGET,
+        async || u64::from(setup.recorded_run().await),
+        async || u64::from(setup.troupe_run().await),
+    );
+    let recorded_runs = setup.recorded.as_ref().map(|r| (r.store.info().location, r.rows_per_run));
     let bodies = setup.bodies.clone();
     drop(setup);
     drop(server);
     let child = ChildServer::start();
-    let client_only = paired(&runtime, &Setup::new(&runtime, &child.url, || bodies));
+    let client_only = troupe_against_bare(&runtime, &Setup::new(&runtime, &child.url, || bodies));
 
     println!(
         "\nturn_overhead: one run = {} model calls + {TOOL_TURNS} tool calls, Anthropic wire over loopback HTTP, current-thread runtime",
@@ -272,4 +356,29 @@ fn main() {
     report("", &troupe, &bare);
     println!("  (mock server in this process: its CPU counts for both loops)");
     report(" (client only, mock server in a child process)", &client_only.0, &client_only.1);
+    report_store(&store_on, &store_off);
+    if let Some((location, (entries, transitions))) = recorded_runs {
+        println!(
+            "  (a recorded run writes {entries} evidence entries and {transitions} status transitions; store at {location}, removed on exit)"
+        );
+    }
+}
+
+fn report_store(on: &Tally, off: &Tally) {
+    println!(
+        "turn_overhead with the SQLite store: on {:.0} µs/run (CPU) {:.0} µs/run (wall), off {:.0} µs/run (CPU) {:.0} µs/run (wall), ratio CPU {:.2}, wall {:.2}",
+        on.cpu_micros(),
+        on.wall_micros(),
+        off.cpu_micros(),
+        off.wall_micros(),
+        on.cpu_micros() / off.cpu_micros(),
+        on.wall_micros() / off.wall_micros(),
+    );
+    println!(
+        "  main-thread schedstat: on {:.0} µs, off {:.0} µs, ratio {:.2}; {} runs of each (mock server in this process)",
+        on.thread_micros(),
+        off.thread_micros(),
+        on.thread_micros() / off.thread_micros(),
+        on.runs,
+    );
 }

@@ -133,12 +133,12 @@ impl Run {
         instruction: &str,
         fresh: bool,
     ) -> Option<tokio::task::JoinHandle<()>> {
-        let (durability, journal) = match setup {
+        let (durability, journal, created) = match setup {
             JournalSetup::None => return None,
-            JournalSetup::Ready(durability, journal) => (durability, Ok(journal)),
+            JournalSetup::Ready(durability, journal) => (durability, Ok(journal), false),
             JournalSetup::Create(durability, input) => {
                 let journal = create_run(&durability, state, &input).await;
-                (durability, journal)
+                (durability, journal, true)
             }
         };
         let mut journal = match journal {
@@ -176,8 +176,11 @@ impl Run {
         });
         self.journal = Some(journal);
         self.durability = Some(durability);
-        // The run's first state (the resume plan, its start) is on record before any step.
-        self.checkpoint(state, Vec::new()).await;
+        // A resumed run's plan is on record before any step; a created run's first state
+        // is already stored, and its start goes with its first boundary.
+        if !created {
+            self.checkpoint(state, Vec::new()).await;
+        }
         heartbeat
     }
 
@@ -648,7 +651,11 @@ impl Run {
             if timed_out {
                 state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
             }
-            self.checkpoint(state, completions).await;
+            // Read-only results need no boundary of their own: a resume may run them again,
+            // and the next model turn's checkpoint records them.
+            if declaration.is_some() || timed_out {
+                self.checkpoint(state, completions).await;
+            }
         }
     }
 

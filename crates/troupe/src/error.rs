@@ -20,6 +20,9 @@ pub enum Error {
     /// A store could not be opened or used.
     #[error(transparent)]
     Store(#[from] troupe_store::StoreError),
+    /// A team could not be built or run as a whole.
+    #[error(transparent)]
+    Team(#[from] troupe_team::TeamError),
 }
 
 /// The SDK's result type.

@@ -16,6 +16,10 @@
 //!   evidence log, the run queue with leases, and schedules — on SQLite (feature `sqlite`,
 //!   the default) or PostgreSQL (feature `postgres`).
 //!
+//! - [`team`] (`troupe-team`): many agents — pipeline, parallel and orchestrated groups,
+//!   delegation as a tool, the context firewall, a message bus, a work queue, shared
+//!   memory, consensus and a supervisor with budgets.
+//!
 //! Errors from every layer convert into one [`Error`], so applications handle a single
 //! [`Result`] type while keeping the typed variants underneath.
 //!
@@ -39,6 +43,7 @@ pub use troupe_core as core;
 pub use troupe_model as model;
 pub use troupe_runtime as runtime;
 pub use troupe_store as store;
+pub use troupe_team as team;
 pub use troupe_tools as tools;
 
 /// The README's Rust examples, compiled and run as doc tests so the front door stays true.
