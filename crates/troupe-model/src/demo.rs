@@ -1,8 +1,10 @@
 //! [`DemoProvider`]: an offline model that needs no key, so troupe can be tried at once.
 //!
 //! Offered the workspace tools (`fs.list`, and `fs.read`/`fs.write` where given), it runs a
-//! genuine multi-step script ([`demo_reply`]); otherwise it chats.
+//! genuine multi-step script ([`demo_reply`]); offered a `delegate` tool, it hands the task
+//! to each teammate and reports what they said; otherwise it chats.
 
+mod delegate;
 mod script;
 
 pub use script::DEMO_FILE;
@@ -65,6 +67,10 @@ pub struct DemoReply {
 /// assert!(reply.blocks.iter().any(|b| matches!(b, DemoBlock::ToolCall { name, .. } if name == "fs.list")));
 /// ```
 pub fn demo_reply(request: &ModelRequest) -> DemoReply {
+    // A leader (offered `delegate`) delegates before it touches the workspace itself.
+    if let Some(reply) = delegate::reply(request) {
+        return reply;
+    }
     if let Some(reply) = script::reply(request) {
         return reply;
     }
