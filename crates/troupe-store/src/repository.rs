@@ -165,6 +165,7 @@ pub trait MemoryRepository: Send + Sync {
 
 /// The words of a memory query, at most eight, each a `LIKE` pattern with `%`, `_` and
 /// `\\` escaped.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn memory_patterns(query: &str) -> Vec<String> {
     query
         .split_whitespace()
