@@ -17,7 +17,18 @@
 //! troupe schedule rm NAME
 //! troupe chat [--model ID] [--system S] [--max-tokens N] [--json] PROMPT…
 //! troupe models list [--json]
+//! troupe agent list [--json]
+//! troupe agent show ID|FILE [--json]
+//! troupe agent create --id ID --name NAME [--from TEMPLATE] [--dir DIR]
+//! troupe agent validate [ID|FILE]
+//! troupe agent run (--agent-id ID | --agent-file FILE) --prompt P [-w DIR] [--approve MODE] [--json]
+//! troupe agent run --worker [--agent-file PATH] [--workspace DIR]   (started by a coordinator)
+//! troupe team run TEAM.toml TASK… [-w DIR] [--approve auto|never] [--json]
+//! troupe team validate TEAM.toml
 //! ```
+//!
+//! `troupe agent` and `troupe team` take `--config-dir DIR` (repeatable): where agent files
+//! are looked for instead of `./.troupe` and `~/.config/troupe`.
 //!
 //! Every durable command takes `--store URL` (`$TROUPE_STORE`; `sqlite://PATH`, a file
 //! path, or `postgres://…`) and `--workspace DIR`; the default store is
@@ -29,6 +40,8 @@
 //! configuration error (a missing API key, an unknown model, a bad `troupe.toml`, a store
 //! that cannot be opened, an unknown run).
 
+mod agent;
+mod agent_worker;
 mod chat;
 mod evidence;
 mod models;
@@ -38,6 +51,7 @@ mod runs;
 mod schedule;
 mod setup;
 mod store;
+mod team;
 mod worker;
 
 use clap::{Parser, Subcommand};
@@ -77,6 +91,37 @@ enum Command {
         #[command(subcommand)]
         command: ModelsCommand,
     },
+    /// Agents defined as files: list, show, create, validate, run.
+    Agent {
+        #[command(flatten)]
+        config: agent::ConfigDirs,
+        #[command(subcommand)]
+        command: AgentCommand,
+    },
+    /// Teams of agent files: run one on a task, or check its file.
+    Team {
+        #[command(flatten)]
+        config: agent::ConfigDirs,
+        #[command(subcommand)]
+        command: team::TeamCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AgentCommand {
+    /// The agents of the config directories: id, name, version, description, file.
+    List(agent::ListArgs),
+    /// One agent's definition as parsed, defaults included (its API key is never shown).
+    Show(agent::ShowArgs),
+    /// Write a new agent file, `DIR/agents/ID.toml`, from a template.
+    Create(agent::CreateArgs),
+    /// Check agent files: `ok: N agent files`, or every problem as `file:line:col: message`.
+    Validate(agent::ValidateArgs),
+    /// Run an agent on a prompt in the foreground; with --worker (for coordinators), serve
+    /// one task over stdin and stdout.
+    // `--worker` is what a coordinator types, not a person.
+    #[command(mut_arg("worker", |arg| arg.hide(true)))]
+    Run(agent::RunArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -179,6 +224,14 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Schedule { command } => schedule::run(command).await,
         Command::Chat(args) => chat::run(args).await,
         Command::Models { command: ModelsCommand::List { json } } => models::list(json),
+        Command::Agent { config, command } => match command {
+            AgentCommand::List(args) => agent::list(&config, &args),
+            AgentCommand::Show(args) => agent::show(&config, &args),
+            AgentCommand::Create(args) => agent::create(&config, &args),
+            AgentCommand::Validate(args) => agent::validate(&config, &args),
+            AgentCommand::Run(args) => agent::run(&config, args).await,
+        },
+        Command::Team { config, command } => team::run(&config, command).await,
     }
 }
 
@@ -186,6 +239,13 @@ fn main() -> ExitCode {
     // clap exits with code 2 on a usage error, as the CLI conventions want.
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Worker(_)));
+    // A worker confines itself before any thread exists (Landlock binds only the calling
+    // thread and those it starts later), so it builds its own runtime.
+    if let Command::Agent { command: AgentCommand::Run(args), .. } = &cli.command
+        && let Some(worker) = args.worker_mode()
+    {
+        return agent_worker::main(worker);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {

@@ -82,7 +82,13 @@ async fn migrating_is_idempotent_and_happens_once_under_concurrency() {
         .fetch_all(again.pool())
         .await
         .expect("troupe_meta is readable");
-    assert_eq!(meta, [("application".to_owned(), "troupe".to_owned()), ("schema_version".to_owned(), crate::schema::SCHEMA_VERSION.to_string())]);
+    assert_eq!(
+        meta,
+        [
+            ("application".to_owned(), "troupe".to_owned()),
+            ("schema_version".to_owned(), crate::schema::SCHEMA_VERSION.to_string())
+        ]
+    );
     again.close().await.expect("closes");
     let mut expected: Vec<String> = crate::schema::TABLES.iter().map(|t| (*t).to_owned()).collect();
     expected.sort();

@@ -1,0 +1,149 @@
+//! `troupe agent run --worker`: this binary as a worker process of a coordinator
+//! ([`troupe_workers::process::ProcessMember`]). It speaks the worker protocol on stdin and
+//! stdout: one task in, its events, artifacts and result out (see `troupe_workers::ipc`).
+//!
+//! The agent is the one of `--agent-file` when given; otherwise the spec the task carries;
+//! otherwise the coding agent of `troupe run` on the model of `TROUPE_MODEL`, `troupe.toml`
+//! or the first key set (else `demo`). Providers come from the environment the coordinator
+//! granted and `./troupe.toml`, as for `troupe run`. Its tools are the built-in coding
+//! tools confined to `--workspace`, cut down to what the agent file and the task allow.
+//!
+//! Before anything else runs, the process confines itself with Landlock to writing only
+//! in its workspace (and `/tmp`); the outcome is printed on stderr when it is not full,
+//! sent as the first event and put in the result. Files outside the workspace that the
+//! worker needs (the agent file, `troupe.toml`) are read before that.
+
+use crate::{Failure, setup};
+use anyhow::anyhow;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use troupe::runtime::Agent;
+use troupe_model::ModelConfig;
+use troupe_workers::definition::AgentDefinition;
+use troupe_workers::ipc::channel::stdio;
+use troupe_workers::ipc::{AgentTask, ToolPolicy};
+use troupe_workers::process::{SandboxPolicy, ServeOptions, confine, serve};
+
+/// The arguments of `troupe agent run` that its worker mode reads.
+#[derive(Clone, Debug, clap::Args)]
+pub struct AgentRunArgs {
+    /// Serve one task over stdin and stdout with the worker protocol (a coordinator starts
+    /// this; it is not for typing).
+    #[arg(long)]
+    pub worker: bool,
+    /// The agent file (`agents/*.toml`) to run.
+    #[arg(long, value_name = "PATH")]
+    pub agent_file: Option<PathBuf>,
+    /// The workspace the agent's tools, and its writes, are confined to [default: .].
+    #[arg(long, short, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+/// What a worker reads before it confines itself.
+struct Prepared {
+    workspace: PathBuf,
+    config: ModelConfig,
+    definition: Option<AgentDefinition>,
+}
+
+/// Runs the worker: reads what it needs, confines itself, then serves one task on its own
+/// runtime. Called before any other thread exists, since Landlock binds only the calling
+/// thread and the threads it starts afterwards.
+pub fn main(args: &AgentRunArgs) -> ExitCode {
+    let prepared = match prepare(args) {
+        Ok(prepared) => prepared,
+        Err(Failure::Usage(e)) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+        Err(Failure::Run(e)) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
+    let sandbox = confine(&SandboxPolicy::for_workspace(&prepared.workspace));
+    if !sandbox.is_enforced() {
+        eprintln!("warning: the worker is not fully sandboxed: {sandbox}");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let options = ServeOptions { workspace: prepared.workspace.clone(), sandbox };
+    // The pipes register with the runtime's reactor: made inside it.
+    let served = runtime
+        .block_on(async { serve(stdio::input(), stdio::output(), options, |task| build(&prepared, task)).await });
+    match served {
+        Ok(summary) => {
+            tracing::debug!(task = %summary.result.task_id, status = ?summary.result.status, "worker done");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn prepare(args: &AgentRunArgs) -> Result<Prepared, Failure> {
+    let workspace = setup::workspace_dir(args.workspace.as_deref())?;
+    let workspace = workspace
+        .canonicalize()
+        .map_err(|e| Failure::Usage(anyhow!("cannot resolve the workspace `{}`: {e}", workspace.display())))?;
+    let config = crate::load_config()?;
+    let definition =
+        args.agent_file.as_deref().map(AgentDefinition::load).transpose().map_err(|e| Failure::Usage(e.into()))?;
+    Ok(Prepared { workspace, config, definition })
+}
+
+/// The task's agent; the task's tool policy is applied by `serve` on top.
+fn build(prepared: &Prepared, task: &AgentTask) -> Result<Agent, String> {
+    let providers = crate::providers(&prepared.config).map_err(describe)?;
+    let mut spec = match (&prepared.definition, task.agent_spec()) {
+        (Some(definition), _) => definition.to_spec(),
+        (None, Ok(Some(spec))) => spec,
+        (None, Ok(None)) => {
+            let environment = std::env::var("TROUPE_MODEL").ok();
+            let (model, _) = crate::chat::choose_model(None, environment.as_deref(), &prepared.config, &providers);
+            setup::coding_spec(model, setup::unattended_policy(false, false), None, None)
+        }
+        (None, Err(e)) => return Err(format!("the task's spec is not a valid agent spec: {e}")),
+    };
+    let runner = setup::runner(&prepared.workspace, providers).map_err(describe)?;
+    if let Some(definition) = &prepared.definition {
+        // The file's denied tools leave the catalog, not only the approval policy.
+        let policy = definition_policy(definition);
+        let named =
+            spec.tools.take().unwrap_or_else(|| runner.catalog().names().into_iter().map(str::to_owned).collect());
+        // A tool this worker's catalog lacks (web.*, memory.*, MCP tools) is left out, as
+        // the coordinator does, and said so on stderr, which the coordinator keeps.
+        let (offered, missing): (Vec<String>, Vec<String>) = named
+            .into_iter()
+            .filter(|tool| policy.permits(tool))
+            .partition(|tool| runner.catalog().get(tool).is_some());
+        if !missing.is_empty() {
+            eprintln!("note: this worker has no {}; left out", missing.join(", "));
+        }
+        spec.tools = Some(offered);
+    }
+    setup::validate(&runner, &spec).map_err(describe)?;
+    Ok(Agent::new(runner, spec))
+}
+
+/// The agent file's tool policy in the protocol's terms.
+fn definition_policy(definition: &AgentDefinition) -> ToolPolicy {
+    let policy = definition.tool_policy();
+    ToolPolicy {
+        allowed: policy.allowed.map(|names| names.into_iter().collect()),
+        denied: policy.denied.into_keys().collect(),
+    }
+}
+
+fn describe(failure: Failure) -> String {
+    match failure {
+        Failure::Usage(e) | Failure::Run(e) => format!("{e:#}"),
+    }
+}

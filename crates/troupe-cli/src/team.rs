@@ -1,0 +1,296 @@
+//! `troupe team`: teams of agent files.
+//!
+//! ```text
+//! troupe team run TEAM.toml TASK… [-w DIR] [--approve auto|never] [--json] [--config-dir DIR]
+//! troupe team validate TEAM.toml [--config-dir DIR]
+//! ```
+//!
+//! The team file's schema is [`troupe_workers::team_file`]'s. Its agents are looked up in
+//! `--config-dir` when given, else in the team file's own directory when that has an
+//! `agents/` (or `agents.d/`) directory, else in the default config directories.
+//!
+//! - **Members**: each `[[team.members]]` agent is built from its file as `troupe agent
+//!   run` builds one (`isolation = "local"`), or runs in a worker subprocess started as
+//!   its `[agent.execution]` says (`isolation = "process"`).
+//! - **Strategy**: `delegate` gives the leader a `delegate` tool over the members;
+//!   `orchestrated`, `parallel` and `pipeline` run them as an `AgentGroup`.
+//! - **Firewall**: each member's report passes the firewall as a message to its recipient
+//!   (the leader; a pipeline's next member) before the recipient sees it: secrets are
+//!   redacted, and a report on a channel `[firewall]` does not declare is withheld — the
+//!   recipient reads a notice instead, and the drop is reported. Without `[firewall]`,
+//!   every report passes (secrets still redacted). The leader's briefs are not filtered.
+//! - **Budget**: `[team.budget]` is counted live from every member's usage events; crossing
+//!   `max_usd` or `max_total_tokens`, or running past `max_seconds`, stops the whole team.
+//!   Each member's own limits are also capped at the team's (and its report timeout).
+//! - **Approvals**: nobody can be asked about a member's call, so a call that needs
+//!   approval runs (`--approve auto`) or is refused with the reason (`never`, the default).
+//!
+//! Output: the team's answer on stdout (with `--json`, every member's events as JSON lines,
+//! then one `team_finished` line), a line per member event of interest on stderr, then a
+//! summary table per member. Exit codes: 0 every member call completed; 1 one did not
+//! (or the budget ran out, or the team was cancelled); 2 a usage or configuration error (a
+//! bad team or agent file, an unknown agent, a missing API key).
+
+mod members;
+mod progress;
+
+use crate::agent::ConfigDirs;
+use crate::agent::build::Approvals;
+use crate::render::Style;
+use crate::{Failure, setup};
+use anyhow::anyhow;
+use clap::Subcommand;
+use members::{Assembled, Setting};
+use progress::Progress;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use troupe::team::TeamBudget;
+use troupe_workers::registry::AgentRegistry;
+use troupe_workers::team_file::TeamFile;
+
+/// Events buffered between the members and the progress printer.
+const EVENT_BUFFER: usize = 4096;
+
+/// `troupe team` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum TeamCommand {
+    /// Run a team file's agents on a task.
+    Run(RunArgs),
+    /// Check a team file and the agent files it names: `ok: …` or every problem.
+    Validate(ValidateArgs),
+}
+
+/// What becomes of a member's call that needs approval (nobody can be asked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TeamApprove {
+    /// It runs.
+    Auto,
+    /// It is refused; the model is told why.
+    Never,
+}
+
+/// Arguments of `troupe team run`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Output: the team's answer on stdout (with --json, every member's events as JSON lines, then \
+a `team_finished` line); on stderr, a line per member event (started, tool calls, delegations, firewall drops, \
+finished with outcome, tokens and cost), then a summary table per member.\n\nExit codes: 0 every member call \
+completed; 1 one did not, the team's budget ran out, or it was cancelled (Ctrl-C); 2 a usage or configuration error \
+(a bad team or agent file, an unknown agent, a missing API key).")]
+pub struct RunArgs {
+    /// The team file.
+    #[arg(value_name = "TEAM.toml")]
+    team: PathBuf,
+    /// The task (several words are joined by spaces).
+    #[arg(required = true, value_name = "TASK")]
+    task: Vec<String>,
+    /// The directory every member works in [default: the current directory].
+    #[arg(long, short, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// What becomes of a member's call that needs approval: nobody can be asked, so it
+    /// runs (auto) or is refused (never).
+    #[arg(long, value_enum, default_value_t = TeamApprove::Never, value_name = "MODE")]
+    approve: TeamApprove,
+    /// Print every member's events as JSON lines on stdout, then a `team_finished` line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `troupe team validate`.
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// The team file.
+    #[arg(value_name = "TEAM.toml")]
+    team: PathBuf,
+}
+
+/// Runs a `troupe team` subcommand.
+pub async fn run(dirs: &ConfigDirs, command: TeamCommand) -> Result<(), Failure> {
+    match command {
+        TeamCommand::Run(args) => run_team(dirs, args).await,
+        TeamCommand::Validate(args) => {
+            let (team, _) = load(dirs, &args.team)?;
+            let agents = team.leader().into_iter().count() + team.team.members.len();
+            crate::print_lines(&[format!(
+                "ok: team `{}` ({}), {agents} agent{}",
+                team.name(),
+                team.team.strategy,
+                if agents == 1 { "" } else { "s" }
+            )])
+        }
+    }
+}
+
+/// Where a team's agents are looked for.
+fn team_dirs(dirs: &ConfigDirs, team: &Path) -> Result<Vec<PathBuf>, Failure> {
+    if dirs.given() {
+        return dirs.resolve();
+    }
+    let own = team.parent().map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p });
+    match own {
+        Some(dir) if dir.join("agents").is_dir() || dir.join("agents.d").is_dir() => Ok(vec![dir.to_owned()]),
+        _ => dirs.resolve(),
+    }
+}
+
+/// The team file and its agents, checked.
+fn load(dirs: &ConfigDirs, path: &Path) -> Result<(TeamFile, AgentRegistry), Failure> {
+    let team = TeamFile::load(path).map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let search = team_dirs(dirs, path)?;
+    let registry = crate::agent::discover(&search)?;
+    if let Err(problems) = team.check_agents(&registry) {
+        let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        let searched: Vec<String> = search.iter().map(|d| d.display().to_string()).collect();
+        return Err(Failure::Usage(anyhow!(
+            "the team names agents that are not defined (looked in {}):\n  {}",
+            searched.join(", "),
+            lines.join("\n  ")
+        )));
+    }
+    Ok((team, registry))
+}
+
+async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
+    let (team, registry) = load(dirs, &args.team)?;
+    let workspace = setup::workspace_dir(args.workspace.as_deref())?;
+    let config = crate::load_config()?;
+    let task = args.task.join(" ");
+    if task.trim().is_empty() {
+        return Err(Failure::Usage(anyhow!("the task is empty; say what the team should do")));
+    }
+    let (events, mut received) = mpsc::channel(EVENT_BUFFER);
+    let approvals = match args.approve {
+        TeamApprove::Auto => Approvals::Auto,
+        TeamApprove::Never => Approvals::Refuse,
+    };
+    let setting =
+        Setting { team: &team, registry: &registry, workspace: &workspace, config: &config, approvals, events };
+    let Assembled { work, rows, firewall, records, notes } = members::assemble(&setting)?;
+    drop(setting);
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
+    let names: Vec<&str> = rows.iter().filter(|r| r.role == "member").map(|r| r.name.as_str()).collect();
+    let leader = team.leader().map(|l| format!("leader {l}; ")).unwrap_or_default();
+    eprintln!("team `{}` ({}): {leader}members {}", team.name(), team.team.strategy, names.join(", "));
+
+    let cancel = CancellationToken::new();
+    cancel_on_interrupt(cancel.clone());
+    let budget = team.budget().unwrap_or_default();
+    let deadline = budget.max_wall_time.map(|t| tokio::time::Instant::now() + t);
+    let mut work = tokio::spawn(work.run(team.name().to_owned(), task, cancel.clone()));
+    let mut progress = Progress::new(args.json, Style::detect());
+    let mut exceeded: Option<String> = None;
+    let joined = loop {
+        let timer = async {
+            match deadline {
+                Some(at) if exceeded.is_none() => tokio::time::sleep_until(at).await,
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            Some(event) = received.recv() => {
+                progress.event(&event);
+                if exceeded.is_none() && let Some(which) = over_budget(&budget, &progress) {
+                    eprintln!("[team] its {which} budget ran out: stopping every member");
+                    exceeded = Some(which);
+                    cancel.cancel();
+                }
+            }
+            () = timer => {
+                let which = format!("time (max_seconds = {})", budget.max_wall_time.map_or(0, |t| t.as_secs()));
+                eprintln!("[team] its {which} budget ran out: stopping every member");
+                exceeded = Some(which);
+                cancel.cancel();
+            }
+            joined = &mut work => break joined,
+        }
+    };
+    while let Ok(event) = received.try_recv() {
+        progress.event(&event);
+    }
+    let result = joined.map_err(|e| Failure::Run(anyhow!("the team's task crashed: {e}")))?;
+    let records = records.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+    let stats = firewall.stats();
+
+    if args.json {
+        let members: Vec<_> = records
+            .iter()
+            .map(|r| {
+                json!({
+                    "member": r.name,
+                    "success": r.success,
+                    "error": r.error,
+                    "usage": r.usage,
+                    "cost_usd": r.cost_usd,
+                })
+            })
+            .collect();
+        let line = json!({
+            "type": "team_finished",
+            "team": team.name(),
+            "output": result.output,
+            "error": result.error,
+            "members": members,
+            "firewall": stats,
+        });
+        crate::print_lines(&[line.to_string()])?;
+    } else if result.error.is_none() && !result.output.trim().is_empty() {
+        crate::print_lines(&[result.output.trim_end().to_owned()])?;
+    }
+    eprintln!("{}", progress::summary_table(&rows, &records, &progress));
+    eprintln!(
+        "firewall: {} report{} passed, {} dropped, {} secret{} redacted",
+        stats.passed,
+        if stats.passed == 1 { "" } else { "s" },
+        stats.dropped(),
+        stats.secrets_redacted,
+        if stats.secrets_redacted == 1 { "" } else { "s" },
+    );
+
+    if let Some(which) = exceeded {
+        return Err(Failure::Run(anyhow!("the team stopped: its {which} budget ran out ([team.budget])")));
+    }
+    if cancel.is_cancelled() {
+        return Err(Failure::Run(anyhow!("the team was cancelled")));
+    }
+    let failed: Vec<String> = records
+        .iter()
+        .filter(|r| !r.success)
+        .map(|r| format!("{}: {}", r.name, r.error.as_deref().unwrap_or("it did not complete")))
+        .collect();
+    match (result.error, failed.is_empty()) {
+        (None, true) => Ok(()),
+        (Some(error), true) => Err(Failure::Run(anyhow!("the team did not complete: {error}"))),
+        (_, false) => Err(Failure::Run(anyhow!("the team did not complete: {}", failed.join("; ")))),
+    }
+}
+
+/// The budget the spending so far crossed, if any.
+fn over_budget(budget: &TeamBudget, progress: &Progress) -> Option<String> {
+    if let Some(max) = budget.max_usd
+        && progress.cost_usd >= max
+    {
+        return Some(format!("usd (max_usd = {max})"));
+    }
+    if let Some(max) = budget.max_total_tokens
+        && progress.tokens >= max
+    {
+        return Some(format!("tokens (max_total_tokens = {max})"));
+    }
+    None
+}
+
+/// Cancels the team on Ctrl-C; a second Ctrl-C quits at once.
+fn cancel_on_interrupt(cancel: CancellationToken) {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: stopping every member (Ctrl-C again quits at once)");
+            cancel.cancel();
+        }
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(1);
+        }
+    });
+}

@@ -1,0 +1,256 @@
+//! End-to-end tests of `troupe team`: the real binary running the shipped example team
+//! (`examples/team`) and the fixture teams on the demo model, in temp workspaces.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use tempfile::TempDir;
+use troupe_core::Usage;
+use troupe_testkit::{MockLlmServer, MockTurn};
+
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn example() -> PathBuf {
+    root().join("examples/team")
+}
+
+fn fixtures() -> PathBuf {
+    root().join("crates/troupe-testkit/fixtures")
+}
+
+/// A workspace holding a README whose first line is `first_line`.
+fn workspace(first_line: &str) -> TempDir {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    std::fs::write(dir.path().join("README.md"), format!("{first_line}\n\nA gadget for tests.\n")).expect("writes");
+    dir
+}
+
+/// `troupe team ARGS` in `cwd` with an empty environment (no key: every agent is on the
+/// demo model).
+fn team(cwd: &Path, args: &[&str]) -> Output {
+    team_with(cwd, args, &[])
+}
+
+/// `troupe team ARGS` in `cwd` with only `env` (and `PATH`) set.
+fn team_with(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command.arg("team").args(args).current_dir(cwd).env_clear();
+    // Process members find their shell and programs.
+    if let Some(path) = std::env::var_os("PATH") {
+        command.env("PATH", path);
+    }
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("the binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn text(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 path")
+}
+
+/// The summary table's row of `member`, as cells.
+fn row(err: &str, member: &str) -> Vec<String> {
+    let line = err.lines().find(|l| l.starts_with(&format!("│ {member} "))).unwrap_or_default();
+    line.split(['│', '┆']).map(str::trim).filter(|c| !c.is_empty()).map(str::to_owned).collect()
+}
+
+/// The example team file with `edit` applied, written next to a copy of its agents.
+fn edited_example(edit: impl Fn(&str) -> String) -> TempDir {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let team = std::fs::read_to_string(example().join("team.toml")).expect("reads the example");
+    std::fs::write(dir.path().join("team.toml"), edit(&team)).expect("writes the team file");
+    std::fs::create_dir_all(dir.path().join("agents")).expect("creates agents/");
+    for entry in std::fs::read_dir(example().join("agents")).expect("lists the example's agents") {
+        let path = entry.expect("an entry").path();
+        std::fs::copy(&path, dir.path().join("agents").join(path.file_name().expect("a name"))).expect("copies");
+    }
+    dir
+}
+
+#[test]
+fn the_shipped_example_delegates_to_each_teammate() {
+    let workspace = workspace("# Gadget");
+    let team_file = example().join("team.toml");
+    let output = team(
+        workspace.path(),
+        &["run", text(&team_file), "Describe", "this", "repository", "-w", text(workspace.path())],
+    );
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(out.starts_with("The team worked on “Describe this repository”"), "{out}");
+    for teammate in ["researcher", "reviewer"] {
+        let report = out.lines().find(|l| l.starts_with(&format!("- {teammate}: "))).unwrap_or_default();
+        assert!(report.contains(&format!("as {teammate}")), "{teammate}'s report reached the leader: {out}");
+        assert!(err.contains(&format!("[{teammate}] started on demo, delegated by lead")), "{err}");
+        assert!(err.contains(&format!("[{teammate}] ✓ fs.read README.md")), "{err}");
+        assert!(err.contains(&format!("[{teammate}] finished: completed,")), "{err}");
+        assert!(err.contains(&format!("[lead] ✓ delegate → {teammate}")), "{err}");
+        // The researcher runs as a worker process, sandboxed; the reviewer in this process.
+        let isolation = if teammate == "researcher" { "process" } else { "local" };
+        let cells = row(&err, teammate);
+        assert_eq!(cells.get(1..5), Some(&["member", isolation, "1", "completed"].map(String::from)[..]), "{err}");
+    }
+    assert!(err.contains("[researcher] worker sandbox:"), "the worker reports its sandbox: {err}");
+    assert!(err.contains("[lead] started on demo") && err.contains("[lead] finished: completed"), "{err}");
+    assert_eq!(row(&err, "lead").get(1..5), Some(&["leader", "local", "1", "completed"].map(String::from)[..]));
+    assert_eq!(row(&err, "team").get(1), Some(&"3".to_owned()), "three member calls in all: {err}");
+    assert!(err.contains("firewall: 2 reports passed, 0 dropped"), "{err}");
+    assert!(!out.contains('✓') && !out.contains("[lead]"), "progress stays on stderr: {out}");
+}
+
+#[test]
+fn an_undeclared_channel_withholds_the_report() {
+    let dir = edited_example(|team| {
+        team.replace(r#"channels = ["researcher -> lead", "reviewer -> lead"]"#, r#"channels = ["researcher -> lead"]"#)
+    });
+    let workspace = workspace("# Gadget");
+    let output = team(dir.path(), &["run", "team.toml", "Describe this", "-w", text(workspace.path())]);
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(out.contains("- researcher: Done."), "the declared channel passes: {out}");
+    assert!(
+        out.contains("- reviewer: [firewall] the report of `reviewer` to `lead` was withheld"),
+        "the leader read a notice instead of the report: {out}"
+    );
+    assert!(err.contains("[firewall] dropped a report reviewer -> lead: no channel is declared"), "{err}");
+    assert!(err.contains("firewall: 1 report passed, 1 dropped"), "{err}");
+}
+
+#[test]
+fn secrets_are_redacted_before_the_leader_reads_a_report() {
+    let secret = "sk-ant-api03-abcdefghijklmnopqrstuv";
+    let workspace = workspace(&format!("# Gadget {secret}"));
+    let team_file = example().join("team.toml");
+    let output = team(workspace.path(), &["run", text(&team_file), "Describe", "-w", text(workspace.path()), "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events: Vec<serde_json::Value> =
+        stdout(&output).lines().map(|l| serde_json::from_str(l).expect("JSON lines only")).collect();
+    let seen_by_lead: Vec<&str> = events
+        .iter()
+        .filter(|e| e["agent_id"] == "lead" && e["type"] == "tool_call_result")
+        .filter_map(|e| e["content"].as_str())
+        .collect();
+    assert_eq!(seen_by_lead.len(), 2, "{seen_by_lead:?}");
+    for report in seen_by_lead {
+        assert!(!report.contains(secret) && report.contains("[REDACTED]"), "{report}");
+    }
+    let last = events.last().expect("a last line");
+    assert_eq!(last["type"], "team_finished");
+    assert_eq!(last["firewall"]["passed"], 2);
+    assert!(last["firewall"]["secrets_redacted"].as_u64() >= Some(2), "{last}");
+}
+
+#[test]
+fn unknown_members_are_named_and_exit_2() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let file = "[team]\nname = \"t\"\nstrategy = \"parallel\"\n\n[[team.members]]\nagent = \"researcher\"\n\n\
+                [[team.members]]\nagent = \"ghost\"\n";
+    std::fs::write(dir.path().join("team.toml"), file).expect("writes the team file");
+    let agents = example().join("agents/..");
+    let output = team(dir.path(), &["run", "team.toml", "x", "--config-dir", text(&agents)]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(
+        err.contains("team.toml:9:9: unknown agent `ghost` (a member): the agents are lead, researcher, reviewer"),
+        "{err}"
+    );
+    let validate = team(dir.path(), &["validate", "team.toml", "--config-dir", text(&agents)]);
+    assert_eq!(validate.status.code(), Some(2));
+
+    std::fs::write(dir.path().join("bad.toml"), "[team]\nname = \"t\"\nstrategy = \"solo\"\n").expect("writes");
+    let bad = team(dir.path(), &["run", "bad.toml", "x"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("bad.toml:3:12: `strategy` in [team] cannot be \"solo\""), "{}", stderr(&bad));
+}
+
+#[test]
+fn a_parallel_fixture_team_gathers_every_answer() {
+    let workspace = workspace("# Gadget");
+    let team_file = fixtures().join("teams/review.toml");
+    let config = fixtures();
+    let ok = team(workspace.path(), &["validate", text(&team_file), "--config-dir", text(&config)]);
+    assert_eq!(stdout(&ok).trim(), "ok: team `review` (parallel), 2 agents", "{}", stderr(&ok));
+    let output = team(
+        workspace.path(),
+        &["run", text(&team_file), "Review this", "-w", text(workspace.path()), "--config-dir", text(&config)],
+    );
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(out.contains("## reviewer") && out.contains("## summarizer"), "{out}");
+    assert!(err.contains("[reviewer] finished: completed") && err.contains("[summarizer] finished: completed"));
+}
+
+#[test]
+fn a_process_member_runs_in_a_worker() {
+    let dir = edited_example(|team| {
+        team.replace("agent = \"reviewer\"\nisolation = \"local\"", "agent = \"reviewer\"\nisolation = \"process\"")
+    });
+    let workspace = workspace("# Gadget");
+    let output = team(dir.path(), &["run", "team.toml", "Describe this", "-w", text(workspace.path())]);
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(out.contains("- reviewer: Done.") && out.contains("- researcher: Done."), "{out}");
+    assert!(err.contains("[reviewer] worker sandbox:"), "the worker's first event: {err}");
+    assert_eq!(row(&err, "reviewer").get(1..5), Some(&["member", "process", "1", "completed"].map(String::from)[..]));
+}
+
+#[test]
+fn the_team_budget_stops_every_member() {
+    let dir = edited_example(|team| team.replace("max_total_tokens = 200000", "max_total_tokens = 100"));
+    let workspace = workspace("# Gadget");
+    let output = team(dir.path(), &["run", "team.toml", "Describe this", "-w", text(workspace.path())]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(err.contains("budget ran out"), "{err}");
+}
+
+#[test]
+fn an_orchestrated_team_reads_the_leaders_plan_through_the_firewall() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let usage = Usage { input_tokens: 1000, output_tokens: 100, ..Usage::default() };
+    let plan = "I'll split it.\n```json\n[{\"worker\": \"researcher\", \"task\": \"Read the README\"}, \
+                {\"worker\": \"reviewer\", \"task\": \"Review it\"}]\n```\n";
+    server.push(MockTurn::text(plan).with_usage(usage));
+    server.push(MockTurn::text("The gadget is documented; the review was withheld.").with_usage(usage));
+    let dir = edited_example(|_| {
+        "[team]\nname = \"crew\"\nstrategy = \"orchestrated\"\nleader = \"boss\"\nmax_concurrency = 1\n\n\
+         [[team.members]]\nagent = \"researcher\"\n\n[[team.members]]\nagent = \"reviewer\"\n\n\
+         [firewall]\nchannels = [\"researcher -> boss\"]\n"
+            .to_owned()
+    });
+    let boss = "[agent]\nid = \"boss\"\nname = \"Boss\"\n\n[provider]\nmodel = \"anthropic/claude-sonnet-4-5\"\n\n\
+                [[tools]]\nname = \"fs.read\"\n";
+    std::fs::write(dir.path().join("agents/boss.toml"), boss).expect("writes the leader");
+    let workspace = workspace("# Gadget");
+    let url = server.url();
+    let output = team_with(
+        dir.path(),
+        &["run", "team.toml", "Report on the gadget", "-w", text(workspace.path())],
+        &[("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", &url)],
+    );
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert_eq!(out, "The gadget is documented; the review was withheld.\n");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "the plan, then the synthesis");
+    let synthesis = requests[1].body["messages"].to_string();
+    assert!(synthesis.contains("Done. Here is what I did for"), "the researcher's report passed: {synthesis}");
+    assert!(synthesis.contains("the report of `reviewer` to `boss` was withheld"), "{synthesis}");
+    assert!(err.contains("[firewall] dropped a report reviewer -> boss"), "{err}");
+    let boss_row = row(&err, "boss");
+    assert_eq!(boss_row.get(1..5), Some(&["leader", "local", "2", "completed"].map(String::from)[..]), "{err}");
+    // Two calls of 1000 × $3 + 100 × $15 per million tokens.
+    assert_eq!(boss_row.get(7).map(String::as_str), Some("$0.0090"), "{err}");
+}

@@ -1,0 +1,21 @@
+//! Agents defined as files, and agents run as worker processes.
+//!
+//! - [`definition`]: the `agents/*.toml` schema, validated on load with
+//!   `file:line:column` errors.
+//! - [`registry`]: discovery of agent files in the config directories.
+//! - [`ipc`]: the length-delimited frame protocol between a coordinator and a worker
+//!   (tasks in, events and results out, heartbeats both ways, chunked payloads).
+//! - [`process`]: workers as child processes, and the worker side of the protocol.
+//! - [`team_file`]: teams of agent files (`team.toml`), validated like agent files.
+
+pub mod definition;
+pub mod ipc;
+pub mod process;
+pub mod registry;
+pub mod team_file;
+
+pub use definition::{AgentDefinition, DefinitionError, ResolvedExecution, ToolPolicy};
+pub use ipc::{AgentResult, AgentTask, Frame, FrameCodec, IpcError, PayloadSource};
+pub use process::{ProcessMember, WorkerConfig, WorkerOutcome, WorkerTask};
+pub use registry::{AgentRegistry, RegistryError, default_config_dirs};
+pub use team_file::{Isolation, TeamFile, TeamStrategy};
