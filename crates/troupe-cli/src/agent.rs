@@ -350,6 +350,7 @@ pub async fn run(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         approvals,
         extra_tools: Vec::new(),
         ceilings: Ceilings::default(),
+        memory: build::memory_store(&workspace, std::iter::once(&definition)).await?,
     })?;
     for note in &built.notes {
         eprintln!("note: {note}");

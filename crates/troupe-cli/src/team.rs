@@ -35,7 +35,7 @@ mod members;
 mod progress;
 
 use crate::agent::ConfigDirs;
-use crate::agent::build::Approvals;
+use crate::agent::build::{self, Approvals};
 use crate::render::Style;
 use crate::{Failure, setup};
 use anyhow::anyhow;
@@ -164,8 +164,9 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         TeamApprove::Auto => Approvals::Auto,
         TeamApprove::Never => Approvals::Refuse,
     };
+    let memory = build::memory_store(&workspace, registry.iter().map(|entry| &entry.definition)).await?;
     let setting =
-        Setting { team: &team, registry: &registry, workspace: &workspace, config: &config, approvals, events };
+        Setting { team: &team, registry: &registry, workspace: &workspace, config: &config, approvals, events, memory };
     let Assembled { work, rows, firewall, records, notes } = members::assemble(&setting)?;
     drop(setting);
     for note in &notes {

@@ -8,9 +8,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use troupe::runtime::{Agent, AgentSpec, ApprovalMode, ApprovalRule, Runner, RuntimeError};
+use troupe::store::Store;
+use troupe::team::MemoryScope;
 use troupe::tools::{Tool, ToolCatalog, Workspace};
 use troupe_model::{Env, ModelConfig, Providers};
 use troupe_workers::definition::AgentDefinition;
+use troupe_workers::definition::MemoryBackend;
 
 /// What becomes of a call that needs approval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +51,37 @@ pub struct AgentBuild<'a> {
     pub extra_tools: Vec<Arc<dyn Tool>>,
     /// Ceilings on its limits.
     pub ceilings: Ceilings,
+    /// The store its `memory.save` / `memory.search` keep memories in, when it lists them.
+    pub memory: Option<Arc<dyn Store>>,
+}
+
+/// Whether the file gives the agent a memory tool.
+pub fn wants_memory(definition: &AgentDefinition) -> bool {
+    definition.to_spec().tools.is_some_and(|tools| tools.iter().any(|t| t.starts_with("memory.")))
+}
+
+/// Where the file files its memories: its own, or the shared category's.
+fn memory_scope(definition: &AgentDefinition) -> MemoryScope {
+    match definition.memory.backend {
+        MemoryBackend::Isolated => MemoryScope::Isolated { agent: definition.id().to_owned() },
+        MemoryBackend::Shared => {
+            MemoryScope::Shared { category: definition.memory.category.clone().unwrap_or_else(|| "default".to_owned()) }
+        }
+    }
+}
+
+/// The workspace's store, opened when `definitions` give some agent a memory tool.
+pub async fn memory_store<'a>(
+    workspace: &Path,
+    mut definitions: impl Iterator<Item = &'a AgentDefinition>,
+) -> Result<Option<Arc<dyn Store>>, Failure> {
+    if !definitions.any(wants_memory) {
+        return Ok(None);
+    }
+    let path = troupe::store::default_sqlite_path(workspace);
+    let url = path.to_str().ok_or_else(|| Failure::Usage(anyhow!("the store path is not UTF-8")))?;
+    let store = troupe::store::open(url).await.map_err(|e| Failure::Usage(e.into()))?;
+    Ok(Some(store))
 }
 
 /// A built agent, and what could not be honoured of its file.
@@ -62,7 +96,7 @@ pub struct Built {
 fn missing_reason(tool: &str) -> &'static str {
     match tool {
         "web.search" => "no web search backend is configured",
-        "memory.save" | "memory.search" => "shared memory needs a team with a store",
+        "memory.save" | "memory.search" => "no store for memories",
         "delegate" => "only a team's leader delegates",
         _ => "MCP servers are not connected",
     }
@@ -83,6 +117,9 @@ pub fn build(build: AgentBuild<'_>) -> Result<Built, Failure> {
     let extra_names: Vec<String> = build.extra_tools.iter().map(|t| t.declaration().name.clone()).collect();
     let mut tools = builtin_tools();
     tools.extend(build.extra_tools);
+    if let Some(store) = build.memory {
+        tools.extend(troupe::team::memory_tools(store, &memory_scope(definition)));
+    }
     let catalog = ToolCatalog::with_tools(tools)
         .map_err(|source| Failure::Usage(RuntimeError::Catalog { agent: id.clone(), source }.into()))?;
 

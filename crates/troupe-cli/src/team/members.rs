@@ -118,6 +118,8 @@ pub struct Setting<'a> {
     pub approvals: Approvals,
     /// Where every member's events go.
     pub events: EventSink,
+    /// The store the members' memories live in, when some member has memory tools.
+    pub memory: Option<Arc<dyn troupe::store::Store>>,
 }
 
 /// Builds the team `setting` describes.
@@ -251,6 +253,7 @@ fn local(
         approvals: setting.approvals,
         extra_tools,
         ceilings,
+        memory: setting.memory.clone(),
     })?;
     // Member runs are followed through their events; their outputs need not keep them too.
     let agent =
