@@ -2,41 +2,14 @@
 //! agent calls `delegate(to, brief)`, the teammate runs on the brief alone, and the
 //! leader reads the teammate's answer (or its failure) as the tool's result.
 
-use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use troupe_model::anthropic::AnthropicWire;
-use troupe_model::openai_chat::OpenAiChatWire;
-use troupe_model::{ApiKey, HttpConfig, HttpProvider, LlmProvider};
-use troupe_runtime::{Agent, Engine, FixedModel, RunOutcome};
-use troupe_team::{AgentMember, DelegateTool, EventSink, Member, MemberResult, MemberTask};
-use troupe_testkit::{Fault, MockLlmServer, MockTurn};
+use troupe_runtime::{Agent, RunOutcome};
+use troupe_team::DelegateTool;
+use troupe_testkit::{Fault, MockTurn};
 
-/// One test per wire for each scenario `async fn scenario(wire: Wire)`.
-macro_rules! per_wire {
-    ($($scenario:ident),* $(,)?) => {
-        mod anthropic {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(Wire::Anthropic).await
-                }
-            )*
-        }
-        mod openai_chat {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(Wire::OpenAiChat).await
-                }
-            )*
-        }
-    };
-}
+mod common;
+use common::{Mock, Wire, offered_tools, watched};
 
 per_wire!(
     the_leader_delegates_and_reads_the_teammates_answer,
@@ -46,117 +19,9 @@ per_wire!(
     a_delegation_past_its_timeout_stops_the_teammate,
 );
 
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    Anthropic,
-    OpenAiChat,
-}
-
-/// A mock server and the HTTP provider that talks to it.
-struct Mock {
-    server: MockLlmServer,
-    provider: Arc<dyn LlmProvider>,
-}
-
-impl Mock {
-    async fn with(wire: Wire, turns: impl IntoIterator<Item = MockTurn>) -> Self {
-        let server = MockLlmServer::start().await.expect("mock server starts");
-        server.push_all(turns);
-        let key = Some(ApiKey::new("test-key"));
-        let provider: Arc<dyn LlmProvider> = match wire {
-            Wire::Anthropic => Arc::new(
-                HttpProvider::new(HttpConfig::new("anthropic", server.url(), key), AnthropicWire::default())
-                    .expect("client"),
-            ),
-            Wire::OpenAiChat => Arc::new(
-                HttpProvider::new(HttpConfig::new("openai", server.openai_url(), key), OpenAiChatWire::default())
-                    .expect("client"),
-            ),
-        };
-        Mock { server, provider }
-    }
-
-    fn engine(&self) -> Engine {
-        Engine::builder().resolver(Arc::new(FixedModel::new(Arc::clone(&self.provider), "mock-model"))).build()
-    }
-
-    fn agent(&self, name: &str) -> Agent {
-        self.engine().agent(name).max_iterations(5).build().expect("agent builds")
-    }
-
-    fn member(&self, name: &str, description: &str) -> Arc<dyn Member> {
-        AgentMember::new(self.agent(name), description).shared()
-    }
-
-    fn leader(&self, delegate: &Arc<DelegateTool>) -> Agent {
-        self.engine().agent("lead").tool(delegate.clone()).max_iterations(5).build().expect("leader builds")
-    }
-
-    fn bodies(&self) -> Vec<String> {
-        self.server.requests().iter().map(|r| r.body.to_string()).collect()
-    }
-
-    fn body(&self, n: usize) -> String {
-        self.bodies().get(n).cloned().unwrap_or_else(|| panic!("request {n} was made: {:?}", self.bodies()))
-    }
-
-    /// Waits (at most 10 s) until the server has been asked once.
-    async fn asked(&self) {
-        let wait = async {
-            while self.server.requests().is_empty() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(10), wait).await.expect("the server was asked");
-    }
-}
-
-/// A member that reports every result of the member it wraps, even when nobody awaits it.
-struct Watched {
-    inner: Arc<dyn Member>,
-    done: mpsc::UnboundedSender<MemberResult>,
-}
-
-impl Member for Watched {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn description(&self) -> &str {
-        self.inner.description()
-    }
-
-    fn run(
-        &self,
-        task: MemberTask,
-        events: Option<EventSink>,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'_, MemberResult> {
-        Box::pin(async move {
-            let result = self.inner.run(task, events, cancel).await;
-            let _ = self.done.send(result.clone());
-            result
-        })
-    }
-}
-
-fn watched(member: Arc<dyn Member>) -> (Arc<dyn Member>, mpsc::UnboundedReceiver<MemberResult>) {
-    let (done, rx) = mpsc::unbounded_channel();
-    (Arc::new(Watched { inner: member, done }), rx)
-}
-
-/// The names of the tools offered in a request body, on either wire.
-fn offered_tools(body: &str) -> Vec<String> {
-    let value: serde_json::Value = serde_json::from_str(body).expect("a JSON body");
-    value["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["name"].as_str().or_else(|| t["function"]["name"].as_str()).map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+/// A leader agent of `mock` with the `delegate` tool.
+fn leader(mock: &Mock, delegate: &Arc<DelegateTool>) -> Agent {
+    mock.builder("lead").tool(delegate.clone()).build().expect("leader builds")
 }
 
 const QUESTION: &str = "What is the capital of France?";
@@ -179,7 +44,7 @@ async fn the_leader_delegates_and_reads_the_teammates_answer(wire: Wire) {
         .expect("tool"),
     );
 
-    let output = lead.leader(&delegate).run(QUESTION).await.expect("the leader runs");
+    let output = leader(&lead, &delegate).run(QUESTION).await.expect("the leader runs");
 
     assert!(output.is_completed(), "{:?}", output.outcome);
     assert_eq!(output.text, "Paris, says my researcher.");
@@ -203,7 +68,7 @@ async fn a_failing_teammate_is_an_error_the_leader_reads(wire: Wire) {
     let researcher = Mock::with(wire, [MockTurn::status(400, "the request is malformed")]).await;
     let delegate = Arc::new(DelegateTool::new("lead", [researcher.member("researcher", "Finds.")]).expect("tool"));
 
-    let output = lead.leader(&delegate).run(QUESTION).await.expect("the leader runs");
+    let output = leader(&lead, &delegate).run(QUESTION).await.expect("the leader runs");
 
     assert!(output.is_completed(), "a teammate's failure does not fail the leader: {:?}", output.outcome);
     let retold = lead.body(1);
@@ -220,7 +85,7 @@ async fn an_unknown_teammate_is_refused_for_the_leader_to_correct(wire: Wire) {
     let researcher = Mock::with(wire, [MockTurn::text("FOUND-IT")]).await;
     let delegate = Arc::new(DelegateTool::new("lead", [researcher.member("researcher", "Finds.")]).expect("tool"));
 
-    let output = lead.leader(&delegate).run(QUESTION).await.expect("the leader runs");
+    let output = leader(&lead, &delegate).run(QUESTION).await.expect("the leader runs");
 
     assert_eq!(output.text, "found");
     let refused = lead.body(1);
@@ -240,7 +105,7 @@ async fn cancelling_the_leader_stops_the_teammate(wire: Wire) {
     let slow = stalling(wire).await;
     let (member, mut finished) = watched(slow.member("slow", "Slow."));
     let delegate = Arc::new(DelegateTool::new("lead", [member]).expect("tool"));
-    let handle = lead.leader(&delegate).start(QUESTION);
+    let handle = leader(&lead, &delegate).start(QUESTION);
 
     slow.asked().await;
     handle.cancel.cancel();
@@ -261,7 +126,7 @@ async fn a_delegation_past_its_timeout_stops_the_teammate(wire: Wire) {
     let (member, mut finished) = watched(slow.member("slow", "Slow."));
     let delegate = Arc::new(DelegateTool::new("lead", [member]).expect("tool").timeout(Duration::from_millis(300)));
 
-    let output = lead.leader(&delegate).run(QUESTION).await.expect("the leader runs");
+    let output = leader(&lead, &delegate).run(QUESTION).await.expect("the leader runs");
 
     assert_eq!(output.text, "gave up");
     let told = lead.body(1);

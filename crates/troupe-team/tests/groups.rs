@@ -12,39 +12,15 @@ use std::time::Duration;
 use tokio::sync::{Barrier, mpsc};
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, ModelRequest, RunId};
-use troupe_model::anthropic::AnthropicWire;
-use troupe_model::openai_chat::OpenAiChatWire;
-use troupe_model::{ApiKey, EventStream, HttpConfig, HttpProvider, LlmProvider};
-use troupe_runtime::{Agent, AgentBuilder, Engine, FixedModel, RuntimeError};
+use troupe_model::{EventStream, LlmProvider};
+use troupe_runtime::RuntimeError;
 use troupe_team::{
-    AgentGroup, AgentMember, EventSink, FailurePolicy, JsonDelegationParser, Member, MemberResult, MemberTask,
-    SharedContext, Strategy, SubagentBrief, TeamError,
+    AgentGroup, AgentMember, FailurePolicy, JsonDelegationParser, SharedContext, Strategy, SubagentBrief, TeamError,
 };
-use troupe_testkit::{Fault, MockLlmServer, MockTurn};
+use troupe_testkit::{Fault, MockTurn};
 
-/// One test per wire for each scenario `async fn scenario(wire: Wire)`.
-macro_rules! per_wire {
-    ($($scenario:ident),* $(,)?) => {
-        mod anthropic {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(Wire::Anthropic).await
-                }
-            )*
-        }
-        mod openai_chat {
-            use super::*;
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(Wire::OpenAiChat).await
-                }
-            )*
-        }
-    };
-}
+mod common;
+use common::{Mock, Watched, Wire, offered_tools};
 
 per_wire!(
     pipeline_passes_each_answer_to_the_next,
@@ -62,68 +38,6 @@ per_wire!(
     a_brief_becomes_the_instructions_and_restricts_the_tools,
     a_group_is_a_member_of_another_group,
 );
-
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    Anthropic,
-    OpenAiChat,
-}
-
-/// A mock server and the HTTP provider that talks to it.
-struct Mock {
-    server: MockLlmServer,
-    provider: Arc<dyn LlmProvider>,
-}
-
-impl Mock {
-    async fn start(wire: Wire) -> Self {
-        let server = MockLlmServer::start().await.expect("mock server starts");
-        let key = Some(ApiKey::new("test-key"));
-        let provider: Arc<dyn LlmProvider> = match wire {
-            Wire::Anthropic => Arc::new(
-                HttpProvider::new(HttpConfig::new("anthropic", server.url(), key), AnthropicWire::default())
-                    .expect("client"),
-            ),
-            Wire::OpenAiChat => Arc::new(
-                HttpProvider::new(HttpConfig::new("openai", server.openai_url(), key), OpenAiChatWire::default())
-                    .expect("client"),
-            ),
-        };
-        Mock { server, provider }
-    }
-
-    /// A mock answering each request with `turns`, in order.
-    async fn with(wire: Wire, turns: impl IntoIterator<Item = MockTurn>) -> Self {
-        let mock = Mock::start(wire).await;
-        mock.server.push_all(turns);
-        mock
-    }
-
-    fn engine_over(provider: Arc<dyn LlmProvider>) -> Engine {
-        Engine::builder().resolver(Arc::new(FixedModel::new(provider, "mock-model"))).build()
-    }
-
-    fn builder(&self, name: &str) -> AgentBuilder {
-        Mock::engine_over(Arc::clone(&self.provider)).agent(name).max_iterations(5)
-    }
-
-    fn agent(&self, name: &str) -> Agent {
-        self.builder(name).build().expect("agent builds")
-    }
-
-    fn member(&self, name: &str, description: &str) -> Arc<dyn Member> {
-        AgentMember::new(self.agent(name), description).shared()
-    }
-
-    /// Every request body the server received, as JSON text.
-    fn bodies(&self) -> Vec<String> {
-        self.server.requests().iter().map(|r| r.body.to_string()).collect()
-    }
-
-    fn body(&self, n: usize) -> String {
-        self.bodies().get(n).cloned().unwrap_or_else(|| panic!("request {n} was made: {:?}", self.bodies()))
-    }
-}
 
 /// A provider in front of another that records how many streams are open at once and,
 /// with a barrier, holds every stream until `n` have started.
@@ -457,35 +371,6 @@ async fn cancelling_the_group_stops_its_members(wire: Wire) {
     assert!(matches!(out, Err(TeamError::Cancelled)), "{out:?}");
 }
 
-/// A member that reports every result of the member it wraps, even when nobody awaits it.
-struct Watched {
-    inner: Arc<dyn Member>,
-    done: mpsc::UnboundedSender<MemberResult>,
-}
-
-impl Member for Watched {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn description(&self) -> &str {
-        self.inner.description()
-    }
-
-    fn run(
-        &self,
-        task: MemberTask,
-        events: Option<EventSink>,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'_, MemberResult> {
-        Box::pin(async move {
-            let result = self.inner.run(task, events, cancel).await;
-            let _ = self.done.send(result.clone());
-            result
-        })
-    }
-}
-
 async fn dropping_the_group_stops_its_members(wire: Wire) {
     let stall = MockTurn::text("never finished")
         .with_fault(Fault::Stall { after_events: 1, duration: Duration::from_secs(60) });
@@ -534,20 +419,6 @@ async fn shared_context_reaches_every_member(wire: Wire) {
         assert!(body.contains("RULE-7: never push to main."), "{body}");
         assert!(body.contains("crates/") && body.contains("CONVENTION-X"), "{body}");
     }
-}
-
-/// The names of the tools offered in a request body, on either wire.
-fn offered_tools(body: &str) -> Vec<String> {
-    let value: serde_json::Value = serde_json::from_str(body).expect("a JSON body");
-    value["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["name"].as_str().or_else(|| t["function"]["name"].as_str()).map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 async fn a_brief_becomes_the_instructions_and_restricts_the_tools(wire: Wire) {
