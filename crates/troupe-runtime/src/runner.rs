@@ -203,7 +203,10 @@ impl Runner {
     /// that does not resolve) end it [`Failed`](crate::RunOutcome::Failed) with a code.
     pub fn start(&self, spec: Arc<AgentSpec>, input: RunInput) -> RunHandle {
         let setup = match &self.durability {
-            Some(durability) => JournalSetup::Create(durability.clone(), Box::new(StoredInput::new(&spec, &input))),
+            Some(durability) => JournalSetup::Create(
+                durability.clone(),
+                Box::new(StoredInput::new(&spec, &input).in_workspace(self.workspace.root())),
+            ),
             None => JournalSetup::None,
         };
         let run_id = input.run_id.clone().unwrap_or_else(RunId::generate);
@@ -221,7 +224,7 @@ impl Runner {
     pub async fn enqueue(&self, spec: &AgentSpec, input: RunInput) -> Result<RunId, RuntimeError> {
         let durability = self.durability.as_ref().ok_or(RuntimeError::NoStore)?;
         let run_id = input.run_id.clone().unwrap_or_else(RunId::generate);
-        let stored = StoredInput::new(spec, &input);
+        let stored = StoredInput::new(spec, &input).in_workspace(self.workspace.root());
         durability.store().create_run(stored.new_run(&run_id, RunStatus::Queued), now_millis()).await?;
         Ok(run_id)
     }
@@ -286,6 +289,11 @@ impl Runner {
             return Err(RuntimeError::RunFinished);
         }
         let input = StoredInput::from_value(record.input)?;
+        let here = self.workspace.root().display().to_string();
+        if let Some(started_in) = input.workspace.as_deref().filter(|w| *w != here) {
+            // The tools act on this process's workspace: say so, for a run moved between machines.
+            tracing::warn!(run = run_id, started_in, resuming_in = %here, "the run resumes in another workspace");
+        }
         let mut state = state_from_value(run_id, record.state)?;
         let evidence = store.evidence(run_id, 0).await?;
         let pending = store.pending_signals(run_id, state.signal_cursor).await?;

@@ -139,6 +139,8 @@ fn a_recorded_run_leaves_a_verified_log() {
         let record = store.load_run(&run_id).await.expect("loads").expect("recorded");
         assert_eq!(record.status, RunStatus::Completed);
         assert_eq!(record.input["instruction"], "write line 1");
+        let started_in = record.input["workspace"].as_str().expect("the workspace is recorded");
+        assert_eq!(Path::new(started_in), runner.workspace().root());
         assert_eq!(
             kinds(store.as_ref(), &run_id).await,
             [

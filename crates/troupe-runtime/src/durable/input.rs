@@ -30,6 +30,9 @@ pub struct StoredInput {
     /// The run that delegated this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run_id: Option<RunId>,
+    /// The workspace the run was started in, so a process resuming it elsewhere can say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
 }
 
 impl StoredInput {
@@ -42,7 +45,14 @@ impl StoredInput {
             model: input.model.clone(),
             conversation_id: input.conversation_id.clone(),
             parent_run_id: input.parent_run_id.clone(),
+            workspace: None,
         }
+    }
+
+    /// The same input, started in `workspace`.
+    pub fn in_workspace(mut self, workspace: &std::path::Path) -> Self {
+        self.workspace = Some(workspace.display().to_string());
+        self
     }
 
     /// Reads the input of a stored run.
