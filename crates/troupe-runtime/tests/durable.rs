@@ -186,6 +186,12 @@ fn crash_in_a_non_idempotent_call(after_effect: bool) {
                 == 2
         })
         .await;
+        // The tool itself is in the call (and, after its effect, has written the line).
+        let expected = if after_effect { "1\n2\n" } else { "1\n" };
+        until("the tool hangs", async || {
+            world.gate.calls.load(Ordering::SeqCst) == 2 && world.file("notes.txt") == expected
+        })
+        .await;
         std::mem::forget(handle);
     });
     first.shutdown_background();
