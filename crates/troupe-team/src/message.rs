@@ -145,7 +145,7 @@ impl MessagePayload {
 ///
 /// let message = AgentMessage::response("coder", "lead", "The parser handles empty input now.")
 ///     .task("task-7")
-///     .artifact(Artifact::new("parser.rs", "text/x-rust", "pub fn parse(input: &str) -> Ast { todo!() }"))
+///     .artifact(Artifact::new("parser.rs", "text/x-rust", "pub fn parse(input: &str) -> Ast { parse_items(input) }"))
 ///     .decision("Empty input parses to an empty AST, not an error.");
 /// assert_eq!(message.kind, MessageKind::Response);
 /// assert_eq!(message.to.agent(), Some("lead"));
