@@ -25,6 +25,9 @@ use troupe::store::{RunFilter, RunStatus, Store};
 use troupe_testkit::{MockLlmServer, MockTurn, RecordedRequest};
 
 const KILLS: usize = 20;
+/// `troupe run` of the appending task.
+const START: &[&str] =
+    &["run", "-m", "anthropic/claude-sonnet-4-5", "--approve", "auto", "--max-iterations", "500", "Append the lines."];
 const LINES_FILE: &str = "lines.txt";
 
 /// A small deterministic generator (xorshift64*), so a failing schedule can be replayed.
@@ -276,16 +279,7 @@ fn killed_at_random_the_run_completes_with_every_side_effect_once_sqlite() {
     let mut run_id: Option<String> = None;
     let mut deciding = false;
     let started = Instant::now();
-    let mut child = scene.spawn(&[
-        "run",
-        "-m",
-        "anthropic/claude-sonnet-4-5",
-        "--approve",
-        "auto",
-        "--max-iterations",
-        "500",
-        "Append the lines.",
-    ]);
+    let mut child = scene.spawn(START);
     loop {
         assert!(started.elapsed() < Duration::from_secs(240), "the test took too long; log:\n{}", scene.log());
         // A decision's process gets longer: its first step is to store the decision.
@@ -301,16 +295,7 @@ fn killed_at_random_the_run_completes_with_every_side_effect_once_sqlite() {
         run_id = run_id.or_else(|| scene.only_run());
         let Some(id) = run_id.clone() else {
             // Killed before the run was recorded: start it again.
-            child = scene.spawn(&[
-                "run",
-                "-m",
-                "anthropic/claude-sonnet-4-5",
-                "--approve",
-                "auto",
-                "--max-iterations",
-                "500",
-                "Append the lines.",
-            ]);
+            child = scene.spawn(START);
             continue;
         };
         let (status, state) = scene.state(&id);
@@ -356,20 +341,7 @@ fn killed_at_random_the_run_completes_with_every_side_effect_once_postgres_worke
     let url = format!("{base}{separator}options=-csearch_path%3D{schema}");
     let mut scene = Scene::new(CALLS, Some(url));
 
-    let detach = scene
-        .command(&[
-            "run",
-            "--detach",
-            "-m",
-            "anthropic/claude-sonnet-4-5",
-            "--approve",
-            "auto",
-            "--max-iterations",
-            "500",
-            "Append the lines.",
-        ])
-        .output()
-        .expect("the binary runs");
+    let detach = scene.command(&[&["run", "--detach"], &START[1..]].concat()).output().expect("the binary runs");
     assert!(detach.status.success(), "{}", String::from_utf8_lossy(&detach.stderr));
     let id = String::from_utf8_lossy(&detach.stdout).trim().to_owned();
     assert_eq!(scene.only_run().as_deref(), Some(id.as_str()));

@@ -100,6 +100,15 @@ impl Scene {
         stdout(&output).lines().map(|l| serde_json::from_str(l).expect("an EvidenceEntry per line")).collect()
     }
 
+    /// Waits (at most 20 s) until the workspace holds `name`: a tool call has started.
+    fn until_file(&self, name: &str) {
+        let started = Instant::now();
+        while self.file(name).is_none() {
+            assert!(started.elapsed() < Duration::from_secs(20), "{name} never appeared: the command never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     fn file(&self, name: &str) -> Option<String> {
         std::fs::read_to_string(self.workspace().join(name)).ok()
     }
@@ -309,11 +318,7 @@ fn a_crash_interrupted_call_is_not_auto_approved() {
         .stderr(Stdio::null())
         .spawn()
         .expect("the binary starts");
-    let started = Instant::now();
-    while scene.file("log.txt").is_none() {
-        assert!(started.elapsed() < Duration::from_secs(20), "the command never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    scene.until_file("log.txt");
     // A crash mid-call: the shell command started and its end is not on record.
     child.kill().expect("kills the run");
     child.wait().expect("the run is collected");
@@ -349,11 +354,7 @@ fn a_run_held_by_a_live_process_takes_the_signals_sent_from_elsewhere() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the binary starts");
-    let started = Instant::now();
-    while scene.file("log.txt").is_none() {
-        assert!(started.elapsed() < Duration::from_secs(20), "the command never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    scene.until_file("log.txt");
     let id = scene.list().first().map(|r| r.id.clone()).expect("the run was recorded");
 
     let resume = scene.troupe(&["runs", "resume", &id]);
@@ -389,11 +390,7 @@ fn an_approved_call_interrupted_by_a_crash_is_put_to_a_person_again() {
         .stderr(Stdio::null())
         .spawn()
         .expect("the binary starts");
-    let started = Instant::now();
-    while scene.file("log.txt").is_none() {
-        assert!(started.elapsed() < Duration::from_secs(20), "the command never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    scene.until_file("log.txt");
     approve.kill().expect("kills the approving process mid-call");
     approve.wait().expect("the process is collected");
     let (runtime, mut raw) = scene.raw();
