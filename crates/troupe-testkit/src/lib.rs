@@ -21,6 +21,7 @@ mod script;
 mod scripted;
 mod server;
 pub mod strategies;
+pub mod test_deps;
 
 pub use script::{Fault, MockBlock, MockTurn, pieces};
 pub use scripted::ScriptedModel;
