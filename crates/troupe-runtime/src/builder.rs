@@ -6,6 +6,9 @@ use crate::compaction::{CompactionPolicy, Compactor};
 use crate::durable::Durability;
 use crate::error::RuntimeError;
 use crate::metrics::Metrics;
+use crate::middleware::{Middleware, MiddlewareStack};
+use crate::plugin::Plugin;
+use crate::plugins::PluginSet;
 use crate::resolver::ModelResolver;
 use crate::runner::{DEFAULT_TOOL_CONCURRENCY, Runner};
 use crate::signal::{SignalHook, SignalKind};
@@ -16,7 +19,8 @@ use std::time::Duration;
 use troupe_model::Providers;
 use troupe_tools::{AuditLog, CapabilityAuthorizer, CapabilitySet, Tool, ToolCatalog, Workspace};
 
-/// What every agent of an application shares: how models are resolved, where metrics go.
+/// What every agent of an application shares: how models are resolved, where metrics go,
+/// the middlewares and plugins every run goes through.
 #[derive(Clone)]
 pub struct Engine {
     resolver: Arc<dyn ModelResolver>,
@@ -24,11 +28,18 @@ pub struct Engine {
     tool_concurrency: usize,
     compactor: Option<Arc<dyn Compactor>>,
     durability: Option<Durability>,
+    middleware: MiddlewareStack,
+    plugins: PluginSet,
+    capture_content: bool,
 }
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("tool_concurrency", &self.tool_concurrency).finish_non_exhaustive()
+        f.debug_struct("Engine")
+            .field("tool_concurrency", &self.tool_concurrency)
+            .field("middleware", &self.middleware)
+            .field("plugins", &self.plugins)
+            .finish_non_exhaustive()
     }
 }
 
@@ -40,6 +51,9 @@ pub struct EngineBuilder {
     tool_concurrency: Option<usize>,
     compactor: Option<Arc<dyn Compactor>>,
     durability: Option<Durability>,
+    middleware: MiddlewareStack,
+    plugins: PluginSet,
+    capture_content: bool,
 }
 
 impl Engine {
@@ -68,6 +82,24 @@ impl Engine {
     /// The model resolver.
     pub fn resolver(&self) -> &Arc<dyn ModelResolver> {
         &self.resolver
+    }
+
+    /// The middlewares every run of the engine's agents goes through, in order (those of
+    /// plugins included).
+    pub fn middleware(&self) -> &MiddlewareStack {
+        &self.middleware
+    }
+
+    /// The names of the engine's plugins, in order.
+    pub fn plugin_names(&self) -> Vec<&str> {
+        self.plugins.names()
+    }
+
+    /// Shuts the engine's plugins down: each initialized one once, last registered first
+    /// ([`Plugin::shutdown`]). Call it when the application is done with the engine; runs
+    /// started after it fail with code `plugin`.
+    pub async fn shutdown(&self) {
+        self.plugins.shutdown().await;
     }
 }
 
@@ -107,6 +139,37 @@ impl EngineBuilder {
         self
     }
 
+    /// Runs `middleware`'s hooks around every model call and tool call of every agent,
+    /// after those added before it.
+    pub fn middleware(mut self, middleware: Arc<dyn Middleware>) -> Self {
+        self.middleware.push(middleware);
+        self
+    }
+
+    /// Adds `plugin` to every agent: its tools to their catalogs (an agent restricted to
+    /// named tools gets only those it names), its middlewares to the stack after those
+    /// added before it. It is initialized once, when the engine's first run starts, and
+    /// shut down by [`Engine::shutdown`]. A tool name that clashes is reported when an
+    /// agent is built.
+    pub fn plugin(self, plugin: Arc<dyn Plugin>) -> Self {
+        self.plugin_with_config(plugin, serde_json::Value::Null)
+    }
+
+    /// Adds `plugin` as [`plugin`](Self::plugin) does, with `config` for its
+    /// [`PluginContext::config`](crate::PluginContext::config).
+    pub fn plugin_with_config(mut self, plugin: Arc<dyn Plugin>, config: serde_json::Value) -> Self {
+        let middlewares = self.plugins.register(plugin, config);
+        self.middleware.extend(middlewares);
+        self
+    }
+
+    /// Whether spans record prompts, responses, tool arguments and results
+    /// ([`Runner::capture_content`]); off by default.
+    pub fn capture_content(mut self, capture: bool) -> Self {
+        self.capture_content = capture;
+        self
+    }
+
     /// The engine; without providers, it resolves with [`Providers::builtin`].
     pub fn build(self) -> Engine {
         Engine {
@@ -115,6 +178,9 @@ impl EngineBuilder {
             tool_concurrency: self.tool_concurrency.unwrap_or(DEFAULT_TOOL_CONCURRENCY),
             compactor: self.compactor,
             durability: self.durability,
+            middleware: self.middleware,
+            plugins: self.plugins,
+            capture_content: self.capture_content,
         }
     }
 }
@@ -293,11 +359,15 @@ impl AgentBuilder {
     pub fn build(self) -> Result<Agent, RuntimeError> {
         let dir = self.workspace.unwrap_or_else(|| PathBuf::from("."));
         let workspace = Workspace::new(&dir).map_err(RuntimeError::Workspace)?;
-        let catalog = ToolCatalog::with_tools(self.tools)
+        let engine = &self.engine;
+        let catalog = ToolCatalog::with_tools(self.tools.into_iter().chain(engine.plugins.tools()))
             .map_err(|source| RuntimeError::Catalog { agent: self.spec.name.clone(), source })?;
-        let mut runner = Runner::new(Arc::clone(&self.engine.resolver), Arc::new(catalog), Arc::new(workspace))
-            .with_metrics(Arc::clone(&self.engine.metrics))
-            .with_tool_concurrency(self.engine.tool_concurrency);
+        let mut runner = Runner::new(Arc::clone(&engine.resolver), Arc::new(catalog), Arc::new(workspace))
+            .with_metrics(Arc::clone(&engine.metrics))
+            .with_tool_concurrency(engine.tool_concurrency)
+            .with_plugin_set(engine.plugins.clone())
+            .with_middleware_stack(&engine.middleware)
+            .capture_content(engine.capture_content);
         if let Some(compactor) = &self.engine.compactor {
             runner = runner.with_compactor(Arc::clone(compactor));
         }

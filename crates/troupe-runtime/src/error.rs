@@ -70,4 +70,7 @@ pub enum RuntimeError {
     /// A schedule's trigger cannot fire.
     #[error("invalid schedule: {0}")]
     InvalidSchedule(String),
+    /// A plugin cannot be added or set up.
+    #[error(transparent)]
+    Plugin(#[from] crate::plugin::PluginError),
 }

@@ -19,6 +19,14 @@
 //! steps; the runner only performs its [`Action`]s. Events are the single record of what
 //! happened: every adapter (terminal, SSE, AG-UI, A2A) projects the same stream.
 //!
+//! Around every model call and tool call the runner runs its [`MiddlewareStack`]:
+//! [`Middleware`]s that may change or refuse a request, a response, a tool's arguments or
+//! its result ([`RateLimit`], [`Logging`] and [`ContentFilter`] ship with the crate). A
+//! [`Plugin`] brings tools and middlewares together, with a setup run once before the
+//! first run and a teardown at [`Engine::shutdown`]. Every run is traced as `tracing`
+//! spans on the OpenTelemetry GenAI conventions (`invoke_agent`, `chat`, `execute_tool`);
+//! prompts and results are recorded in them only with [`Runner::capture_content`].
+//!
 //! The shortest agent runs on the offline `demo` model:
 //!
 //! ```
@@ -108,16 +116,21 @@ mod compaction;
 mod cost;
 pub mod durable;
 mod error;
+mod genai;
 mod handle;
 mod live;
 mod metrics;
+pub mod middleware;
 mod outcome;
+mod plugin;
+mod plugins;
 mod resolver;
 mod runner;
 mod signal;
 mod spec;
 mod state;
 mod task;
+mod tool_pipeline;
 
 pub use agent::Agent;
 pub use approval::{
@@ -134,7 +147,12 @@ pub use durable::{Durability, ResumePlan, StoredInput, Worker, plan_resume};
 pub use error::RuntimeError;
 pub use handle::{EVENT_BUFFER, RunEvents, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
 pub use metrics::{AgentMetrics, Metrics, MetricsSnapshot};
+pub use middleware::{
+    ContentFilter, FilterMode, Logging, Middleware, MiddlewareError, MiddlewareStack, ModelCallContext, PatternError,
+    RateLimit, RateScope, SensitiveData, ToolCallContext,
+};
 pub use outcome::{RunOutcome, RunOutput};
+pub use plugin::{Plugin, PluginContext, PluginError};
 pub use resolver::{FixedModel, ModelResolver};
 pub use runner::{DEFAULT_TOOL_CONCURRENCY, Runner};
 pub use signal::{Signal, SignalHook, SignalHooks, SignalKind};

@@ -10,9 +10,13 @@ use crate::cost::CostTracker;
 use crate::durable::journal::Journal;
 use crate::durable::{Durability, ResumePlan, StoredInput, plan_resume, state_from_value};
 use crate::error::RuntimeError;
+use crate::genai;
 use crate::handle::{EVENT_BUFFER, RunEvents, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
 use crate::live::Emitter;
 use crate::metrics::Metrics;
+use crate::middleware::{Middleware, MiddlewareStack};
+use crate::plugin::{Plugin, PluginContext, PluginError};
+use crate::plugins::PluginSet;
 use crate::resolver::ModelResolver;
 use crate::spec::AgentSpec;
 use crate::state::RunState;
@@ -22,6 +26,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use troupe_core::{AgentId, RunId};
 use troupe_store::{EvidenceChain, EvidenceKind, Lease, NewEvidence, RunStatus, now_millis};
 use troupe_tools::{AuditLog, Authorizer, NoAudit, ToolCatalog, Workspace};
@@ -61,6 +66,9 @@ pub struct Runner {
     authorizer: Option<Arc<dyn Authorizer>>,
     audit: Arc<dyn AuditLog>,
     durability: Option<Durability>,
+    middleware: MiddlewareStack,
+    plugins: PluginSet,
+    capture_content: bool,
 }
 
 /// How a run's task is to set up its journal.
@@ -82,6 +90,9 @@ impl std::fmt::Debug for Runner {
             .field("compactor", &self.compactor.is_some())
             .field("keep_events", &self.keep_events)
             .field("durability", &self.durability)
+            .field("middleware", &self.middleware)
+            .field("plugins", &self.plugins)
+            .field("capture_content", &self.capture_content)
             .finish_non_exhaustive()
     }
 }
@@ -101,7 +112,88 @@ impl Runner {
             authorizer: None,
             audit: Arc::new(NoAudit),
             durability: None,
+            middleware: MiddlewareStack::new(),
+            plugins: PluginSet::default(),
+            capture_content: false,
         }
+    }
+
+    /// Runs `middleware`'s hooks around every model call and tool call, after those
+    /// added before it.
+    pub fn with_middleware(mut self, middleware: Arc<dyn Middleware>) -> Self {
+        self.middleware.push(middleware);
+        self
+    }
+
+    /// Adds `plugin`: its tools join the catalog, its middlewares the stack (after those
+    /// added before it); it is initialized when the first run starts (or by
+    /// [`initialize_plugins`](Self::initialize_plugins)). Fails when one of its tools
+    /// has the name of a tool already in the catalog.
+    pub fn with_plugin(self, plugin: Arc<dyn Plugin>) -> Result<Self, RuntimeError> {
+        self.with_plugin_config(plugin, serde_json::Value::Null)
+    }
+
+    /// Adds `plugin` as [`with_plugin`](Self::with_plugin) does, with `config` for its
+    /// [`PluginContext::config`].
+    pub fn with_plugin_config(
+        mut self,
+        plugin: Arc<dyn Plugin>,
+        config: serde_json::Value,
+    ) -> Result<Self, RuntimeError> {
+        let mut plugins = self.plugins.clone();
+        let middlewares = plugins.register(plugin, config);
+        let mut catalog = ToolCatalog::clone(&self.catalog);
+        catalog
+            .register_all(plugins.last_tools())
+            .map_err(|source| PluginError::Tools { plugin: plugins.last_name(), source })?;
+        self.catalog = Arc::new(catalog);
+        self.middleware.extend(middlewares);
+        self.plugins = plugins;
+        Ok(self)
+    }
+
+    /// Uses the plugins of an engine, whose tools the catalog already holds.
+    pub(crate) fn with_plugin_set(mut self, plugins: PluginSet) -> Self {
+        self.plugins = plugins;
+        self
+    }
+
+    /// Runs every middleware of `stack` after those already added.
+    pub(crate) fn with_middleware_stack(mut self, stack: &MiddlewareStack) -> Self {
+        self.middleware.extend(stack.iter().cloned());
+        self
+    }
+
+    /// Whether spans record what was said: prompts and responses
+    /// (`gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.system_instructions`),
+    /// tool arguments and results. Off by default: spans carry names, ids, models, token
+    /// counts and errors only. What is recorded is what middlewares let through.
+    pub fn capture_content(mut self, capture: bool) -> Self {
+        self.capture_content = capture;
+        self
+    }
+
+    /// The middlewares run around every call, in order.
+    pub fn middleware(&self) -> &MiddlewareStack {
+        &self.middleware
+    }
+
+    /// The names of the registered plugins, in order.
+    pub fn plugin_names(&self) -> Vec<&str> {
+        self.plugins.names()
+    }
+
+    /// Initializes the plugins not yet initialized, now, in this runner's workspace
+    /// (otherwise the first run does it).
+    pub async fn initialize_plugins(&self) -> Result<(), PluginError> {
+        let ctx = PluginContext::new(Arc::clone(&self.workspace), Arc::clone(&self.metrics));
+        self.plugins.initialize(&ctx).await
+    }
+
+    /// Shuts down every initialized plugin, last registered first; runs started after
+    /// this fail with code `plugin`. Runs still going keep their middlewares and tools.
+    pub async fn shutdown_plugins(&self) {
+        self.plugins.shutdown().await;
     }
 
     /// Records every run in `durability`'s store: checkpoints at each boundary, evidence
@@ -340,6 +432,13 @@ impl Runner {
         let cancel = CancellationToken::new();
         let defer = CancellationToken::new();
         let run_id = state.run_id.clone();
+        let span = genai::agent_span(
+            &spec.name,
+            &run_id,
+            state.conversation_id.as_ref(),
+            state.parent_run_id.as_ref(),
+            &state.model,
+        );
         let emitter = Emitter::new(
             AgentId::new(spec.name.clone()),
             run_id.clone(),
@@ -380,8 +479,13 @@ impl Runner {
             defer: defer.clone(),
             end_recorded: false,
             unsaved_signals: false,
+            middleware: self.middleware.clone(),
+            plugins: self.plugins.clone(),
+            capture_content: self.capture_content,
+            span: span.clone(),
         };
-        let join = tokio::spawn(run.run(state, instruction, fresh, journal));
+        // The span is the run's whole task, across every await.
+        let join = tokio::spawn(run.run(state, instruction, fresh, journal).instrument(span));
         RunHandle {
             run_id,
             events: RunEvents::new(event_rx),

@@ -4,37 +4,37 @@
 //! under the run's cancellation, waiting for decisions, announcing results. The decisions
 //! themselves are the state's.
 
+mod model_call;
+mod tool_calls;
+
 use crate::approval::ApprovalDecision;
-use crate::compaction::{CompactionContext, Compactor};
+use crate::compaction::Compactor;
 use crate::cost::CostTracker;
 use crate::durable::journal::Journal;
-use crate::durable::{ActionCompleted, ActionStarted, Durability, ModelTurn, StoredInput};
+use crate::durable::{Durability, StoredInput};
 use crate::error::RuntimeError;
-use crate::live::{Emitter, Translator, until};
+use crate::genai;
+use crate::live::{Emitter, until};
 use crate::metrics::Metrics;
+use crate::middleware::MiddlewareStack;
 use crate::outcome::{RunOutcome, RunOutput};
+use crate::plugin::PluginContext;
+use crate::plugins::PluginSet;
 use crate::resolver::ModelResolver;
 use crate::runner::JournalSetup;
 use crate::signal::Signal;
 use crate::spec::AgentSpec;
 use crate::state::{Action, RunState};
-use futures::StreamExt;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use troupe_core::{AgentEventKind, ContentBlock, Message, ModelRequest, PauseReason, Role, ToolCallId, Usage};
-use troupe_model::{ModelResponse, ResolvedModel, StreamAccumulator};
+use tracing::Span;
+use troupe_core::{AgentEventKind, ContentBlock, Message, PauseReason, Role, ToolCallId};
+use troupe_model::ResolvedModel;
 use troupe_store::{EvidenceChain, EvidenceKind, NewEvidence, RunStatus as StoredStatus, StoreError, now_millis};
-use troupe_tools::{AuditEntry, AuditKind, AuditLog, Authorizer, ToolCall, ToolCatalog, ToolContext, Workspace};
-
-/// Why a model call ended without a response.
-enum Interrupted {
-    Cancelled,
-    TimedOut,
-    Failed(troupe_model::Error),
-}
+use troupe_tools::{AuditEntry, AuditKind, AuditLog, Authorizer, ToolCatalog, Workspace};
 
 /// One run's task.
 pub(crate) struct Run {
@@ -71,6 +71,14 @@ pub(crate) struct Run {
     pub(crate) end_recorded: bool,
     /// Whether signals were applied since the last checkpoint.
     pub(crate) unsaved_signals: bool,
+    /// Hooks around every model call and tool call.
+    pub(crate) middleware: MiddlewareStack,
+    /// Plugins to initialize before the run goes on.
+    pub(crate) plugins: PluginSet,
+    /// Whether spans record prompts, responses, arguments and results.
+    pub(crate) capture_content: bool,
+    /// The run's `invoke_agent` span.
+    pub(crate) span: Span,
 }
 
 impl Run {
@@ -106,6 +114,10 @@ impl Run {
             }
             (Ok(catalog), Ok(model)) => Some((Arc::clone(catalog), model)),
         };
+        let catalog = match catalog {
+            Some(found) if !state.is_finished() => self.initialize_plugins(&mut state).await.then_some(found),
+            _ => None,
+        };
         if let Some((catalog, model)) = catalog {
             self.drive(&mut state, &catalog, &model).await;
             // A signal acknowledged while the run completed reopens it: it is answered,
@@ -121,6 +133,28 @@ impl Run {
         }
         agent_metrics.run_finished(&output);
         output
+    }
+
+    /// Initializes the runner's plugins (once, whichever run gets there first); a failure
+    /// ends this run. Returns whether the run goes on.
+    async fn initialize_plugins(&mut self, state: &mut RunState) -> bool {
+        if self.plugins.is_empty() {
+            return true;
+        }
+        let ctx = PluginContext::new(Arc::clone(&self.workspace), Arc::clone(&self.metrics));
+        let initialized = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => return true,
+            initialized = self.plugins.initialize(&ctx) => initialized,
+        };
+        match initialized {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::warn!(run = %state.run_id, %error, "a plugin could not be initialized; the run stops");
+                state.finish(RunOutcome::failed(error.to_string(), "plugin"));
+                false
+            }
+        }
     }
 
     /// Sets up the run's journal: creates a new run in the store (with the conversation's
@@ -413,282 +447,6 @@ impl Run {
         }
     }
 
-    /// Calls the model and applies its response; returns the turn to record, if one came.
-    async fn call_model(
-        &mut self,
-        state: &mut RunState,
-        model: &ResolvedModel,
-        mut request: ModelRequest,
-    ) -> Option<ModelTurn> {
-        self.close_step().await;
-        self.step += 1;
-        self.open_step = Some(self.step);
-        self.emitter.emit(AgentEventKind::StepStarted { step: self.step }).await;
-        if let Some(compactor) = self.compactor.clone() {
-            let before = state.messages.len();
-            let context = CompactionContext {
-                model,
-                last_usage: state.last_usage,
-                // The previous request sent everything before the response it got.
-                last_request_messages: state.messages.iter().rposition(|m| m.role == Role::Assistant),
-                iteration: state.iteration,
-                cancel: &self.cancel,
-                request: &request,
-                resolver: self.resolver.as_ref(),
-            };
-            match compactor.compact_with_report(&mut state.messages, context).await {
-                Ok(None) => {}
-                Ok(Some(report)) => {
-                    request.messages.clone_from(&state.messages);
-                    self.announced = state.messages.len();
-                    for call in &report.auxiliary {
-                        self.costs.record_priced(&call.model, &call.usage, call.cost_usd);
-                        let (model, usage, cost_usd) = (call.model.clone(), call.usage, call.cost_usd);
-                        self.emitter.emit(AgentEventKind::Usage { model, usage, cost_usd }).await;
-                        // The run's totals grow, but `last_usage` keeps measuring the conversation.
-                        let last = state.last_usage;
-                        state.record_usage(call.usage, call.cost_usd.unwrap_or(0.0));
-                        state.last_usage = last;
-                    }
-                    let value = serde_json::json!({
-                        "messages_before": before,
-                        "messages_after": state.messages.len(),
-                        "report": serde_json::to_value(&report).unwrap_or_default(),
-                    });
-                    self.emitter.emit(AgentEventKind::Custom { name: "compacted".into(), value }).await;
-                }
-                Err(error) => {
-                    state.finish(RunOutcome::failed(error.to_string(), "compaction"));
-                    return None;
-                }
-            }
-        }
-        let message_id = format!("{}-m{}", state.run_id, self.step);
-        let mut translator = Translator::new(message_id);
-        let mut priced_as = model.clone();
-        let mut partial = Usage::default();
-        let result = self.stream(model, &request, &mut translator, &mut priced_as, &mut partial).await;
-        let mut out = Vec::new();
-        match result {
-            Ok(response) => {
-                translator.finish(&mut out);
-                self.emitter.emit_all(out).await;
-                let cost = self.price(&priced_as, response.usage).await;
-                let turn = self.journal.is_some().then(|| ModelTurn {
-                    iteration: state.iteration,
-                    model: priced_as.id.clone(),
-                    message: response.message.clone(),
-                    stop_reason: response.stop_reason.clone(),
-                    usage: response.usage,
-                    cost_usd: cost,
-                });
-                state.apply_model_response(response, cost);
-                turn
-            }
-            Err(interrupted) => {
-                let why = match &interrupted {
-                    Interrupted::Cancelled => "the run was cancelled".to_owned(),
-                    Interrupted::TimedOut => "the run ran out of time".to_owned(),
-                    Interrupted::Failed(error) => format!("the model response failed ({error})"),
-                };
-                translator.abort(&why, &mut out);
-                self.emitter.emit_all(out).await;
-                if !partial.is_empty() {
-                    let cost = self.price(&priced_as, partial).await;
-                    state.record_usage(partial, cost);
-                }
-                match interrupted {
-                    // The next boundary takes the cancel signal (and its reason) first.
-                    Interrupted::Cancelled => {}
-                    Interrupted::TimedOut => {
-                        state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
-                    }
-                    Interrupted::Failed(error) => {
-                        state.finish(RunOutcome::failed(error.to_string(), error.code()));
-                    }
-                }
-                None
-            }
-        }
-    }
-
-    /// Records a call's usage and cost, emitting the usage event; returns the cost.
-    async fn price(&mut self, model: &ResolvedModel, usage: Usage) -> f64 {
-        let cost = self.costs.record(model, &usage);
-        self.emitter.emit(AgentEventKind::Usage { model: model.id.clone(), usage, cost_usd: cost }).await;
-        cost.unwrap_or(0.0)
-    }
-
-    /// Streams one response, announcing it live; stops between chunks on cancellation or
-    /// the deadline.
-    async fn stream(
-        &mut self,
-        model: &ResolvedModel,
-        request: &ModelRequest,
-        translator: &mut Translator,
-        priced_as: &mut ResolvedModel,
-        partial: &mut Usage,
-    ) -> Result<ModelResponse, Interrupted> {
-        let cancel = self.cancel.child_token();
-        let opened = tokio::select! {
-            biased;
-            () = cancel.cancelled() => return Err(Interrupted::Cancelled),
-            () = until(self.deadline) => { cancel.cancel(); return Err(Interrupted::TimedOut) }
-            opened = model.provider.stream(request, cancel.clone()) => opened,
-        };
-        let mut stream = opened.map_err(|e| self.interrupted(e))?;
-        let mut accumulator = StreamAccumulator::new();
-        let mut out = Vec::new();
-        // Made once for the whole stream, not per event: both end the loop when they fire,
-        // so neither is polled after completing.
-        let cancelled = cancel.cancelled();
-        tokio::pin!(cancelled);
-        let deadline = until(self.deadline);
-        tokio::pin!(deadline);
-        loop {
-            let next = tokio::select! {
-                biased;
-                () = &mut cancelled => None,
-                () = &mut deadline => {
-                    cancel.cancel();
-                    *partial = accumulator.usage();
-                    return Err(Interrupted::TimedOut);
-                }
-                next = stream.next() => Some(next),
-            };
-            let Some(next) = next else {
-                *partial = accumulator.usage();
-                return Err(Interrupted::Cancelled);
-            };
-            match next {
-                None => break,
-                Some(Err(error)) => {
-                    *partial = accumulator.usage();
-                    return Err(self.interrupted(error));
-                }
-                Some(Ok(event)) => {
-                    if let Err(error) = accumulator.push(&event) {
-                        *partial = accumulator.usage();
-                        return Err(Interrupted::Failed(error));
-                    }
-                    if let troupe_core::StreamEvent::ModelFallback { to, .. } = &event {
-                        // The model now serving is priced by its own entry, where known.
-                        match self.resolver.resolve(to) {
-                            Ok(next) => *priced_as = next,
-                            Err(_) => priced_as.info = None,
-                        }
-                        priced_as.id.clone_from(to);
-                    }
-                    translator.on_event(&event, &mut out);
-                    self.emitter.emit_all(out.drain(..)).await;
-                }
-            }
-        }
-        accumulator.finish().map_err(|e| self.interrupted(e))
-    }
-
-    /// A model error, or the cancellation it stands for.
-    fn interrupted(&self, error: troupe_model::Error) -> Interrupted {
-        if self.cancel.is_cancelled() || matches!(error, troupe_model::Error::Cancelled) {
-            Interrupted::Cancelled
-        } else {
-            Interrupted::Failed(error)
-        }
-    }
-
-    /// Runs one batch under the run's cancellation; on the deadline, cancels the batch and
-    /// keeps what the tools report.
-    async fn run_tools(&mut self, state: &mut RunState, catalog: &ToolCatalog, calls: Vec<ToolCall>) {
-        if self.journal.is_none() {
-            let (outcomes, timed_out) = self.run_group(catalog, &calls).await;
-            state.apply_tool_results(calls.into_iter().map(|c| c.id).zip(outcomes).collect());
-            if timed_out {
-                state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
-            }
-            return;
-        }
-        // Durable: read-only calls run together as before; each call with side effects
-        // runs alone between its `action started` and its checkpointed completion.
-        let mut rest = &calls[..];
-        while !rest.is_empty() && !state.is_finished() {
-            let side_effect =
-                |call: &ToolCall| catalog.get(&call.name).is_some_and(|t| !t.declaration().is_read_only());
-            let readers = rest.iter().take_while(|c| !side_effect(c)).count();
-            let (group, tail) = rest.split_at(readers.max(1));
-            rest = tail;
-            let declaration =
-                (readers == 0).then(|| catalog.get(&group[0].name)).flatten().map(|t| t.declaration().clone());
-            if let Some(declaration) = &declaration {
-                let call = &group[0];
-                let started = ActionStarted::evidence(call.id.as_str(), declaration, &call.args);
-                // What allowed the call (an approval, an always-allow) must be on record with
-                // its start: else a resume would apply the decision again to a call that may
-                // have happened, instead of asking a person.
-                if self.unsaved_signals {
-                    self.checkpoint(state, vec![started]).await;
-                    if self.store_error.is_some() {
-                        return;
-                    }
-                } else if let Some(journal) = &mut self.journal
-                    && let Err(error) = journal.append(vec![started]).await
-                {
-                    self.store_failed(state, error);
-                    return;
-                }
-            }
-            let (outcomes, timed_out) = self.run_group(catalog, group).await;
-            let completions: Vec<NewEvidence> = match &declaration {
-                Some(declaration) => outcomes
-                    .iter()
-                    .zip(group)
-                    .map(|(outcome, call)| {
-                        ActionCompleted::evidence(call.id.as_str(), declaration, &outcome.content, outcome.is_error)
-                    })
-                    .collect(),
-                None => Vec::new(),
-            };
-            state.apply_tool_results(group.iter().map(|c| c.id.clone()).zip(outcomes).collect());
-            if timed_out {
-                state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
-            }
-            // Read-only results need no boundary of their own: a resume may run them again,
-            // and the next model turn's checkpoint records them.
-            if declaration.is_some() || timed_out {
-                self.checkpoint(state, completions).await;
-            }
-        }
-    }
-
-    /// Runs `calls` as one batch under the run's cancellation; on the deadline, cancels
-    /// the batch and keeps what the tools report. Returns the outcomes and whether the
-    /// deadline passed.
-    async fn run_group(
-        &mut self,
-        catalog: &ToolCatalog,
-        calls: &[ToolCall],
-    ) -> (Vec<troupe_tools::ToolResultOutcome>, bool) {
-        let cancel = self.cancel.child_token();
-        let ctx = ToolContext::new(Arc::clone(&self.workspace))
-            .with_cancel(cancel.clone())
-            .for_run(self.emitter.run_id().clone(), self.spec.name.clone());
-        let mut timed_out = false;
-        let outcomes = {
-            let mut batch = std::pin::pin!(catalog.run_batch(calls, &ctx, self.tool_concurrency));
-            match self.deadline {
-                None => batch.await,
-                Some(deadline) => match tokio::time::timeout_at(deadline, batch.as_mut()).await {
-                    Ok(outcomes) => outcomes,
-                    Err(_) => {
-                        timed_out = true;
-                        cancel.cancel();
-                        batch.await
-                    }
-                },
-            }
-        };
-        (outcomes, timed_out)
-    }
-
     /// Waits for an approval decision or cancellation; other signals wait for the next
     /// boundary. With nobody left to decide, the run pauses.
     async fn await_decision(&mut self, state: &mut RunState) {
@@ -794,6 +552,7 @@ impl Run {
         self.record_end(&mut state).await;
         // A store failure while recording the end shows in the outcome.
         let outcome = state.outcome.clone().unwrap_or(outcome);
+        genai::record_run_end(&self.span, &outcome, &state.usage);
         self.announce_results(&state).await;
         self.close_step().await;
         let kind = match &outcome {

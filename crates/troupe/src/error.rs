@@ -23,6 +23,9 @@ pub enum Error {
     /// A team could not be built or run as a whole.
     #[error(transparent)]
     Team(#[from] troupe_team::TeamError),
+    /// Metrics could not be exported, or tracing could not be installed.
+    #[error(transparent)]
+    Telemetry(#[from] troupe_telemetry::TelemetryError),
 }
 
 /// The SDK's result type.

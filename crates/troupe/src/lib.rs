@@ -11,7 +11,10 @@
 //!   schemas, and the built-in workspace tools confined to their workspace.
 //! - [`runtime`] (`troupe-runtime`): agents as declarations ([`AgentSpec`](runtime::AgentSpec)),
 //!   the [`Engine`](runtime::Engine) and its builder, and the runner that owns every agent's
-//!   loop: live events, approvals, signals, budgets, cancellation, metrics and cost.
+//!   loop: live events, approvals, signals, budgets, cancellation, metrics and cost;
+//!   [`Middleware`](runtime::Middleware)s around every model and tool call (rate limits,
+//!   logging, redaction), [`Plugin`](runtime::Plugin)s that bring tools and middlewares,
+//!   and spans on the OpenTelemetry GenAI conventions.
 //! - [`store`] (`troupe-store`): durable runs — state checkpoints, signals, the hash-chained
 //!   evidence log, the run queue with leases, and schedules — on SQLite (feature `sqlite`,
 //!   the default) or PostgreSQL (feature `postgres`).
@@ -19,6 +22,10 @@
 //! - [`team`] (`troupe-team`): many agents — pipeline, parallel and orchestrated groups,
 //!   delegation as a tool, the context firewall, a message bus, a work queue, shared
 //!   memory, consensus and a supervisor with budgets.
+//!
+//! - [`telemetry`] (`troupe-telemetry`): run metrics fed by the event stream, rendered as
+//!   Prometheus text or JSON, and `tracing` spans on the OpenTelemetry GenAI conventions,
+//!   exported over OTLP with feature `otlp`.
 //!
 //! Errors from every layer convert into one [`Error`], so applications handle a single
 //! [`Result`] type while keeping the typed variants underneath.
@@ -44,6 +51,7 @@ pub use troupe_model as model;
 pub use troupe_runtime as runtime;
 pub use troupe_store as store;
 pub use troupe_team as team;
+pub use troupe_telemetry as telemetry;
 pub use troupe_tools as tools;
 
 /// The README's Rust examples, compiled and run as doc tests so the front door stays true.

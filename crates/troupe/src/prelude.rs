@@ -5,7 +5,10 @@ pub use troupe_core::{
     ToolSpec, Usage,
 };
 pub use troupe_model::{LlmProvider, ModelResponse, StreamAccumulator};
-pub use troupe_runtime::{Agent, AgentSpec, ApprovalPolicy, Engine, RunOutcome, RunOutput, Signal};
+pub use troupe_runtime::{
+    Agent, AgentSpec, ApprovalPolicy, ContentFilter, Engine, Logging, Middleware, Plugin, RateLimit, RunOutcome,
+    RunOutput, Signal,
+};
 
 /// Cancels a run or a model call; checked between stream chunks.
 pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,297 @@
+//! A run's model calls: compaction, the middlewares' hooks, the `chat` span, the
+//! stream projected live, pricing, and the response fed to the state.
+
+use super::Run;
+use crate::compaction::CompactionContext;
+use crate::durable::ModelTurn;
+use crate::genai;
+use crate::live::{Translator, until};
+use crate::middleware::{MiddlewareError, ModelCallContext};
+use crate::outcome::RunOutcome;
+use crate::state::RunState;
+use futures::StreamExt;
+use tracing::Instrument;
+use troupe_core::{AgentEventKind, ModelRequest, Role, Usage};
+use troupe_model::{ModelResponse, ResolvedModel, StreamAccumulator};
+
+/// Why a model call ended without a response.
+enum Interrupted {
+    Cancelled,
+    TimedOut,
+    Failed(troupe_model::Error),
+}
+
+impl Interrupted {
+    /// The chat span's `error.type`.
+    fn error_type(&self) -> &'static str {
+        match self {
+            Interrupted::Cancelled => "cancelled",
+            Interrupted::TimedOut => "timeout",
+            Interrupted::Failed(error) => error.code(),
+        }
+    }
+}
+
+impl Run {
+    /// Calls the model and applies its response; returns the turn to record, if one came.
+    pub(super) async fn call_model(
+        &mut self,
+        state: &mut RunState,
+        model: &ResolvedModel,
+        mut request: ModelRequest,
+    ) -> Option<ModelTurn> {
+        self.close_step().await;
+        self.step += 1;
+        self.open_step = Some(self.step);
+        self.emitter.emit(AgentEventKind::StepStarted { step: self.step }).await;
+        if let Some(compactor) = self.compactor.clone() {
+            let before = state.messages.len();
+            let context = CompactionContext {
+                model,
+                last_usage: state.last_usage,
+                // The previous request sent everything before the response it got.
+                last_request_messages: state.messages.iter().rposition(|m| m.role == Role::Assistant),
+                iteration: state.iteration,
+                cancel: &self.cancel,
+                request: &request,
+                resolver: self.resolver.as_ref(),
+            };
+            match compactor.compact_with_report(&mut state.messages, context).await {
+                Ok(None) => {}
+                Ok(Some(report)) => {
+                    request.messages.clone_from(&state.messages);
+                    self.announced = state.messages.len();
+                    for call in &report.auxiliary {
+                        self.costs.record_priced(&call.model, &call.usage, call.cost_usd);
+                        let (model, usage, cost_usd) = (call.model.clone(), call.usage, call.cost_usd);
+                        self.emitter.emit(AgentEventKind::Usage { model, usage, cost_usd }).await;
+                        // The run's totals grow, but `last_usage` keeps measuring the conversation.
+                        let last = state.last_usage;
+                        state.record_usage(call.usage, call.cost_usd.unwrap_or(0.0));
+                        state.last_usage = last;
+                    }
+                    let value = serde_json::json!({
+                        "messages_before": before,
+                        "messages_after": state.messages.len(),
+                        "report": serde_json::to_value(&report).unwrap_or_default(),
+                    });
+                    self.emitter.emit(AgentEventKind::Custom { name: "compacted".into(), value }).await;
+                }
+                Err(error) => {
+                    state.finish(RunOutcome::failed(error.to_string(), "compaction"));
+                    return None;
+                }
+            }
+        }
+        // Without middlewares, no context is made: the loop pays nothing for them.
+        let mut hook = (!self.middleware.is_empty()).then(|| {
+            ModelCallContext::new(
+                &self.spec.name,
+                state.run_id.clone(),
+                state.iteration,
+                &model.id,
+                model.provider.name(),
+            )
+            .with_cancel(self.cancel.clone())
+        });
+        if let Some(hook) = &hook
+            && !self.before_model(state, hook, &mut request).await
+        {
+            return None;
+        }
+        let span = genai::chat_span(model.provider.name(), &request, self.capture_content);
+        let message_id = format!("{}-m{}", state.run_id, self.step);
+        let mut translator = Translator::new(message_id);
+        let mut priced_as = model.clone();
+        let mut partial = Usage::default();
+        let streaming = std::time::Instant::now();
+        let result =
+            self.stream(model, &request, &mut translator, &mut priced_as, &mut partial).instrument(span.clone()).await;
+        let mut out = Vec::new();
+        match result {
+            Ok(mut response) => {
+                let kept = match &mut hook {
+                    None => Ok(()),
+                    Some(hook) => {
+                        hook.elapsed = Some(streaming.elapsed());
+                        self.middleware.after_model(hook, &mut response).instrument(span.clone()).await
+                    }
+                };
+                genai::record_response(&span, &response, &priced_as.model, self.capture_content);
+                if let Err(error) = kept {
+                    genai::record_error(&span, error.code());
+                    translator.abort(&format!("the response was not kept ({error})"), &mut out);
+                    self.emitter.emit_all(out).await;
+                    let cost = self.price(&priced_as, response.usage).await;
+                    state.record_usage(response.usage, cost);
+                    self.stop_for(state, error);
+                    return None;
+                }
+                translator.finish(&mut out);
+                self.emitter.emit_all(out).await;
+                let cost = self.price(&priced_as, response.usage).await;
+                let turn = self.journal.is_some().then(|| ModelTurn {
+                    iteration: state.iteration,
+                    model: priced_as.id.clone(),
+                    message: response.message.clone(),
+                    stop_reason: response.stop_reason.clone(),
+                    usage: response.usage,
+                    cost_usd: cost,
+                });
+                state.apply_model_response(response, cost);
+                turn
+            }
+            Err(interrupted) => {
+                genai::record_error(&span, interrupted.error_type());
+                genai::record_usage(&span, &partial);
+                let why = match &interrupted {
+                    Interrupted::Cancelled => "the run was cancelled".to_owned(),
+                    Interrupted::TimedOut => "the run ran out of time".to_owned(),
+                    Interrupted::Failed(error) => format!("the model response failed ({error})"),
+                };
+                translator.abort(&why, &mut out);
+                self.emitter.emit_all(out).await;
+                if !partial.is_empty() {
+                    let cost = self.price(&priced_as, partial).await;
+                    state.record_usage(partial, cost);
+                }
+                match interrupted {
+                    // The next boundary takes the cancel signal (and its reason) first.
+                    Interrupted::Cancelled => {}
+                    Interrupted::TimedOut => {
+                        state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+                    }
+                    Interrupted::Failed(error) => {
+                        state.finish(RunOutcome::failed(error.to_string(), error.code()));
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Runs the `before_model` hooks under the run's cancellation and deadline; returns
+    /// whether the call goes on. A refusal ends the run.
+    async fn before_model(
+        &mut self,
+        state: &mut RunState,
+        hook: &ModelCallContext,
+        request: &mut ModelRequest,
+    ) -> bool {
+        let stack = self.middleware.clone();
+        let verdict = tokio::select! {
+            biased;
+            // The next boundary takes the cancel signal (and its reason).
+            () = self.cancel.cancelled() => return false,
+            () = until(self.deadline) => {
+                state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+                return false;
+            }
+            verdict = stack.before_model(hook, request) => verdict,
+        };
+        match verdict {
+            Ok(()) => true,
+            Err(error) => {
+                self.stop_for(state, error);
+                false
+            }
+        }
+    }
+
+    /// Ends the run, or starts its cancellation, because a middleware stopped a model call.
+    fn stop_for(&self, state: &mut RunState, error: MiddlewareError) {
+        tracing::info!(run = %state.run_id, %error, "a middleware stopped the model call");
+        match &error {
+            // A cancelled run's boundary takes its own signal and reason.
+            MiddlewareError::Cancelled { .. } if self.cancel.is_cancelled() => {}
+            MiddlewareError::Cancelled { .. } => state.request_cancel(Some(error.to_string())),
+            MiddlewareError::Refused { .. } => {
+                state.finish(RunOutcome::failed(error.to_string(), error.code()));
+            }
+        }
+    }
+
+    /// Records a call's usage and cost, emitting the usage event; returns the cost.
+    async fn price(&mut self, model: &ResolvedModel, usage: Usage) -> f64 {
+        let cost = self.costs.record(model, &usage);
+        self.emitter.emit(AgentEventKind::Usage { model: model.id.clone(), usage, cost_usd: cost }).await;
+        cost.unwrap_or(0.0)
+    }
+
+    /// Streams one response, announcing it live; stops between chunks on cancellation or
+    /// the deadline.
+    async fn stream(
+        &mut self,
+        model: &ResolvedModel,
+        request: &ModelRequest,
+        translator: &mut Translator,
+        priced_as: &mut ResolvedModel,
+        partial: &mut Usage,
+    ) -> Result<ModelResponse, Interrupted> {
+        let cancel = self.cancel.child_token();
+        let opened = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(Interrupted::Cancelled),
+            () = until(self.deadline) => { cancel.cancel(); return Err(Interrupted::TimedOut) }
+            opened = model.provider.stream(request, cancel.clone()) => opened,
+        };
+        let mut stream = opened.map_err(|e| self.interrupted(e))?;
+        let mut accumulator = StreamAccumulator::new();
+        let mut out = Vec::new();
+        // Made once for the whole stream, not per event: both end the loop when they fire,
+        // so neither is polled after completing.
+        let cancelled = cancel.cancelled();
+        tokio::pin!(cancelled);
+        let deadline = until(self.deadline);
+        tokio::pin!(deadline);
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = &mut cancelled => None,
+                () = &mut deadline => {
+                    cancel.cancel();
+                    *partial = accumulator.usage();
+                    return Err(Interrupted::TimedOut);
+                }
+                next = stream.next() => Some(next),
+            };
+            let Some(next) = next else {
+                *partial = accumulator.usage();
+                return Err(Interrupted::Cancelled);
+            };
+            match next {
+                None => break,
+                Some(Err(error)) => {
+                    *partial = accumulator.usage();
+                    return Err(self.interrupted(error));
+                }
+                Some(Ok(event)) => {
+                    if let Err(error) = accumulator.push(&event) {
+                        *partial = accumulator.usage();
+                        return Err(Interrupted::Failed(error));
+                    }
+                    if let troupe_core::StreamEvent::ModelFallback { to, .. } = &event {
+                        // The model now serving is priced by its own entry, where known.
+                        match self.resolver.resolve(to) {
+                            Ok(next) => *priced_as = next,
+                            Err(_) => priced_as.info = None,
+                        }
+                        priced_as.id.clone_from(to);
+                    }
+                    translator.on_event(&event, &mut out);
+                    self.emitter.emit_all(out.drain(..)).await;
+                }
+            }
+        }
+        accumulator.finish().map_err(|e| self.interrupted(e))
+    }
+
+    /// A model error, or the cancellation it stands for.
+    fn interrupted(&self, error: troupe_model::Error) -> Interrupted {
+        if self.cancel.is_cancelled() || matches!(error, troupe_model::Error::Cancelled) {
+            Interrupted::Cancelled
+        } else {
+            Interrupted::Failed(error)
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! A run's tool calls: through the middleware pipeline, under the run's cancellation
+//! and deadline, and (with a store) between their evidence entries.
+
+use super::Run;
+use crate::durable::{ActionCompleted, ActionStarted};
+use crate::outcome::RunOutcome;
+use crate::state::RunState;
+use crate::tool_pipeline::ToolPipeline;
+use std::sync::Arc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use troupe_store::NewEvidence;
+use troupe_tools::{ToolCall, ToolCatalog, ToolContext, ToolDeclaration, ToolResultOutcome};
+
+impl Run {
+    /// Runs one batch under the run's cancellation; on the deadline, cancels the batch and
+    /// keeps what the tools report.
+    pub(super) async fn run_tools(&mut self, state: &mut RunState, catalog: &ToolCatalog, calls: Vec<ToolCall>) {
+        if self.journal.is_none() {
+            let (outcomes, timed_out) = self.run_group(state, catalog, &calls).await;
+            state.apply_tool_results(calls.into_iter().map(|c| c.id).zip(outcomes).collect());
+            if timed_out {
+                state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+            }
+            return;
+        }
+        // Durable: read-only calls run together as before; each call with side effects
+        // runs alone between its `action started` and its checkpointed completion.
+        let mut rest = &calls[..];
+        while !rest.is_empty() && !state.is_finished() {
+            let side_effect =
+                |call: &ToolCall| catalog.get(&call.name).is_some_and(|t| !t.declaration().is_read_only());
+            let readers = rest.iter().take_while(|c| !side_effect(c)).count();
+            let (group, tail) = rest.split_at(readers.max(1));
+            rest = tail;
+            let declaration =
+                (readers == 0).then(|| catalog.get(&group[0].name)).flatten().map(|t| t.declaration().clone());
+            let (outcomes, timed_out, completions) = match &declaration {
+                Some(declaration) => match self.run_recorded(state, catalog, &group[0], declaration).await {
+                    Some(ran) => ran,
+                    None => return,
+                },
+                None => {
+                    let (outcomes, timed_out) = self.run_group(state, catalog, group).await;
+                    (outcomes, timed_out, Vec::new())
+                }
+            };
+            state.apply_tool_results(group.iter().map(|c| c.id.clone()).zip(outcomes).collect());
+            if timed_out {
+                state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+            }
+            // Read-only results need no boundary of their own: a resume may run them again,
+            // and the next model turn's checkpoint records them.
+            if declaration.is_some() || timed_out {
+                self.checkpoint(state, completions).await;
+            }
+        }
+    }
+
+    /// Runs one call with side effects between its evidence entries: its `before_tool`
+    /// hooks first, so that `action started` records the arguments the tool runs with
+    /// (a refused call never starts), then the tool and its `after_tool` hooks, so that
+    /// `action completed` records the result the model sees. Returns the outcome, whether
+    /// the deadline passed, and the completion entry; `None` when the store failed.
+    async fn run_recorded(
+        &mut self,
+        state: &mut RunState,
+        catalog: &ToolCatalog,
+        call: &ToolCall,
+        declaration: &ToolDeclaration,
+    ) -> Option<(Vec<ToolResultOutcome>, bool, Vec<NewEvidence>)> {
+        let (pipeline, cancel) = self.pipeline(state, catalog);
+        let (prepared, mut timed_out) = bounded(self.deadline, &cancel, pipeline.prepare(call)).await;
+        let runs = prepared.refused.is_none();
+        if runs {
+            let started = ActionStarted::evidence(call.id.as_str(), declaration, &prepared.call.args);
+            // What allowed the call (an approval, an always-allow) must be on record with
+            // its start: else a resume would apply the decision again to a call that may
+            // have happened, instead of asking a person.
+            if self.unsaved_signals {
+                self.checkpoint(state, vec![started]).await;
+                if self.store_error.is_some() {
+                    return None;
+                }
+            } else if let Some(journal) = &mut self.journal
+                && let Err(error) = journal.append(vec![started]).await
+            {
+                self.store_failed(state, error);
+                return None;
+            }
+        }
+        let (outcome, late) = bounded(self.deadline, &cancel, pipeline.finish(prepared)).await;
+        timed_out |= late;
+        let completions = if runs {
+            vec![ActionCompleted::evidence(call.id.as_str(), declaration, &outcome.content, outcome.is_error)]
+        } else {
+            Vec::new()
+        };
+        Some((vec![outcome], timed_out, completions))
+    }
+
+    /// Runs `calls` as one batch under the run's cancellation; on the deadline, cancels
+    /// the batch and keeps what the tools report. Returns the outcomes and whether the
+    /// deadline passed.
+    async fn run_group(
+        &self,
+        state: &RunState,
+        catalog: &ToolCatalog,
+        calls: &[ToolCall],
+    ) -> (Vec<ToolResultOutcome>, bool) {
+        let (pipeline, cancel) = self.pipeline(state, catalog);
+        bounded(self.deadline, &cancel, pipeline.run_batch(calls, self.tool_concurrency)).await
+    }
+
+    /// How this turn's tool calls run: under a child of the run's cancellation (returned,
+    /// for the deadline to trip), through the middleware stack.
+    fn pipeline<'c>(&self, state: &RunState, catalog: &'c ToolCatalog) -> (ToolPipeline<'c>, CancellationToken) {
+        let cancel = self.cancel.child_token();
+        let ctx = ToolContext::new(Arc::clone(&self.workspace))
+            .with_cancel(cancel.clone())
+            .for_run(self.emitter.run_id().clone(), self.spec.name.clone());
+        let pipeline = ToolPipeline {
+            catalog,
+            middleware: self.middleware.clone(),
+            ctx,
+            agent: self.spec.name.clone(),
+            run_id: state.run_id.clone(),
+            step: state.iteration,
+            capture_content: self.capture_content,
+        };
+        (pipeline, cancel)
+    }
+}
+
+/// Awaits `work`; once `deadline` passes, trips `cancel` and awaits what `work` makes of
+/// that. Returns the output and whether the deadline passed.
+async fn bounded<F: std::future::Future>(
+    deadline: Option<Instant>,
+    cancel: &CancellationToken,
+    work: F,
+) -> (F::Output, bool) {
+    let mut work = std::pin::pin!(work);
+    match deadline {
+        None => (work.await, false),
+        Some(deadline) => match tokio::time::timeout_at(deadline, work.as_mut()).await {
+            Ok(output) => (output, false),
+            Err(_) => {
+                cancel.cancel();
+                (work.await, true)
+            }
+        },
+    }
+}
