@@ -158,6 +158,10 @@ pub fn show(dirs: &ConfigDirs, args: &ShowArgs) -> Result<(), Failure> {
     if definition.provider.api_key.is_some() {
         definition.provider.api_key = Some(ApiKey::new(REDACTED));
     }
+    // Header and environment values of MCP servers may hold secrets written out.
+    for server in &mut definition.mcp.servers {
+        *server = server.redacted();
+    }
     if args.json {
         let mut value = serde_json::to_value(&definition).map_err(|e| Failure::Run(e.into()))?;
         // An f32 temperature reads 0.30000001192092896 once widened; show it as written.
@@ -343,6 +347,7 @@ pub async fn run(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         Approve::Auto => Approvals::Auto,
         Approve::Ask | Approve::Never => Approvals::Approver,
     };
+    let mcp = build::connect_mcp(&definition).await?;
     let built = build::build(AgentBuild {
         definition: &definition,
         workspace: &workspace,
@@ -351,6 +356,7 @@ pub async fn run(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         extra_tools: Vec::new(),
         ceilings: Ceilings::default(),
         memory: build::memory_store(&workspace, std::iter::once(&definition)).await?,
+        mcp: Some(&mcp),
     })?;
     for note in &built.notes {
         eprintln!("note: {note}");

@@ -25,9 +25,10 @@
 //! troupe agent run --worker [--agent-file PATH] [--workspace DIR]   (started by a coordinator)
 //! troupe team run TEAM.toml TASK… [-w DIR] [--approve auto|never] [--json]
 //! troupe team validate TEAM.toml
+//! troupe mcp serve [--agent ID]… [-w DIR] [--approve never|auto]
 //! ```
 //!
-//! `troupe agent` and `troupe team` take `--config-dir DIR` (repeatable): where agent files
+//! `troupe agent`, `troupe team` and `troupe mcp` take `--config-dir DIR` (repeatable): where agent files
 //! are looked for instead of `./.troupe` and `~/.config/troupe`.
 //!
 //! Every durable command takes `--store URL` (`$TROUPE_STORE`; `sqlite://PATH`, a file
@@ -44,6 +45,7 @@ mod agent;
 mod agent_worker;
 mod chat;
 mod evidence;
+mod mcp;
 mod models;
 mod render;
 mod run;
@@ -104,6 +106,13 @@ enum Command {
         config: agent::ConfigDirs,
         #[command(subcommand)]
         command: team::TeamCommand,
+    },
+    /// The Model Context Protocol: serve agent files as MCP tools.
+    Mcp {
+        #[command(flatten)]
+        config: agent::ConfigDirs,
+        #[command(subcommand)]
+        command: mcp::McpCommand,
     },
 }
 
@@ -232,6 +241,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             AgentCommand::Run(args) => agent::run(&config, args).await,
         },
         Command::Team { config, command } => team::run(&config, command).await,
+        Command::Mcp { config, command } => mcp::run(&config, command).await,
     }
 }
 

@@ -48,7 +48,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use troupe::team::TeamBudget;
 use troupe_workers::registry::AgentRegistry;
-use troupe_workers::team_file::TeamFile;
+use troupe_workers::team_file::{Isolation, TeamFile};
 
 /// Events buffered between the members and the progress printer.
 const EVENT_BUFFER: usize = 4096;
@@ -165,8 +165,18 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         TeamApprove::Never => Approvals::Refuse,
     };
     let memory = build::memory_store(&workspace, registry.iter().map(|entry| &entry.definition)).await?;
-    let setting =
-        Setting { team: &team, registry: &registry, workspace: &workspace, config: &config, approvals, events, memory };
+    let local = team.team.members.iter().filter(|m| m.isolation == Isolation::Local).map(|m| m.agent.as_str());
+    let mcp = build::connect_mcp_each(team.leader().into_iter().chain(local).filter_map(|id| registry.get(id))).await?;
+    let setting = Setting {
+        team: &team,
+        registry: &registry,
+        workspace: &workspace,
+        config: &config,
+        approvals,
+        events,
+        memory,
+        mcp,
+    };
     let Assembled { work, rows, firewall, records, notes } = members::assemble(&setting)?;
     drop(setting);
     for note in &notes {

@@ -37,6 +37,13 @@
 //! [system]
 //! prompt = "You review diffs."
 //!
+//! [[mcp.servers]]                       # MCP servers whose tools the agent gets
+//! name = "github"                       # its tools are `github/<tool>`
+//! command = "npx"                       # stdio; or `url = "https://…/mcp"` (streamable HTTP)
+//! args = ["-y", "@modelcontextprotocol/server-github"]
+//! env = { GITHUB_TOKEN = "${GITHUB_TOKEN}" }
+//! tools = "eager"                       # eager | lazy (mcp_search_tools + mcp_call_tool)
+//!
 //! [memory]
 //! backend = "shared"                    # shared | isolated
 //! category = "reviews"
@@ -59,7 +66,8 @@
 //! agents/coder.toml:7:1: unknown key `modle` in [provider]; expected one of name, model, api_key, temperature, max_tokens
 //! ```
 //!
-//! See [`tools`](ToolsSection) for the two spellings of the tool lists.
+//! See [`tools`](ToolsSection) for the two spellings of the tool lists, and
+//! [`McpServerConfig`](troupe_mcp::McpServerConfig) for every key of `[[mcp.servers]]`.
 
 mod error;
 mod names;
@@ -83,6 +91,7 @@ pub(crate) use error::value_location;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use troupe_mcp::McpSection;
 use troupe_runtime::{AgentSpec, ApprovalPolicy, ApprovalRule};
 
 /// An agent file: who the agent is, how its worker runs, its model, tools, prompt,
@@ -97,6 +106,9 @@ pub struct AgentDefinition {
     /// `[[tools]]` and `[[tools.deny]]`.
     #[serde(default, skip_serializing_if = "ToolsSection::is_empty")]
     pub tools: ToolsSection,
+    /// `[[mcp.servers]]`: the MCP servers whose tools the agent is given.
+    #[serde(default, skip_serializing_if = "McpSection::is_empty")]
+    pub mcp: McpSection,
     /// `[system]`.
     #[serde(default)]
     pub system: SystemSection,
@@ -162,6 +174,7 @@ impl AgentDefinition {
             toml::from_str(text).map_err(|e| DefinitionError::from_toml(path, text, &e))?;
         definition.source = path.to_owned();
         definition.check_tool_duplicates(text)?;
+        definition.check_mcp_duplicates(text)?;
         Ok(definition)
     }
 
@@ -261,6 +274,23 @@ impl AgentDefinition {
             },
             env: execution.env.iter().map(|(k, v)| (k.clone(), render(v))).collect(),
         }
+    }
+
+    /// Refuses an MCP server configured twice, pointing at the second entry's name.
+    fn check_mcp_duplicates(&self, text: &str) -> Result<(), DefinitionError> {
+        let Some((twice, _)) = self.mcp.duplicate() else {
+            return Ok(());
+        };
+        let location = error::string_values_of(text, "servers", "name")
+            .iter()
+            .filter(|(name, _)| name == twice)
+            .nth(1)
+            .map(|(_, span)| Location::of_offset(text, span.start));
+        Err(DefinitionError::at(
+            &self.source,
+            location,
+            format!("the MCP server `{twice}` is configured twice in [[mcp.servers]]; keep one entry"),
+        ))
     }
 
     /// Refuses a tool listed twice in `[[tools]]` or in `[[tools.deny]]`, pointing at the

@@ -381,3 +381,38 @@ fn every_broken_file_is_reported() {
     let all = error.to_string();
     assert!(all.starts_with("4 problems in the agent definitions:"), "{all}");
 }
+
+#[test]
+fn mcp_servers_are_read_and_their_mistakes_located() {
+    let text = minimal(
+        "\n[[mcp.servers]]\nname = \"github\"\ncommand = \"npx\"\nargs = [\"-y\", \"server-github\"]\n\
+         env = { GITHUB_TOKEN = \"${GITHUB_TOKEN}\" }\n\n[[mcp.servers]]\nname = \"search\"\n\
+         url = \"https://mcp.example.com/mcp\"\ntools = \"lazy\"\n",
+    );
+    let definition = AgentDefinition::parse(&text, "agents/coder.toml").expect("valid");
+    let names: Vec<&str> = definition.mcp.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["github", "search"]);
+    assert_eq!(definition.mcp.servers[1].tools, troupe_mcp::ToolLoading::Lazy);
+    let back = AgentDefinition::parse(&definition.to_toml().expect("serializes"), "agents/coder.toml").expect("valid");
+    assert_eq!(back.mcp, definition.mcp, "round-trips");
+
+    let typo = error_of(&minimal("[[mcp.servers]]\nname = \"x\"\ncomand = \"y\"\n"));
+    assert_eq!(typo.location, at(9, 1));
+    assert!(
+        typo.message.starts_with("unknown key `comand` in [[mcp.servers]]; expected one of name, transport, command"),
+        "{typo}"
+    );
+    let bad_name = error_of(&minimal("[[mcp.servers]]\nname = \"a/b\"\ncommand = \"y\"\n"));
+    assert_eq!(bad_name.location, at(8, 8));
+    assert!(bad_name.message.contains("is not a server name"), "{bad_name}");
+    let both = error_of(&minimal("[[mcp.servers]]\nname = \"a\"\ncommand = \"y\"\nurl = \"http://h/mcp\"\n"));
+    assert!(both.message.contains("has both `command` (stdio) and `url` (http)"), "{both}");
+    assert_eq!(both.location, at(7, 1), "the entry's table: {both}");
+    let twice = error_of(&minimal(
+        "[[mcp.servers]]\nname = \"a\"\ncommand = \"y\"\n[[mcp.servers]]\nname = \"a\"\ncommand = \"z\"\n",
+    ));
+    assert_eq!(twice.location, at(11, 8));
+    assert!(twice.message.contains("configured twice"), "{twice}");
+    let section = error_of(&minimal("[mcp]\nserver = []\n"));
+    assert!(section.message.starts_with("unknown key `server` in [mcp]; expected servers"), "{section}");
+}

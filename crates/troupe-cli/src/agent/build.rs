@@ -1,9 +1,11 @@
 //! An [`Agent`] from an agent file, built as `troupe run` builds its agent: the built-in
 //! tools confined to the workspace, the providers of `./troupe.toml`, and the file's
-//! instructions, model, tools and denied tools.
+//! instructions, model, tools and denied tools; plus the tools of its MCP servers (those of
+//! `./troupe.toml`'s `[[mcp.servers]]` and of its own, connected by [`connect_mcp`]).
 
 use crate::{Failure, setup};
 use anyhow::anyhow;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +13,7 @@ use troupe::runtime::{Agent, AgentSpec, ApprovalMode, ApprovalRule, Runner, Runt
 use troupe::store::Store;
 use troupe::team::MemoryScope;
 use troupe::tools::{Tool, ToolCatalog, Workspace};
+use troupe_mcp::{McpSection, McpToolset};
 use troupe_model::{Env, ModelConfig, Providers};
 use troupe_workers::definition::AgentDefinition;
 use troupe_workers::definition::MemoryBackend;
@@ -53,6 +56,38 @@ pub struct AgentBuild<'a> {
     pub ceilings: Ceilings,
     /// The store its `memory.save` / `memory.search` keep memories in, when it lists them.
     pub memory: Option<Arc<dyn Store>>,
+    /// Its MCP servers, connected ([`connect_mcp`]); their tools are offered unless the file
+    /// denies them or lists only some tools of their server in `[[tools]]`.
+    pub mcp: Option<&'a McpToolset>,
+}
+
+/// The MCP servers of `definition`: `./troupe.toml`'s `[[mcp.servers]]`, with the file's
+/// own replacing those of the same name.
+pub fn mcp_servers(definition: &AgentDefinition) -> Result<McpSection, Failure> {
+    let workspace = troupe_mcp::load_workspace_servers(crate::CONFIG_FILE).map_err(|e| Failure::Usage(anyhow!(e)))?;
+    Ok(workspace.merged(&definition.mcp))
+}
+
+/// Connects the MCP servers of each of `definitions`, by agent id (a team's local agents).
+pub async fn connect_mcp_each<'a>(
+    definitions: impl IntoIterator<Item = &'a AgentDefinition>,
+) -> Result<BTreeMap<String, McpToolset>, Failure> {
+    let mut toolsets = BTreeMap::new();
+    for definition in definitions {
+        toolsets.insert(definition.id().to_owned(), connect_mcp(definition).await?);
+    }
+    Ok(toolsets)
+}
+
+/// Connects the MCP servers of `definition` (none: an empty toolset, at no cost).
+pub async fn connect_mcp(definition: &AgentDefinition) -> Result<McpToolset, Failure> {
+    let servers = mcp_servers(definition)?;
+    if servers.is_empty() {
+        return Ok(McpToolset::default());
+    }
+    McpToolset::connect(&servers.servers).await.map_err(|e| {
+        Failure::Usage(anyhow!(e).context(format!("agent `{}` ({})", definition.id(), definition.path().display())))
+    })
 }
 
 /// Whether the file gives the agent a memory tool.
@@ -98,7 +133,7 @@ fn missing_reason(tool: &str) -> &'static str {
         "web.search" => "no web search backend is configured",
         "memory.save" | "memory.search" => "no store for memories",
         "delegate" => "only a team's leader delegates",
-        _ => "MCP servers are not connected",
+        _ => "no MCP server of that name is configured in [[mcp.servers]], or it does not offer the tool",
     }
 }
 
@@ -120,8 +155,14 @@ pub fn build(build: AgentBuild<'_>) -> Result<Built, Failure> {
     if let Some(store) = build.memory {
         tools.extend(troupe::team::memory_tools(store, &memory_scope(definition)));
     }
+    let mcp_tools = build.mcp.map(McpToolset::tools).unwrap_or_default();
+    let mcp_names: Vec<String> = mcp_tools.iter().map(|t| t.declaration().name.clone()).collect();
+    tools.extend(mcp_tools);
     let catalog = ToolCatalog::with_tools(tools)
         .map_err(|source| Failure::Usage(RuntimeError::Catalog { agent: id.clone(), source }.into()))?;
+    // Two tools that providers would see under one name are found here, not at the first call.
+    troupe_mcp::check_wire_names(catalog.names())
+        .map_err(|e| Failure::Usage(anyhow!(e).context(format!("agent `{id}` ({})", definition.path().display()))))?;
 
     let mut spec = definition.to_spec();
     let policy = definition.tool_policy();
@@ -138,7 +179,7 @@ pub fn build(build: AgentBuild<'_>) -> Result<Built, Failure> {
         let why: Vec<String> = missing.iter().map(|t| format!("{t} ({})", missing_reason(t))).collect();
         notes.push(format!("{id}: not available here, left out: {}", why.join(", ")));
     }
-    for name in extra_names {
+    for name in extra_names.into_iter().chain(offered_mcp(&mcp_names, build.mcp, definition)) {
         if !available.contains(&name) {
             available.push(name);
         }
@@ -164,6 +205,25 @@ pub fn build(build: AgentBuild<'_>) -> Result<Built, Failure> {
     setup::validate(&runner, &spec)
         .map_err(|failure| with_context(failure, &format!("agent `{id}` ({})", definition.path().display())))?;
     Ok(Built { agent: Agent::new(runner, spec), notes })
+}
+
+/// The MCP tools (of `names`) the file lets the agent call: not denied, and, for a server of
+/// which `[[tools]]` lists some tools, only those.
+fn offered_mcp(names: &[String], mcp: Option<&McpToolset>, definition: &AgentDefinition) -> Vec<String> {
+    let policy = definition.tool_policy();
+    let listed = definition.to_spec().tools.unwrap_or_default();
+    let servers: Vec<&str> = mcp.map(|m| m.clients().iter().map(|c| c.name()).collect()).unwrap_or_default();
+    names
+        .iter()
+        .filter(|name| !policy.denied.contains_key(*name))
+        .filter(|name| {
+            let server = servers.iter().find(|s| name.starts_with(&format!("{s}/")));
+            let listed_of_server: Vec<&String> =
+                listed.iter().filter(|l| server.is_some_and(|s| l.starts_with(&format!("{s}/")))).collect();
+            listed_of_server.is_empty() || listed_of_server.contains(name)
+        })
+        .cloned()
+        .collect()
 }
 
 fn apply_ceilings(spec: &mut AgentSpec, ceilings: Ceilings) {

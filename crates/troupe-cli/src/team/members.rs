@@ -120,6 +120,8 @@ pub struct Setting<'a> {
     pub events: EventSink,
     /// The store the members' memories live in, when some member has memory tools.
     pub memory: Option<Arc<dyn troupe::store::Store>>,
+    /// The connected MCP servers of the local agents, by agent id.
+    pub mcp: std::collections::BTreeMap<String, troupe_mcp::McpToolset>,
 }
 
 /// Builds the team `setting` describes.
@@ -254,6 +256,7 @@ fn local(
         extra_tools,
         ceilings,
         memory: setting.memory.clone(),
+        mcp: setting.mcp.get(definition.id()),
     })?;
     // Member runs are followed through their events; their outputs need not keep them too.
     let agent =

@@ -1,0 +1,114 @@
+//! `troupe mcp serve`: the agents of the config directories as an MCP server on stdio.
+//!
+//! ```text
+//! troupe mcp serve [--agent ID]… [-w DIR] [--approve never|auto] [--config-dir DIR]…
+//! ```
+//!
+//! Each agent is one MCP tool named after its id, taking `{"prompt": "…"}` and answering
+//! with the agent's final answer; agents are built as `troupe agent run` builds them (their
+//! MCP servers included). stdout carries the protocol, so everything else goes to stderr.
+
+use crate::agent::build::{self, AgentBuild, Approvals, Ceilings};
+use crate::agent::{ConfigDirs, discover};
+use crate::{Failure, setup};
+use anyhow::anyhow;
+use std::path::PathBuf;
+use troupe_mcp::{AgentServer, ServedAgent};
+use troupe_workers::registry::RegisteredAgent;
+
+/// `troupe mcp` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum McpCommand {
+    /// Serve agents as MCP tools on stdin and stdout, for MCP clients that start servers
+    /// (one tool per agent: a prompt in, the agent's answer out).
+    Serve(ServeArgs),
+}
+
+/// What a call that needs approval does: nobody can be asked over MCP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeApprove {
+    /// It is refused; the agent is told and carries on without it.
+    Never,
+    /// It runs.
+    Auto,
+}
+
+/// Arguments of `troupe mcp serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Serve this agent (repeatable) [default: every agent of the config directories].
+    #[arg(long = "agent", value_name = "ID")]
+    agents: Vec<String>,
+    /// The workspace the agents' tools are confined to [default: .].
+    #[arg(long, short, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// How tool calls that need approval are decided.
+    #[arg(long, value_enum, default_value_t = ServeApprove::Never, value_name = "MODE")]
+    approve: ServeApprove,
+}
+
+/// Runs a `troupe mcp` subcommand.
+pub async fn run(dirs: &ConfigDirs, command: McpCommand) -> Result<(), Failure> {
+    match command {
+        McpCommand::Serve(args) => serve(dirs, args).await,
+    }
+}
+
+async fn serve(dirs: &ConfigDirs, args: ServeArgs) -> Result<(), Failure> {
+    let search = dirs.resolve()?;
+    let registry = discover(&search)?;
+    let selected: Vec<&RegisteredAgent> = if args.agents.is_empty() {
+        registry.iter().collect()
+    } else {
+        args.agents
+            .iter()
+            .map(|id| {
+                registry.entry(id).ok_or_else(|| {
+                    let known: Vec<&str> = registry.iter().map(|a| a.definition.id()).collect();
+                    Failure::Usage(anyhow!("no agent `{id}`; the agents are {}", known.join(", ")))
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    if selected.is_empty() {
+        return Err(Failure::Usage(anyhow!(
+            "no agents to serve; create one with `troupe agent create --id ID --name NAME` or pass --config-dir"
+        )));
+    }
+    let workspace = setup::workspace_dir(args.workspace.as_deref())?;
+    let config = crate::load_config()?;
+    let approvals = match args.approve {
+        ServeApprove::Never => Approvals::Refuse,
+        ServeApprove::Auto => Approvals::Auto,
+    };
+    let definitions = || selected.iter().map(|a| &a.definition);
+    let memory = build::memory_store(&workspace, definitions()).await?;
+    let mcp = build::connect_mcp_each(definitions()).await?;
+    let mut served = Vec::new();
+    for definition in definitions() {
+        let built = build::build(AgentBuild {
+            definition,
+            workspace: &workspace,
+            config: &config,
+            approvals,
+            extra_tools: Vec::new(),
+            ceilings: Ceilings::default(),
+            memory: memory.clone(),
+            mcp: mcp.get(definition.id()),
+        })?;
+        for note in &built.notes {
+            eprintln!("note: {note}");
+        }
+        let description = match definition.agent.description.trim() {
+            "" => {
+                format!("The troupe agent {}: give it a task as `prompt`; it answers when done.", definition.agent.name)
+            }
+            text => format!("{text} (the troupe agent {}; give it a task as `prompt`)", definition.agent.name),
+        };
+        served.push(ServedAgent::new(built.agent, description));
+    }
+    let server = AgentServer::new(served).map_err(|e| Failure::Usage(anyhow!(e)))?;
+    let ids: Vec<&str> = server.agents().iter().map(ServedAgent::tool_name).collect();
+    eprintln!("serving {} over MCP on stdio", ids.join(", "));
+    troupe_mcp::serve_agents_stdio(server).await.map_err(|e| Failure::Run(anyhow!(e)))
+}
