@@ -95,6 +95,48 @@ pub enum StoreError {
         /// The run.
         run_id: String,
     },
+    /// A work item with this id is in the queue already.
+    #[error("a work item `{id}` exists already in queue `{queue}`")]
+    WorkItemExists {
+        /// The queue.
+        queue: String,
+        /// The id.
+        id: String,
+    },
+    /// No work item has this id in the queue.
+    #[error("no work item `{id}` in queue `{queue}`")]
+    UnknownWorkItem {
+        /// The queue.
+        queue: String,
+        /// The id asked for.
+        id: String,
+    },
+    /// The worker does not hold the work item: it never did, or its lease lapsed (and the
+    /// item went back to the queue, or to another worker). It must drop the item.
+    #[error("`{worker}` does not hold work item `{id}` of queue `{queue}` (never did, or its lease lapsed)")]
+    WorkLeaseLost {
+        /// The queue.
+        queue: String,
+        /// The item.
+        id: String,
+        /// Who thought they held it.
+        worker: String,
+    },
+    /// The work item's holder asked for something its state does not allow (starting an
+    /// item twice, completing a finished one).
+    #[error("work item `{id}` of queue `{queue}` is {state}; {operation} needs it {expected}")]
+    WrongWorkState {
+        /// The queue.
+        queue: String,
+        /// The item.
+        id: String,
+        /// Where it stands.
+        state: crate::work::WorkState,
+        /// What was asked (`start`, `complete`, ...).
+        operation: &'static str,
+        /// The states that allow it.
+        expected: &'static str,
+    },
     /// A stored value could not be read back.
     #[error("stored {what} cannot be read: {reason}")]
     Decode {

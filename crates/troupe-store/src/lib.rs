@@ -14,7 +14,10 @@
 //! - **the run queue**: runs waiting for a worker and leases with heartbeats, so a run
 //!   whose worker died is taken over ([`QueueRepository`]);
 //! - **schedules**: cron or interval ticks, each fired exactly once however many workers
-//!   watch them ([`ScheduleRepository`]).
+//!   watch them ([`ScheduleRepository`]);
+//! - **memories**: what agents chose to remember, by namespace ([`MemoryRepository`]);
+//! - **team work queues**: named queues of work items claimed by priority and tags under
+//!   leases, retried up to their attempts ([`WorkItemRepository`]).
 //!
 //! Two backends implement [`Store`]: SQLite, embedded, the default (feature `sqlite`),
 //! and PostgreSQL for many workers on many machines (feature `postgres`).
@@ -56,6 +59,7 @@ mod open;
 mod record;
 mod repository;
 pub mod schema;
+mod work;
 
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -72,5 +76,6 @@ pub use record::{
 };
 pub use repository::{
     ConversationRepository, EvidenceRepository, MemoryRepository, QueueRepository, RunRepository, ScheduleRepository,
-    SignalRepository, Store, StoreFuture,
+    SignalRepository, Store, StoreFuture, WorkItemRepository,
 };
+pub use work::{NewWork, WorkRecord, WorkState, WorkStats};

@@ -12,6 +12,7 @@ use crate::record::{
     Checkpoint, ConversationTurn, EvidenceEntry, Firing, Lease, MemoryRecord, Millis, NewRun, QueueEntry, RunFilter,
     RunRecord, RunSummary, Schedule, StoreInfo, StoredSignal, Transition,
 };
+use crate::work::{NewWork, WorkRecord, WorkState, WorkStats};
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
@@ -163,6 +164,90 @@ pub trait MemoryRepository: Send + Sync {
     ) -> StoreFuture<'a, Vec<MemoryRecord>>;
 }
 
+/// Team work queues: items claimed by priority and tags, under leases, retried up to their
+/// attempts. Queues are named; one store holds many, and each operation names its queue.
+///
+/// Every operation by a worker on an item it holds (start, heartbeat, complete, fail)
+/// needs a live lease (`now` before its expiry): otherwise [`StoreError::WorkLeaseLost`],
+/// and nothing changes. See [`WorkState`] for the life of an item.
+pub trait WorkItemRepository: Send + Sync {
+    /// Enqueues `item`, queued from its `available_at`; the stored item.
+    /// [`StoreError::WorkItemExists`] if its queue has an item of that id (in any state).
+    fn enqueue_work<'a>(&'a self, item: &'a NewWork, now: Millis) -> StoreFuture<'a, WorkRecord>;
+
+    /// Claims for `worker`, until `now + ttl`, the queued item of `queue` available at
+    /// `now` with the highest priority (the first enqueued among equals) carrying at least
+    /// one of `tags` (any item when `tags` is empty), counting an attempt. Lapsed leases of
+    /// the queue are expired first, as [`expire_work_leases`](Self::expire_work_leases)
+    /// does. Concurrent claimers, in this process or others, never get the same item.
+    fn claim_work<'a>(
+        &'a self,
+        queue: &'a str,
+        worker: &'a str,
+        tags: &'a [String],
+        ttl: Duration,
+        now: Millis,
+    ) -> StoreFuture<'a, Option<WorkRecord>>;
+
+    /// `worker` starts the item it claimed ([`StoreError::WrongWorkState`] unless it is
+    /// claimed).
+    fn start_work<'a>(
+        &'a self,
+        queue: &'a str,
+        id: &'a str,
+        worker: &'a str,
+        now: Millis,
+    ) -> StoreFuture<'a, WorkRecord>;
+
+    /// `worker` renews its lease on the item until `now + ttl`.
+    fn heartbeat_work<'a>(
+        &'a self,
+        queue: &'a str,
+        id: &'a str,
+        worker: &'a str,
+        ttl: Duration,
+        now: Millis,
+    ) -> StoreFuture<'a, WorkRecord>;
+
+    /// `worker` finished the item with `result`: it is done.
+    fn complete_work<'a>(
+        &'a self,
+        queue: &'a str,
+        id: &'a str,
+        worker: &'a str,
+        result: &'a Value,
+        now: Millis,
+    ) -> StoreFuture<'a, WorkRecord>;
+
+    /// `worker` failed the item with `error`: it is queued again while it has attempts left,
+    /// failed for good otherwise.
+    fn fail_work<'a>(
+        &'a self,
+        queue: &'a str,
+        id: &'a str,
+        worker: &'a str,
+        error: &'a str,
+        now: Millis,
+    ) -> StoreFuture<'a, WorkRecord>;
+
+    /// Returns the items of `queue` whose lease lapsed at `now` to the queue, or fails those
+    /// with no attempt left, noting the lapse as their last error; how many lapsed.
+    fn expire_work_leases<'a>(&'a self, queue: &'a str, now: Millis) -> StoreFuture<'a, u64>;
+
+    /// The item `id` of `queue`, if stored.
+    fn work_item<'a>(&'a self, queue: &'a str, id: &'a str) -> StoreFuture<'a, Option<WorkRecord>>;
+
+    /// The items of `queue` (only those in `state`, when given), in enqueue order.
+    fn work_items<'a>(&'a self, queue: &'a str, state: Option<WorkState>) -> StoreFuture<'a, Vec<WorkRecord>>;
+
+    /// How many items of `queue` stand where, as stored (a lapsed lease counts as held until
+    /// it is expired).
+    fn work_stats<'a>(&'a self, queue: &'a str) -> StoreFuture<'a, WorkStats>;
+
+    /// Removes the done and failed items of `queue`; how many.
+    fn purge_finished_work<'a>(&'a self, queue: &'a str) -> StoreFuture<'a, u64>;
+}
+
 /// The words of a memory query, at most eight, each a `LIKE` pattern with `%`, `_` and
 /// `\\` escaped.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -186,6 +271,7 @@ pub trait Store:
     + QueueRepository
     + ScheduleRepository
     + MemoryRepository
+    + WorkItemRepository
 {
     /// What the store is and where.
     fn info(&self) -> StoreInfo;

@@ -4,7 +4,7 @@
 //! marker `application = troupe` that tells a troupe database from anyone else's.
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The `troupe_meta` value of key `application` in every troupe database.
 pub const APPLICATION: &str = "troupe";
@@ -23,6 +23,7 @@ pub struct Migration {
 pub const SQLITE_MIGRATIONS: &[Migration] = &[
     Migration { version: 1, sql: include_str!("../migrations/sqlite/0001_init.sql") },
     Migration { version: 2, sql: include_str!("../migrations/sqlite/0002_memories.sql") },
+    Migration { version: 3, sql: include_str!("../migrations/sqlite/0003_work_items.sql") },
 ];
 
 /// The PostgreSQL schema's steps.
@@ -30,6 +31,7 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
 pub const POSTGRES_MIGRATIONS: &[Migration] = &[
     Migration { version: 1, sql: include_str!("../migrations/postgres/0001_init.sql") },
     Migration { version: 2, sql: include_str!("../migrations/postgres/0002_memories.sql") },
+    Migration { version: 3, sql: include_str!("../migrations/postgres/0003_work_items.sql") },
 ];
 
 /// The tables of the schema, to tell a half-foreign database from an empty one.
@@ -43,4 +45,5 @@ pub const TABLES: &[&str] = &[
     "run_queue",
     "schedules",
     "memories",
+    "work_items",
 ];

@@ -13,6 +13,7 @@ mod conformance {
     pub mod runs;
     pub mod schedules;
     pub mod signals;
+    pub mod work;
 }
 
 /// Generates one `#[tokio::test]` per listed suite function in each backend's module.
@@ -69,4 +70,11 @@ conformance_tests! {
     schedules::schedules_are_put_listed_due_and_deleted,
     schedules::a_tick_fires_exactly_once_under_contention,
     schedules::a_wake_tick_signals_and_enqueues_the_run,
+    work::work_items_are_enqueued_claimed_and_completed,
+    work::work_claims_go_by_priority_then_age,
+    work::work_claims_honour_tag_filters,
+    work::failed_work_is_retried_until_its_last_attempt,
+    work::lapsed_work_leases_return_the_item_or_fail_it,
+    work::a_stale_work_holder_is_refused,
+    work::concurrent_work_claimers_never_share_an_item,
 }

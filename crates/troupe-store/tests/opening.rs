@@ -209,8 +209,9 @@ async fn an_older_schema_is_migrated_forward() {
     let path = dir.path().join("old.db");
     {
         let store = troupe_store::sqlite::SqliteStore::open(&path).await.expect("opens");
-        // Back to version 1: without the memories table.
+        // Back to version 1: without the memories and work item tables.
         sqlx::query("DROP TABLE memories").execute(store.pool()).await.expect("drops");
+        sqlx::query("DROP TABLE work_items").execute(store.pool()).await.expect("drops");
         sqlx::query("UPDATE troupe_meta SET value = '1' WHERE key = 'schema_version'")
             .execute(store.pool())
             .await
@@ -220,4 +221,164 @@ async fn an_older_schema_is_migrated_forward() {
     let store = troupe_store::open(path.to_str().expect("UTF-8")).await.expect("reopens");
     assert_eq!(store.info().schema_version, SCHEMA_VERSION);
     store.save_memory("agent:a", "kept", 1).await.expect("the new table exists");
+}
+
+/// A database of schema version 2, written as that version's migrations left it, with a
+/// run and a memory in it.
+#[cfg(feature = "sqlite")]
+async fn a_version_2_sqlite_database(path: &std::path::Path) {
+    use sqlx::Connection;
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
+    let mut connection = sqlx::ConnectOptions::connect(
+        &SqliteConnectOptions::new().filename(path).create_if_missing(true).journal_mode(SqliteJournalMode::Wal),
+    )
+    .await
+    .expect("a new SQLite file");
+    for step in troupe_store::schema::SQLITE_MIGRATIONS.iter().filter(|step| step.version <= 2) {
+        sqlx::raw_sql(step.sql).execute(&mut connection).await.expect("a version 1 or 2 step applies");
+    }
+    sqlx::raw_sql(
+        "INSERT INTO troupe_meta (key, value) VALUES ('application', 'troupe'), ('schema_version', '2'); \
+         INSERT INTO runs (id, agent, status, input, state, created_at, updated_at) \
+             VALUES ('run-old', 'coder', 'completed', '{}', '{}', 1, 1); \
+         INSERT INTO memories (namespace, content, created_at) VALUES ('agent:coder', 'kept across versions', 1);",
+    )
+    .execute(&mut connection)
+    .await
+    .expect("version 2 rows");
+    connection.close().await.expect("the connection closes");
+}
+
+/// A version 2 database gains the work queue when opened, keeping what it held.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn a_version_2_database_migrates_to_the_work_queue() {
+    use troupe_store::schema::SCHEMA_VERSION;
+    use troupe_store::{NewWork, WorkState};
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("v2.db");
+    a_version_2_sqlite_database(&path).await;
+
+    let store = troupe_store::open(path.to_str().expect("UTF-8")).await.expect("a version 2 store opens");
+    assert_eq!((store.info().schema_version, SCHEMA_VERSION), (3, 3));
+    assert!(store.load_run("run-old").await.expect("load_run").is_some(), "the old run is kept");
+    assert_eq!(store.search_memory("agent:coder", "kept", 0).await.expect("search").len(), 1, "so is the memory");
+    let item = NewWork {
+        queue: "team".into(),
+        id: "first".into(),
+        payload: serde_json::json!({"task": "migrate"}),
+        priority: 0,
+        tags: vec!["db".into()],
+        max_attempts: 1,
+        available_at: 0,
+    };
+    store.enqueue_work(&item, 1).await.expect("the work table exists");
+    let claimed = store.claim_work("team", "w", &["db".into()], std::time::Duration::from_secs(1), 2).await;
+    assert_eq!(claimed.expect("claim_work").map(|i| i.state), Some(WorkState::Claimed));
+    store.close().await.expect("closes");
+
+    let again = troupe_store::open(path.to_str().expect("UTF-8")).await.expect("the migrated store reopens");
+    assert_eq!(again.info().schema_version, 3);
+    again.close().await.expect("closes");
+}
+
+/// Work stays where it was when the store is closed and opened again: queued, held (with
+/// its lease, which the holder can still use), done.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn work_survives_closing_and_reopening_a_sqlite_store() {
+    use std::time::Duration;
+    use troupe_store::{NewWork, WorkState, WorkStats};
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let url = dir.path().join("troupe.db").to_str().expect("UTF-8").to_owned();
+    let item = |id: &str, priority: i64| NewWork {
+        queue: "team".into(),
+        id: id.into(),
+        payload: serde_json::json!({"id": id}),
+        priority,
+        tags: Vec::new(),
+        max_attempts: 3,
+        available_at: 0,
+    };
+    let lease = Duration::from_secs(60);
+    {
+        let store = troupe_store::open(&url).await.expect("opens");
+        for (id, priority) in [("done", 3), ("held", 2), ("waiting", 1)] {
+            store.enqueue_work(&item(id, priority), 10).await.expect("enqueue_work");
+        }
+        let done = store.claim_work("team", "w1", &[], lease, 20).await.expect("claim").expect("claimed");
+        store.complete_work("team", &done.id, "w1", &serde_json::json!("ok"), 30).await.expect("complete");
+        let held = store.claim_work("team", "w1", &[], lease, 40).await.expect("claim").expect("claimed");
+        store.start_work("team", &held.id, "w1", 50).await.expect("start");
+        store.close().await.expect("closes");
+    }
+    let store = troupe_store::open(&url).await.expect("reopens");
+    let stats = store.work_stats("team").await.expect("work_stats");
+    assert_eq!(stats, WorkStats { queued: 1, running: 1, done: 1, ..WorkStats::default() });
+    let held = store.work_item("team", "held").await.expect("work_item").expect("kept");
+    assert_eq!(
+        (held.state, held.worker.as_deref(), held.lease_expires_at),
+        (WorkState::Running, Some("w1"), Some(60_040))
+    );
+    let done = store.work_item("team", "done").await.expect("work_item").expect("kept");
+    assert_eq!(done.result, Some(serde_json::json!("ok")));
+    store
+        .complete_work("team", "held", "w1", &serde_json::json!("also ok"), 100)
+        .await
+        .expect("the holder still holds it");
+    let next = store.claim_work("team", "w2", &[], lease, 110).await.expect("claim").expect("the waiting item");
+    assert_eq!((next.id.as_str(), next.attempts), ("waiting", 1));
+    store.close().await.expect("closes");
+}
+
+/// A version 2 PostgreSQL schema gains the work queue when a store connects to it.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn a_version_2_postgres_schema_migrates_to_the_work_queue() {
+    use sqlx::{AssertSqlSafe, Connection, PgConnection};
+    use troupe_store::postgres::PostgresStore;
+    use troupe_store::{MemoryRepository, NewWork, Store, WorkItemRepository};
+    let Ok(url) = std::env::var("TROUPE_TEST_DATABASE_URL") else {
+        eprintln!("skipped: TROUPE_TEST_DATABASE_URL is not set (e.g. postgres://postgres@127.0.0.1:5432/test)");
+        return;
+    };
+    let schema = format!("troupe_v2_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = PgConnection::connect(&url).await.expect("the test server accepts a connection");
+    let mut setup = format!("CREATE SCHEMA \"{schema}\"; SET search_path TO \"{schema}\";");
+    for step in troupe_store::schema::POSTGRES_MIGRATIONS.iter().filter(|step| step.version <= 2) {
+        setup.push_str(step.sql);
+        setup.push(';');
+    }
+    setup.push_str(
+        "INSERT INTO troupe_meta (key, value) VALUES ('application', 'troupe'), ('schema_version', '2'); \
+         INSERT INTO memories (namespace, content, created_at) VALUES ('agent:coder', 'kept across versions', 1);",
+    );
+    sqlx::raw_sql(AssertSqlSafe(setup)).execute(&mut conn).await.expect("a version 2 schema");
+
+    let opened = PostgresStore::connect_in_schema(&url, &schema).await;
+    let outcome = async {
+        let store = opened.expect("a version 2 schema opens");
+        assert_eq!(store.info().schema_version, 3);
+        assert_eq!(store.search_memory("agent:coder", "kept", 0).await.expect("search").len(), 1);
+        let item = NewWork {
+            queue: "team".into(),
+            id: "first".into(),
+            payload: serde_json::json!(1),
+            priority: 0,
+            tags: Vec::new(),
+            max_attempts: 1,
+            available_at: 0,
+        };
+        store.enqueue_work(&item, 1).await.expect("the work table exists");
+        store.close().await.expect("closes");
+    };
+    let outcome = tokio::spawn(outcome).await;
+    sqlx::raw_sql(AssertSqlSafe(format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")))
+        .execute(&mut conn)
+        .await
+        .expect("the test schema is dropped");
+    conn.close().await.expect("the connection closes");
+    if let Err(error) = outcome {
+        std::panic::resume_unwind(error.into_panic());
+    }
 }

@@ -9,8 +9,9 @@
 //!   [`AgentMessage`]s — summaries, artifacts, decisions and blockers, not transcripts.
 //! - **The context firewall** ([`ContextFirewall`]): declared channels only, intermediate
 //!   results only to the orchestrator, per-recipient sanitising (secrets always redacted).
-//! - **Coordination**: [`MessageBus`], [`DelegationChain`], [`WorkQueue`],
-//!   [`SharedMemory`], [`Consensus`].
+//! - **Coordination**: [`MessageBus`], [`DelegationChain`], [`WorkQueue`] (in memory) and
+//!   [`DurableWorkQueue`] (in the store, shared across processes), [`SharedMemory`],
+//!   [`Consensus`].
 //! - **Memory** ([`memory_tools`]): `memory.save` / `memory.search`, isolated per agent or
 //!   shared by category, persisted in the store.
 //! - **Supervision** ([`Supervisor`]): agent lifecycles, recursion limits, budgets that roll
@@ -53,7 +54,7 @@ pub mod supervisor;
 
 pub use brief::{BriefContext, BriefTask, ExpectedOutput, SharedContext, SubagentBrief};
 pub use bus::{MessageBus, Subscription};
-pub use coordination::{Consensus, DelegationChain, SharedMemory, WorkQueue};
+pub use coordination::{Consensus, DelegationChain, DurableWorkQueue, SharedMemory, WorkQueue};
 pub use delegation::{
     DELEGATE_TOOL, DelegateArgs, DelegateTool, Delegation, DelegationError, DelegationParser, JsonDelegationParser,
 };

@@ -1,6 +1,7 @@
 //! The coordination pieces of a team, without a model: a work queue with priorities and
-//! retries, shared memory with compare-and-set, a majority vote, and a message bus whose
-//! firewall drops undeclared channels and redacts secrets.
+//! retries (in memory, and kept in a store), shared memory with compare-and-set, a
+//! majority vote, and a message bus whose firewall drops undeclared channels and redacts
+//! secrets.
 //!
 //! ```sh
 //! cargo run -p troupe --example coordination
@@ -10,9 +11,10 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use troupe::team::coordination::{Ballot, NewWorkItem};
-use troupe::team::{AgentMessage, Consensus, ContextFirewall, MessageBus, SharedMemory, WorkQueue};
+use troupe::team::{AgentMessage, Consensus, ContextFirewall, DurableWorkQueue, MessageBus, SharedMemory, WorkQueue};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A work queue: the most urgent item first; a failed item goes back for another try.
     let queue = WorkQueue::new();
     queue.enqueue(NewWorkItem::new(json!({"task": "write docs"})).priority(1))?;
@@ -22,6 +24,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     queue.start(&item.id, "coder")?;
     let state = queue.fail(&item.id, "coder", "the linker crashed")?;
     println!("after a failure the urgent item is {state:?}; stats: {:?}", queue.stats());
+
+    // The same queue kept in a store: it outlives the process, and every process opening
+    // the store (every machine, on PostgreSQL) shares it, each item going to one worker.
+    let dir = tempfile::tempdir()?;
+    let store = troupe::store::open(dir.path().join("troupe.db").to_str().ok_or("a UTF-8 path")?).await?;
+    let durable = DurableWorkQueue::new(store, "releases");
+    durable.enqueue(NewWorkItem::new(json!({"task": "tag v1.0"})).tag("ci")).await?;
+    let job = durable.claim("ci-runner", Duration::from_secs(60), &["ci"]).await?.ok_or("an item")?;
+    durable.complete(&job.id, "ci-runner", json!("tagged")).await?;
+    println!("the stored queue after one job: {:?}", durable.stats().await?);
 
     // Shared memory: a writer that read an old version loses the race, visibly.
     let memory = SharedMemory::new();

@@ -1,9 +1,10 @@
 //! The PostgreSQL backend, for many workers on many machines sharing one database.
 //!
 //! Concurrency rests on PostgreSQL's own locks: a run's row lock orders its signals and
-//! status changes, `FOR UPDATE SKIP LOCKED` hands each queued run to one claimer, a
-//! share lock on the queue row fences a checkpoint against a takeover, and advisory
-//! locks serialize migrations and the numbering of conversation turns.
+//! status changes, `FOR UPDATE SKIP LOCKED` hands each queued run (and each team work
+//! item) to one claimer, a share lock on the queue row fences a checkpoint against a
+//! takeover, and advisory locks serialize migrations and the numbering of conversation
+//! turns.
 //!
 //! Lock order, to keep transactions from deadlocking: a run's queue row before its run
 //! row.
@@ -16,6 +17,7 @@ mod runs;
 mod schedules;
 #[cfg(test)]
 mod tests;
+mod work;
 
 use crate::error::StoreError;
 use crate::record::{Lease, RunStatus, StoreInfo};

@@ -14,6 +14,7 @@ mod runs;
 mod schedules;
 #[cfg(test)]
 mod tests;
+mod work;
 
 use crate::error::StoreError;
 use crate::record::StoreInfo;

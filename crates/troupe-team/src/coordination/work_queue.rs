@@ -8,208 +8,18 @@
 //! In memory by default; [`WorkQueue::with_snapshot_file`] keeps the whole queue in a JSON
 //! file rewritten (atomically) after every change, so it survives a restart of the
 //! process: claims held when it stopped stay held until their lease lapses (leases are
-//! wall-clock times), then go back to the queue. The troupe store has no table for team
-//! work, hence a file; one process should own the file at a time (there is no locking
-//! between processes).
+//! wall-clock times), then go back to the queue. One process should own the file at a
+//! time (there is no locking between processes). A queue that many processes (or, on
+//! PostgreSQL, machines) share, and that survives any crash, is a
+//! [`DurableWorkQueue`](super::DurableWorkQueue) in the store.
 
+use super::work_item::{Clock, ItemState, NewWorkItem, QueueError, QueueStats, WorkItem};
 use crate::bus::lock;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// Tells the time in milliseconds since the Unix epoch (replaceable in tests).
-pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
-
-/// Attempts an item gets by default.
-const DEFAULT_MAX_ATTEMPTS: u32 = 3;
-
-/// Where an item stands.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum ItemState {
-    /// Waiting for a worker.
-    Queued,
-    /// Held by a worker that has not started it.
-    Claimed {
-        /// The worker.
-        by: String,
-        /// When the claim lapses, in ms since the epoch.
-        lease_until: u64,
-    },
-    /// Being worked on.
-    Running {
-        /// The worker.
-        by: String,
-        /// When the claim lapses unless renewed ([`WorkQueue::heartbeat`]).
-        lease_until: u64,
-    },
-    /// Finished.
-    Done,
-    /// Failed on its last attempt.
-    Failed,
-}
-
-impl ItemState {
-    fn name(&self) -> &'static str {
-        match self {
-            ItemState::Queued => "queued",
-            ItemState::Claimed { .. } => "claimed",
-            ItemState::Running { .. } => "running",
-            ItemState::Done => "done",
-            ItemState::Failed => "failed",
-        }
-    }
-
-    fn holder(&self) -> Option<(&str, u64)> {
-        match self {
-            ItemState::Claimed { by, lease_until } | ItemState::Running { by, lease_until } => Some((by, *lease_until)),
-            _ => None,
-        }
-    }
-}
-
-/// One piece of work.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct WorkItem {
-    /// Its id (`item-<n>` unless given).
-    pub id: String,
-    /// Higher goes first.
-    pub priority: i64,
-    /// What to do.
-    pub payload: Value,
-    /// Labels workers filter on (`rust`, `review`).
-    pub tags: Vec<String>,
-    /// Claims so far.
-    pub attempts: u32,
-    /// Claims it gets before it fails for good.
-    pub max_attempts: u32,
-    /// Where it stands.
-    pub state: ItemState,
-    /// Why its last attempt failed.
-    pub last_error: Option<String>,
-    /// What the worker that completed it gave back.
-    pub result: Option<Value>,
-    /// When it was enqueued, in ms since the epoch.
-    pub enqueued_at: u64,
-    /// Its place in enqueue order (FIFO among equal priorities).
-    pub seq: u64,
-}
-
-impl WorkItem {
-    /// Whether the item carries `tag`.
-    pub fn has_tag(&self, tag: &str) -> bool {
-        self.tags.iter().any(|t| t == tag)
-    }
-}
-
-/// An item to enqueue.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NewWorkItem {
-    /// Its id; generated when `None`.
-    pub id: Option<String>,
-    /// Higher goes first (default 0).
-    pub priority: i64,
-    /// What to do.
-    pub payload: Value,
-    /// Labels.
-    pub tags: Vec<String>,
-    /// Claims it gets (default 3, at least 1).
-    pub max_attempts: u32,
-}
-
-impl NewWorkItem {
-    /// An item of `payload` with priority 0 and 3 attempts.
-    pub fn new(payload: Value) -> Self {
-        NewWorkItem { id: None, priority: 0, payload, tags: Vec::new(), max_attempts: DEFAULT_MAX_ATTEMPTS }
-    }
-
-    /// Sets its id.
-    pub fn id(mut self, id: impl Into<String>) -> Self {
-        self.id = Some(id.into());
-        self
-    }
-
-    /// Sets its priority.
-    pub fn priority(mut self, priority: i64) -> Self {
-        self.priority = priority;
-        self
-    }
-
-    /// Adds a tag.
-    pub fn tag(mut self, tag: impl Into<String>) -> Self {
-        self.tags.push(tag.into());
-        self
-    }
-
-    /// Sets how many claims it gets.
-    pub fn max_attempts(mut self, attempts: u32) -> Self {
-        self.max_attempts = attempts.max(1);
-        self
-    }
-}
-
-impl From<Value> for NewWorkItem {
-    fn from(payload: Value) -> Self {
-        NewWorkItem::new(payload)
-    }
-}
-
-/// How many items stand where.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueStats {
-    /// Waiting.
-    pub queued: usize,
-    /// Claimed, not started.
-    pub claimed: usize,
-    /// Being worked on.
-    pub running: usize,
-    /// Finished.
-    pub done: usize,
-    /// Failed for good.
-    pub failed: usize,
-}
-
-/// What went wrong with a queue operation.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum QueueError {
-    /// No item has this id.
-    #[error("no work item `{0}`")]
-    UnknownItem(String),
-    /// An item with this id is queued already.
-    #[error("a work item `{0}` exists already")]
-    Duplicate(String),
-    /// The worker does not hold the item (never did, or its lease lapsed).
-    #[error("`{worker}` does not hold work item `{id}`")]
-    NotHolder {
-        /// The item.
-        id: String,
-        /// The worker.
-        worker: String,
-    },
-    /// The item is not in a state that allows the operation.
-    #[error("work item `{id}` is {state}; {operation} needs it {expected}")]
-    WrongState {
-        /// The item.
-        id: String,
-        /// Its state.
-        state: &'static str,
-        /// What was asked.
-        operation: &'static str,
-        /// The states that allow it.
-        expected: &'static str,
-    },
-    /// The snapshot file could not be read or written.
-    #[error("work queue snapshot `{path}`: {message}")]
-    Snapshot {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        message: String,
-    },
-}
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct State {
@@ -322,6 +132,7 @@ impl WorkQueue {
                 return Err(QueueError::Duplicate(id));
             }
             state.items.push(WorkItem {
+                available_at: item.available_at.unwrap_or(now),
                 id: id.clone(),
                 priority: item.priority,
                 payload: item.payload,
@@ -338,8 +149,8 @@ impl WorkQueue {
         })
     }
 
-    /// Claims for `worker`, for `lease`, the queued item of highest priority (the oldest
-    /// among equals) that `filter` accepts; counts an attempt.
+    /// Claims for `worker`, for `lease`, the queued, available item of highest priority
+    /// (the oldest among equals) that `filter` accepts; counts an attempt.
     pub fn claim(
         &self,
         worker: &str,
@@ -350,7 +161,7 @@ impl WorkQueue {
             let best = state
                 .items
                 .iter_mut()
-                .filter(|i| i.state == ItemState::Queued && filter(i))
+                .filter(|i| i.state == ItemState::Queued && i.available_at <= now && filter(i))
                 .max_by(|a, b| a.priority.cmp(&b.priority).then(b.seq.cmp(&a.seq)));
             Ok(best.map(|item| {
                 item.attempts += 1;
