@@ -25,6 +25,7 @@
 //! troupe agent run --worker [--agent-file PATH] [--workspace DIR]   (started by a coordinator)
 //! troupe team run TEAM.toml TASK… [-w DIR] [--approve auto|never] [--json]
 //! troupe team validate TEAM.toml
+//! troupe serve [--addr 127.0.0.1:8787] [--store URL | --no-store] [--team TEAM.toml]… [--cors-origin O]…
 //! ```
 //!
 //! `troupe agent` and `troupe team` take `--config-dir DIR` (repeatable): where agent files
@@ -49,6 +50,7 @@ mod render;
 mod run;
 mod runs;
 mod schedule;
+mod serve;
 mod setup;
 mod store;
 mod team;
@@ -98,6 +100,8 @@ enum Command {
         #[command(subcommand)]
         command: AgentCommand,
     },
+    /// Serve the agents and teams over HTTP: native API (SSE, WebSocket), AG-UI, A2A.
+    Serve(serve::ServeArgs),
     /// Teams of agent files: run one on a task, or check its file.
     Team {
         #[command(flatten)]
@@ -141,6 +145,14 @@ pub enum Failure {
     Usage(anyhow::Error),
     /// The run itself failed: exit code 1.
     Run(anyhow::Error),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Usage(error) | Failure::Run(error) => write!(f, "{error:#}"),
+        }
+    }
 }
 
 impl Failure {
@@ -232,6 +244,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             AgentCommand::Run(args) => agent::run(&config, args).await,
         },
         Command::Team { config, command } => team::run(&config, command).await,
+        Command::Serve(args) => serve::serve(args).await,
     }
 }
 
