@@ -253,7 +253,11 @@ impl TeamServing {
         let deadline = self.team.budget().unwrap_or_default().max_wall_time;
         let (events, forwarded) = mpsc::channel::<AgentEvent>(EVENT_BUFFER);
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<RunEnd>();
-        let stamp = TeamStamp { agent: AgentId::new(team.clone()), run_id: run_id.clone() };
+        let stamp = TeamStamp {
+            agent: AgentId::new(team.clone()),
+            run_id: run_id.clone(),
+            conversation_id: input.conversation_id.clone(),
+        };
         let task = input.instruction.clone();
         let stop = cancel.clone();
         tokio::spawn(async move {
@@ -322,11 +326,14 @@ impl TeamServing {
 struct TeamStamp {
     agent: AgentId,
     run_id: RunId,
+    conversation_id: Option<troupe::core::ConversationId>,
 }
 
 impl TeamStamp {
     fn event(&self, seq: u64, kind: AgentEventKind) -> AgentEvent {
-        AgentEvent::new(Attribution::now(self.agent.clone(), self.run_id.clone(), seq), kind)
+        let mut attribution = Attribution::now(self.agent.clone(), self.run_id.clone(), seq);
+        attribution.conversation_id = self.conversation_id.clone();
+        AgentEvent::new(attribution, kind)
     }
 }
 

@@ -129,3 +129,44 @@ fn a_public_address_without_a_token_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("TROUPE_SERVER_TOKEN"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_file_is_served_as_one_run_carrying_every_members_events() {
+    let workspace = tempfile::tempdir().expect("workspace");
+    std::fs::write(workspace.path().join("README.md"), "# A small project\n").expect("write");
+    let team = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team/team.toml");
+    let team = team.to_str().expect("a UTF-8 path");
+    let serving = start(workspace.path(), &["--no-store", "--team", team]);
+    let client = reqwest::Client::new();
+
+    let agents: serde_json::Value =
+        client.get(format!("{}/v1/agents", serving.url)).send().await.expect("request").json().await.expect("json");
+    let project = agents["agents"].as_array().and_then(|a| a.iter().find(|t| t["name"] == "project")).cloned();
+    assert_eq!(project.expect("the team is listed")["kind"], "team");
+
+    let response = client
+        .post(format!("{}/v1/runs", serving.url))
+        .json(&serde_json::json!({"team": "project", "instruction": "Describe this repository"}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 200);
+    let body =
+        tokio::time::timeout(Duration::from_secs(120), response.text()).await.expect("the team ends").expect("body");
+    let events: Vec<serde_json::Value> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).expect("JSON"))
+        .collect();
+    let first = events.first().expect("events");
+    let last = events.last().expect("events");
+    assert_eq!((first["type"].as_str(), first["agent_id"].as_str()), (Some("run_started"), Some("project")));
+    assert_eq!((last["type"].as_str(), last["agent_id"].as_str()), (Some("run_finished"), Some("project")));
+    assert_eq!(last["outcome"], "completed", "{last}");
+    assert_eq!(first["run_id"], last["run_id"]);
+    for member in ["lead", "researcher", "reviewer"] {
+        assert!(events.iter().any(|e| e["agent_id"] == member), "{member}'s events are carried");
+    }
+    assert!(last["output"].as_str().is_some_and(|o| !o.trim().is_empty()), "the team answered: {last}");
+    serving.stop();
+}
