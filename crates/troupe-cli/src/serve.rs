@@ -137,9 +137,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     if let Some(durability) = &durability {
         recover(&server, &launcher, durability.store().as_ref()).await;
     }
-    let listener = tokio::net::TcpListener::bind(args.addr)
-        .await
-        .map_err(|e| Failure::Usage(anyhow!("cannot listen on {}: {e}", args.addr)))?;
+    let listener =
+        troupe::server::bind(args.addr).map_err(|e| Failure::Usage(anyhow!("cannot listen on {}: {e}", args.addr)))?;
     let addr = listener.local_addr().map_err(|e| Failure::Usage(e.into()))?;
     let names: Vec<String> = launcher.targets().into_iter().map(|t| t.name).collect();
     eprintln!("troupe serving on http://{addr} ({})", names.join(", "));

@@ -57,6 +57,10 @@ pub struct ServerConfig {
     pub retained_runs: usize,
     /// How often an idle event stream sends a keep-alive comment.
     pub keep_alive: Duration,
+    /// The URL clients reach this server at (`https://agents.example.com`), for links the
+    /// server hands out such as the A2A agent card's endpoint; when unset, they are built
+    /// from each request's `Host` header.
+    pub public_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -69,6 +73,7 @@ impl Default for ServerConfig {
             cancel_on_shutdown: true,
             retained_runs: crate::hub::DEFAULT_RETAINED_RUNS,
             keep_alive: Duration::from_secs(15),
+            public_url: None,
         }
     }
 }

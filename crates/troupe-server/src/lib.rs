@@ -7,6 +7,9 @@
 //!   loses nothing; `POST /v1/runs/{id}/signals` takes approvals, messages, steering and
 //!   cancellation; `/v1/ws` carries the same over a WebSocket.
 //! - **AG-UI**: `POST /agui/{agent}` for chat frontends.
+//! - **A2A**: the agent card at `/.well-known/agent-card.json` and JSON-RPC at `POST /a2a`
+//!   (A2A 1.0 and 0.3), so other agents can hand tasks to these; and
+//!   [`RemoteAgent`](a2a::RemoteAgent), a remote A2A agent as a team member.
 //! - Bearer-token auth (constant-time; with no token only loopback is served), body
 //!   limits, CORS, JSON errors, `/healthz` and `/openapi.json`.
 //!
@@ -49,6 +52,7 @@
 //! # }
 //! ```
 
+pub mod a2a;
 pub mod agui;
 mod auth;
 mod config;
@@ -67,5 +71,5 @@ pub use error::{ApiError, ServerError};
 pub use hub::{DEFAULT_RETAINED_RUNS, HubRun, RunHub, RunPhase, RunView};
 pub use ids::{MAX_ID_LEN, checked_id};
 pub use launcher::{AgentLauncher, LaunchError, LaunchedRun, Launcher, RunEnd, Target, TargetKind};
-pub use server::Server;
+pub use server::{LISTEN_BACKLOG, Server, bind};
 pub use state::AppState;

@@ -61,7 +61,8 @@ impl Server {
             .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
             .route("/openapi.json", get(|| async { axum::Json(crate::openapi::document()) }))
             .merge(crate::native::routes())
-            .merge(crate::agui::routes());
+            .merge(crate::agui::routes())
+            .merge(crate::a2a::routes());
         for routes in &self.extra {
             app = app.merge(routes.clone());
         }
@@ -108,6 +109,19 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// The listen backlog [`bind`] asks for (the kernel caps it at `net.core.somaxconn`).
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `addr` with a backlog of [`LISTEN_BACKLOG`]: the default of 128 overflows
+/// when hundreds of clients connect at once, and each overflowed client waits a second
+/// for the kernel's SYN retry.
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 fn cors(origins: &[String]) -> Result<CorsLayer, ServerError> {
