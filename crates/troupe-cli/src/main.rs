@@ -26,6 +26,7 @@
 //! troupe team run TEAM.toml TASK… [-w DIR] [--approve auto|never] [--json]
 //! troupe team validate TEAM.toml
 //! troupe mcp serve [--agent ID]… [-w DIR] [--approve never|auto]
+//! troupe serve [--addr 127.0.0.1:8787] [--store URL | --no-store] [--team TEAM.toml]… [--cors-origin O]…
 //! ```
 //!
 //! `troupe agent`, `troupe team` and `troupe mcp` take `--config-dir DIR` (repeatable): where agent files
@@ -51,6 +52,7 @@ mod render;
 mod run;
 mod runs;
 mod schedule;
+mod serve;
 mod setup;
 mod store;
 mod team;
@@ -100,6 +102,8 @@ enum Command {
         #[command(subcommand)]
         command: AgentCommand,
     },
+    /// Serve the agents and teams over HTTP: native API (SSE, WebSocket), AG-UI, A2A.
+    Serve(serve::ServeArgs),
     /// Teams of agent files: run one on a task, or check its file.
     Team {
         #[command(flatten)]
@@ -150,6 +154,14 @@ pub enum Failure {
     Usage(anyhow::Error),
     /// The run itself failed: exit code 1.
     Run(anyhow::Error),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Usage(error) | Failure::Run(error) => write!(f, "{error:#}"),
+        }
+    }
 }
 
 impl Failure {
@@ -242,6 +254,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         },
         Command::Team { config, command } => team::run(&config, command).await,
         Command::Mcp { config, command } => mcp::run(&config, command).await,
+        Command::Serve(args) => serve::serve(args).await,
     }
 }
 

@@ -31,7 +31,7 @@
 //! (or the budget ran out, or the team was cancelled); 2 a usage or configuration error (a
 //! bad team or agent file, an unknown agent, a missing API key).
 
-mod members;
+pub(crate) mod members;
 mod progress;
 
 use crate::agent::ConfigDirs;
@@ -135,7 +135,7 @@ fn team_dirs(dirs: &ConfigDirs, team: &Path) -> Result<Vec<PathBuf>, Failure> {
 }
 
 /// The team file and its agents, checked.
-fn load(dirs: &ConfigDirs, path: &Path) -> Result<(TeamFile, AgentRegistry), Failure> {
+pub(crate) fn load(dirs: &ConfigDirs, path: &Path) -> Result<(TeamFile, AgentRegistry), Failure> {
     let team = TeamFile::load(path).map_err(|e| Failure::Usage(anyhow!(e)))?;
     let search = team_dirs(dirs, path)?;
     let registry = crate::agent::discover(&search)?;

@@ -24,15 +24,16 @@
 
 mod common;
 
-use common::{ChildServer, lookup_tool, open_files_limit, reset_peak_rss, serve_if_child, status_bytes, tool_results};
+use common::{lookup_tool, tool_results};
 use futures::StreamExt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use troupe_model::anthropic::AnthropicWire;
 use troupe_model::{ApiKey, HttpConfig, HttpProvider};
 use troupe_runtime::{Agent, Engine, FixedModel, RunOutput, RuntimeError};
-use troupe_testkit::{MockTurn, RecordedRequest};
+use troupe_testkit::process::{RssSampler, open_files_limit, reset_peak_rss, status_bytes};
+use troupe_testkit::{ChildMockServer, MockTurn, RecordedRequest, serve_if_child};
 
 const RUNS: usize = 10_000;
 const IN_FLIGHT: usize = 1_000;
@@ -124,36 +125,6 @@ fn pass(
     tally
 }
 
-/// Samples `VmRSS` every 2 ms on its own thread, keeping the highest.
-struct Sampler {
-    stop: Arc<AtomicBool>,
-    max: Arc<AtomicU64>,
-    thread: std::thread::JoinHandle<()>,
-}
-
-impl Sampler {
-    fn start() -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let max = Arc::new(AtomicU64::new(0));
-        let (s, m) = (Arc::clone(&stop), Arc::clone(&max));
-        let thread = std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                if let Some(rss) = status_bytes("VmRSS") {
-                    m.fetch_max(rss, Ordering::Relaxed);
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        });
-        Sampler { stop, max, thread }
-    }
-
-    fn finish(self) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = self.thread.join();
-        self.max.load(Ordering::Relaxed)
-    }
-}
-
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
@@ -174,10 +145,10 @@ fn main() {
         assert!((in_flight as u64) + 256 < limit, "ulimit -n is {limit}: too few for {in_flight} runs in flight");
     }
 
-    let server = ChildServer::start();
+    let server = ChildMockServer::start().expect("the mock server child starts");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a Tokio runtime");
     let workers = runtime.metrics().num_workers();
-    let agent = agent(&server.url);
+    let agent = agent(server.url());
 
     let mut first = None;
     let warm = pass(&runtime, &agent, 100, 4, &mut first);
@@ -189,7 +160,7 @@ fn main() {
 
     let baseline = status_bytes("VmRSS").unwrap_or(0);
     let reset = reset_peak_rss();
-    let sampler = Sampler::start();
+    let sampler = RssSampler::start(Duration::from_millis(2));
     let measured = pass(&runtime, &agent, runs, in_flight, &mut None);
     let sampled = sampler.finish();
     let hwm = if reset { status_bytes("VmHWM").unwrap_or(0) } else { 0 };

@@ -41,9 +41,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{
-    ChildServer, TICK_MICROS, lookup_tool, process_cpu_ticks, serve_if_child, thread_cpu_nanos, tool_results,
-};
+use common::{lookup_tool, tool_results};
 use criterion::Criterion;
 use std::hint::black_box;
 use std::sync::Arc;
@@ -53,7 +51,8 @@ use troupe_model::anthropic::AnthropicWire;
 use troupe_model::{ApiKey, HttpConfig, HttpProvider};
 use troupe_runtime::{Agent, Durability, Engine, FixedModel};
 use troupe_store::{EvidenceKind, Store, verify_chain};
-use troupe_testkit::{MockLlmServer, MockTurn, RecordedRequest};
+use troupe_testkit::process::{TICK_MICROS, process_cpu_ticks, thread_cpu_nanos};
+use troupe_testkit::{ChildMockServer, MockLlmServer, MockTurn, RecordedRequest, serve_if_child};
 
 /// Tool turns before the answer.
 const TOOL_TURNS: usize = 3;
@@ -216,14 +215,15 @@ struct Tally {
 
 impl Tally {
     fn measure(&mut self, runtime: &Runtime, runs: u64, f: &impl AsyncFn() -> u64) {
-        let (ticks, nanos, wall) = (process_cpu_ticks(), thread_cpu_nanos(), Instant::now());
+        let cpu_ticks = || process_cpu_ticks().expect("/proc/self/stat holds the CPU time");
+        let (ticks, nanos, wall) = (cpu_ticks(), thread_cpu_nanos(), Instant::now());
         runtime.block_on(async {
             for _ in 0..runs {
                 black_box(f().await);
             }
         });
         self.wall += wall.elapsed();
-        self.ticks += process_cpu_ticks() - ticks;
+        self.ticks += cpu_ticks() - ticks;
         self.thread_nanos += thread_cpu_nanos().zip(nanos).map_or(0, |(after, before)| after - before);
         self.runs += runs;
     }
@@ -346,8 +346,8 @@ fn main() {
     let bodies = setup.bodies.clone();
     drop(setup);
     drop(server);
-    let child = ChildServer::start();
-    let client_only = troupe_against_bare(&runtime, &Setup::new(&runtime, &child.url, || bodies));
+    let child = ChildMockServer::start().expect("the mock server child starts");
+    let client_only = troupe_against_bare(&runtime, &Setup::new(&runtime, child.url(), || bodies));
 
     println!(
         "\nturn_overhead: one run = {} model calls + {TOOL_TURNS} tool calls, Anthropic wire over loopback HTTP, current-thread runtime",

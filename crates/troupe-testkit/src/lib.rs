@@ -7,6 +7,9 @@
 //! - [`ScriptedModel`]: the same scripts replayed in-process, for unit tests.
 //! - [`encode`]: the vendors' wire formats written from a script, for parser tests and
 //!   benchmarks.
+//! - For benchmarks: [`ChildMockServer`], the mock server in a child process so that its
+//!   CPU and memory are not the benchmark's, and [`process`], this process's CPU time,
+//!   RSS and peak RSS, and open-files limit from `/proc`.
 //!
 //! ```
 //! use troupe_testkit::{MockTurn, encode::{Vendor, encode_bytes}};
@@ -16,13 +19,16 @@
 //! assert!(bytes.ends_with(b"data: [DONE]\n\n"));
 //! ```
 
+mod child_server;
 pub mod encode;
+pub mod process;
 mod script;
 mod scripted;
 mod server;
 pub mod strategies;
 pub mod test_deps;
 
+pub use child_server::{ChildMockServer, serve_if_child};
 pub use script::{Fault, MockBlock, MockTurn, pieces};
 pub use scripted::ScriptedModel;
 pub use server::{MockLlmServer, RecordedRequest, Responder};

@@ -49,6 +49,7 @@ pub use error::{Error, Result};
 pub use troupe_core as core;
 pub use troupe_model as model;
 pub use troupe_runtime as runtime;
+pub use troupe_server as server;
 pub use troupe_store as store;
 pub use troupe_team as team;
 pub use troupe_telemetry as telemetry;

@@ -1,0 +1,382 @@
+//! `troupe serve`: the coding agent, every agent file and the given team files over HTTP
+//! (the native API with SSE and WebSocket, AG-UI, A2A), recorded in the store so a run
+//! that was going when the server stopped resumes when it starts again.
+
+use crate::agent::ConfigDirs;
+use crate::agent::build::{self, AgentBuild, Approvals, Ceilings};
+use crate::store::StoreArgs;
+use crate::team::members::{self, Assembled, Setting};
+use crate::{Failure, setup};
+use anyhow::anyhow;
+use futures::StreamExt;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use troupe::core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId, RunOutcomeKind, Usage};
+use troupe::runtime::durable::{Durability, is_dead_local_owner, unique_owner};
+use troupe::runtime::{Agent, ApprovalPolicy, EVENT_BUFFER, RunInput};
+use troupe::server::{LaunchError, LaunchedRun, Launcher, RunEnd, Server, ServerConfig, Target, TargetKind, Token};
+use troupe::store::{RunFilter, RunStatus, Store};
+use troupe_model::ModelConfig;
+use troupe_workers::registry::AgentRegistry;
+use troupe_workers::team_file::{Isolation, TeamFile};
+
+/// Arguments of `troupe serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The address to listen on; without a token only a loopback address is allowed.
+    #[arg(long, default_value = troupe::server::DEFAULT_ADDR, value_name = "ADDR")]
+    addr: SocketAddr,
+    /// Where runs are recorded, and the workspace.
+    #[command(flatten)]
+    place: StoreArgs,
+    /// Record nothing: runs going at shutdown are cancelled instead of resumed on the next start.
+    #[arg(long)]
+    no_store: bool,
+    /// The model of the built-in coding agent `troupe` [default: TROUPE_MODEL, then troupe.toml, then demo].
+    #[arg(long, value_name = "ID")]
+    model: Option<String>,
+    /// A team file to serve too (repeatable); it is run by its name.
+    #[arg(long = "team", value_name = "TEAM.toml")]
+    teams: Vec<PathBuf>,
+    /// An origin browsers may call from (repeatable; `*` for any).
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    cors_origins: Vec<String>,
+    /// The largest request body, in bytes.
+    #[arg(long, default_value_t = troupe::server::DEFAULT_BODY_LIMIT, value_name = "BYTES")]
+    body_limit: usize,
+    /// How long shutdown waits for running runs to finish, in seconds.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    shutdown_grace: u64,
+    /// Where agent files are looked for.
+    #[command(flatten)]
+    config: ConfigDirs,
+}
+
+/// Runs `troupe serve` until Ctrl-C or SIGTERM.
+pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
+    let config = crate::load_config()?;
+    let providers = crate::providers(&config)?;
+    let workspace = args.place.workspace()?;
+    let tokens = std::env::var(troupe::server::TOKEN_ENV).map(|v| Token::list(&v)).unwrap_or_default();
+    let server_config = ServerConfig {
+        tokens,
+        body_limit: args.body_limit,
+        cors_origins: args.cors_origins.clone(),
+        cancel_on_shutdown: args.no_store,
+        shutdown_grace: std::time::Duration::from_secs(args.shutdown_grace),
+        ..ServerConfig::default()
+    };
+    if !server_config.allows(args.addr) {
+        return Err(Failure::Usage(troupe::server::ServerError::UnprotectedAddress { addr: args.addr }.into()));
+    }
+    let durability = match args.no_store {
+        true => None,
+        false => Some(Durability::new(args.place.open().await?).with_owner(unique_owner("serve"))),
+    };
+
+    let environment = std::env::var("TROUPE_MODEL").ok();
+    let (model, notice) = crate::chat::choose_model(args.model.as_deref(), environment.as_deref(), &config, &providers);
+    if let Some(notice) = notice {
+        eprintln!("{notice}");
+    }
+    // Nobody sits at a terminal: a call that needs approval waits for a signal over HTTP.
+    let spec = setup::coding_spec(model, ApprovalPolicy::default(), None, None);
+    let runner = setup::runner(&workspace, providers)?;
+    setup::validate(&runner, &spec)?;
+    let mut launcher = ServeLauncher { agents: BTreeMap::new(), teams: BTreeMap::new() };
+    launcher.agents.insert(
+        setup::AGENT_NAME.to_owned(),
+        (setup::agent(runner, spec, durability.clone()), "A coding agent with the built-in workspace tools".to_owned()),
+    );
+
+    let registry = crate::agent::discover(&args.config.resolve()?)?;
+    let memory = build::memory_store(&workspace, registry.iter().map(|entry| &entry.definition)).await?;
+    for entry in registry.iter() {
+        let mcp = match build::connect_mcp(&entry.definition).await {
+            Ok(mcp) => mcp,
+            Err(error) => {
+                eprintln!("note: agent `{}` is not served: {error}", entry.definition.id());
+                continue;
+            }
+        };
+        let built = build::build(AgentBuild {
+            definition: &entry.definition,
+            workspace: &workspace,
+            config: &config,
+            approvals: Approvals::Approver,
+            extra_tools: Vec::new(),
+            ceilings: Ceilings::default(),
+            memory: memory.clone(),
+            mcp: Some(&mcp),
+        });
+        match built {
+            Ok(built) => {
+                let agent = match &durability {
+                    Some(d) => {
+                        Agent::new(built.agent.runner().clone().with_store(d.clone()), built.agent.spec().clone())
+                    }
+                    None => built.agent,
+                };
+                let description = entry.definition.agent.description.clone();
+                launcher.agents.insert(entry.definition.id().to_owned(), (agent, description));
+            }
+            Err(error) => eprintln!("note: agent `{}` is not served: {error}", entry.definition.id()),
+        }
+    }
+    for path in &args.teams {
+        let (team, registry) = crate::team::load(&args.config, path)?;
+        let local = team.team.members.iter().filter(|m| m.isolation == Isolation::Local).map(|m| m.agent.as_str());
+        let leader_and_local: Vec<&str> = team.leader().into_iter().chain(local).collect();
+        let mcp = build::connect_mcp_each(leader_and_local.iter().filter_map(|id| registry.get(id))).await?;
+        let name = team.name().to_owned();
+        let shared = TeamServing {
+            team,
+            registry,
+            workspace: workspace.clone(),
+            config: config.clone(),
+            memory: memory.clone(),
+            mcp,
+        };
+        launcher.teams.insert(name, Arc::new(shared));
+    }
+
+    let launcher = Arc::new(launcher);
+    let server = Server::new(server_config, Arc::clone(&launcher) as Arc<dyn Launcher>);
+    if let Some(durability) = &durability {
+        recover(&server, &launcher, durability.store().as_ref()).await;
+    }
+    let listener =
+        troupe::server::bind(args.addr).map_err(|e| Failure::Usage(anyhow!("cannot listen on {}: {e}", args.addr)))?;
+    let addr = listener.local_addr().map_err(|e| Failure::Usage(e.into()))?;
+    let names: Vec<String> = launcher.targets().into_iter().map(|t| t.name).collect();
+    eprintln!("troupe serving on http://{addr} ({})", names.join(", "));
+    eprintln!("{}", server.state().config.auth_summary());
+    let shutdown = CancellationToken::new();
+    stop_on_signals(shutdown.clone());
+    server.serve(listener, shutdown).await.map_err(|e| Failure::Run(e.into()))?;
+    eprintln!("troupe serve stopped");
+    Ok(())
+}
+
+/// Resumes, into the server, the recorded runs of its agents that were going (or waiting
+/// for a decision) when a process on this machine that held them stopped.
+async fn recover(server: &Server, launcher: &ServeLauncher, store: &dyn Store) {
+    let listed = async {
+        let mut runs = store.list_runs(&RunFilter { status: Some(RunStatus::Running), ..RunFilter::default() }).await?;
+        runs.extend(store.list_runs(&RunFilter { status: Some(RunStatus::Paused), ..RunFilter::default() }).await?);
+        Ok::<_, troupe::store::StoreError>((runs, store.queue().await?))
+    };
+    let (runs, queue) = match listed.await {
+        Ok(found) => found,
+        Err(error) => {
+            eprintln!("note: cannot look for interrupted runs: {error}");
+            return;
+        }
+    };
+    for run in runs {
+        let Some((agent, _)) = launcher.agents.get(&run.agent) else { continue };
+        let orphaned =
+            queue.iter().any(|entry| entry.run_id == run.id && entry.owner.as_deref().is_some_and(is_dead_local_owner));
+        if !orphaned {
+            continue;
+        }
+        match agent.resume_run(&run.id).await {
+            Ok(handle) => {
+                eprintln!("resumed run {} ({})", run.id, run.agent);
+                server.hub().insert(&run.agent, LaunchedRun::from_handle(handle));
+            }
+            Err(error) => tracing::debug!(run = %run.id, %error, "not resumed here"),
+        }
+    }
+}
+
+/// What `troupe serve` runs: agents by id, teams by name.
+struct ServeLauncher {
+    agents: BTreeMap<String, (Agent, String)>,
+    teams: BTreeMap<String, Arc<TeamServing>>,
+}
+
+/// A team file, ready to be assembled for each run.
+struct TeamServing {
+    team: TeamFile,
+    registry: AgentRegistry,
+    workspace: PathBuf,
+    config: ModelConfig,
+    memory: Option<Arc<dyn Store>>,
+    /// The local agents' MCP servers, connected once and shared by every run.
+    mcp: BTreeMap<String, troupe_mcp::McpToolset>,
+}
+
+impl Launcher for ServeLauncher {
+    fn targets(&self) -> Vec<Target> {
+        let agents = self.agents.iter().map(|(name, (agent, description))| Target {
+            name: name.clone(),
+            description: description.clone(),
+            kind: TargetKind::Agent,
+            model: Some(agent.spec().model.clone()),
+            tools: agent
+                .runner()
+                .agent_catalog(agent.spec())
+                .map(|c| c.names().into_iter().map(str::to_owned).collect())
+                .unwrap_or_default(),
+        });
+        let teams = self.teams.iter().map(|(name, serving)| Target {
+            name: name.clone(),
+            description: serving.team.team.description.clone(),
+            kind: TargetKind::Team,
+            model: None,
+            tools: Vec::new(),
+        });
+        agents.chain(teams).collect()
+    }
+
+    fn launch(&self, target: &str, input: RunInput) -> Result<LaunchedRun, LaunchError> {
+        if let Some((agent, _)) = self.agents.get(target) {
+            return Ok(LaunchedRun::from_handle(agent.start(input)));
+        }
+        let serving = self.teams.get(target).ok_or_else(|| LaunchError::UnknownTarget(target.to_owned()))?;
+        serving.launch(input)
+    }
+}
+
+impl TeamServing {
+    /// One run of the team: its own `run_started` and `run_finished` around every
+    /// member's events, which keep their own attribution (agent, run, parent run).
+    fn launch(self: &Arc<Self>, input: RunInput) -> Result<LaunchedRun, LaunchError> {
+        let (sink, members_events) = mpsc::channel(EVENT_BUFFER);
+        let setting = Setting {
+            team: &self.team,
+            registry: &self.registry,
+            workspace: &self.workspace,
+            config: &self.config,
+            // Members cannot be asked: the team file's approval mode is auto or refuse.
+            approvals: Approvals::Refuse,
+            events: sink,
+            memory: self.memory.clone(),
+            mcp: self.mcp.clone(),
+        };
+        let Assembled { work, .. } = members::assemble(&setting).map_err(|e| LaunchError::Refused(e.to_string()))?;
+        drop(setting);
+        let run_id = input.run_id.clone().unwrap_or_else(RunId::generate);
+        let team = self.team.name().to_owned();
+        let cancel = CancellationToken::new();
+        let deadline = self.team.budget().unwrap_or_default().max_wall_time;
+        let (events, forwarded) = mpsc::channel::<AgentEvent>(EVENT_BUFFER);
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<RunEnd>();
+        let stamp = TeamStamp {
+            agent: AgentId::new(team.clone()),
+            run_id: run_id.clone(),
+            conversation_id: input.conversation_id.clone(),
+        };
+        let task = input.instruction.clone();
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            let _ = events
+                .send(
+                    stamp.event(0, AgentEventKind::RunStarted { instruction: task.clone(), model: "team".to_owned() }),
+                )
+                .await;
+            let mut members_events = tokio_stream_of(members_events);
+            let work = work.run(team, task, stop.clone());
+            let work = async move {
+                match deadline {
+                    Some(limit) => match tokio::time::timeout(limit, work).await {
+                        Ok(result) => result,
+                        Err(_) => {
+                            stop.cancel();
+                            members::TeamResult {
+                                output: String::new(),
+                                error: Some("its time budget ran out".to_owned()),
+                            }
+                        }
+                    },
+                    None => work.await,
+                }
+            };
+            tokio::pin!(work);
+            let result = loop {
+                tokio::select! {
+                    Some(event) = members_events.next() => { let _ = events.send(event).await; }
+                    result = &mut work => break result,
+                }
+            };
+            while let Ok(Some(event)) =
+                tokio::time::timeout(std::time::Duration::from_millis(10), members_events.next()).await
+            {
+                let _ = events.send(event).await;
+            }
+            let outcome = match &result.error {
+                None => RunOutcomeKind::Completed,
+                Some(e) if e == "cancelled" => RunOutcomeKind::Cancelled,
+                Some(_) => RunOutcomeKind::Failed,
+            };
+            let output = (!result.output.is_empty()).then(|| result.output.clone());
+            let end = RunEnd {
+                outcome,
+                output: output.clone(),
+                error: result.error.clone(),
+                usage: Usage::default(),
+                cost_usd: 0.0,
+            };
+            let finished = AgentEventKind::RunFinished { outcome, output, usage: Usage::default(), cost_usd: 0.0 };
+            let _ = events.send(stamp.event(1, finished)).await;
+            let _ = done_tx.send(end);
+        });
+        Ok(LaunchedRun {
+            run_id,
+            events: tokio_stream_of(forwarded).boxed(),
+            signals: None,
+            cancel,
+            end: Box::pin(async move { done_rx.await.unwrap_or_else(|_| RunEnd::failed("the team's task crashed")) }),
+        })
+    }
+}
+
+/// The attribution of the team run's own events.
+struct TeamStamp {
+    agent: AgentId,
+    run_id: RunId,
+    conversation_id: Option<troupe::core::ConversationId>,
+}
+
+impl TeamStamp {
+    fn event(&self, seq: u64, kind: AgentEventKind) -> AgentEvent {
+        let mut attribution = Attribution::now(self.agent.clone(), self.run_id.clone(), seq);
+        attribution.conversation_id = self.conversation_id.clone();
+        AgentEvent::new(attribution, kind)
+    }
+}
+
+fn tokio_stream_of(rx: mpsc::Receiver<AgentEvent>) -> futures::stream::BoxStream<'static, AgentEvent> {
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) }).boxed()
+}
+
+/// Cancels `shutdown` on Ctrl-C or SIGTERM.
+fn stop_on_signals(shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(error) => {
+                    tracing::warn!("cannot listen for SIGTERM: {error}");
+                    let _ = tokio::signal::ctrl_c().await;
+                    shutdown.cancel();
+                    return;
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        eprintln!("shutting down: open streams close, running runs get a moment to finish");
+        shutdown.cancel();
+    });
+}

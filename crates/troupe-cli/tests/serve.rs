@@ -1,0 +1,172 @@
+//! `troupe serve` end to end: the real binary on a loopback port, the demo agent paused
+//! for an approval, the server stopped with SIGTERM and started again: the run is
+//! resumed, still waiting, and an approval over HTTP completes it with its write done
+//! once. Also the refusal to serve a public address without a token.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Serving {
+    child: Child,
+    url: String,
+    stderr: std::sync::mpsc::Receiver<String>,
+    /// What it said before it was listening.
+    early: Vec<String>,
+}
+
+/// Starts `troupe serve` in `workspace` (recording in its store) and waits for its address.
+fn start(workspace: &Path, extra: &[&str]) -> Serving {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--shutdown-grace", "1", "--model", "demo", "-w"])
+        .arg(workspace)
+        .args(extra)
+        .current_dir(workspace)
+        .env_remove("TROUPE_SERVER_TOKEN")
+        .env_remove("TROUPE_STORE")
+        .env_remove("TROUPE_MODEL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("troupe serve starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let mut early = Vec::new();
+    let url = loop {
+        let line = received.recv_timeout(Duration::from_secs(60)).expect("troupe serve says where it listens");
+        if let Some(rest) = line.strip_prefix("troupe serving on ") {
+            break rest.split_whitespace().next().expect("an address").to_owned();
+        }
+        early.push(line);
+    };
+    Serving { child, url, stderr: received, early }
+}
+
+impl Serving {
+    fn stop(mut self) -> Vec<String> {
+        let sent = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("kill runs");
+        assert!(sent.success(), "SIGTERM sent");
+        let status = self.child.wait().expect("exits");
+        assert!(status.success(), "troupe serve exits cleanly on SIGTERM: {status:?}");
+        self.early.into_iter().chain(self.stderr.try_iter()).collect()
+    }
+}
+
+async fn view(client: &reqwest::Client, url: &str, run: &str) -> serde_json::Value {
+    client.get(format!("{url}/v1/runs/{run}")).send().await.expect("request").json().await.expect("json")
+}
+
+async fn wait_phase(client: &reqwest::Client, url: &str, run: &str, phase: &str) -> serde_json::Value {
+    for _ in 0..1000 {
+        let view = view(client, url, run).await;
+        if view["phase"] == phase {
+            return view;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("run {run} never reached {phase}: {}", view(client, url, run).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waiting_at_shutdown_resumes_on_the_next_start_and_completes_once_approved() {
+    let workspace = tempfile::tempdir().expect("workspace");
+    std::fs::write(workspace.path().join("README.md"), "# A small project\n").expect("write");
+    let client = reqwest::Client::new();
+
+    let first = start(workspace.path(), &[]);
+    let started: serde_json::Value = client
+        .post(format!("{}/v1/runs", first.url))
+        .json(&serde_json::json!({"agent": "troupe", "instruction": "Summarise this repository", "stream": false}))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json");
+    let run = started["run_id"].as_str().expect("a run id").to_owned();
+    let waiting = wait_phase(&client, &first.url, &run, "waiting").await;
+    assert_eq!(waiting["pending"][0]["tool"], "fs.write");
+    let said = first.stop();
+    assert!(!workspace.path().join("TROUPE_DEMO.md").exists(), "nothing written before the approval");
+    assert!(said.iter().any(|l| l.contains("shutting down")), "{said:?}");
+
+    let second = start(workspace.path(), &[]);
+    let resumed = wait_phase(&client, &second.url, &run, "waiting").await;
+    assert_eq!(resumed["pending"][0]["tool"], "fs.write", "the resumed run waits for the same decision");
+    let call = resumed["pending"][0]["call_id"].as_str().expect("a call id").to_owned();
+    let approved = client
+        .post(format!("{}/v1/runs/{run}/signals", second.url))
+        .json(&serde_json::json!({"type": "approval", "call_id": call, "decision": {"type": "approve"}}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(approved.status(), 202);
+    let ended = wait_phase(&client, &second.url, &run, "ended").await;
+    assert_eq!(ended["end"]["outcome"], "completed", "{ended}");
+    let summary = std::fs::read_to_string(workspace.path().join("TROUPE_DEMO.md")).expect("the summary was written");
+    assert!(summary.contains("README.md"), "{summary}");
+    let said = second.stop();
+    assert!(said.iter().any(|l| l.contains(&format!("resumed run {run}"))), "{said:?}");
+}
+
+#[test]
+fn a_public_address_without_a_token_is_refused() {
+    let workspace = tempfile::tempdir().expect("workspace");
+    let out = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["serve", "--addr", "0.0.0.0:0", "--no-store", "-w"])
+        .arg(workspace.path())
+        .env_remove("TROUPE_SERVER_TOKEN")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("TROUPE_SERVER_TOKEN"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_file_is_served_as_one_run_carrying_every_members_events() {
+    let workspace = tempfile::tempdir().expect("workspace");
+    std::fs::write(workspace.path().join("README.md"), "# A small project\n").expect("write");
+    let team = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team/team.toml");
+    let team = team.to_str().expect("a UTF-8 path");
+    let serving = start(workspace.path(), &["--no-store", "--team", team]);
+    let client = reqwest::Client::new();
+
+    let agents: serde_json::Value =
+        client.get(format!("{}/v1/agents", serving.url)).send().await.expect("request").json().await.expect("json");
+    let project = agents["agents"].as_array().and_then(|a| a.iter().find(|t| t["name"] == "project")).cloned();
+    assert_eq!(project.expect("the team is listed")["kind"], "team");
+
+    let response = client
+        .post(format!("{}/v1/runs", serving.url))
+        .json(&serde_json::json!({"team": "project", "instruction": "Describe this repository"}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 200);
+    let body =
+        tokio::time::timeout(Duration::from_secs(120), response.text()).await.expect("the team ends").expect("body");
+    let events: Vec<serde_json::Value> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).expect("JSON"))
+        .collect();
+    let first = events.first().expect("events");
+    let last = events.last().expect("events");
+    assert_eq!((first["type"].as_str(), first["agent_id"].as_str()), (Some("run_started"), Some("project")));
+    assert_eq!((last["type"].as_str(), last["agent_id"].as_str()), (Some("run_finished"), Some("project")));
+    assert_eq!(last["outcome"], "completed", "{last}");
+    assert_eq!(first["run_id"], last["run_id"]);
+    for member in ["lead", "researcher", "reviewer"] {
+        assert!(events.iter().any(|e| e["agent_id"] == member), "{member}'s events are carried");
+    }
+    assert!(last["output"].as_str().is_some_and(|o| !o.trim().is_empty()), "the team answered: {last}");
+    serving.stop();
+}

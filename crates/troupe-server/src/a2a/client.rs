@@ -1,0 +1,652 @@
+//! [`RemoteAgent`]: an agent on another A2A 1.0 server, found by its card, as a team
+//! [`Member`].
+
+use super::rpc::INTERNAL_ERROR;
+use super::wire::{
+    AgentCard, Artifact, Message, Part, Role, SendMessageConfiguration, SendMessageRequest, SendMessageResponse,
+    StreamResponse, Task, TaskState, parts_text,
+};
+use super::{ANSWER_ARTIFACT, CARD_PATH};
+use crate::config::Token;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId};
+use troupe_team::{EventSink, Member, MemberResult, MemberTask};
+
+/// How long connecting to a remote agent may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a task the remote agent answered before it ended is read again.
+const POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// How long a cancelled call waits to learn its remote task's id, to cancel it.
+const ID_WAIT: Duration = Duration::from_secs(5);
+/// How much of an error response's body is kept in the error.
+const BODY_EXCERPT: usize = 512;
+
+/// Why talking to a remote agent failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum A2aClientError {
+    /// The request did not get an HTTP answer (unreachable, refused, timed out).
+    #[error("cannot reach the A2A agent at {url}: {reason}")]
+    Unreachable {
+        /// Where.
+        url: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The server answered with an HTTP error.
+    #[error("the A2A agent at {url} answered HTTP {status}: {body}")]
+    Status {
+        /// Where.
+        url: String,
+        /// The status code.
+        status: u16,
+        /// The start of the body.
+        body: String,
+    },
+    /// The answer was not what A2A says it is.
+    #[error("the A2A agent at {url} sent an unreadable {what}: {reason}")]
+    Malformed {
+        /// Where.
+        url: String,
+        /// What it was supposed to be.
+        what: &'static str,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The card lists no JSON-RPC endpoint speaking A2A 1.x.
+    #[error("the agent card at {url} lists no JSON-RPC endpoint for A2A 1.0")]
+    NoEndpoint {
+        /// The card's URL.
+        url: String,
+    },
+    /// The agent refused the request with a JSON-RPC error.
+    #[error("the A2A agent refused the request: {message} (code {code})")]
+    Rpc {
+        /// The JSON-RPC error code (-32001 no such task, …).
+        code: i64,
+        /// Its message.
+        message: String,
+    },
+    /// The stream ended before the task did, and reading the task did not tell more.
+    #[error("the stream of task `{task_id}` ended while it was {state:?}")]
+    StreamEnded {
+        /// The task.
+        task_id: String,
+        /// Where it stood.
+        state: TaskState,
+    },
+    /// The caller cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// How a task sent to a remote agent went.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RemoteOutcome {
+    /// The task as it stood last: ended, or waiting for input. A direct answer (a
+    /// message without a task) is a completed task holding it.
+    pub task: Task,
+    /// The answer: the `answer` artifact's text, else every artifact's text, else the
+    /// status message's.
+    pub answer: String,
+}
+
+impl RemoteOutcome {
+    fn new(task: Task) -> Self {
+        let answer = answer_of(&task);
+        RemoteOutcome { task, answer }
+    }
+}
+
+fn answer_of(task: &Task) -> String {
+    let text_of = |artifacts: &mut dyn Iterator<Item = &Artifact>| {
+        artifacts.map(|a| parts_text(&a.parts)).filter(|t| !t.is_empty()).collect::<Vec<_>>().join("\n\n")
+    };
+    let answer = text_of(&mut task.artifacts.iter().filter(|a| a.artifact_id == ANSWER_ARTIFACT));
+    if !answer.is_empty() {
+        return answer;
+    }
+    let all = text_of(&mut task.artifacts.iter());
+    if !all.is_empty() {
+        return all;
+    }
+    task.status.message.as_ref().map(Message::text).unwrap_or_default()
+}
+
+/// An agent on another A2A server.
+///
+/// [`RemoteAgent::resolve`] reads its card; [`RemoteAgent::send`] runs a task there,
+/// streaming when the card says the agent streams. As a [`Member`] it runs the member's
+/// task and gives back the answer; a remote failure (unreachable, an error, a failed or
+/// cancelled task, a task that needs input it cannot give) is a failed result. A task
+/// that needs input is cancelled first, so nothing waits for an answer that will not come.
+#[derive(Clone)]
+pub struct RemoteAgent {
+    name: String,
+    description: String,
+    card: AgentCard,
+    card_url: String,
+    endpoint: String,
+    skill: Option<String>,
+    token: Option<Token>,
+    streaming: bool,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for RemoteAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteAgent")
+            .field("name", &self.name)
+            .field("endpoint", &self.endpoint)
+            .field("skill", &self.skill)
+            .field("token", &self.token)
+            .field("streaming", &self.streaming)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unreachable_error(url: &str, error: &reqwest::Error) -> A2aClientError {
+    // reqwest's message names the URL, never a header: no token can leak here.
+    let mut reason = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        reason.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    A2aClientError::Unreachable { url: url.to_owned(), reason }
+}
+
+async fn status_error(url: &str, response: reqwest::Response) -> A2aClientError {
+    let status = response.status().as_u16();
+    let mut body = response.text().await.unwrap_or_default();
+    if body.len() > BODY_EXCERPT {
+        let mut cut = BODY_EXCERPT;
+        while !body.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        body.truncate(cut);
+        body.push('…');
+    }
+    A2aClientError::Status { url: url.to_owned(), status, body }
+}
+
+impl RemoteAgent {
+    /// Reads the card at `url` — the card's own URL, or the agent's base URL (then
+    /// `/.well-known/agent-card.json` under it) — with a client of its own.
+    pub async fn resolve(url: &str) -> Result<RemoteAgent, A2aClientError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| unreachable_error(url, &e))?;
+        RemoteAgent::resolve_with(http, url).await
+    }
+
+    /// [`RemoteAgent::resolve`] with `http` as the client.
+    pub async fn resolve_with(http: reqwest::Client, url: &str) -> Result<RemoteAgent, A2aClientError> {
+        let trimmed = url.trim_end_matches('/');
+        let card_url = if trimmed.ends_with(".json") { trimmed.to_owned() } else { format!("{trimmed}{CARD_PATH}") };
+        let response = http.get(&card_url).send().await.map_err(|e| unreachable_error(&card_url, &e))?;
+        if !response.status().is_success() {
+            return Err(status_error(&card_url, response).await);
+        }
+        let card: AgentCard = response.json().await.map_err(|e| A2aClientError::Malformed {
+            url: card_url.clone(),
+            what: "agent card",
+            reason: e.to_string(),
+        })?;
+        let endpoint = card
+            .jsonrpc_url()
+            .map(str::to_owned)
+            .ok_or_else(|| A2aClientError::NoEndpoint { url: card_url.clone() })?;
+        Ok(RemoteAgent {
+            name: card.name.clone(),
+            description: card.description.clone(),
+            streaming: card.capabilities.streaming,
+            card,
+            card_url,
+            endpoint,
+            skill: None,
+            token: None,
+            http,
+        })
+    }
+
+    /// The agent as a team knows it: named `name` instead of the card's name.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Described by `description` instead of the card's description.
+    pub fn described(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+
+    /// Runs the card's skill `id` (sent as message metadata `agent`), instead of the
+    /// agent's default.
+    pub fn skill(mut self, id: impl Into<String>) -> Self {
+        self.skill = Some(id.into());
+        self
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every call.
+    pub fn bearer(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(Token::new(token));
+        self
+    }
+
+    /// Streams (`SendStreamingMessage`) or not (`SendMessage` answered at once, then
+    /// `GetTask` every half second until the task ends); by default, as the card says.
+    pub fn streaming(mut self, streaming: bool) -> Self {
+        self.streaming = streaming;
+        self
+    }
+
+    /// The card it was resolved from.
+    pub fn card(&self) -> &AgentCard {
+        &self.card
+    }
+
+    /// The card's URL.
+    pub fn card_url(&self) -> &str {
+        &self.card_url
+    }
+
+    /// The JSON-RPC endpoint it calls.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn request(&self, method: &str, params: Value) -> reqwest::RequestBuilder {
+        let body = json!({
+            "jsonrpc": "2.0",
+            "id": uuid::Uuid::new_v4().to_string(),
+            "method": method,
+            "params": params,
+        });
+        let request = self.http.post(&self.endpoint).header("A2A-Version", "1.0").json(&body);
+        match &self.token {
+            Some(token) => request.bearer_auth(token.expose()),
+            None => request,
+        }
+    }
+
+    fn malformed(&self, what: &'static str, reason: impl Into<String>) -> A2aClientError {
+        A2aClientError::Malformed { url: self.endpoint.clone(), what, reason: reason.into() }
+    }
+
+    /// The `result` of a JSON-RPC response, as `T`.
+    fn result<T: DeserializeOwned>(&self, mut response: Value, what: &'static str) -> Result<T, A2aClientError> {
+        if let Some(error) = response.get("error").filter(|e| !e.is_null()) {
+            let code = error.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR);
+            let message = error.get("message").and_then(Value::as_str).unwrap_or("no message").to_owned();
+            return Err(A2aClientError::Rpc { code, message });
+        }
+        let result = response.get_mut("result").map(Value::take).ok_or_else(|| self.malformed(what, "no `result`"))?;
+        serde_json::from_value(result).map_err(|e| self.malformed(what, e.to_string()))
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Value,
+        what: &'static str,
+    ) -> Result<T, A2aClientError> {
+        let response = self.request(method, params).send().await.map_err(|e| unreachable_error(&self.endpoint, &e))?;
+        if !response.status().is_success() {
+            return Err(status_error(&self.endpoint, response).await);
+        }
+        let body: Value = response.json().await.map_err(|e| self.malformed(what, e.to_string()))?;
+        self.result(body, what)
+    }
+
+    /// Reads task `id`.
+    pub async fn get_task(&self, id: &str) -> Result<Task, A2aClientError> {
+        self.call("GetTask", json!({"id": id}), "task").await
+    }
+
+    /// Cancels task `id`; the task as it stands after.
+    pub async fn cancel_task(&self, id: &str) -> Result<Task, A2aClientError> {
+        self.call("CancelTask", json!({"id": id}), "task").await
+    }
+
+    fn message(&self, text: &str, task_id: Option<&str>) -> SendMessageRequest {
+        let mut message = Message::new(uuid::Uuid::new_v4().to_string(), Role::User, vec![Part::text(text)]);
+        message.task_id = task_id.map(str::to_owned);
+        if let Some(skill) = &self.skill {
+            message.metadata = Some(json!({ super::reply::AGENT_KEY: skill }));
+        }
+        SendMessageRequest { message, configuration: None, metadata: None }
+    }
+
+    /// Runs a task of `text` until it ends or needs input; every update goes to
+    /// `updates` as it comes, when given (a stream's items, or the task as read). When
+    /// `cancel` fires, the remote task is cancelled and the call fails with
+    /// [`A2aClientError::Cancelled`].
+    pub async fn send(
+        &self,
+        text: &str,
+        updates: Option<&(dyn Fn(&StreamResponse) + Send + Sync)>,
+        cancel: &CancellationToken,
+    ) -> Result<RemoteOutcome, A2aClientError> {
+        let request = self.message(text, None);
+        let (ids, mut known) = watch::channel::<Option<String>>(None);
+        let work = async {
+            let task = if self.streaming {
+                self.stream(&request, updates, &ids).await?
+            } else {
+                self.blocking(&request, updates, &ids).await?
+            };
+            Ok(RemoteOutcome::new(task))
+        };
+        let mut work = std::pin::pin!(work);
+        tokio::select! {
+            outcome = &mut work => return outcome,
+            () = cancel.cancelled() => {}
+        }
+        // The remote task is stopped too. When its id is not known yet (the answer to the
+        // send has not come), the answer is awaited, briefly, for it.
+        let id_known = async {
+            tokio::select! {
+                _ = known.wait_for(Option::is_some) => {}
+                _ = &mut work => {}
+            }
+        };
+        let _ = tokio::time::timeout(ID_WAIT, id_known).await;
+        let id = known.borrow().clone();
+        if let Some(id) = id {
+            let _ = self.cancel_task(&id).await;
+        }
+        Err(A2aClientError::Cancelled)
+    }
+
+    async fn blocking(
+        &self,
+        request: &SendMessageRequest,
+        updates: Option<&(dyn Fn(&StreamResponse) + Send + Sync)>,
+        ids: &watch::Sender<Option<String>>,
+    ) -> Result<Task, A2aClientError> {
+        // Answered at once and then read until it ends, so a cancellation can name the
+        // task straight away (a server that waits anyway is read the same way).
+        let mut request = request.clone();
+        request.configuration =
+            Some(SendMessageConfiguration { return_immediately: Some(true), ..SendMessageConfiguration::default() });
+        let params = serde_json::to_value(&request).unwrap_or(Value::Null);
+        let answer: SendMessageResponse = self.call("SendMessage", params, "send result").await?;
+        let mut task = match answer {
+            SendMessageResponse::Task(task) => task,
+            SendMessageResponse::Message(message) => return Ok(answered(message)),
+        };
+        ids.send_replace(Some(task.id.clone()));
+        loop {
+            if let Some(tell) = updates {
+                tell(&StreamResponse::Task(task.clone()));
+            }
+            if task.status.state.is_terminal() || task.status.state.is_interrupted() {
+                return Ok(task);
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+            task = self.get_task(&task.id).await?;
+        }
+    }
+
+    async fn stream(
+        &self,
+        request: &SendMessageRequest,
+        updates: Option<&(dyn Fn(&StreamResponse) + Send + Sync)>,
+        ids: &watch::Sender<Option<String>>,
+    ) -> Result<Task, A2aClientError> {
+        let params = serde_json::to_value(request).unwrap_or(Value::Null);
+        let response = self
+            .request("SendStreamingMessage", params)
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .map_err(|e| unreachable_error(&self.endpoint, &e))?;
+        if !response.status().is_success() {
+            return Err(status_error(&self.endpoint, response).await);
+        }
+        let is_sse = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !is_sse {
+            // An error before the stream began comes as one JSON-RPC response.
+            let body: Value = response.json().await.map_err(|e| self.malformed("stream", e.to_string()))?;
+            let item: StreamResponse = self.result(body, "stream item")?;
+            return match item {
+                StreamResponse::Task(task) => Ok(task),
+                StreamResponse::Message(message) => Ok(answered(message)),
+                _ => Err(self.malformed("stream", "a stream that is one update")),
+            };
+        }
+        let mut body = response.bytes_stream();
+        let mut decoder = SseDecoder::default();
+        let mut task: Option<Task> = None;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| unreachable_error(&self.endpoint, &e))?;
+            for data in decoder.push(&chunk) {
+                let value: Value = serde_json::from_str(&data).map_err(|e| self.malformed("stream", e.to_string()))?;
+                let item: StreamResponse = self.result(value, "stream item")?;
+                if let Some(tell) = updates {
+                    tell(&item);
+                }
+                match item {
+                    StreamResponse::Message(message) => return Ok(answered(message)),
+                    StreamResponse::Task(t) => {
+                        ids.send_replace(Some(t.id.clone()));
+                        task = Some(t);
+                    }
+                    StreamResponse::StatusUpdate(update) => {
+                        let current = task.get_or_insert_with(|| Task {
+                            id: update.task_id.clone(),
+                            context_id: update.context_id.clone(),
+                            ..Task::default()
+                        });
+                        ids.send_replace(Some(current.id.clone()));
+                        current.status = update.status;
+                    }
+                    StreamResponse::ArtifactUpdate(update) => {
+                        let current = task.get_or_insert_with(|| Task {
+                            id: update.task_id.clone(),
+                            context_id: update.context_id.clone(),
+                            ..Task::default()
+                        });
+                        merge_artifact(current, update.artifact, update.append);
+                    }
+                }
+                if let Some(t) = &task
+                    && (t.status.state.is_terminal() || t.status.state.is_interrupted())
+                {
+                    return Ok(t.clone());
+                }
+            }
+        }
+        // The stream ended early: the task itself says where it stands.
+        let Some(seen) = task else { return Err(self.malformed("stream", "it ended before naming a task")) };
+        let task = self.get_task(&seen.id).await?;
+        if task.status.state.is_terminal() || task.status.state.is_interrupted() {
+            Ok(task)
+        } else {
+            Err(A2aClientError::StreamEnded { task_id: task.id, state: task.status.state })
+        }
+    }
+}
+
+/// A direct answer, as a completed task holding it.
+fn answered(message: Message) -> Task {
+    Task {
+        id: message.task_id.clone().unwrap_or_default(),
+        context_id: message.context_id.clone().unwrap_or_default(),
+        status: super::wire::TaskStatus { state: TaskState::Completed, message: Some(message), timestamp: None },
+        ..Task::default()
+    }
+}
+
+fn merge_artifact(task: &mut Task, artifact: Artifact, append: bool) {
+    match task.artifacts.iter_mut().find(|a| a.artifact_id == artifact.artifact_id) {
+        Some(existing) if append => existing.parts.extend(artifact.parts),
+        Some(existing) => *existing = artifact,
+        None => task.artifacts.push(artifact),
+    }
+}
+
+/// Server-Sent Events, incrementally: bytes in, each event's `data` out.
+#[derive(Debug, Default)]
+struct SseDecoder {
+    buffer: Vec<u8>,
+}
+
+impl SseDecoder {
+    fn push(&mut self, chunk: &[u8]) -> Vec<String> {
+        self.buffer.extend(chunk.iter().copied().filter(|b| *b != b'\r'));
+        let mut events = Vec::new();
+        while let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+            let block: Vec<u8> = self.buffer.drain(..end + 2).collect();
+            let block = String::from_utf8_lossy(&block);
+            let data: Vec<&str> = block
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            if !data.is_empty() {
+                events.push(data.join("\n"));
+            }
+        }
+        events
+    }
+}
+
+impl Member for RemoteAgent {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn run(
+        &self,
+        task: MemberTask,
+        events: Option<EventSink>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'_, MemberResult> {
+        Box::pin(async move {
+            // Each update is passed on as a `custom` event named `a2a.<kind>`, holding
+            // the update as the remote agent sent it.
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamResponse>();
+            let tell = move |item: &StreamResponse| {
+                let _ = tx.send(item.clone());
+            };
+            let agent = AgentId::new(self.name.clone());
+            let forward = async {
+                let mut seq = 0;
+                while let Some(item) = rx.recv().await {
+                    let Some(sink) = &events else { continue };
+                    let (kind, run) = match &item {
+                        StreamResponse::Task(t) => ("task", t.id.clone()),
+                        StreamResponse::Message(m) => ("message", m.task_id.clone().unwrap_or_default()),
+                        StreamResponse::StatusUpdate(u) => ("status_update", u.task_id.clone()),
+                        StreamResponse::ArtifactUpdate(u) => ("artifact_update", u.task_id.clone()),
+                    };
+                    let mut attribution = Attribution::now(agent.clone(), RunId::new(run), seq);
+                    attribution.parent_run_id.clone_from(&task.parent_run_id);
+                    let value = serde_json::to_value(&item).unwrap_or(Value::Null);
+                    let kind = AgentEventKind::Custom { name: format!("a2a.{kind}"), value };
+                    // A closed sink means nobody watches: the task goes on.
+                    let _ = sink.send(AgentEvent::new(attribution, kind)).await;
+                    seq += 1;
+                }
+            };
+            let prompt = task.full_prompt();
+            let work = async {
+                let outcome = self.send(&prompt, Some(&tell), &cancel).await;
+                drop(tell);
+                outcome
+            };
+            let (outcome, ()) = tokio::join!(work, forward);
+            self.member_result(task.task_id, outcome).await
+        })
+    }
+}
+
+impl RemoteAgent {
+    async fn member_result(&self, task_id: String, outcome: Result<RemoteOutcome, A2aClientError>) -> MemberResult {
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(error) => return MemberResult::failed(&self.name, task_id, error.to_string()),
+        };
+        let remote = &outcome.task;
+        let run_id = (!remote.id.is_empty()).then(|| RunId::new(remote.id.clone()));
+        let said = remote.status.message.as_ref().map(Message::text).unwrap_or_default();
+        let error = match remote.status.state {
+            TaskState::Completed => None,
+            state if state.is_interrupted() => {
+                let _ = self.cancel_task(&remote.id).await;
+                Some(format!("the remote task needs input, which a team member cannot give; it was cancelled: {said}"))
+            }
+            state => Some(if said.is_empty() {
+                format!("the remote task ended {}", state.name())
+            } else {
+                format!("the remote task ended {}: {said}", state.name())
+            }),
+        };
+        MemberResult {
+            name: self.name.clone(),
+            task_id,
+            content: outcome.answer.clone(),
+            success: error.is_none(),
+            error,
+            run_id,
+            ..MemberResult::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_events_are_split_across_any_chunking() {
+        let stream = b"data: {\"a\":1}\r\n\r\n: keep-alive\n\ndata: {\"b\":\ndata: 2}\n\n";
+        for size in 1..stream.len() {
+            let mut decoder = SseDecoder::default();
+            let events: Vec<String> = stream.chunks(size).flat_map(|c| decoder.push(c)).collect();
+            assert_eq!(events, ["{\"a\":1}", "{\"b\":\n2}"], "chunks of {size}");
+        }
+    }
+
+    #[test]
+    fn the_answer_is_the_answer_artifact_first() {
+        let mut task = Task::default();
+        task.status.message = Some(Message::new("m", Role::Agent, vec![Part::text("status")]));
+        assert_eq!(answer_of(&task), "status");
+        task.artifacts.push(Artifact {
+            artifact_id: "other".into(),
+            parts: vec![Part::text("x")],
+            ..Artifact::default()
+        });
+        assert_eq!(answer_of(&task), "x");
+        merge_artifact(
+            &mut task,
+            Artifact { artifact_id: ANSWER_ARTIFACT.into(), parts: vec![Part::text("Hel")], ..Artifact::default() },
+            false,
+        );
+        merge_artifact(
+            &mut task,
+            Artifact { artifact_id: ANSWER_ARTIFACT.into(), parts: vec![Part::text("lo")], ..Artifact::default() },
+            true,
+        );
+        assert_eq!(answer_of(&task), "Hel\nlo");
+    }
+}

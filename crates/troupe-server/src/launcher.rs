@@ -1,0 +1,185 @@
+//! What a server can run: the [`Launcher`] trait, and [`AgentLauncher`] for local agents.
+//!
+//! The server knows nothing of how a run is made: it asks its launcher for the targets
+//! (agents and teams) it exposes and to start one. A launched run is a stream of
+//! [`AgentEvent`]s, a way to signal it, a cancellation token and its end.
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use tokio_util::sync::CancellationToken;
+use troupe_core::{AgentEvent, RunId, RunOutcomeKind, Usage};
+use troupe_runtime::{Agent, RunInput, RunOutput, RuntimeError, SignalSender};
+
+/// What kind of thing a target is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    /// One agent.
+    Agent,
+    /// A team of agents.
+    Team,
+}
+
+/// An agent or team a server exposes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Target {
+    /// Its name, as used in requests.
+    pub name: String,
+    /// What it does, for people and for other agents choosing it.
+    pub description: String,
+    /// Agent or team.
+    pub kind: TargetKind,
+    /// The model it runs on by default (`provider/model`), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The tools it may call.
+    pub tools: Vec<String>,
+}
+
+/// How a launched run ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunEnd {
+    /// The outcome.
+    pub outcome: RunOutcomeKind,
+    /// The final answer, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// What went wrong, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Cost by the registry's prices.
+    pub cost_usd: f64,
+}
+
+impl RunEnd {
+    /// A failed end with `error`.
+    pub fn failed(error: impl Into<String>) -> Self {
+        RunEnd {
+            outcome: RunOutcomeKind::Failed,
+            output: None,
+            error: Some(error.into()),
+            usage: Usage::default(),
+            cost_usd: 0.0,
+        }
+    }
+}
+
+impl From<Result<RunOutput, RuntimeError>> for RunEnd {
+    fn from(result: Result<RunOutput, RuntimeError>) -> Self {
+        match result {
+            Ok(output) => {
+                let outcome = output.outcome.kind();
+                let error = match &output.outcome {
+                    troupe_runtime::RunOutcome::Failed { error, .. } => Some(error.clone()),
+                    _ => None,
+                };
+                let text = (!output.text.is_empty()).then(|| output.text.clone());
+                RunEnd { outcome, output: text, error, usage: output.usage, cost_usd: output.cost_usd }
+            }
+            Err(error) => RunEnd::failed(error.to_string()),
+        }
+    }
+}
+
+/// A run that has started.
+pub struct LaunchedRun {
+    /// Its id.
+    pub run_id: RunId,
+    /// Its events, live, ending after its last one.
+    pub events: BoxStream<'static, AgentEvent>,
+    /// Sends it signals, when it takes them.
+    pub signals: Option<SignalSender>,
+    /// Stops it.
+    pub cancel: CancellationToken,
+    /// Resolves when it has ended.
+    pub end: BoxFuture<'static, RunEnd>,
+}
+
+impl std::fmt::Debug for LaunchedRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchedRun").field("run_id", &self.run_id).finish_non_exhaustive()
+    }
+}
+
+impl LaunchedRun {
+    /// A launched run from a runtime [`RunHandle`](troupe_runtime::RunHandle).
+    pub fn from_handle(handle: troupe_runtime::RunHandle) -> Self {
+        let troupe_runtime::RunHandle { run_id, events, signals, cancel, result } = handle;
+        LaunchedRun {
+            run_id,
+            events: events.boxed(),
+            signals: Some(signals),
+            cancel,
+            end: Box::pin(async move { RunEnd::from(result.await) }),
+        }
+    }
+}
+
+/// Why a run could not be started.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// No target has that name.
+    #[error("no agent or team is named `{0}`")]
+    UnknownTarget(String),
+    /// The target exists but refused the request (a model it cannot use, say).
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Starts runs of the agents and teams a server exposes.
+pub trait Launcher: Send + Sync + 'static {
+    /// The targets, in a stable order.
+    fn targets(&self) -> Vec<Target>;
+
+    /// Starts a run of `target` with `input`.
+    fn launch(&self, target: &str, input: RunInput) -> Result<LaunchedRun, LaunchError>;
+}
+
+/// A launcher over local [`Agent`]s, by name.
+#[derive(Clone, Debug, Default)]
+pub struct AgentLauncher {
+    agents: BTreeMap<String, (Agent, String)>,
+}
+
+impl AgentLauncher {
+    /// A launcher with no agents.
+    pub fn new() -> Self {
+        AgentLauncher::default()
+    }
+
+    /// Exposes `agent` under its spec's name, described by `description`.
+    pub fn agent(mut self, agent: Agent, description: impl Into<String>) -> Self {
+        self.agents.insert(agent.spec().name.clone(), (agent, description.into()));
+        self
+    }
+}
+
+impl Launcher for AgentLauncher {
+    fn targets(&self) -> Vec<Target> {
+        self.agents
+            .iter()
+            .map(|(name, (agent, description))| Target {
+                name: name.clone(),
+                description: description.clone(),
+                kind: TargetKind::Agent,
+                model: Some(agent.spec().model.clone()),
+                tools: agent
+                    .runner()
+                    .agent_catalog(agent.spec())
+                    .map(|c| c.names().into_iter().map(str::to_owned).collect())
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    fn launch(&self, target: &str, input: RunInput) -> Result<LaunchedRun, LaunchError> {
+        let (agent, _) = self.agents.get(target).ok_or_else(|| LaunchError::UnknownTarget(target.to_owned()))?;
+        Ok(LaunchedRun::from_handle(agent.start(input)))
+    }
+}

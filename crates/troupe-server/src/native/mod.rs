@@ -1,0 +1,25 @@
+//! The native API: runs started and followed over SSE, signals, agents, and a WebSocket
+//! carrying the same in both directions.
+
+mod runs;
+mod sse;
+mod ws;
+
+pub use runs::{SignalAccepted, StartRun, launch};
+pub use sse::{event_type, resume_position};
+pub use ws::{ClientMessage, ServerMessage};
+
+use crate::state::AppState;
+use axum::Router;
+use axum::routing::{get, post};
+
+/// The native routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/agents", get(runs::agents))
+        .route("/v1/runs", post(runs::start).get(runs::list))
+        .route("/v1/runs/{id}", get(runs::show))
+        .route("/v1/runs/{id}/events", get(runs::events))
+        .route("/v1/runs/{id}/signals", post(runs::signal))
+        .route("/v1/ws", get(ws::upgrade))
+}

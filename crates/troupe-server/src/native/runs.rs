@@ -1,0 +1,176 @@
+//! `/v1/runs` and `/v1/agents`.
+
+use super::sse;
+use crate::error::ApiError;
+use crate::hub::HubRun;
+use crate::ids::checked_id;
+use crate::launcher::{LaunchError, Target};
+use crate::state::AppState;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Arc;
+use troupe_core::{ConversationId, RunId};
+use troupe_runtime::{RunInput, Signal};
+
+/// The body of `POST /v1/runs`: what to run, on what.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartRun {
+    /// The agent to run (give this or `team`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The team to run (give this or `agent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
+    /// The task.
+    pub instruction: String,
+    /// The conversation the run continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// A model for this run instead of the agent's (`provider/model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Whether the response is the run's event stream (the default) or just its id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+}
+
+impl StartRun {
+    /// The target's name, checked: exactly one of `agent` and `team`.
+    pub fn target(&self) -> Result<&str, ApiError> {
+        let name = match (&self.agent, &self.team) {
+            (Some(name), None) | (None, Some(name)) => name,
+            _ => {
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_body",
+                    "give exactly one of `agent` and `team`",
+                ));
+            }
+        };
+        checked_id("agent", name)
+    }
+
+    /// The run's input.
+    pub fn input(&self) -> Result<RunInput, ApiError> {
+        let mut input = RunInput::new(self.instruction.clone());
+        if let Some(conversation) = &self.conversation_id {
+            input = input.conversation(ConversationId::new(checked_id("conversation", conversation)?));
+        }
+        if let Some(model) = &self.model {
+            if model.trim().is_empty() {
+                return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", "`model` is empty"));
+            }
+            input = input.model(model.clone());
+        }
+        Ok(input)
+    }
+}
+
+/// What `POST /v1/runs/{id}/signals` answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalAccepted {
+    /// The run.
+    pub run_id: RunId,
+    /// Always true: a refused signal is an error instead.
+    pub accepted: bool,
+}
+
+/// Starts `request` and holds the run in the hub.
+pub fn launch(state: &AppState, request: &StartRun) -> Result<Arc<HubRun>, ApiError> {
+    let target = request.target()?;
+    let input = request.input()?;
+    let launched = state.launcher.launch(target, input).map_err(|error| match error {
+        LaunchError::UnknownTarget(name) => ApiError::unknown_agent(&name),
+        LaunchError::Refused(why) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "launch_refused", why),
+    })?;
+    Ok(state.hub.insert(target, launched))
+}
+
+pub(super) async fn start(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let request: StartRun = match state.parse(body) {
+        Ok(request) => request,
+        Err(error) => return error.into_response(),
+    };
+    let run = match launch(&state, &request) {
+        Ok(run) => run,
+        Err(error) => return error.into_response(),
+    };
+    let id = HeaderValue::from_str(run.run_id().as_str()).ok();
+    let mut response = if request.stream.unwrap_or(true) {
+        sse::stream(&run, 0, state.closing.clone(), state.config.keep_alive).into_response()
+    } else {
+        let body = serde_json::json!({
+            "run_id": run.run_id(),
+            "events": format!("/v1/runs/{}/events", run.run_id()),
+        });
+        (StatusCode::CREATED, Json(body)).into_response()
+    };
+    if let Some(id) = id {
+        response.headers_mut().insert("x-troupe-run-id", id);
+    }
+    response
+}
+
+pub(super) async fn list(State(state): State<AppState>) -> Response {
+    Json(serde_json::json!({ "runs": state.hub.list() })).into_response()
+}
+
+pub(super) async fn agents(State(state): State<AppState>) -> Json<serde_json::Value> {
+    let targets: Vec<Target> = state.launcher.targets();
+    Json(serde_json::json!({ "agents": targets }))
+}
+
+fn held(state: &AppState, id: &str) -> Result<Arc<HubRun>, ApiError> {
+    let id = checked_id("run", id)?;
+    state.hub.get(id).ok_or_else(|| ApiError::unknown_run(id))
+}
+
+pub(super) async fn show(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    match held(&state, &id) {
+        Ok(run) => Json(run.view()).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+pub(super) async fn events(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let run = match held(&state, &id) {
+        Ok(run) => run,
+        Err(error) => return error.into_response(),
+    };
+    match sse::resume_position(&headers, query.get("after").map(String::as_str)) {
+        Ok(from) => sse::stream(&run, from, state.closing.clone(), state.config.keep_alive).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+pub(super) async fn signal(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let run = match held(&state, &id) {
+        Ok(run) => run,
+        Err(error) => return error.into_response(),
+    };
+    let signal: Signal = match state.parse(body) {
+        Ok(signal) => signal,
+        Err(error) => return error.into_response(),
+    };
+    match run.signal(signal).await {
+        Ok(()) => (StatusCode::ACCEPTED, Json(SignalAccepted { run_id: run.run_id().clone(), accepted: true }))
+            .into_response(),
+        Err(error) => error.into_response(),
+    }
+}

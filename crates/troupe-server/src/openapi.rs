@@ -1,0 +1,111 @@
+//! The API's description, served at `/openapi.json` (OpenAPI 3.1).
+
+use serde_json::{Value, json};
+
+/// The paths the document describes, with their methods; the server's tests check each
+/// one is routed.
+pub const PATHS: &[(&str, &str)] = &[
+    ("/healthz", "get"),
+    ("/openapi.json", "get"),
+    ("/v1/agents", "get"),
+    ("/v1/runs", "get"),
+    ("/v1/runs", "post"),
+    ("/v1/runs/{id}", "get"),
+    ("/v1/runs/{id}/events", "get"),
+    ("/v1/runs/{id}/signals", "post"),
+    ("/v1/ws", "get"),
+];
+
+fn error_response(description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+}
+
+fn run_id_parameter() -> Value {
+    json!({"name": "id", "in": "path", "required": true,
+           "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,128}$"}})
+}
+
+/// The document.
+pub fn document() -> Value {
+    let errors = json!({
+        "400": error_response("Malformed request (bad JSON, bad id)"),
+        "401": error_response("Missing or invalid bearer token"),
+        "404": error_response("Unknown agent or run"),
+        "409": error_response("The request does not fit the run's state"),
+        "413": error_response("The body is larger than the server's limit"),
+        "422": error_response("The body is JSON but not the expected shape"),
+    });
+    let sse = json!({"text/event-stream": {"schema": {"type": "string",
+        "description": "Server-Sent Events: `id` is the event's position in its run, `event` its type, `data` the AgentEvent as JSON"}}});
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "troupe",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Runs of troupe agents and teams, their events (SSE, replayable with Last-Event-ID) and signals."
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
+                    "required": ["code", "message"],
+                    "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+                "StartRun": {"type": "object", "required": ["instruction"], "additionalProperties": false, "properties": {
+                    "agent": {"type": "string"}, "team": {"type": "string"}, "instruction": {"type": "string"},
+                    "conversation_id": {"type": "string"}, "model": {"type": "string"}, "stream": {"type": "boolean", "default": true}}},
+                "Signal": {"type": "object", "required": ["type"], "properties": {
+                    "type": {"enum": ["user_message", "steering", "approval", "cancel", "resume", "external_event"]},
+                    "text": {"type": "string"}, "call_id": {"type": "string"},
+                    "decision": {"type": "object", "properties": {"type": {"enum": ["approve", "reject", "modify", "always_allow", "cancel"]}}},
+                    "reason": {"type": "string"}}},
+                "AgentEvent": {"type": "object", "required": ["type", "agent_id", "run_id", "seq", "timestamp_ms"]},
+                "Run": {"type": "object", "properties": {"run_id": {"type": "string"}, "target": {"type": "string"},
+                    "phase": {"enum": ["running", "waiting", "ended"]}, "events": {"type": "integer"}, "pending": {"type": "array"}, "end": {"type": "object"}}}
+            }
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "Serving"}}}},
+            "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "The document"}}}},
+            "/v1/agents": {"get": {"summary": "The agents and teams this server runs", "responses": {"200": {"description": "Targets"}, "401": errors["401"]}}},
+            "/v1/runs": {
+                "get": {"summary": "The runs held, newest first", "responses": {"200": {"description": "Runs"}, "401": errors["401"]}},
+                "post": {
+                    "summary": "Start a run; the response is its event stream (or, with stream=false, its id)",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StartRun"}}}},
+                    "responses": {"200": {"description": "The run's events", "content": sse}, "201": {"description": "Started"},
+                        "400": errors["400"], "401": errors["401"], "404": errors["404"], "413": errors["413"], "422": errors["422"]}
+                }
+            },
+            "/v1/runs/{id}": {"get": {"summary": "A run's state", "parameters": [run_id_parameter()],
+                "responses": {"200": {"description": "The run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Run"}}}},
+                    "400": errors["400"], "401": errors["401"], "404": errors["404"]}}},
+            "/v1/runs/{id}/events": {"get": {"summary": "A run's events from a position (Last-Event-ID or ?after=), then live",
+                "parameters": [run_id_parameter(),
+                    {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer"}},
+                    {"name": "after", "in": "query", "schema": {"type": "integer"}}],
+                "responses": {"200": {"description": "Events", "content": sse}, "400": errors["400"], "401": errors["401"], "404": errors["404"]}}},
+            "/v1/runs/{id}/signals": {"post": {"summary": "Send a signal: an approval decision, a user message, steering, cancel",
+                "parameters": [run_id_parameter()],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Signal"}}}},
+                "responses": {"202": {"description": "Taken"}, "400": errors["400"], "401": errors["401"], "404": errors["404"],
+                    "409": errors["409"], "413": errors["413"], "422": errors["422"]}}},
+            "/v1/ws": {"get": {"summary": "WebSocket: start, subscribe and signal messages in; started, event, ended, error messages out",
+                "responses": {"101": {"description": "Switching protocols"}, "401": errors["401"]}}}
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_path_is_described_with_its_method() {
+        let doc = document();
+        for (path, method) in PATHS {
+            assert!(doc["paths"][path][method].is_object(), "{method} {path} is not described");
+        }
+        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(8));
+    }
+}

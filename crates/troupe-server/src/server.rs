@@ -1,0 +1,147 @@
+//! The server: its router, and serving it until shutdown.
+
+use crate::auth::{Auth, require_token};
+use crate::config::ServerConfig;
+use crate::error::{ApiError, ServerError};
+use crate::hub::RunHub;
+use crate::launcher::Launcher;
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+/// An HTTP server over a [`Launcher`]: the native API, and whatever routes are merged in.
+pub struct Server {
+    state: AppState,
+    extra: Vec<Router<AppState>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("config", &self.state.config).finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A server running what `launcher` launches, set up by `config`.
+    pub fn new(config: ServerConfig, launcher: Arc<dyn Launcher>) -> Self {
+        let hub = Arc::new(RunHub::new(config.retained_runs));
+        Server {
+            state: AppState { hub, launcher, config: Arc::new(config), closing: CancellationToken::new() },
+            extra: Vec::new(),
+        }
+    }
+
+    /// The runs it holds.
+    pub fn hub(&self) -> &Arc<RunHub> {
+        &self.state.hub
+    }
+
+    /// The state its routes share, for routes added with [`Server::merge`].
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Adds `routes` (behind the same authentication and limits).
+    pub fn merge(mut self, routes: Router<AppState>) -> Self {
+        self.extra.push(routes);
+        self
+    }
+
+    /// The whole router.
+    pub fn router(&self) -> Result<Router, ServerError> {
+        let config = &self.state.config;
+        let mut app = Router::new()
+            .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
+            .route("/openapi.json", get(|| async { axum::Json(crate::openapi::document()) }))
+            .merge(crate::native::routes())
+            .merge(crate::agui::routes())
+            .merge(crate::a2a::routes());
+        for routes in &self.extra {
+            app = app.merge(routes.clone());
+        }
+        let mut app = app
+            .fallback(|| async {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint").into_response()
+            })
+            .with_state(self.state.clone())
+            .layer(axum::middleware::from_fn_with_state(Auth::new(&config.tokens), require_token))
+            .layer(DefaultBodyLimit::max(config.body_limit));
+        if !config.cors_origins.is_empty() {
+            app = app.layer(cors(&config.cors_origins)?);
+        }
+        Ok(app)
+    }
+
+    /// Serves on `listener` until `shutdown` is cancelled. Then open streams end, active
+    /// runs get [`ServerConfig::shutdown_grace`] to finish, and those still going are
+    /// cancelled or — when [`ServerConfig::cancel_on_shutdown`] is off because they are
+    /// recorded in a store — left to resume on the next start.
+    pub async fn serve(self, listener: TcpListener, shutdown: CancellationToken) -> Result<(), ServerError> {
+        let addr = listener.local_addr()?;
+        if !self.state.config.allows(addr) {
+            return Err(ServerError::UnprotectedAddress { addr });
+        }
+        let router = self.router()?;
+        let closing = self.state.closing.clone();
+        tracing::info!(%addr, auth = %self.state.config.auth_summary(), "serving");
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                shutdown.cancelled().await;
+                closing.cancel();
+            })
+            .await?;
+        let left = self.state.hub.drain(self.state.config.shutdown_grace).await;
+        if left > 0 {
+            if self.state.config.cancel_on_shutdown {
+                tracing::warn!(runs = left, "cancelling the runs still active at shutdown");
+                self.state.hub.cancel_all();
+                self.state.hub.drain(self.state.config.shutdown_grace).await;
+            } else {
+                tracing::info!(runs = left, "leaving the active runs to resume on the next start");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The listen backlog [`bind`] asks for (the kernel caps it at `net.core.somaxconn`).
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `addr` with a backlog of [`LISTEN_BACKLOG`]: the default of 128 overflows
+/// when hundreds of clients connect at once, and each overflowed client waits a second
+/// for the kernel's SYN retry.
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+fn cors(origins: &[String]) -> Result<CorsLayer, ServerError> {
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        let values = origins
+            .iter()
+            .map(|o| HeaderValue::from_str(o).map_err(|_| ServerError::BadCorsOrigin { origin: o.clone() }))
+            .collect::<Result<Vec<_>, _>>()?;
+        AllowOrigin::list(values)
+    };
+    Ok(CorsLayer::new()
+        .allow_origin(allow)
+        .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            "last-event-id".parse().expect("a valid header name"),
+        ])
+        .expose_headers(["x-troupe-run-id".parse().expect("a valid header name")]))
+}

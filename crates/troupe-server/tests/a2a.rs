@@ -1,0 +1,429 @@
+//! A2A over real loopback HTTP: the reference Python client (`a2a-sdk`, run as a real
+//! process by `tests/a2a/client.py`) against the server, then the server's own
+//! [`RemoteAgent`] as a team member against the server.
+
+mod common;
+
+use common::{Served, serve, write_call};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use troupe_core::AgentEventKind;
+use troupe_server::ServerConfig;
+use troupe_server::a2a::RemoteAgent;
+use troupe_team::{AgentGroup, Member, MemberTask};
+use troupe_testkit::{MockTurn, test_deps};
+
+/// The test virtualenv's Python when it has the A2A client; `None` (and a note) when not.
+fn python(test: &str) -> Option<PathBuf> {
+    let found = test_deps::python_with("a2a.client");
+    if found.is_none() {
+        test_deps::skip(test, "the Python package a2a-sdk is not installed in .test-deps/py");
+    }
+    found
+}
+
+/// Runs `scenario` of the client script against `served`; its JSON lines.
+async fn scenario(python: &Path, name: &str, served: &Served) -> Vec<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/a2a/client.py");
+    let mut command = tokio::process::Command::new(python);
+    command.arg(&script).arg(name).arg(&served.url).kill_on_drop(true);
+    if let Some(token) = &served.token {
+        command.arg("--token").arg(token);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(90), command.output())
+        .await
+        .expect("the client finishes within 90 s")
+        .expect("the client starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "client.py {name} failed:\n{stdout}\n{stderr}");
+    stdout.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))).collect()
+}
+
+fn lines<'a>(all: &'a [Value], event: &str) -> Vec<&'a Value> {
+    all.iter().filter(|l| l["event"] == event).collect()
+}
+
+fn last<'a>(all: &'a [Value], event: &str) -> &'a Value {
+    lines(all, event).last().copied().unwrap_or_else(|| panic!("no `{event}` line in {all:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_client_reads_the_card_and_gets_answers_sent_and_streamed() {
+    let Some(python) = python("the_reference_client_reads_the_card_and_gets_answers_sent_and_streamed") else {
+        return;
+    };
+    let served =
+        serve(ServerConfig::default(), [MockTurn::text("Hello from the mock."), MockTurn::text("Hello again.")]).await;
+    let out = scenario(&python, "card_and_answer", &served).await;
+
+    let card = last(&out, "card");
+    assert_eq!(card["name"], "coder");
+    assert_eq!(card["streaming"], true);
+    assert_eq!(card["interfaces"][0], json!([format!("{}/a2a", served.url), "JSONRPC", "1.0"]));
+    assert_eq!(card["skills"], json!(["coder"]));
+    assert_eq!(card["schemes"], json!([]), "no token, no security scheme");
+    let old = last(&out, "card_v03");
+    assert_eq!((&old["url"], &old["protocolVersion"]), (&json!(format!("{}/a2a", served.url)), &json!("0.3.0")));
+
+    let sent = last(&out, "send");
+    assert_eq!(sent["kind"], "task");
+    assert_eq!(sent["state"], "TASK_STATE_COMPLETED", "{sent}");
+    assert_eq!(sent["artifacts"]["answer"], "Hello from the mock.");
+    assert_eq!(sent["history"][0], json!(["ROLE_USER", "say hello"]));
+    let run: Value = served
+        .get(&format!("/v1/runs/{}", sent["id"].as_str().expect("an id")))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(run["phase"], "ended", "the task is the hub's run");
+
+    let streamed = lines(&out, "stream");
+    assert_eq!(streamed[0]["kind"], "task", "a stream starts with the task");
+    let context = &streamed[0]["contextId"];
+    assert!(context.as_str().is_some_and(|c| c.starts_with("ctx-")), "a new context: {context}");
+    assert!(streamed.iter().all(|s| &s["contextId"] == context || s["kind"] == "artifact_update"));
+    assert!(streamed.iter().any(|s| s["kind"] == "status_update" && s["state"] == "TASK_STATE_WORKING"));
+    let answer = streamed.iter().find(|s| s["kind"] == "artifact_update").expect("the answer artifact");
+    assert_eq!(
+        (&answer["artifactId"], &answer["text"], &answer["lastChunk"]),
+        (&json!("answer"), &json!("Hello again."), &json!(true))
+    );
+    let end = streamed.last().expect("items");
+    assert_eq!((&end["kind"], &end["state"]), (&json!("status_update"), &json!("TASK_STATE_COMPLETED")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tokens_the_card_stays_public_names_the_bearer_scheme_and_calls_need_the_token() {
+    let test = "with_tokens_the_card_stays_public_names_the_bearer_scheme_and_calls_need_the_token";
+    let Some(python) = python(test) else { return };
+    let config = ServerConfig::default().token("s3cr3t-token");
+    let served = serve(config, [MockTurn::text("Authorised."), MockTurn::text("Still authorised.")]).await;
+    let out = scenario(&python, "card_and_answer", &served).await;
+    assert_eq!(last(&out, "card")["schemes"], json!(["bearer"]));
+    assert_eq!(last(&out, "card_v03")["schemes"], json!(["bearer"]), "a 0.3 client reads the scheme too");
+    assert_eq!(last(&out, "send")["artifacts"]["answer"], "Authorised.");
+
+    let anonymous = reqwest::Client::new()
+        .post(format!("{}/a2a", served.url))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(anonymous.status(), 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_pauses_the_task_and_a_follow_up_message_approves_it() {
+    let Some(python) = python("an_approval_pauses_the_task_and_a_follow_up_message_approves_it") else { return };
+    let served = serve(
+        ServerConfig::default(),
+        [write_call("call_w", "notes.md", "approved content\n"), MockTurn::text("Wrote notes.md.")],
+    )
+    .await;
+    let out = scenario(&python, "approval", &served).await;
+
+    let paused = last(&out, "first");
+    assert_eq!(paused["state"], "TASK_STATE_INPUT_REQUIRED", "{out:#?}");
+    let said = paused["status"].as_str().expect("a status message");
+    assert!(said.contains("fs.write") && said.contains("call_w") && said.contains("notes.md"), "{said}");
+    assert_eq!(paused["data"][0]["pending"][0]["callId"], "call_w");
+    assert_eq!(paused["data"][0]["pending"][0]["arguments"]["path"], "notes.md");
+
+    let resumed = lines(&out, "second");
+    assert_eq!(resumed[0]["kind"], "task");
+    assert_eq!(resumed[0]["state"], "TASK_STATE_WORKING", "decided, so working again");
+    let answer = resumed.iter().find(|s| s["kind"] == "artifact_update").expect("an answer");
+    assert_eq!(answer["text"], "Wrote notes.md.");
+    assert_eq!(resumed.last().expect("items")["state"], "TASK_STATE_COMPLETED");
+    assert!(resumed.iter().all(|s| s["id"] == paused["id"]), "the same task goes on");
+    let written = std::fs::read_to_string(served.workspace.path().join("notes.md")).expect("the file was written");
+    assert_eq!(written, "approved content\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_part_rejects_the_call_and_the_blocking_task_still_completes() {
+    let Some(python) = python("a_data_part_rejects_the_call_and_the_blocking_task_still_completes") else { return };
+    let served =
+        serve(ServerConfig::default(), [write_call("call_r", "nope.md", "x"), MockTurn::text("Left it alone.")]).await;
+    let out = scenario(&python, "approval_data", &served).await;
+
+    let paused = last(&out, "first");
+    assert_eq!((&paused["kind"], &paused["state"]), (&json!("task"), &json!("TASK_STATE_INPUT_REQUIRED")));
+    let done = last(&out, "second");
+    assert_eq!(done["state"], "TASK_STATE_COMPLETED", "{out:#?}");
+    assert_eq!(done["artifacts"]["answer"], "Left it alone.");
+    assert!(!served.workspace.path().join("nope.md").exists(), "a rejected call does not run");
+    let told = served.mock.requests().last().expect("requests").body.to_string();
+    assert!(told.contains("not that file"), "the model sees the reason: {told}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_are_read_listed_cancelled_and_bad_ids_are_errors() {
+    let Some(python) = python("tasks_are_read_listed_cancelled_and_bad_ids_are_errors") else { return };
+    let served = serve(ServerConfig::default(), [MockTurn::text("First."), write_call("call_c", "c.md", "x")]).await;
+    let out = scenario(&python, "tasks", &served).await;
+
+    let done = last(&out, "done");
+    let waiting = last(&out, "waiting");
+    assert_eq!(waiting["state"], "TASK_STATE_INPUT_REQUIRED");
+    let got = last(&out, "get");
+    assert_eq!((&got["id"], &got["state"]), (&done["id"], &json!("TASK_STATE_COMPLETED")));
+    assert_eq!(got["history"], json!([["ROLE_AGENT", "First."]]), "historyLength 1 keeps the last message");
+    assert_eq!(got["artifacts"]["answer"], "First.");
+
+    let page = last(&out, "list");
+    assert_eq!(page["ids"], json!([waiting["id"]]), "newest first");
+    assert_eq!((&page["total"], &page["pageSize"]), (&json!(2), &json!(1)));
+    assert_ne!(page["next"], "");
+    let rest = last(&out, "list_rest");
+    assert_eq!((&rest["ids"], &rest["next"]), (&json!([done["id"]]), &json!("")));
+    assert_eq!(last(&out, "list_waiting")["ids"], json!([waiting["id"]]));
+    let in_context = &last(&out, "list_context")["tasks"];
+    assert_eq!(in_context.as_array().map(Vec::len), Some(1));
+    assert_eq!(in_context[0]["artifacts"]["answer"], "First.");
+
+    assert_eq!(last(&out, "cancel")["state"], "TASK_STATE_CANCELED");
+    let subscribed = last(&out, "subscribed")["items"].as_array().expect("items").clone();
+    assert_eq!(
+        (&subscribed[0]["kind"], &subscribed[0]["state"]),
+        (&json!("task"), &json!("TASK_STATE_INPUT_REQUIRED"))
+    );
+    let end = subscribed.last().expect("items");
+    assert_eq!((&end["kind"], &end["state"]), (&json!("status_update"), &json!("TASK_STATE_CANCELED")));
+    assert_eq!(last(&out, "cancel_again")["error"], "TaskNotCancelableError");
+    assert_eq!(last(&out, "get_unknown")["error"], "TaskNotFoundError");
+    assert_eq!(last(&out, "subscribe_ended")["error"], "UnsupportedOperationError");
+    assert!(!served.workspace.path().join("c.md").exists(), "a cancelled call never ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_0_3_client_is_answered_in_0_3_shapes() {
+    let Some(python) = python("a_0_3_client_is_answered_in_0_3_shapes") else { return };
+    let served = serve(
+        ServerConfig::default(),
+        [MockTurn::text("Hi, old friend."), write_call("call_o", "old.md", "old\n"), MockTurn::text("Wrote old.md.")],
+    )
+    .await;
+    let out = scenario(&python, "legacy", &served).await;
+    assert_eq!(last(&out, "legacy_card")["versions"], json!(["0.3"]));
+    let sent = last(&out, "send");
+    assert_eq!(
+        (&sent["state"], &sent["artifacts"]["answer"]),
+        (&json!("TASK_STATE_COMPLETED"), &json!("Hi, old friend."))
+    );
+    assert_eq!(last(&out, "get")["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(last(&out, "stream")["state"], "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(last(&out, "stream_second")["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(std::fs::read_to_string(served.workspace.path().join("old.md")).expect("written"), "old\n");
+
+    // The same task read raw through the 0.3 method: kinds and lower-case names.
+    let raw: Value = served
+        .post("/a2a")
+        .json(&json!({"jsonrpc": "2.0", "id": "r", "method": "tasks/get", "params": {"id": sent["id"]}}))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json");
+    let task = &raw["result"];
+    assert_eq!((&task["kind"], &task["status"]["state"]), (&json!("task"), &json!("completed")), "{raw}");
+    assert_eq!(task["artifacts"][0]["parts"][0], json!({"kind": "text", "text": "Hi, old friend."}));
+    assert_eq!(task["history"][0]["role"], "user");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_json_rpc_errors_with_the_a2a_codes() {
+    let Some(python) = python("bad_requests_get_json_rpc_errors_with_the_a2a_codes") else { return };
+    let served = serve(ServerConfig::default(), []).await;
+    let out = scenario(&python, "errors", &served).await;
+    let code = |label: &str| {
+        let line = lines(&out, "raw").into_iter().find(|l| l["label"] == label).expect(label).clone();
+        assert_eq!(line["status"], 200, "JSON-RPC errors come with HTTP 200: {line}");
+        line
+    };
+    for (label, expected) in [
+        ("parse", -32700),
+        ("batch", -32600),
+        ("invalid_request", -32600),
+        ("method", -32601),
+        ("params", -32602),
+        ("no_message", -32602),
+        ("empty_message", -32602),
+        ("unknown_skill", -32602),
+        ("version", -32009),
+        ("push", -32003),
+        ("unknown_task", -32001),
+    ] {
+        let line = code(label);
+        assert_eq!(line["error"]["code"], expected, "{label}: {line}");
+        assert!(line["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{label} says why");
+    }
+    assert_eq!(code("parse")["id"], Value::Null);
+    assert_eq!(code("invalid_request")["id"], 1);
+    assert_eq!(code("version")["error"]["data"][0]["reason"], "VERSION_NOT_SUPPORTED");
+    assert!(code("unknown_task")["error"].get("data").is_none(), "0.3 errors carry no 1.0 detail");
+    assert!(code("unknown_skill")["error"]["message"].as_str().is_some_and(|m| m.contains("coder")));
+    assert_eq!(served.mock.requests().len(), 0, "no bad request reached a model");
+}
+
+// The server's own client, as a team member.
+
+fn task(prompt: &str) -> MemberTask {
+    MemberTask::new("t1", "user", prompt)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_agent_runs_a_task_as_a_team_member_streaming_or_not() {
+    let served =
+        serve(ServerConfig::default(), [MockTurn::text("Remote answer."), MockTurn::text("Polled answer.")]).await;
+    let remote = RemoteAgent::resolve(&served.url).await.expect("the card resolves");
+    assert_eq!(remote.name(), "coder");
+    assert_eq!(remote.description(), "Writes code");
+    assert_eq!(remote.endpoint(), format!("{}/a2a", served.url));
+    assert!(remote.card().capabilities.streaming);
+
+    let (sink, mut events) = tokio::sync::mpsc::channel(256);
+    let result = remote.run(task("answer remotely"), Some(sink), CancellationToken::new()).await;
+    assert!(result.success, "{result:?}");
+    assert_eq!(result.content, "Remote answer.");
+    let run_id = result.run_id.clone().expect("the remote task's id");
+    assert!(served.server_hub.get(run_id.as_str()).is_some(), "the task is a run of the remote server");
+    let mut names = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let AgentEventKind::Custom { name, .. } = event.kind {
+            names.push(name);
+        }
+    }
+    assert_eq!(names.first().map(String::as_str), Some("a2a.task"), "{names:?}");
+    assert!(names.iter().any(|n| n == "a2a.artifact_update"), "{names:?}");
+
+    let polled = remote.clone().named("poller").streaming(false);
+    let result = polled.run(task("answer again"), None, CancellationToken::new()).await;
+    assert!(result.success, "{result:?}");
+    assert_eq!((result.name.as_str(), result.content.as_str()), ("poller", "Polled answer."));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_agent_sends_its_bearer_token_and_never_shows_it() {
+    let served = serve(ServerConfig::default().token("s3cr3t-token"), [MockTurn::text("Let in.")]).await;
+    let anonymous = RemoteAgent::resolve(&served.url).await.expect("the card is public");
+    let refused = anonymous.run(task("hi"), None, CancellationToken::new()).await;
+    assert!(!refused.success);
+    assert!(refused.error.as_deref().is_some_and(|e| e.contains("401")), "{refused:?}");
+
+    let trusted = anonymous.bearer("s3cr3t-token");
+    assert!(!format!("{trusted:?}").contains("s3cr3t"), "the token stays out of Debug");
+    let result = trusted.run(task("hi"), None, CancellationToken::new()).await;
+    assert!(result.success, "{result:?}");
+    assert_eq!(result.content, "Let in.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_can_have_remote_members() {
+    let served = serve(ServerConfig::default(), [MockTurn::text("Step one."), MockTurn::text("Step two.")]).await;
+    let first = RemoteAgent::resolve(&served.url).await.expect("resolves").named("drafter");
+    let second = first.clone().named("editor");
+    let group = AgentGroup::builder("relay")
+        .member(Arc::new(first))
+        .member(Arc::new(second))
+        .pipeline()
+        .build()
+        .expect("a group");
+    let output = group.run("Draft, then edit.").await.expect("the group runs");
+    assert!(output.all_succeeded(), "{output:?}");
+    assert_eq!(output.output, "Step two.");
+    let requests = served.mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].body.to_string().contains("Step one."), "the editor got the drafter's answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_failures_become_failed_results() {
+    let served =
+        serve(ServerConfig::default(), [MockTurn::status(400, "the model refuses"), write_call("call_x", "x.md", "x")])
+            .await;
+    let remote = RemoteAgent::resolve(&served.url).await.expect("resolves");
+
+    let refused = remote.clone().skill("nobody").run(task("hi"), None, CancellationToken::new()).await;
+    assert!(!refused.success);
+    assert!(refused.error.as_deref().is_some_and(|e| e.contains("-32602") && e.contains("nobody")), "{refused:?}");
+
+    let failed = remote.run(task("fail"), None, CancellationToken::new()).await;
+    assert!(!failed.success);
+    assert!(failed.error.as_deref().is_some_and(|e| e.contains("TASK_STATE_FAILED")), "{failed:?}");
+
+    let waiting = remote.run(task("write x.md"), None, CancellationToken::new()).await;
+    assert!(!waiting.success);
+    assert!(
+        waiting.error.as_deref().is_some_and(|e| e.contains("needs input") && e.contains("fs.write")),
+        "{waiting:?}"
+    );
+    let run = served.server_hub.get(waiting.run_id.as_ref().expect("a task").as_str()).expect("held");
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while !run.is_ended() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the waiting remote task was cancelled");
+    assert!(!served.workspace.path().join("x.md").exists());
+
+    served.shutdown.cancel();
+    let _ = served.serving.await;
+    let gone = remote.run(task("anyone there?"), None, CancellationToken::new()).await;
+    assert!(!gone.success);
+    assert!(gone.error.as_deref().is_some_and(|e| e.contains("cannot reach")), "{gone:?}");
+    let unresolvable = RemoteAgent::resolve(&served.url).await.expect_err("nobody serves the card");
+    assert!(unresolvable.to_string().contains("cannot reach"), "{unresolvable}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_member_cancels_its_remote_task_streaming_or_not() {
+    // Slow answers: one character every 50 ms.
+    let slow = || {
+        MockTurn::text("a long, slow answer that takes seconds to write")
+            .with_delta_chars(1)
+            .with_event_delay(Duration::from_millis(50))
+    };
+    let served = serve(ServerConfig::default(), [slow(), slow()]).await;
+    for (n, streaming) in [true, false].into_iter().enumerate() {
+        let remote = RemoteAgent::resolve(&served.url).await.expect("resolves").streaming(streaming);
+        let cancel = CancellationToken::new();
+        let running = {
+            let cancel = cancel.clone();
+            tokio::spawn(async move { remote.run(task("answer slowly"), None, cancel).await })
+        };
+        let started = async {
+            loop {
+                let runs = served.server_hub.list();
+                if runs.len() > n {
+                    return runs[0].run_id.clone();
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        let run_id = tokio::time::timeout(Duration::from_secs(10), started).await.expect("the remote task starts");
+        cancel.cancel();
+        let result = running.await.expect("the member call ends");
+        assert!(!result.success);
+        assert_eq!(result.error.as_deref(), Some("cancelled"));
+        let run = served.server_hub.get(run_id.as_str()).expect("held");
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !run.is_ended() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the remote task ends");
+        let outcome = run.view().end.map(|e| e.outcome);
+        assert_eq!(outcome, Some(troupe_core::RunOutcomeKind::Cancelled), "streaming: {streaming}");
+    }
+}

@@ -1,0 +1,69 @@
+// Drives the real `@ag-ui/client` HttpAgent against a troupe server and prints what the
+// client saw, one JSON object per line:
+//
+//   {"run": n, "event": {...}}     an event the client accepted
+//   {"run": n, "done": {...}}      runAgent resolved: its result, the agent's messages
+//                                  and its pending interrupts afterwards
+//   {"run": n, "error": "..."}     runAgent rejected (an HTTP error, a schema error, an
+//                                  ordering error found by the client's verifier)
+//   {"warning": "..."}             anything the client printed with console.warn/error
+//
+// `runAgent` pipes every event through the client's schema check, then `verifyEvents`
+// (in dist/index.mjs: `q(…), U(…), L(this.debugLogger)` before `apply`), unconditionally:
+// there is no switch to turn verification on or off, so every event printed here passed
+// it, and an ordering error rejects the run.
+//
+// Usage: node client.mjs '<plan>' with plan =
+//   {"modules": "<node_modules dir>", "url": "...", "threadId": "...",
+//    "runs": [{"message"?: "text", "runId"?, "forwardedProps"?, "context"?,
+//              "resume"?: {"status": "resolved"|"cancelled", "payload"?, "ids"?}}]}
+// A run with `resume` answers the interrupts `ids`, by default every interrupt the
+// previous run left pending.
+
+import { createRequire } from "node:module";
+import path from "node:path";
+
+const print = (value) => process.stdout.write(JSON.stringify(value) + "\n");
+for (const level of ["warn", "error"]) {
+  console[level] = (...args) =>
+    print({ warning: args.map((a) => (a instanceof Error ? a.message : typeof a === "string" ? a : JSON.stringify(a))).join(" ") });
+}
+
+const plan = JSON.parse(process.argv[2]);
+const require = createRequire(path.join(plan.modules, "noop.js"));
+const { HttpAgent, verifyEvents } = require("@ag-ui/client");
+if (typeof verifyEvents !== "function") {
+  print({ error: "this @ag-ui/client has no verifyEvents" });
+  process.exit(1);
+}
+
+const agent = new HttpAgent({ url: plan.url, threadId: plan.threadId, headers: plan.headers ?? {} });
+for (const [n, step] of plan.runs.entries()) {
+  if (step.message !== undefined) {
+    agent.addMessage({ id: `user-${n}`, role: "user", content: step.message });
+  }
+  const parameters = {};
+  for (const key of ["runId", "forwardedProps", "context", "tools"]) {
+    if (step[key] !== undefined) parameters[key] = step[key];
+  }
+  if (step.resume !== undefined) {
+    const ids = step.resume.ids ?? agent.pendingInterrupts.map((interrupt) => interrupt.id);
+    parameters.resume = ids.map((id) => ({
+      interruptId: id,
+      status: step.resume.status,
+      ...(step.resume.payload === undefined ? {} : { payload: step.resume.payload }),
+    }));
+  }
+  try {
+    const result = await agent.runAgent(parameters, {
+      onEvent: ({ event }) => print({ run: n, event }),
+    });
+    print({
+      run: n,
+      done: { result: result.result ?? null, messages: agent.messages, pendingInterrupts: agent.pendingInterrupts },
+    });
+  } catch (error) {
+    print({ run: n, error: error instanceof Error ? error.message : String(error) });
+    break;
+  }
+}

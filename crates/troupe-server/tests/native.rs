@@ -1,0 +1,213 @@
+//! The native API over real loopback HTTP: runs streamed as SSE, approvals through
+//! signals, lossless reconnects, the WebSocket, the OpenAPI document, shutdown.
+
+mod common;
+
+use common::{Frame, SseReader, serve, write_call};
+use futures::{SinkExt, StreamExt};
+use std::time::Duration;
+use troupe_server::ServerConfig;
+use troupe_testkit::MockTurn;
+
+fn types(frames: &[Frame]) -> Vec<&str> {
+    frames.iter().map(|f| f.event.as_deref().unwrap_or("")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_streams_every_event_as_sse_with_positions_and_types() {
+    let served = serve(ServerConfig::default(), [MockTurn::text("Hello from the mock.")]).await;
+    let response = served
+        .post("/v1/runs")
+        .json(&serde_json::json!({"agent": "coder", "instruction": "say hello"}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let run_id = response.headers()["x-troupe-run-id"].to_str().expect("id").to_owned();
+    let mut reader = SseReader::new(response);
+    let mut frames = Vec::new();
+    while let Some(frame) = reader.next().await {
+        frames.push(frame);
+    }
+    let kinds = types(&frames);
+    assert_eq!(kinds.first(), Some(&"run_started"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"run_finished"), "{kinds:?}");
+    assert!(kinds.contains(&"message_delta"));
+    for (n, frame) in frames.iter().enumerate() {
+        assert_eq!(frame.id, Some(n), "positions are 0, 1, 2, … without gaps");
+        assert_eq!(frame.data["type"].as_str(), frame.event.as_deref(), "the SSE event names the event's type");
+        assert_eq!(frame.data["run_id"], run_id.as_str());
+    }
+    let text: String = frames.iter().filter_map(|f| f.data["delta"].as_str()).collect();
+    assert_eq!(text, "Hello from the mock.");
+    assert_eq!(frames.last().expect("frames").data["outcome"], "completed");
+
+    let view: serde_json::Value =
+        served.get(&format!("/v1/runs/{run_id}")).send().await.expect("request").json().await.expect("json");
+    assert_eq!(view["phase"], "ended");
+    assert_eq!(view["end"]["output"], "Hello from the mock.");
+    assert_eq!(view["events"], frames.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_pause_waits_for_a_signal_then_the_call_runs() {
+    let served = serve(
+        ServerConfig::default(),
+        [write_call("call_w", "notes.md", "approved content\n"), MockTurn::text("Wrote notes.md.")],
+    )
+    .await;
+    let run_id = served.start("write the notes").await;
+    let paused = served.events_until(&run_id, None, |f| f.event.as_deref() == Some("run_paused")).await;
+    let pause = paused.last().expect("a pause");
+    assert_eq!(pause.data["reason"]["type"], "approval");
+    assert_eq!(pause.data["reason"]["call_id"], "call_w");
+    assert!(!served.workspace.path().join("notes.md").exists(), "nothing is written before the approval");
+
+    let view = served.wait_phase(&run_id, "waiting").await;
+    assert_eq!(view["pending"][0]["call_id"], "call_w");
+
+    let accepted = served.approve(&run_id, "call_w").await;
+    assert_eq!(accepted.status(), 202);
+    let again = served.approve(&run_id, "call_w").await;
+    assert_eq!(again.status(), 409, "a decision is taken once");
+
+    let rest = served.events_until(&run_id, pause.id, |_| false).await;
+    assert_eq!(rest.first().and_then(|f| f.id), pause.id.map(|n| n + 1));
+    let result = rest.iter().find(|f| f.event.as_deref() == Some("tool_call_result")).expect("the call ran");
+    assert_eq!(result.data["is_error"], false);
+    assert_eq!(rest.last().expect("frames").data["outcome"], "completed");
+    let written = std::fs::read_to_string(served.workspace.path().join("notes.md")).expect("the file was written");
+    assert_eq!(written, "approved content\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_dropped_mid_run_reconnects_with_last_event_id_and_gets_every_event_once_in_order() {
+    let long = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen";
+    let slow = MockTurn::text(long).with_delta_chars(3).with_event_delay(Duration::from_millis(15));
+    let served = serve(ServerConfig::default(), [slow]).await;
+    let run_id = served.start("count slowly").await;
+
+    // The first client reads six events, then drops its connection mid-run.
+    let first = served.events_until(&run_id, None, |f| f.id == Some(5)).await;
+    assert_eq!(first.len(), 6);
+    let view: serde_json::Value =
+        served.get(&format!("/v1/runs/{run_id}")).send().await.expect("request").json().await.expect("json");
+    assert_ne!(view["phase"], "ended", "the drop happened mid-run");
+
+    // It reconnects with the last id it saw and reads to the end.
+    let last_seen = first.last().and_then(|f| f.id);
+    let second = served.events_until(&run_id, last_seen, |_| false).await;
+    let mut seen: Vec<Frame> = first.into_iter().chain(second).collect();
+
+    // The whole log, read once the run has ended, is the reference.
+    let all = served.events_until(&run_id, None, |_| false).await;
+    assert_eq!(all.last().and_then(|f| f.event.as_deref()), Some("run_finished"));
+    let positions: Vec<Option<usize>> = seen.iter().map(|f| f.id).collect();
+    let expected: Vec<Option<usize>> = (0..all.len()).map(Some).collect();
+    assert_eq!(positions, expected, "every event exactly once, in order");
+    for (got, want) in seen.iter_mut().zip(&all) {
+        assert_eq!(got.data, want.data);
+    }
+    let text: String = seen.iter().filter_map(|f| f.data["delta"].as_str()).collect();
+    assert_eq!(text, long);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_websocket_starts_follows_and_signals_a_run() {
+    let served = serve(
+        ServerConfig::default(),
+        [write_call("call_ws", "ws.txt", "over the socket\n"), MockTurn::text("Done over WS.")],
+    )
+    .await;
+    let url = format!("{}/v1/ws", served.url.replacen("http", "ws", 1));
+    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.expect("websocket connects");
+    let send = |value: serde_json::Value| tokio_tungstenite::tungstenite::Message::Text(value.to_string().into());
+    socket
+        .send(send(serde_json::json!({"type": "start", "agent": "coder", "instruction": "write ws.txt"})))
+        .await
+        .expect("send");
+    socket.send(send(serde_json::json!({"type": "subscribe", "run_id": "../../etc"}))).await.expect("send");
+
+    let mut run_id = String::new();
+    let mut kinds = Vec::new();
+    let mut errors = Vec::new();
+    let read = async {
+        while let Some(Ok(message)) = socket.next().await {
+            let tokio_tungstenite::tungstenite::Message::Text(text) = message else { continue };
+            let value: serde_json::Value = serde_json::from_str(&text).expect("json");
+            match value["type"].as_str() {
+                Some("started") => run_id = value["run_id"].as_str().expect("id").to_owned(),
+                Some("error") => errors.push(value["code"].as_str().unwrap_or("").to_owned()),
+                Some("event") => {
+                    let kind = value["event"]["type"].as_str().unwrap_or("").to_owned();
+                    if kind == "run_paused" {
+                        let call = value["event"]["reason"]["call_id"].as_str().expect("call").to_owned();
+                        let signal = serde_json::json!({"type": "signal", "run_id": run_id,
+                            "signal": {"type": "approval", "call_id": call, "decision": {"type": "approve"}}});
+                        socket.send(send(signal)).await.expect("send");
+                    }
+                    kinds.push(kind);
+                }
+                Some("ended") => {
+                    assert_eq!(value["end"]["outcome"], "completed");
+                    break;
+                }
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), read).await.expect("the run ends");
+    assert!(!run_id.is_empty());
+    assert_eq!(errors, vec!["invalid_id".to_owned()], "a bad id is refused with a typed error");
+    assert_eq!(kinds.first().map(String::as_str), Some("run_started"));
+    assert!(kinds.iter().any(|k| k == "run_paused"));
+    assert_eq!(kinds.last().map(String::as_str), Some("run_finished"));
+    let written = std::fs::read_to_string(served.workspace.path().join("ws.txt")).expect("written");
+    assert_eq!(written, "over the socket\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_documented_path_is_served() {
+    let served = serve(ServerConfig::default(), []).await;
+    let doc: serde_json::Value = served.get("/openapi.json").send().await.expect("request").json().await.expect("json");
+    assert_eq!(doc["openapi"], "3.1.0");
+    for (path, method) in troupe_server::openapi::PATHS {
+        assert!(doc["paths"][path][method].is_object());
+        let concrete = path.replace("{id}", "no_such_run");
+        let response = match *method {
+            "get" => served.get(&concrete).send().await,
+            _ => served.post(&concrete).json(&serde_json::json!({})).send().await,
+        }
+        .expect("request");
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        assert!(!body.contains("\"not_found\""), "{method} {path} is not routed: {status} {body}");
+    }
+    let agents: serde_json::Value = served.get("/v1/agents").send().await.expect("request").json().await.expect("json");
+    assert_eq!(agents["agents"][0]["name"], "coder");
+    assert_eq!(agents["agents"][0]["model"], "mock-model");
+    assert!(agents["agents"][0]["tools"].as_array().is_some_and(|t| t.iter().any(|n| n == "fs.write")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_open_streams_and_cancels_runs_left_without_a_store() {
+    let config = ServerConfig { shutdown_grace: Duration::from_millis(200), ..ServerConfig::default() };
+    let served = serve(config, [write_call("call_s", "never.txt", "x")]).await;
+    let run_id = served.start("wait for approval").await;
+    served.wait_phase(&run_id, "waiting").await;
+    let stream = served.get(&format!("/v1/runs/{run_id}/events")).send().await.expect("request");
+    let mut reader = SseReader::new(stream);
+    served.shutdown.cancel();
+    let drained = async { while reader.next().await.is_some() {} };
+    tokio::time::timeout(Duration::from_secs(10), drained).await.expect("the open stream ends");
+    tokio::time::timeout(Duration::from_secs(10), served.serving)
+        .await
+        .expect("serve returns")
+        .expect("joined")
+        .expect("ok");
+    let run = served.server_hub.get(&run_id).expect("held");
+    let end = run.view().end.expect("the run ended");
+    assert_eq!(end.outcome, troupe_core::RunOutcomeKind::Cancelled);
+    assert!(!served.workspace.path().join("never.txt").exists());
+}

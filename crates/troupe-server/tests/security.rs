@@ -1,0 +1,229 @@
+//! What the server refuses: each a clear 4xx with a JSON error, and no effect on any run.
+
+mod common;
+
+use common::{Served, serve, write_call};
+use std::time::Duration;
+use troupe_server::{Server, ServerConfig, ServerError};
+use troupe_testkit::MockTurn;
+
+const TOKEN: &str = "tok-9f2c1e7a-test";
+
+async fn error_of(response: reqwest::Response) -> (u16, String, String) {
+    let status = response.status().as_u16();
+    let body: serde_json::Value = response.json().await.expect("the error body is JSON");
+    let code = body["error"]["code"].as_str().expect("an error code").to_owned();
+    let message = body["error"]["message"].as_str().expect("an error message").to_owned();
+    (status, code, message)
+}
+
+fn runs_held(served: &Served) -> usize {
+    served.server_hub.list().len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_wrong_token_is_401_and_the_right_one_passes() {
+    let served = serve(ServerConfig::default().token(TOKEN), []).await;
+    let url = |path: &str| format!("{}{path}", served.url);
+
+    let missing = served.client.get(url("/v1/agents")).send().await.expect("request");
+    assert_eq!(missing.headers()["www-authenticate"], "Bearer");
+    assert_eq!(error_of(missing).await.0, 401);
+
+    let wrong = served.client.get(url("/v1/agents")).bearer_auth("tok-wrong").send().await.expect("request");
+    let (status, code, message) = error_of(wrong).await;
+    assert_eq!((status, code.as_str()), (401, "unauthorized"));
+    assert!(!message.contains("tok-"), "no token is echoed: {message}");
+
+    let prefix = served.client.get(url("/v1/agents")).bearer_auth(&TOKEN[..8]).send().await.expect("request");
+    assert_eq!(prefix.status(), 401, "a prefix of the token is not the token");
+    let basic = served.client.get(url("/v1/agents")).header("authorization", format!("Basic {TOKEN}")).send();
+    assert_eq!(basic.await.expect("request").status(), 401);
+
+    let start = served
+        .client
+        .post(url("/v1/runs"))
+        .json(&serde_json::json!({"agent": "coder", "instruction": "x", "stream": false}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(start.status(), 401);
+    assert_eq!(runs_held(&served), 0, "an unauthenticated start starts nothing");
+
+    let right = served.client.get(url("/v1/agents")).bearer_auth(TOKEN).send().await.expect("request");
+    assert_eq!(right.status(), 200);
+    let health = served.client.get(url("/healthz")).send().await.expect("request");
+    assert_eq!(health.status(), 200, "liveness needs no token");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_body_is_413_and_starts_nothing() {
+    let config = ServerConfig { body_limit: 4096, ..ServerConfig::default() };
+    let served = serve(config, [MockTurn::text("never")]).await;
+    let huge = "x".repeat(10_000);
+    let response = served
+        .post("/v1/runs")
+        .json(&serde_json::json!({"agent": "coder", "instruction": huge, "stream": false}))
+        .send()
+        .await
+        .expect("request");
+    let (status, code, _) = error_of(response).await;
+    assert_eq!((status, code.as_str()), (413, "body_too_large"));
+    assert_eq!(runs_held(&served), 0);
+    assert!(served.mock.requests().is_empty(), "no model was called");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_or_misshapen_json_is_a_typed_4xx() {
+    let served = serve(ServerConfig::default(), []).await;
+    let cases: [(&str, u16, &str); 5] = [
+        ("{\"agent\": \"coder\", \"instruction\": ", 400, "malformed_json"),
+        ("not json at all", 400, "malformed_json"),
+        ("{\"agent\": \"coder\"}", 422, "invalid_body"),
+        ("{\"agent\": \"coder\", \"instruction\": \"x\", \"surprise\": 1}", 422, "invalid_body"),
+        ("{\"agent\": \"coder\", \"team\": \"crew\", \"instruction\": \"x\"}", 422, "invalid_body"),
+    ];
+    for (body, want_status, want_code) in cases {
+        let response = served
+            .post("/v1/runs")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request");
+        let (status, code, _) = error_of(response).await;
+        assert_eq!((status, code.as_str()), (want_status, want_code), "{body}");
+    }
+    assert_eq!(runs_held(&served), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_agents_and_runs_are_404() {
+    let served = serve(ServerConfig::default(), []).await;
+    let response = served
+        .post("/v1/runs")
+        .json(&serde_json::json!({"agent": "nobody", "instruction": "x"}))
+        .send()
+        .await
+        .expect("request");
+    let (status, code, message) = error_of(response).await;
+    assert_eq!((status, code.as_str()), (404, "unknown_agent"));
+    assert!(message.contains("nobody"));
+    for path in ["/v1/runs/run_missing", "/v1/runs/run_missing/events"] {
+        let (status, code, _) = error_of(served.get(path).send().await.expect("request")).await;
+        assert_eq!((status, code.as_str()), (404, "unknown_run"), "{path}");
+    }
+    let signal = served
+        .post("/v1/runs/run_missing/signals")
+        .json(&serde_json::json!({"type": "cancel"}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(error_of(signal).await.1, "unknown_run");
+    let (status, code, _) = error_of(served.get("/v2/elsewhere").send().await.expect("request")).await;
+    assert_eq!((status, code.as_str()), (404, "not_found"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_for_another_runs_call_is_refused_and_changes_nothing() {
+    let served = serve(
+        ServerConfig::default(),
+        [
+            write_call("call_a", "a.txt", "from a\n"),
+            write_call("call_b", "b.txt", "from b\n"),
+            MockTurn::text("A is done."),
+        ],
+    )
+    .await;
+    let run_a = served.start("write a").await;
+    served.wait_phase(&run_a, "waiting").await;
+    let run_b = served.start("write b").await;
+    served.wait_phase(&run_b, "waiting").await;
+
+    // Run B's call, approved through run A: refused, and neither run moves.
+    let (status, code, _) = error_of(served.approve(&run_a, "call_b").await).await;
+    assert_eq!((status, code.as_str()), (409, "no_such_call"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for (run, call) in [(&run_a, "call_a"), (&run_b, "call_b")] {
+        let view = served.wait_phase(run, "waiting").await;
+        assert_eq!(view["pending"][0]["call_id"], call, "{run} still waits for its own call");
+    }
+    assert!(!served.workspace.path().join("a.txt").exists());
+    assert!(!served.workspace.path().join("b.txt").exists());
+
+    // The right decision, through the right run, works.
+    assert_eq!(served.approve(&run_a, "call_a").await.status(), 202);
+    let view = served.wait_phase(&run_a, "ended").await;
+    assert_eq!(view["end"]["outcome"], "completed");
+    assert!(served.workspace.path().join("a.txt").exists());
+    assert!(!served.workspace.path().join("b.txt").exists(), "run B's call is still undecided");
+
+    let bad_signal = served
+        .post(&format!("/v1/runs/{run_b}/signals"))
+        .json(&serde_json::json!({"type": "approval", "call_id": "call_b", "decision": {"type": "maybe"}}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(error_of(bad_signal).await.0, 422);
+    let ended = served.approve(&run_a, "call_a").await;
+    assert_eq!(error_of(ended).await.1, "run_ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_that_try_to_traverse_paths_are_400() {
+    let served = serve(ServerConfig::default(), []).await;
+    for path in [
+        "/v1/runs/..%2F..%2Fetc%2Fpasswd",
+        "/v1/runs/..%5Cwindows",
+        "/v1/runs/run%00x/events",
+        "/v1/runs/a%20b/signals",
+    ] {
+        let request = if path.ends_with("signals") {
+            served.post(path).json(&serde_json::json!({"type": "cancel"}))
+        } else {
+            served.get(path)
+        };
+        let (status, code, _) = error_of(request.send().await.expect("request")).await;
+        assert_eq!((status, code.as_str()), (400, "invalid_id"), "{path}");
+    }
+    // Raw requests, so no client normalises the dots away before the server sees them.
+    for target in ["/v1/runs/%2e%2e", "/v1/runs/%2E%2E/events", "/v1/runs/.."] {
+        let (status, body) = raw_get(&served.url, target).await;
+        assert!(status == 400 || status == 404, "{target}: {status}");
+        let body: serde_json::Value = serde_json::from_str(&body).expect("a JSON error");
+        assert!(body["error"]["code"].is_string(), "{target}: {body}");
+    }
+    let traversal_agent = served
+        .post("/v1/runs")
+        .json(&serde_json::json!({"agent": "../coder", "instruction": "x"}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(error_of(traversal_agent).await.1, "invalid_id");
+    let bad_position = served.get("/v1/runs/run_x/events").header("last-event-id", "-1; drop").send();
+    let (status, _, _) = error_of(bad_position.await.expect("request")).await;
+    assert!(status == 400 || status == 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_loopback_address_without_a_token_is_refused_at_start() {
+    let server = Server::new(ServerConfig::default(), std::sync::Arc::new(troupe_server::AgentLauncher::new()));
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.expect("bind");
+    let error = server.serve(listener, tokio_util::sync::CancellationToken::new()).await.expect_err("refused");
+    assert!(matches!(error, ServerError::UnprotectedAddress { .. }), "{error}");
+    assert!(error.to_string().contains("TROUPE_SERVER_TOKEN"));
+}
+
+/// Sends `GET target` as written, over a plain socket; the status and body.
+async fn raw_get(url: &str, target: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET {target} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    socket.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    socket.read_to_string(&mut response).await.expect("read");
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("a status line");
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+    (status, body)
+}
