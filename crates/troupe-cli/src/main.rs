@@ -213,7 +213,10 @@ pub fn print_lines_or_stop(lines: &[String]) -> Result<bool, Failure> {
 }
 
 /// Sets up logging on stderr; a worker also reports each claim and end (`claimed RUN`).
-fn init_logging(worker: bool) {
+/// With `OTEL_EXPORTER_OTLP_ENDPOINT` (or `…_TRACES_ENDPOINT`) set, spans are exported
+/// over OTLP/HTTP too, unless `otlp` is false (a worker subprocess, which must confine
+/// itself before any thread exists); the guard flushes them at exit.
+fn init_logging(worker: bool, otlp: bool) -> Option<troupe::telemetry::TelemetryGuard> {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -229,12 +232,28 @@ fn init_logging(worker: bool) {
         .with_ansi(ansi)
         .with_target(false)
         .with_filter(filter);
-    let registry = tracing_subscriber::registry().with(fmt);
+    let wanted = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
+    let config = troupe::telemetry::OtlpConfig::new().service_name("troupe");
+    let (export, guard) = match (otlp && wanted).then(|| troupe::telemetry::otlp_layer(&config)) {
+        Some(Ok((layer, guard))) => {
+            let filter = tracing_subscriber::EnvFilter::new(troupe::telemetry::DEFAULT_TRACE_FILTER);
+            (Some(layer.with_filter(filter)), Some(guard))
+        }
+        Some(Err(error)) => {
+            eprintln!("note: spans are not exported over OTLP: {error}");
+            (None, None)
+        }
+        None => (None, None),
+    };
+    let registry = tracing_subscriber::registry().with(fmt).with(export);
     if worker {
         registry.with(worker::ClaimLog::layer()).init();
     } else {
         registry.init();
     }
+    guard
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
@@ -261,7 +280,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 fn main() -> ExitCode {
     // clap exits with code 2 on a usage error, as the CLI conventions want.
     let cli = Cli::parse();
-    init_logging(matches!(cli.command, Command::Worker(_)));
+    let agent_worker =
+        matches!(&cli.command, Command::Agent { command: AgentCommand::Run(args), .. } if args.worker_mode().is_some());
+    let _spans = init_logging(matches!(cli.command, Command::Worker(_)), !agent_worker);
     // A worker confines itself before any thread exists (Landlock binds only the calling
     // thread and those it starts later), so it builds its own runtime.
     if let Command::Agent { command: AgentCommand::Run(args), .. } = &cli.command

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, AgentEventKind, PauseReason, RunId, ToolCallId, now_ms};
 use troupe_runtime::{Signal, SignalSender};
+use troupe_telemetry::TelemetryMetrics;
 
 /// How many ended runs a hub keeps for late readers, by default.
 pub const DEFAULT_RETAINED_RUNS: usize = 1024;
@@ -228,6 +229,7 @@ fn pending_call(reason: &PauseReason) -> Option<&ToolCallId> {
 /// Every run a server holds: the live ones, and the last ended ones for late readers.
 #[derive(Debug)]
 pub struct RunHub {
+    metrics: Arc<TelemetryMetrics>,
     runs: Mutex<HashMap<RunId, Arc<HubRun>>>,
     ended: Mutex<VecDeque<RunId>>,
     retained: usize,
@@ -244,11 +246,17 @@ impl RunHub {
     /// A hub that keeps the last `retained` ended runs.
     pub fn new(retained: usize) -> Self {
         RunHub {
+            metrics: Arc::new(TelemetryMetrics::new()),
             runs: Mutex::new(HashMap::new()),
             ended: Mutex::new(VecDeque::new()),
             retained,
             active: watch::Sender::new(0),
         }
+    }
+
+    /// The metrics every held run's events feed (served at `/metrics`).
+    pub fn metrics(&self) -> &Arc<TelemetryMetrics> {
+        &self.metrics
     }
 
     fn runs(&self) -> MutexGuard<'_, HashMap<RunId, Arc<HubRun>>> {
@@ -273,6 +281,7 @@ impl RunHub {
         let pumped = Arc::clone(&run);
         tokio::spawn(async move {
             while let Some(event) = events.next().await {
+                hub.metrics.observe(&event);
                 pumped.push(event);
             }
             let end = end.await;

@@ -14,6 +14,10 @@ pub const PATHS: &[(&str, &str)] = &[
     ("/v1/runs/{id}/events", "get"),
     ("/v1/runs/{id}/signals", "post"),
     ("/v1/ws", "get"),
+    ("/metrics", "get"),
+    ("/agui/{agent}", "post"),
+    ("/a2a", "post"),
+    ("/.well-known/agent-card.json", "get"),
 ];
 
 fn error_response(description: &str) -> Value {
@@ -90,6 +94,17 @@ pub fn document() -> Value {
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Signal"}}}},
                 "responses": {"202": {"description": "Taken"}, "400": errors["400"], "401": errors["401"], "404": errors["404"],
                     "409": errors["409"], "413": errors["413"], "422": errors["422"]}}},
+            "/metrics": {"get": {"summary": "Prometheus text: runs, outcomes, tokens by type, cost, tool calls, durations, active runs",
+                "responses": {"200": {"description": "Metrics", "content": {"text/plain": {"schema": {"type": "string"}}}}, "401": errors["401"]}}},
+            "/agui/{agent}": {"post": {"summary": "AG-UI: a RunAgentInput in, AG-UI events out (an approval ends the run with an interrupt; resume it with `resume`)",
+                "parameters": [{"name": "agent", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["threadId", "runId", "messages"]}}}},
+                "responses": {"200": {"description": "AG-UI events", "content": sse}, "400": errors["400"], "401": errors["401"], "404": errors["404"], "422": errors["422"]}}},
+            "/a2a": {"post": {"summary": "A2A JSON-RPC 2.0 (1.0 methods and 0.3 names): SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["jsonrpc", "method"]}}}},
+                "responses": {"200": {"description": "A JSON-RPC response, or SSE for streaming methods"}, "401": errors["401"]}}},
+            "/.well-known/agent-card.json": {"get": {"summary": "The A2A agent card: one skill per agent or team", "security": [],
+                "responses": {"200": {"description": "The card"}}}},
             "/v1/ws": {"get": {"summary": "WebSocket: start, subscribe and signal messages in; started, event, ended, error messages out",
                 "responses": {"101": {"description": "Switching protocols"}, "401": errors["401"]}}}
         }
@@ -106,6 +121,6 @@ mod tests {
         for (path, method) in PATHS {
             assert!(doc["paths"][path][method].is_object(), "{method} {path} is not described");
         }
-        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(8));
+        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(12));
     }
 }

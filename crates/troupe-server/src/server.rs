@@ -60,6 +60,7 @@ impl Server {
         let mut app = Router::new()
             .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
             .route("/openapi.json", get(|| async { axum::Json(crate::openapi::document()) }))
+            .route("/metrics", get(metrics))
             .merge(crate::native::routes())
             .merge(crate::agui::routes())
             .merge(crate::a2a::routes());
@@ -122,6 +123,14 @@ pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(LISTEN_BACKLOG)
+}
+
+/// `GET /metrics`: the Prometheus text of every run this server has held.
+async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) -> axum::response::Response {
+    let metrics = state.hub.metrics();
+    metrics.set_active_runs(state.hub.active() as u64);
+    let text = troupe_telemetry::PrometheusExporter::new().render(&metrics.snapshot());
+    ([(header::CONTENT_TYPE, troupe_telemetry::PROMETHEUS_CONTENT_TYPE)], text).into_response()
 }
 
 fn cors(origins: &[String]) -> Result<CorsLayer, ServerError> {

@@ -174,7 +174,7 @@ async fn every_documented_path_is_served() {
     assert_eq!(doc["openapi"], "3.1.0");
     for (path, method) in troupe_server::openapi::PATHS {
         assert!(doc["paths"][path][method].is_object());
-        let concrete = path.replace("{id}", "no_such_run");
+        let concrete = path.replace("{id}", "no_such_run").replace("{agent}", "coder");
         let response = match *method {
             "get" => served.get(&concrete).send().await,
             _ => served.post(&concrete).json(&serde_json::json!({})).send().await,
@@ -210,4 +210,45 @@ async fn shutdown_ends_open_streams_and_cancels_runs_left_without_a_store() {
     let end = run.view().end.expect("the run ended");
     assert_eq!(end.outcome, troupe_core::RunOutcomeKind::Cancelled);
     assert!(!served.workspace.path().join("never.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_the_runs_served_in_prometheus_text() {
+    let served = serve(
+        ServerConfig::default(),
+        [write_call("call_m", "m.txt", "metered\n"), MockTurn::text("Metered."), MockTurn::text("Second.")],
+    )
+    .await;
+    let first = served.start("write m.txt").await;
+    served.wait_phase(&first, "waiting").await;
+    assert_eq!(served.approve(&first, "call_m").await.status(), 202);
+    served.wait_phase(&first, "ended").await;
+    let second = served.start("answer").await;
+    served.wait_phase(&second, "ended").await;
+
+    let response = served.get("/metrics").send().await.expect("request");
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().expect("type").starts_with("text/plain"));
+    let text = response.text().await.expect("text");
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("valid Prometheus text");
+    let value = |name: &str, label: Option<(&str, &str)>| -> f64 {
+        scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == name && label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => 0.0,
+            })
+            .sum()
+    };
+    assert_eq!(value("troupe_runs_started_total", None), 2.0, "{text}");
+    assert_eq!(value("troupe_runs_finished_total", Some(("outcome", "completed"))), 2.0, "{text}");
+    assert_eq!(value("troupe_model_calls_total", None), 3.0, "{text}");
+    assert_eq!(value("troupe_tool_approval_requests_total", None), 1.0, "{text}");
+    assert!(value("troupe_tokens_total", None) > 0.0, "{text}");
+    assert_eq!(value("troupe_active_runs", None), 0.0);
 }
