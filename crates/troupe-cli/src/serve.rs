@@ -48,6 +48,9 @@ pub struct ServeArgs {
     /// The largest request body, in bytes.
     #[arg(long, default_value_t = troupe::server::DEFAULT_BODY_LIMIT, value_name = "BYTES")]
     body_limit: usize,
+    /// Append every security decision (capability checks, approvals, denials) as JSON lines to this file.
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
     /// How long shutdown waits for running runs to finish, in seconds.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     shutdown_grace: u64,
@@ -85,7 +88,18 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     }
     // Nobody sits at a terminal: a call that needs approval waits for a signal over HTTP.
     let spec = setup::coding_spec(model, ApprovalPolicy::default(), None, None);
-    let runner = setup::runner(&workspace, providers)?;
+    let audit: Option<Arc<dyn troupe::tools::AuditLog>> = match &args.audit_log {
+        Some(path) => Some(Arc::new(
+            troupe::tools::FileAuditLog::open(path)
+                .map_err(|e| Failure::Usage(anyhow!("cannot open the audit log {}: {e}", path.display())))?,
+        )),
+        None => None,
+    };
+    let with_audit = |runner: troupe::runtime::Runner| match &audit {
+        Some(audit) => runner.with_audit_log(Arc::clone(audit)),
+        None => runner,
+    };
+    let runner = with_audit(setup::runner(&workspace, providers)?);
     setup::validate(&runner, &spec)?;
     let mut launcher = ServeLauncher { agents: BTreeMap::new(), teams: BTreeMap::new() };
     launcher.agents.insert(
@@ -115,12 +129,12 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
         });
         match built {
             Ok(built) => {
-                let agent = match &durability {
-                    Some(d) => {
-                        Agent::new(built.agent.runner().clone().with_store(d.clone()), built.agent.spec().clone())
-                    }
-                    None => built.agent,
+                let runner = with_audit(built.agent.runner().clone());
+                let runner = match &durability {
+                    Some(d) => runner.with_store(d.clone()),
+                    None => runner,
                 };
+                let agent = Agent::new(runner, built.agent.spec().clone());
                 let description = entry.definition.agent.description.clone();
                 launcher.agents.insert(entry.definition.id().to_owned(), (agent, description));
             }

@@ -97,7 +97,8 @@ async fn a_run_waiting_at_shutdown_resumes_on_the_next_start_and_completes_once_
     assert!(!workspace.path().join("TROUPE_DEMO.md").exists(), "nothing written before the approval");
     assert!(said.iter().any(|l| l.contains("shutting down")), "{said:?}");
 
-    let second = start(workspace.path(), &[]);
+    let audit = workspace.path().join("audit.jsonl");
+    let second = start(workspace.path(), &["--audit-log", audit.to_str().expect("a UTF-8 path")]);
     let resumed = wait_phase(&client, &second.url, &run, "waiting").await;
     assert_eq!(resumed["pending"][0]["tool"], "fs.write", "the resumed run waits for the same decision");
     let call = resumed["pending"][0]["call_id"].as_str().expect("a call id").to_owned();
@@ -114,6 +115,15 @@ async fn a_run_waiting_at_shutdown_resumes_on_the_next_start_and_completes_once_
     assert!(summary.contains("README.md"), "{summary}");
     let said = second.stop();
     assert!(said.iter().any(|l| l.contains(&format!("resumed run {run}"))), "{said:?}");
+    let decisions: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+        .expect("the audit log was written")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert!(
+        decisions.iter().any(|d| d["kind"] == "approval" && d["tool"] == "fs.write" && d["decision"] == "allowed"),
+        "the approval over HTTP is audited: {decisions:?}"
+    );
 }
 
 #[test]

@@ -44,6 +44,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId};
+use troupe_tools::{AuditEntry, AuditKind, AuditLog};
 
 /// The name of the event a drop emits.
 pub const FIREWALL_DROP_EVENT: &str = "firewall_drop";
@@ -162,6 +163,7 @@ pub struct ContextFirewall {
     orchestrator: Option<String>,
     sanitisers: HashMap<String, Vec<Arc<dyn Sanitiser>>>,
     events: Option<EventSink>,
+    audit: Option<Arc<dyn AuditLog>>,
     run_id: RunId,
     event_seq: AtomicU64,
     passed: AtomicU64,
@@ -200,6 +202,7 @@ impl ContextFirewall {
             orchestrator: None,
             sanitisers: HashMap::new(),
             events: None,
+            audit: None,
             run_id: RunId::new("firewall"),
             event_seq: AtomicU64::new(0),
             passed: AtomicU64::new(0),
@@ -238,6 +241,13 @@ impl ContextFirewall {
     /// drop whose event does not fit is counted in [`FirewallStats::events_lost`].
     pub fn events(mut self, sink: EventSink) -> Self {
         self.events = Some(sink);
+        self
+    }
+
+    /// Records every drop in `audit` as a denied [`AuditKind::FirewallDrop`] entry about the
+    /// sender (the recipient and the reason in its `reason`; never the message's content).
+    pub fn audit_log(mut self, audit: Arc<dyn AuditLog>) -> Self {
+        self.audit = Some(audit);
         self
     }
 
@@ -306,6 +316,13 @@ impl ContextFirewall {
     fn drop(&self, message: &AgentMessage, to: &str, reason: DropReason) -> FirewallDrop {
         self.dropped[reason.index()].fetch_add(1, Ordering::Relaxed);
         tracing::debug!(from = %message.from, to, kind = %message.kind, reason = reason.as_str(), "firewall drop");
+        if let Some(audit) = &self.audit {
+            let why = format!("{} -> {to} ({}): {}", message.from, message.kind, reason);
+            audit.record(
+                AuditEntry::new(AuditKind::FirewallDrop, message.from.clone(), false, why)
+                    .with_run_id(self.run_id.as_str()),
+            );
+        }
         if let Some(sink) = &self.events {
             let seq = self.event_seq.fetch_add(1, Ordering::Relaxed);
             let value = serde_json::json!({

@@ -208,3 +208,21 @@ async fn broadcasts_are_filtered_per_recipient_on_the_bus() {
     assert_eq!(bus.stats().blocked, 1);
     assert_eq!(firewall.stats().undeclared_channel, 1);
 }
+
+#[test]
+fn every_drop_is_audited_as_a_denied_firewall_decision_without_the_content() {
+    let audit = Arc::new(troupe_tools::MemoryAuditLog::new());
+    let firewall = team().audit_log(audit.clone()).event_run_id(troupe_core::RunId::new("run_team"));
+    let secret_plan = "the plan: rotate key sk-live-1234";
+    assert!(firewall.filter(&AgentMessage::request("coder", "reviewer", secret_plan)).is_err());
+    assert!(firewall.filter(&AgentMessage::request("coder", "tester", "Test this.")).is_ok());
+    let entries = audit.entries();
+    assert_eq!(entries.len(), 1, "only the drop is audited: {entries:?}");
+    let entry = &entries[0];
+    assert_eq!(entry.kind, troupe_tools::AuditKind::FirewallDrop);
+    assert!(!entry.is_allowed());
+    assert_eq!(entry.agent, "coder");
+    assert_eq!(entry.run_id.as_deref(), Some("run_team"));
+    assert!(entry.reason.contains("coder -> reviewer") && entry.reason.contains("no channel"), "{}", entry.reason);
+    assert!(!serde_json::to_string(entry).expect("json").contains("rotate"), "the message's content is not audited");
+}
