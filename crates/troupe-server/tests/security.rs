@@ -227,3 +227,29 @@ async fn raw_get(url: &str, target: &str) -> (u16, String) {
     let body = response.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
     (status, body)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_answers_only_the_configured_origins() {
+    let config = ServerConfig { cors_origins: vec!["https://app.example".to_owned()], ..ServerConfig::default() };
+    let served = serve(config.token(TOKEN), []).await;
+    let preflight = |origin: &'static str| {
+        served
+            .client
+            .request(reqwest::Method::OPTIONS, format!("{}/v1/runs", served.url))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "authorization, content-type")
+            .send()
+    };
+    let allowed = preflight("https://app.example").await.expect("request");
+    assert!(allowed.status().is_success(), "{}", allowed.status());
+    assert_eq!(allowed.headers()["access-control-allow-origin"], "https://app.example");
+    let methods = allowed.headers()["access-control-allow-methods"].to_str().expect("text").to_owned();
+    assert!(methods.contains("POST"), "{methods}");
+    let other = preflight("https://evil.example").await.expect("request");
+    assert!(other.headers().get("access-control-allow-origin").is_none(), "no CORS grant for another origin");
+
+    let unconfigured = serve(ServerConfig::default(), []).await;
+    let response = unconfigured.get("/healthz").header("origin", "https://app.example").send().await.expect("request");
+    assert!(response.headers().get("access-control-allow-origin").is_none(), "CORS is off unless configured");
+}
