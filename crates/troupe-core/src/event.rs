@@ -231,6 +231,19 @@ pub enum AgentEventKind {
         /// Its content, inline.
         content: String,
     },
+    /// The agent's configuration changed while the run was going (its instructions, model,
+    /// limits or rate limit were edited), and the run now works by it. Emitted at the safe
+    /// boundary where the change took effect: before a model call, between tool batches or
+    /// while waiting for approval, never inside a model response or between a tool call and
+    /// its result.
+    ConfigChanged {
+        /// The configuration's revision now in force (1 for the first change of the agent).
+        revision: u64,
+        /// What changed, by name: `instructions`, `model`, `rate_limit`, or a limit such
+        /// as `limits.max_usd`, `limits.max_total_tokens`, `limits.timeout`,
+        /// `limits.max_iterations`.
+        changed: Vec<String>,
+    },
     /// An application-defined event.
     Custom {
         /// The event's name.
@@ -295,6 +308,21 @@ mod tests {
         assert!(value.get("conversation_id").is_none());
         let back: AgentEvent = serde_json::from_value(value).expect("round-trips");
         assert_eq!(back, event);
+    }
+
+    #[test]
+    fn config_changed_round_trips_with_what_changed() {
+        let kind = AgentEventKind::ConfigChanged {
+            revision: 3,
+            changed: vec!["instructions".into(), "model".into(), "limits.max_usd".into()],
+        };
+        let value = serde_json::to_value(&kind).expect("serializes");
+        assert_eq!(
+            value,
+            json!({"type": "config_changed", "revision": 3, "changed": ["instructions", "model", "limits.max_usd"]})
+        );
+        let back: AgentEventKind = serde_json::from_value(value).expect("round-trips");
+        assert_eq!(back, kind);
     }
 
     #[test]

@@ -1,36 +1,118 @@
-//! [`Agent`]: a spec bound to a runner, ready to run.
+//! [`Agent`]: a spec bound to a runner, ready to run, and reconfigurable while it runs.
 
 use crate::error::RuntimeError;
 use crate::handle::{RunHandle, RunInput};
+use crate::live_spec::{LiveSpec, SpecRevision, SpecUpdate, validate_limits};
 use crate::metrics::MetricsSnapshot;
+use crate::middleware::RateLimit;
 use crate::outcome::RunOutput;
 use crate::runner::Runner;
 use crate::spec::AgentSpec;
 use crate::state::RunState;
 use std::sync::Arc;
 
-/// A declared agent and the runner that runs it; cheap to clone. Built with
-/// [`Engine::agent`](crate::Engine::agent).
+/// A declared agent and the runner that runs it; cheap to clone (clones share the
+/// agent's configuration). Built with [`Engine::agent`](crate::Engine::agent).
 #[derive(Clone, Debug)]
 pub struct Agent {
     runner: Runner,
     spec: Arc<AgentSpec>,
+    live: LiveSpec,
+    rate_limit: Option<Arc<RateLimit>>,
 }
 
 impl Agent {
     /// An agent of `spec` run by `runner`.
     pub fn new(runner: Runner, spec: AgentSpec) -> Self {
-        Agent { runner, spec: Arc::new(spec) }
+        let spec = Arc::new(spec);
+        Agent { runner, live: LiveSpec::new(AgentSpec::clone(&spec)), spec, rate_limit: None }
     }
 
-    /// The agent's declaration.
+    /// The same agent, whose own rate limit is `limit` (already in the runner's
+    /// middlewares): [`reconfigure`](Agent::reconfigure) changes its quotas.
+    pub(crate) fn with_rate_limit(mut self, limit: Arc<RateLimit>) -> Self {
+        self.live = LiveSpec::with_quotas(AgentSpec::clone(&self.spec), limit.quotas());
+        self.rate_limit = Some(limit);
+        self
+    }
+
+    /// The agent's declaration as it was built; [`current_spec`](Agent::current_spec) has
+    /// it with the changes made since by [`reconfigure`](Agent::reconfigure).
     pub fn spec(&self) -> &AgentSpec {
         &self.spec
+    }
+
+    /// The agent's declaration as it is now: what a run started now works by.
+    pub fn current_spec(&self) -> Arc<AgentSpec> {
+        self.live.spec()
+    }
+
+    /// The agent's configuration as revisions that its runs follow.
+    pub fn live_spec(&self) -> &LiveSpec {
+        &self.live
+    }
+
+    /// The agent's own rate limit, when it was built with one
+    /// ([`AgentBuilder::rate_limit`](crate::AgentBuilder::rate_limit)).
+    pub fn rate_limit(&self) -> Option<&Arc<RateLimit>> {
+        self.rate_limit.as_ref()
     }
 
     /// The runner.
     pub fn runner(&self) -> &Runner {
         &self.runner
+    }
+
+    /// Changes the agent's instructions, model, limits or rate limit: runs started from
+    /// now on work by the new configuration, and every run in flight takes it at its next
+    /// safe boundary (before a model call, between tool batches, or at once while it waits
+    /// for approval), emitting [`ConfigChanged`](troupe_core::AgentEventKind::ConfigChanged).
+    ///
+    /// The change is checked first, and refused whole, the configuration in force staying
+    /// so, when the new model does not resolve, a limit is impossible, or it sets quotas on
+    /// an agent built without a rate limit. Returns the new revision, or `None` when the
+    /// change changes nothing.
+    ///
+    /// A budget lowered below what a run has spent ends that run
+    /// [`BudgetExceeded`](crate::RunOutcome::BudgetExceeded) before its next model call (a
+    /// tool turn under way, approvals included, is finished first); a time limit already
+    /// passed ends it at the boundary. New rate quotas apply to the agent's limiter at
+    /// once: it is consulted only before a call, so no call in progress is affected.
+    ///
+    /// ```
+    /// use troupe_runtime::{Engine, SpecUpdate};
+    ///
+    /// let engine = Engine::builder().build();
+    /// let agent = engine.agent("greeter").model("demo").instructions("Be brief.").build()?;
+    /// let revision = agent.reconfigure(SpecUpdate::new().instructions("Be warm."))?.expect("a change");
+    /// assert_eq!((revision.revision, revision.changed.as_slice()), (1, &["instructions".to_owned()][..]));
+    /// assert_eq!(agent.current_spec().instructions, "Be warm.");
+    /// assert!(agent.reconfigure(SpecUpdate::new().model("nowhere/none")).is_err(), "it does not resolve");
+    /// assert_eq!(agent.current_spec().model, "demo");
+    /// # Ok::<(), troupe_runtime::RuntimeError>(())
+    /// ```
+    pub fn reconfigure(&self, update: SpecUpdate) -> Result<Option<Arc<SpecRevision>>, RuntimeError> {
+        let current = self.live.spec();
+        let next = update.apply_to(&current);
+        validate_limits(&next.limits).map_err(RuntimeError::InvalidSpec)?;
+        if next.model != current.model {
+            self.runner.resolver().resolve(&next.model)?;
+        }
+        if let Some(quotas) = update.rate_quotas
+            && self.rate_limit.is_none()
+            && !quotas.is_unlimited()
+        {
+            return Err(RuntimeError::InvalidSpec(format!(
+                "agent `{}` was built without a rate limit, so its quotas cannot change; \
+                 build it with AgentBuilder::rate_limit",
+                next.name
+            )));
+        }
+        let revision = self.live.update(update);
+        if let (Some(revision), Some(limit)) = (&revision, &self.rate_limit) {
+            limit.set_quotas(revision.rate_quotas);
+        }
+        Ok(revision)
     }
 
     /// The agent's metrics so far.
@@ -41,7 +123,7 @@ impl Agent {
     /// Starts a run and returns its handle at once: live events, signals, cancellation
     /// and the result. Must be called inside a Tokio runtime.
     pub fn start(&self, input: impl Into<RunInput>) -> RunHandle {
-        self.runner.start(Arc::clone(&self.spec), input.into())
+        self.runner.start_live(&self.live, input.into())
     }
 
     /// Runs to the end and returns the output.
@@ -55,17 +137,17 @@ impl Agent {
 
     /// Continues a run from `state` (see [`Runner::resume`]).
     pub fn resume(&self, state: RunState) -> RunHandle {
-        self.runner.resume(Arc::clone(&self.spec), state)
+        self.runner.resume_live(&self.live, state)
     }
 
     /// Continues the stored run `run_id` with this agent's spec
     /// ([`Runner::resume_run`]).
     pub async fn resume_run(&self, run_id: &str) -> Result<RunHandle, RuntimeError> {
-        self.runner.resume_run(run_id, Some(Arc::clone(&self.spec))).await
+        self.runner.resume_run_live(run_id, Some(self.live.spec()), Some(&self.live)).await
     }
 
     /// Puts a run of this agent in the store's queue for a worker ([`Runner::enqueue`]).
     pub async fn enqueue(&self, input: impl Into<RunInput>) -> Result<troupe_core::RunId, RuntimeError> {
-        self.runner.enqueue(&self.spec, input.into()).await
+        self.runner.enqueue(&self.live.spec(), input.into()).await
     }
 }

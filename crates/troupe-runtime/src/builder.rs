@@ -6,7 +6,7 @@ use crate::compaction::{CompactionPolicy, Compactor};
 use crate::durable::Durability;
 use crate::error::RuntimeError;
 use crate::metrics::Metrics;
-use crate::middleware::{Middleware, MiddlewareStack};
+use crate::middleware::{Middleware, MiddlewareStack, RateLimit};
 use crate::plugin::Plugin;
 use crate::plugins::PluginSet;
 use crate::resolver::ModelResolver;
@@ -71,6 +71,7 @@ impl Engine {
             tools: Vec::new(),
             capabilities: None,
             audit: None,
+            rate_limit: None,
         }
     }
 
@@ -215,6 +216,7 @@ pub struct AgentBuilder {
     tools: Vec<Arc<dyn Tool>>,
     capabilities: Option<CapabilitySet>,
     audit: Option<Arc<dyn AuditLog>>,
+    rate_limit: Option<Arc<RateLimit>>,
 }
 
 impl AgentBuilder {
@@ -334,6 +336,15 @@ impl AgentBuilder {
         self
     }
 
+    /// Gives the agent a rate limit of its own, after the engine's middlewares; its quotas
+    /// change with [`Agent::reconfigure`](crate::Agent::reconfigure). An agent that should
+    /// follow a configured rate limit that may come later can start with an unlimited
+    /// [`RateLimit::new`].
+    pub fn rate_limit(mut self, limit: Arc<RateLimit>) -> Self {
+        self.rate_limit = Some(limit);
+        self
+    }
+
     /// Compacts the conversation by `policy` before model calls, in place of the engine's
     /// compactor.
     pub fn compaction(mut self, policy: CompactionPolicy) -> Self {
@@ -380,7 +391,14 @@ impl AgentBuilder {
         if let Some(audit) = self.audit {
             runner = runner.with_audit_log(audit);
         }
+        if let Some(limit) = &self.rate_limit {
+            runner = runner.with_middleware(Arc::clone(limit) as Arc<dyn Middleware>);
+        }
         runner.validate(&self.spec)?;
-        Ok(Agent::new(runner, self.spec))
+        let agent = Agent::new(runner, self.spec);
+        Ok(match self.rate_limit {
+            Some(limit) => agent.with_rate_limit(limit),
+            None => agent,
+        })
     }
 }

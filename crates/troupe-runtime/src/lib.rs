@@ -27,6 +27,13 @@
 //! spans on the OpenTelemetry GenAI conventions (`invoke_agent`, `chat`, `execute_tool`);
 //! prompts and results are recorded in them only with [`Runner::capture_content`].
 //!
+//! An [`Agent`] can be reconfigured while its runs go ([`Agent::reconfigure`] with a
+//! [`SpecUpdate`]): new runs start with the new instructions, model, [`Limits`] or rate
+//! quotas, and every run in flight takes them at its next safe boundary, where signals
+//! are taken too, announcing them with
+//! [`ConfigChanged`](troupe_core::AgentEventKind::ConfigChanged). The run carries what it
+//! applied in its state ([`RunState::applied_spec`]), so a resumed run keeps it.
+//!
 //! The shortest agent runs on the offline `demo` model:
 //!
 //! ```
@@ -119,6 +126,7 @@ mod error;
 mod genai;
 mod handle;
 mod live;
+mod live_spec;
 mod metrics;
 pub mod middleware;
 mod outcome;
@@ -146,10 +154,11 @@ pub use cost::{CostTracker, ModelCost};
 pub use durable::{Durability, ResumePlan, StoredInput, Worker, plan_resume};
 pub use error::RuntimeError;
 pub use handle::{EVENT_BUFFER, RunEvents, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
+pub use live_spec::{AppliedSpec, LiveSpec, SpecRevision, SpecUpdate, changed_fields, validate_limits};
 pub use metrics::{AgentMetrics, Metrics, MetricsSnapshot};
 pub use middleware::{
     ContentFilter, FilterMode, Logging, Middleware, MiddlewareError, MiddlewareStack, ModelCallContext, PatternError,
-    RateLimit, RateScope, SensitiveData, ToolCallContext,
+    RateLimit, RateQuota, RateQuotas, RateScope, SensitiveData, ToolCallContext,
 };
 pub use outcome::{RunOutcome, RunOutput};
 pub use plugin::{Plugin, PluginContext, PluginError};

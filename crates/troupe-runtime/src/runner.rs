@@ -13,6 +13,7 @@ use crate::error::RuntimeError;
 use crate::genai;
 use crate::handle::{EVENT_BUFFER, RunEvents, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
 use crate::live::Emitter;
+use crate::live_spec::LiveSpec;
 use crate::metrics::Metrics;
 use crate::middleware::{Middleware, MiddlewareStack};
 use crate::plugin::{Plugin, PluginContext, PluginError};
@@ -294,6 +295,15 @@ impl Runner {
     /// Problems found once the run is going (an unknown tool name in the spec, a model
     /// that does not resolve) end it [`Failed`](crate::RunOutcome::Failed) with a code.
     pub fn start(&self, spec: Arc<AgentSpec>, input: RunInput) -> RunHandle {
+        self.start_with(spec, input, None)
+    }
+
+    /// Starts a run of `live`'s latest spec that follows its later revisions.
+    pub(crate) fn start_live(&self, live: &LiveSpec, input: RunInput) -> RunHandle {
+        self.start_with(live.spec(), input, Some(live))
+    }
+
+    fn start_with(&self, spec: Arc<AgentSpec>, input: RunInput, live: Option<&LiveSpec>) -> RunHandle {
         let setup = match &self.durability {
             Some(durability) => JournalSetup::Create(
                 durability.clone(),
@@ -308,7 +318,7 @@ impl Runner {
             .with_instruction(&input.instruction);
         state.conversation_id = input.conversation_id;
         state.parent_run_id = input.parent_run_id;
-        self.launch(spec, state, input.instruction, true, setup)
+        self.launch(spec, state, input.instruction, true, setup, live)
     }
 
     /// Records a run of `spec` with `input` in the store's queue, for a worker to run;
@@ -324,8 +334,19 @@ impl Runner {
     /// Continues the stored run `run_id` in this process: takes its lease (refused with
     /// [`RuntimeError::RunLeased`] while another process holds it), plans the resume from
     /// its evidence ([`plan_resume`]) and runs it. `spec` replaces the stored definition
-    /// (to bring back signal hooks, say).
+    /// (to bring back signal hooks, say); the configuration the run applied while it was
+    /// going ([`RunState::applied_spec`]) stays in force either way.
     pub async fn resume_run(&self, run_id: &str, spec: Option<Arc<AgentSpec>>) -> Result<RunHandle, RuntimeError> {
+        self.resume_run_live(run_id, spec, None).await
+    }
+
+    /// [`resume_run`](Self::resume_run), following `live`'s later revisions.
+    pub(crate) async fn resume_run_live(
+        &self,
+        run_id: &str,
+        spec: Option<Arc<AgentSpec>>,
+        live: Option<&LiveSpec>,
+    ) -> Result<RunHandle, RuntimeError> {
         let durability = self.durability.as_ref().ok_or(RuntimeError::NoStore)?;
         let store = durability.store();
         let (owner, ttl) = (durability.owner(), durability.lease_ttl());
@@ -346,16 +367,25 @@ impl Runner {
             }
         }
         let lease = lease.ok_or_else(|| RuntimeError::RunLeased { run_id: run_id.to_owned(), owner: String::new() })?;
-        self.resume_leased(lease, spec).await
+        self.resume_leased_live(lease, spec, live).await
     }
 
     /// Continues the stored run whose lease this process holds (a worker's claim).
     pub async fn resume_leased(&self, lease: Lease, spec: Option<Arc<AgentSpec>>) -> Result<RunHandle, RuntimeError> {
+        self.resume_leased_live(lease, spec, None).await
+    }
+
+    async fn resume_leased_live(
+        &self,
+        lease: Lease,
+        spec: Option<Arc<AgentSpec>>,
+        live: Option<&LiveSpec>,
+    ) -> Result<RunHandle, RuntimeError> {
         let durability = self.durability.as_ref().ok_or(RuntimeError::NoStore)?;
         match self.prepare_resume(durability, &lease, spec).await {
             Ok((spec, state, instruction, fresh, journal)) => {
                 let setup = JournalSetup::Ready(durability.clone(), journal);
-                Ok(self.launch(spec, state, instruction, fresh, setup))
+                Ok(self.launch(spec, state, instruction, fresh, setup, live))
             }
             Err(error) => {
                 // The run cannot go on here: let another process (or a person) have it.
@@ -414,9 +444,18 @@ impl Runner {
     /// one the run emitted ([`RunState::event_seq`]). This continues a state held in
     /// memory and records nothing; a stored run is continued with
     /// [`resume_run`](Self::resume_run).
-    pub fn resume(&self, spec: Arc<AgentSpec>, mut state: RunState) -> RunHandle {
+    pub fn resume(&self, spec: Arc<AgentSpec>, state: RunState) -> RunHandle {
+        self.resume_with(spec, state, None)
+    }
+
+    /// [`resume`](Self::resume), following `live`'s later revisions.
+    pub(crate) fn resume_live(&self, live: &LiveSpec, state: RunState) -> RunHandle {
+        self.resume_with(live.spec(), state, Some(live))
+    }
+
+    fn resume_with(&self, spec: Arc<AgentSpec>, mut state: RunState, live: Option<&LiveSpec>) -> RunHandle {
         state.reopen();
-        self.launch(spec, state, String::new(), false, JournalSetup::None)
+        self.launch(spec, state, String::new(), false, JournalSetup::None, live)
     }
 
     fn launch(
@@ -426,7 +465,10 @@ impl Runner {
         instruction: String,
         fresh: bool,
         journal: JournalSetup,
+        live: Option<&LiveSpec>,
     ) -> RunHandle {
+        // A configuration the run applied before it stopped stays in force.
+        let (spec, live) = crate::task::reconfigure::launch_spec(spec, &state, live);
         let (event_tx, event_rx) = mpsc::channel(EVENT_BUFFER);
         let (signal_tx, signal_rx) = mpsc::channel(SIGNAL_BUFFER);
         let cancel = CancellationToken::new();
@@ -453,8 +495,11 @@ impl Runner {
             Some(policy) => Some(Arc::new(PolicyCompactor::new(policy.clone())) as Arc<dyn Compactor>),
             None => self.compactor.clone(),
         };
+        let launched = Instant::now();
         let run = Run {
-            deadline: spec.limits.timeout.map(|t| Instant::now() + t),
+            deadline: spec.limits.timeout.map(|t| launched + t),
+            live,
+            launched,
             catalog: self.agent_catalog(&spec),
             spec,
             resolver: Arc::clone(&self.resolver),

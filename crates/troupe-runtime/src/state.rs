@@ -18,6 +18,7 @@
 
 use crate::approval::{ApprovalDecision, ApprovalRequest, Verdict};
 use crate::error::RuntimeError;
+use crate::live_spec::AppliedSpec;
 use crate::outcome::RunOutcome;
 use crate::signal::Signal;
 use crate::spec::AgentSpec;
@@ -220,6 +221,10 @@ pub struct RunState {
     /// With a store: every stored signal up to this sequence number has been applied.
     #[serde(default)]
     pub signal_cursor: i64,
+    /// The agent's configuration as changed while the run was going, once it was: a
+    /// resumed run goes on with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_spec: Option<AppliedSpec>,
 }
 
 impl RunState {
@@ -256,6 +261,7 @@ impl RunState {
             event_seq: 0,
             outcome: None,
             signal_cursor: 0,
+            applied_spec: None,
         }
     }
 
@@ -323,19 +329,29 @@ impl RunState {
         for message in std::mem::take(&mut self.pending_input) {
             self.append(message);
         }
-        let limits = &spec.limits;
-        if self.iteration >= limits.max_iterations {
-            return Action::Finish(self.finish(RunOutcome::MaxIterations { iterations: self.iteration }));
-        }
-        if limits.max_total_tokens.is_some_and(|max| self.usage.total() >= max) {
-            return Action::Finish(self.finish(RunOutcome::BudgetExceeded { budget: "tokens".into() }));
-        }
-        if limits.max_usd.is_some_and(|max| self.cost_usd >= max) {
-            return Action::Finish(self.finish(RunOutcome::BudgetExceeded { budget: "usd".into() }));
+        if let Some(outcome) = self.check_limits(spec) {
+            return Action::Finish(outcome);
         }
         self.iteration += 1;
         self.status = RunStatus::Running;
         Action::CallModel(self.request(spec, tools))
+    }
+
+    /// Ends the run when it has made its iterations or spent its token or dollar budget by
+    /// `spec`'s limits (as they are now: they may have changed while the run was going), and
+    /// returns the outcome; `None` while it may call the model again.
+    fn check_limits(&mut self, spec: &AgentSpec) -> Option<RunOutcome> {
+        let limits = &spec.limits;
+        let outcome = if self.iteration >= limits.max_iterations {
+            RunOutcome::MaxIterations { iterations: self.iteration }
+        } else if limits.max_total_tokens.is_some_and(|max| self.usage.total() >= max) {
+            RunOutcome::BudgetExceeded { budget: "tokens".into() }
+        } else if limits.max_usd.is_some_and(|max| self.cost_usd >= max) {
+            RunOutcome::BudgetExceeded { budget: "usd".into() }
+        } else {
+            return None;
+        };
+        Some(self.finish(outcome))
     }
 
     /// The request for the next model call.
@@ -350,11 +366,17 @@ impl RunState {
         }
     }
 
-    /// Decides the pending calls; `None` once all are answered and committed.
-    fn tools_step(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Option<Action> {
+    /// Decides the pending calls by the approval policy (what [`next_action`](Self::next_action)
+    /// does first on a tool turn) and returns the calls the policy denied just now, each
+    /// answered with an error the model sees. Calls decided before are not decided again,
+    /// except those waiting for a person: one may have always-allowed the tool since.
+    pub fn apply_policy(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Vec<PendingCall> {
+        let mut denied = Vec::new();
+        if self.phase != Phase::Tools || self.outcome.is_some() {
+            return denied;
+        }
         for call in &mut self.pending_calls {
-            // An `Ask` is reconsidered: a person may have always-allowed the tool since.
-            // An interrupted call is never: only a person knows whether it happened.
+            // An interrupted call is never reconsidered: only a person knows whether it happened.
             if call.result.is_some() || call.uncertain || !(call.verdict.is_none() || call.is_awaiting()) {
                 continue;
             }
@@ -368,8 +390,18 @@ impl RunState {
                     "The tool call was denied by policy: {reason}. Do not repeat it; choose another approach."
                 )));
             }
+            let is_denied = matches!(verdict, Verdict::Deny { .. });
             call.verdict = Some(verdict);
+            if is_denied {
+                denied.push(call.clone());
+            }
         }
+        denied
+    }
+
+    /// Decides the pending calls; `None` once all are answered and committed.
+    fn tools_step(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Option<Action> {
+        self.apply_policy(spec, tools);
         let waiting = self.awaiting_approval();
         if !waiting.is_empty() {
             self.status = RunStatus::AwaitingApproval;

@@ -5,9 +5,10 @@
 //! themselves are the state's.
 
 mod model_call;
+pub(crate) mod reconfigure;
 mod tool_calls;
 
-use crate::approval::ApprovalDecision;
+use crate::approval::{ApprovalDecision, Verdict};
 use crate::compaction::Compactor;
 use crate::cost::CostTracker;
 use crate::durable::journal::Journal;
@@ -24,7 +25,7 @@ use crate::resolver::ModelResolver;
 use crate::runner::JournalSetup;
 use crate::signal::Signal;
 use crate::spec::AgentSpec;
-use crate::state::{Action, RunState};
+use crate::state::{Action, PendingCall, RunState};
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -79,6 +80,10 @@ pub(crate) struct Run {
     pub(crate) capture_content: bool,
     /// The run's `invoke_agent` span.
     pub(crate) span: Span,
+    /// The agent's live spec, for runs of an [`Agent`](crate::Agent).
+    pub(crate) live: Option<reconfigure::LiveFeed>,
+    /// When this process started (or resumed) the run: its time limit counts from here.
+    pub(crate) launched: Instant,
 }
 
 impl Run {
@@ -118,13 +123,13 @@ impl Run {
             Some(found) if !state.is_finished() => self.initialize_plugins(&mut state).await.then_some(found),
             _ => None,
         };
-        if let Some((catalog, model)) = catalog {
-            self.drive(&mut state, &catalog, &model).await;
+        if let Some((catalog, mut model)) = catalog {
+            self.drive(&mut state, &catalog, &mut model).await;
             // A signal acknowledged while the run completed reopens it: it is answered,
             // never lost.
             while !self.record_end(&mut state).await {
                 state.reopen_completed();
-                self.drive(&mut state, &catalog, &model).await;
+                self.drive(&mut state, &catalog, &mut model).await;
             }
         }
         let output = self.end(state, started).await;
@@ -249,9 +254,11 @@ impl Run {
         self.store_error = Some(error);
     }
 
-    async fn drive(&mut self, state: &mut RunState, catalog: &ToolCatalog, model: &ResolvedModel) {
+    async fn drive(&mut self, state: &mut RunState, catalog: &ToolCatalog, model: &mut ResolvedModel) {
         loop {
-            self.boundary(state).await;
+            self.boundary(state, model).await;
+            let denied = state.apply_policy(&self.spec, catalog);
+            self.audit_denials(state, &denied);
             let action = state.next_action(&self.spec, catalog);
             self.announce_results(state).await;
             match action {
@@ -293,8 +300,9 @@ impl Run {
         }
     }
 
-    /// The safe boundary: takes every waiting signal, then cancellation and the deadline.
-    async fn boundary(&mut self, state: &mut RunState) {
+    /// The safe boundary: takes every waiting signal and the agent's latest configuration,
+    /// then cancellation and the deadline (a changed time limit counts at once).
+    async fn boundary(&mut self, state: &mut RunState, model: &mut ResolvedModel) {
         while let Ok(signal) = self.signals.try_recv() {
             self.queued.push_back(signal);
         }
@@ -304,6 +312,7 @@ impl Run {
         while let Some(signal) = self.queued.pop_front() {
             self.deliver(state, signal).await;
         }
+        self.take_revision(state, model).await;
         if self.cancel.is_cancelled() {
             state.request_cancel(None);
         } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
@@ -334,6 +343,23 @@ impl Run {
         }
         for (call_id, reason) in denied {
             state.deny_call(&call_id, &reason);
+        }
+    }
+
+    /// Records the calls the approval policy refused.
+    fn audit_denials(&self, state: &RunState, denied: &[PendingCall]) {
+        for call in denied {
+            let reason = match &call.verdict {
+                Some(Verdict::Deny { reason }) => reason.as_str(),
+                _ => "denied by the approval policy",
+            };
+            self.audit.record(
+                AuditEntry::new(AuditKind::Denial, &self.spec.name, false, reason)
+                    .with_run_id(state.run_id.as_str())
+                    .with_tool(&call.tool)
+                    .with_call_id(call.call_id.as_str())
+                    .with_arguments(&call.arguments),
+            );
         }
     }
 
@@ -461,6 +487,8 @@ impl Run {
                 }
                 () = self.defer.cancelled() => None,
                 signal = self.signals.recv() => signal,
+                // The agent's configuration changed: the boundary takes it, then the wait goes on.
+                () = reconfigure::next_revision(&mut self.live) => return,
                 // A decision stored by another process (`troupe runs approve`) counts too.
                 () = tokio::time::sleep(poll.unwrap_or_default()), if poll.is_some() => {
                     if self.has_stored_signals(state).await {

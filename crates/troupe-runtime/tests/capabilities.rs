@@ -94,3 +94,50 @@ async fn anthropic_denied_before_approval() {
 async fn gemini_denied_before_approval() {
     denied_before_approval(Wire::Gemini).await;
 }
+
+/// A call an approval rule denies is refused without asking anyone, and the refusal is on
+/// the audit log as a denial, with the rule's reason, the call and its arguments' digest.
+async fn denied_by_policy_is_audited(wire: Wire) {
+    let h = Harness::new(wire).await;
+    h.write("notes.txt", "buy milk");
+    h.push([h.call("c1", "fs.read", json!({"path": "notes.txt"})), MockTurn::text("I was not allowed to read.")]);
+    let audit = Arc::new(MemoryAuditLog::new());
+    let agent = h
+        .engine()
+        .agent("reader")
+        .workspace(h.dir.path())
+        .readonly_tools()
+        .approval_rule(troupe_runtime::ApprovalRule::deny("fs.read"))
+        .audit_log(audit.clone())
+        .build()
+        .expect("agent builds");
+    let output = agent.run("Read the notes.").await.expect("the run ends");
+    check_events(&output.events);
+    assert!(output.is_completed(), "{:?}", output.outcome);
+    assert!(!output.events.iter().any(|e| matches!(e.kind, AgentEventKind::RunPaused { .. })), "nobody is asked");
+
+    let entries = audit.entries();
+    let denials: Vec<_> = entries.iter().filter(|e| e.kind == AuditKind::Denial).collect();
+    assert_eq!(denials.len(), 1, "{entries:?}");
+    let denial = denials[0];
+    assert!(!denial.is_allowed());
+    assert_eq!(denial.agent, "reader");
+    assert_eq!(denial.tool.as_deref(), Some("fs.read"));
+    assert_eq!(denial.call_id.as_deref(), Some("c1"));
+    assert_eq!(denial.run_id.as_deref(), Some(output.run_id.as_str()));
+    assert!(denial.reason.contains("fs.read"), "the rule is named: {}", denial.reason);
+    assert_eq!(
+        denial.arguments_digest.as_deref(),
+        Some(troupe_tools::arguments_digest(&json!({"path": "notes.txt"})).as_str())
+    );
+}
+
+#[tokio::test]
+async fn scripted_denied_by_policy_is_audited() {
+    denied_by_policy_is_audited(Wire::Scripted).await;
+}
+
+#[tokio::test]
+async fn openai_chat_denied_by_policy_is_audited() {
+    denied_by_policy_is_audited(Wire::OpenAiChat).await;
+}

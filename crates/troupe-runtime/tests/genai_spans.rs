@@ -28,12 +28,18 @@ struct Seen {
     /// The index of the parent span in the layer's list.
     parent: Option<usize>,
     fields: BTreeMap<String, String>,
+    /// How each numeric field was recorded: `i64`, `u64` or `f64`.
+    types: BTreeMap<String, &'static str>,
     closed: bool,
 }
 
 impl Seen {
     fn field(&self, name: &str) -> Option<&str> {
         self.fields.get(name).map(String::as_str)
+    }
+
+    fn type_of(&self, name: &str) -> Option<&str> {
+        self.types.get(name).copied()
     }
 }
 
@@ -45,11 +51,26 @@ struct Collector {
     live: Arc<Mutex<HashMap<u64, usize>>>,
 }
 
-struct Fields<'a>(&'a mut BTreeMap<String, String>);
+struct Fields<'a>(&'a mut BTreeMap<String, String>, &'a mut BTreeMap<String, &'static str>);
 
 impl Visit for Fields<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().to_owned(), value.to_string());
+        self.1.insert(field.name().to_owned(), "i64");
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().to_owned(), value.to_string());
+        self.1.insert(field.name().to_owned(), "u64");
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().to_owned(), value.to_string());
+        self.1.insert(field.name().to_owned(), "f64");
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
@@ -59,19 +80,21 @@ impl Visit for Fields<'_> {
 
 impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Collector {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let mut fields = BTreeMap::new();
-        attrs.record(&mut Fields(&mut fields));
+        let (mut fields, mut types) = (BTreeMap::new(), BTreeMap::new());
+        attrs.record(&mut Fields(&mut fields, &mut types));
         let live = self.live.lock().expect("live");
         let parent = ctx.span(id).and_then(|s| s.parent()).and_then(|p| live.get(&p.id().into_u64()).copied());
         drop(live);
         let mut spans = self.spans.lock().expect("spans");
-        spans.push(Seen { name: attrs.metadata().name(), parent, fields, closed: false });
+        spans.push(Seen { name: attrs.metadata().name(), parent, fields, types, closed: false });
         self.live.lock().expect("live").insert(id.into_u64(), spans.len() - 1);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
         let Some(index) = self.live.lock().expect("live").get(&id.into_u64()).copied() else { return };
-        values.record(&mut Fields(&mut self.spans.lock().expect("spans")[index].fields));
+        let mut spans = self.spans.lock().expect("spans");
+        let seen = &mut spans[index];
+        values.record(&mut Fields(&mut seen.fields, &mut seen.types));
     }
 
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
@@ -118,7 +141,14 @@ async fn spans_follow_the_genai_conventions_on_every_wire() {
         let h = Harness::new(wire).await;
         h.write("notes.txt", NOTE);
         h.push([h.call("c1", "fs.read", json!({"path": "notes.txt"})), MockTurn::text("They hold a code.")]);
-        let agent = h.engine().agent("reader").workspace(h.dir.path()).readonly_tools().build().expect("builds");
+        let agent = h
+            .engine()
+            .agent("reader")
+            .workspace(h.dir.path())
+            .readonly_tools()
+            .max_output_tokens(512)
+            .build()
+            .expect("builds");
         let input = RunInput::new(PROMPT).conversation(ConversationId::new("conv-1"));
         let output = agent.run(input).await.expect("ends");
         assert!(output.is_completed(), "{wire:?}: {:?}", output.outcome);
@@ -135,6 +165,9 @@ async fn spans_follow_the_genai_conventions_on_every_wire() {
         assert_eq!(run.field("troupe.run.id"), Some(output.run_id.as_str()));
         assert_eq!(run.field("troupe.run.outcome"), Some("completed"));
         assert_eq!(run.field("gen_ai.usage.input_tokens"), Some("20"));
+        // Integers, not strings, once exported: `tracing-opentelemetry` turns a u64 into text.
+        assert_eq!(run.type_of("gen_ai.usage.input_tokens"), Some("i64"));
+        assert_eq!(run.type_of("gen_ai.usage.output_tokens"), Some("i64"));
         assert_eq!(run.field("error.type"), None);
 
         let chats = collector.named("chat");
@@ -151,6 +184,10 @@ async fn spans_follow_the_genai_conventions_on_every_wire() {
             assert_eq!(chat.field("gen_ai.response.finish_reasons"), Some(reason), "{wire:?}");
             assert_eq!(chat.field("gen_ai.usage.input_tokens"), Some("10"), "{wire:?}");
             assert_eq!(chat.field("gen_ai.usage.output_tokens"), Some("5"), "{wire:?}");
+            for count in ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.request.max_tokens"] {
+                assert_eq!(chat.type_of(count), Some("i64"), "{wire:?}: {count}");
+            }
+            assert_eq!(chat.field("gen_ai.request.max_tokens"), Some("512"), "{wire:?}");
             assert_eq!(chat.field("error.type"), None);
         }
 

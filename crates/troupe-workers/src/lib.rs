@@ -12,6 +12,7 @@ pub mod definition;
 pub mod ipc;
 pub mod process;
 pub mod registry;
+pub mod reload;
 pub mod team_file;
 
 pub use definition::{AgentDefinition, DefinitionError, ResolvedExecution, ToolPolicy};

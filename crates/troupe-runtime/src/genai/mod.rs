@@ -4,6 +4,9 @@
 //! client) and each tool call an `execute_tool {tool}` span, both children of the run's.
 //! The display name is the `otel.name` field; attributes are fields named as the
 //! conventions name them, declared empty up front and recorded once known.
+//! Token counts are recorded as `i64` (saturating): exporters such as
+//! `tracing-opentelemetry` turn a `u64` field into a string, and the conventions want
+//! integers.
 //! `gen_ai.usage.input_tokens` counts every prompt token, cached ones included; the
 //! cached ones are also in `gen_ai.usage.cache_read.input_tokens` (and
 //! `cache_creation.input_tokens`) when the provider reports them.
@@ -73,8 +76,13 @@ pub(crate) fn record_run_end(span: &Span, outcome: &RunOutcome, usage: &Usage) {
     if let RunOutcome::Failed { code, .. } = outcome {
         record_error(span, code.as_deref().unwrap_or("error"));
     }
-    span.record("gen_ai.usage.input_tokens", usage.total_input());
-    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+    span.record("gen_ai.usage.input_tokens", count(usage.total_input()));
+    span.record("gen_ai.usage.output_tokens", count(usage.output_tokens));
+}
+
+/// A token count as the integer attribute it is recorded as, saturating at `i64::MAX`.
+fn count(value: impl Into<u64>) -> i64 {
+    i64::try_from(value.into()).unwrap_or(i64::MAX)
 }
 
 /// The span of one model call, with what the request says; content only if `capture`.
@@ -105,7 +113,7 @@ pub(crate) fn chat_span(provider: &str, request: &ModelRequest, capture: bool) -
         return span;
     }
     if let Some(max) = request.max_tokens {
-        span.record("gen_ai.request.max_tokens", max);
+        span.record("gen_ai.request.max_tokens", count(max));
     }
     if let Some(temperature) = request.temperature {
         span.record("gen_ai.request.temperature", f64::from(temperature));
@@ -141,13 +149,13 @@ pub(crate) fn record_usage(span: &Span, usage: &Usage) {
     if span.is_disabled() || usage.is_empty() {
         return;
     }
-    span.record("gen_ai.usage.input_tokens", usage.total_input());
-    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+    span.record("gen_ai.usage.input_tokens", count(usage.total_input()));
+    span.record("gen_ai.usage.output_tokens", count(usage.output_tokens));
     if usage.cache_read_tokens > 0 {
-        span.record("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens);
+        span.record("gen_ai.usage.cache_read.input_tokens", count(usage.cache_read_tokens));
     }
     if usage.cache_write_tokens > 0 {
-        span.record("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens);
+        span.record("gen_ai.usage.cache_creation.input_tokens", count(usage.cache_write_tokens));
     }
 }
 
@@ -257,6 +265,13 @@ mod tests {
         ] {
             assert_eq!(provider_name(ours), theirs, "{ours}");
         }
+    }
+
+    #[test]
+    fn counts_saturate_instead_of_wrapping() {
+        assert_eq!(count(20u64), 20);
+        assert_eq!(count(4096u32), 4096);
+        assert_eq!(count(u64::MAX), i64::MAX);
     }
 
     #[test]

@@ -32,5 +32,5 @@ pub use error::MiddlewareError;
 pub use hooks::Middleware;
 pub use logging::Logging;
 pub use patterns::SensitiveData;
-pub use rate_limit::{RateLimit, RateScope};
+pub use rate_limit::{RateLimit, RateQuota, RateQuotas, RateScope};
 pub use stack::MiddlewareStack;

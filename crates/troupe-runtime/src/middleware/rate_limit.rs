@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use troupe_core::ModelRequest;
@@ -22,22 +23,50 @@ pub enum RateScope {
     Global,
 }
 
-/// How many calls a bucket lets through per period.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Quota {
-    calls: f64,
-    per: Duration,
+/// How many calls a bucket lets through per period: `calls` per `per`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateQuota {
+    /// Calls per period (at least 1 is used).
+    pub calls: u32,
+    /// The period (at least 1 ms is used).
+    pub per: Duration,
 }
 
-impl Quota {
-    fn new(calls: u32, per: Duration) -> Self {
-        // A bucket that never refills would hold calls forever.
-        Quota { calls: f64::from(calls.max(1)), per: per.max(Duration::from_millis(1)) }
+impl RateQuota {
+    /// `calls` calls per `per`.
+    pub fn new(calls: u32, per: Duration) -> Self {
+        RateQuota { calls, per }
+    }
+
+    /// `calls` calls per minute.
+    pub fn per_minute(calls: u32) -> Self {
+        RateQuota::new(calls, Duration::from_secs(60))
+    }
+
+    /// The bucket's capacity, at least 1: a bucket that never refills would hold calls forever.
+    fn capacity(&self) -> f64 {
+        f64::from(self.calls.max(1))
     }
 
     /// Tokens regained per second.
     fn rate(&self) -> f64 {
-        self.calls / self.per.as_secs_f64()
+        self.capacity() / self.per.max(Duration::from_millis(1)).as_secs_f64()
+    }
+}
+
+/// The quotas of a [`RateLimit`]: model calls and tool calls; `None` limits nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RateQuotas {
+    /// Model calls.
+    pub model: Option<RateQuota>,
+    /// Tool calls.
+    pub tool: Option<RateQuota>,
+}
+
+impl RateQuotas {
+    /// Whether these quotas limit nothing.
+    pub fn is_unlimited(&self) -> bool {
+        self.model.is_none() && self.tool.is_none()
     }
 }
 
@@ -53,29 +82,47 @@ struct Bucket {
     refilled: Instant,
 }
 
+/// The quotas and the buckets, under one lock so that a change of quota and a take
+/// never interleave.
+#[derive(Debug, Default)]
+struct Buckets {
+    quotas: RateQuotas,
+    buckets: HashMap<(Kind, String), Bucket>,
+}
+
 /// Limits model calls (and, optionally, tool calls) to N per period: a token bucket
 /// that starts full, so bursts of up to N go at once, and then lets calls through at
 /// N per period. A call over the limit **waits** for its turn rather than failing; the
 /// wait ends early, and the call is not made, when the run is cancelled.
 ///
+/// The quotas can change while runs are going ([`set_quotas`](RateLimit::set_quotas)):
+/// the limiter is shared, so the next call of every run sharing it goes by the new quota,
+/// and a call already waiting for its turn looks again at once. A bucket keeps the tokens
+/// it has, up to the new capacity.
+///
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use troupe_runtime::{Engine, RateLimit};
+/// use troupe_runtime::{Engine, RateLimit, RateQuota, RateQuotas};
 ///
-/// let limit = RateLimit::new()
-///     .model_calls(50, Duration::from_secs(60))
-///     .tool_calls(200, Duration::from_secs(60))
-///     .global();
-/// let engine = Engine::builder().middleware(Arc::new(limit)).build();
+/// let limit = Arc::new(
+///     RateLimit::new()
+///         .model_calls(50, Duration::from_secs(60))
+///         .tool_calls(200, Duration::from_secs(60))
+///         .global(),
+/// );
+/// let engine = Engine::builder().middleware(limit.clone()).build();
+/// // Later, say after an edit of the configuration:
+/// limit.set_quotas(RateQuotas { model: Some(RateQuota::per_minute(20)), tool: None });
+/// assert_eq!(limit.quotas().model, Some(RateQuota::per_minute(20)));
 /// # let _ = engine;
 /// ```
 #[derive(Debug, Default)]
 pub struct RateLimit {
-    model: Option<Quota>,
-    tool: Option<Quota>,
     scope: RateScope,
-    buckets: Mutex<HashMap<(Kind, String), Bucket>>,
+    state: Mutex<Buckets>,
+    /// Wakes waiting calls when the quotas change.
+    changed: Notify,
 }
 
 impl RateLimit {
@@ -86,13 +133,13 @@ impl RateLimit {
 
     /// At most `calls` model calls per `per` (at least 1 call per at least 1 ms).
     pub fn model_calls(mut self, calls: u32, per: Duration) -> Self {
-        self.model = Some(Quota::new(calls, per));
+        self.lock_mut().quotas.model = Some(RateQuota::new(calls, per));
         self
     }
 
     /// At most `calls` tool calls per `per` (at least 1 call per at least 1 ms).
     pub fn tool_calls(mut self, calls: u32, per: Duration) -> Self {
-        self.tool = Some(Quota::new(calls, per));
+        self.lock_mut().quotas.tool = Some(RateQuota::new(calls, per));
         self
     }
 
@@ -112,18 +159,55 @@ impl RateLimit {
         self.scope(RateScope::PerAgent)
     }
 
-    /// Takes a token from the bucket of `kind` for `agent`, or says how long until one
-    /// is there.
-    fn try_take(&self, kind: Kind, quota: Quota, agent: &str) -> Result<(), Duration> {
+    /// The quotas in force.
+    pub fn quotas(&self) -> RateQuotas {
+        self.lock().quotas
+    }
+
+    /// Replaces both quotas, at once for every run sharing the limiter; `None` lifts one.
+    pub fn set_quotas(&self, quotas: RateQuotas) {
+        self.lock().quotas = quotas;
+        self.changed.notify_waiters();
+    }
+
+    /// Replaces the model call quota; `None` lifts it.
+    pub fn set_model_quota(&self, quota: Option<RateQuota>) {
+        self.lock().quotas.model = quota;
+        self.changed.notify_waiters();
+    }
+
+    /// Replaces the tool call quota; `None` lifts it.
+    pub fn set_tool_quota(&self, quota: Option<RateQuota>) {
+        self.lock().quotas.tool = quota;
+        self.changed.notify_waiters();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Buckets> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn lock_mut(&mut self) -> &mut Buckets {
+        self.state.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes a token from the bucket of `kind` for `agent` (nothing to take without a
+    /// quota), or says how long until one is there.
+    fn try_take(&self, kind: Kind, agent: &str) -> Result<(), Duration> {
+        let mut state = self.lock();
+        let quota = match kind {
+            Kind::Model => state.quotas.model,
+            Kind::Tool => state.quotas.tool,
+        };
+        let Some(quota) = quota else { return Ok(()) };
         let key = match self.scope {
             RateScope::PerAgent => agent.to_owned(),
             RateScope::Global => String::new(),
         };
         let now = Instant::now();
-        let mut buckets = self.buckets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let bucket = buckets.entry((kind, key)).or_insert(Bucket { tokens: quota.calls, refilled: now });
+        let capacity = quota.capacity();
+        let bucket = state.buckets.entry((kind, key)).or_insert(Bucket { tokens: capacity, refilled: now });
         let regained = now.saturating_duration_since(bucket.refilled).as_secs_f64() * quota.rate();
-        bucket.tokens = (bucket.tokens + regained).min(quota.calls);
+        bucket.tokens = (bucket.tokens + regained).min(capacity);
         bucket.refilled = now;
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;
@@ -135,20 +219,17 @@ impl RateLimit {
 
     /// Waits until the bucket lets the call through, or the run is cancelled.
     async fn acquire(&self, kind: Kind, agent: &str, cancel: &CancellationToken) -> Result<(), MiddlewareError> {
-        let Some(quota) = (match kind {
-            Kind::Model => self.model,
-            Kind::Tool => self.tool,
-        }) else {
-            return Ok(());
-        };
         loop {
-            match self.try_take(kind, quota, agent) {
+            // Registered before looking, so a change made after the look is not missed.
+            let changed = self.changed.notified();
+            match self.try_take(kind, agent) {
                 Ok(()) => return Ok(()),
                 Err(wait) => {
                     tracing::debug!(agent, ?kind, wait_ms = wait.as_millis() as u64, "rate limit: the call waits");
                     tokio::select! {
                         biased;
                         () = cancel.cancelled() => return Err(MiddlewareError::cancelled(self.name())),
+                        () = changed => {}
                         () = tokio::time::sleep(wait) => {}
                     }
                 }
@@ -243,6 +324,43 @@ mod tests {
         let again = Instant::now();
         model_call(&limit, "a").await.expect("refilled");
         assert_eq!(again.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_changed_quota_applies_to_the_next_call_and_to_a_waiting_one() {
+        let limit = std::sync::Arc::new(RateLimit::new().model_calls(1, Duration::from_secs(3600)));
+        model_call(&limit, "a").await.expect("first");
+        let waiting = {
+            let limit = std::sync::Arc::clone(&limit);
+            tokio::spawn(async move {
+                let start = Instant::now();
+                model_call(&limit, "a").await.expect("second");
+                start.elapsed()
+            })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // 3600 calls an hour: the waiting call looks again at once and goes within a second.
+        limit.set_model_quota(Some(RateQuota::new(3600, Duration::from_secs(3600))));
+        let waited = waiting.await.expect("joins");
+        assert!(waited < Duration::from_secs(3), "{waited:?}: the raised quota freed the waiting call");
+        assert_eq!(limit.quotas().model, Some(RateQuota::new(3600, Duration::from_secs(3600))));
+
+        // Lowered, the bucket keeps no more than the new capacity.
+        limit.set_quotas(RateQuotas { model: Some(RateQuota::new(1, Duration::from_secs(10))), tool: None });
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let start = Instant::now();
+        model_call(&limit, "a").await.expect("one token");
+        model_call(&limit, "a").await.expect("waits for the refill");
+        assert_near(start.elapsed(), Duration::from_secs(10));
+
+        // Lifted, nothing waits.
+        limit.set_model_quota(None);
+        assert!(limit.quotas().is_unlimited());
+        let start = Instant::now();
+        for _ in 0..5 {
+            model_call(&limit, "a").await.expect("unlimited");
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]
