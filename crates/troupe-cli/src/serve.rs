@@ -159,6 +159,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     }
 
     let launcher = Arc::new(launcher);
+    let reloader = watch_config(&args.config, registry, &launcher);
     let server = Server::new(server_config, Arc::clone(&launcher) as Arc<dyn Launcher>);
     if let Some(durability) = &durability {
         recover(&server, &launcher, durability.store().as_ref()).await;
@@ -171,9 +172,68 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     eprintln!("{}", server.state().config.auth_summary());
     let shutdown = CancellationToken::new();
     stop_on_signals(shutdown.clone());
-    server.serve(listener, shutdown).await.map_err(|e| Failure::Run(e.into()))?;
+    let served = server.serve(listener, shutdown).await.map_err(|e| Failure::Run(e.into()));
+    if let Some(reloader) = reloader {
+        reloader.stop();
+    }
+    served?;
     eprintln!("troupe serve stopped");
     Ok(())
+}
+
+/// Watches the agent files and `./troupe.toml`: an edit of a served agent's file (or of
+/// its limits in `troupe.toml`) reconfigures it, and its running runs take the change at
+/// their next safe boundary; an edit that does not validate is reported and changes nothing.
+fn watch_config(
+    dirs: &ConfigDirs,
+    baseline: AgentRegistry,
+    launcher: &Arc<ServeLauncher>,
+) -> Option<troupe_workers::reload::Reloader> {
+    let search = dirs.resolve().ok()?;
+    let on_agent = Arc::clone(launcher);
+    let started = troupe_workers::reload::Reloader::builder()
+        .config_dirs(search)
+        .config_file(crate::CONFIG_FILE)
+        .baseline(baseline)
+        .check_model(|model, config| {
+            let providers = crate::providers(config).map_err(|e| e.to_string())?;
+            providers.resolve(model).map(|_| ()).map_err(|e| e.to_string())
+        })
+        .on_agent(move |reload| {
+            let Some((agent, _)) = on_agent.agents.get(&reload.id) else {
+                eprintln!("note: agent `{}` was added; restart troupe serve to serve it", reload.id);
+                return;
+            };
+            match agent.reconfigure(reload.update()) {
+                Ok(Some(revision)) => eprintln!(
+                    "reloaded agent `{}` (revision {}): {}",
+                    reload.id,
+                    revision.revision,
+                    reload.changed.join(", ")
+                ),
+                Ok(None) => {}
+                Err(error) => {
+                    eprintln!("error: the new configuration of agent `{}` is not applied: {error}", reload.id)
+                }
+            }
+            if !reload.needs_restart.is_empty() {
+                eprintln!(
+                    "note: agent `{}` changed {}; restart troupe serve to apply that",
+                    reload.id,
+                    reload.needs_restart.join(", ")
+                );
+            }
+        })
+        .on_removed(|id, path| eprintln!("note: {} was removed; agent `{id}` is served on", path.display()))
+        .on_error(|error| eprintln!("error: not applied, the previous configuration stays: {error}"))
+        .start();
+    match started {
+        Ok(reloader) => Some(reloader),
+        Err(error) => {
+            eprintln!("note: configuration changes are not watched: {error}");
+            None
+        }
+    }
 }
 
 /// Resumes, into the server, the recorded runs of its agents that were going (or waiting

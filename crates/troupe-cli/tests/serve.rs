@@ -180,3 +180,116 @@ async fn a_team_file_is_served_as_one_run_carrying_every_members_events() {
     assert!(last["output"].as_str().is_some_and(|o| !o.trim().is_empty()), "the team answered: {last}");
     serving.stop();
 }
+
+const WRITER: &str = r#"[agent]
+id = "writer"
+name = "Writer"
+version = "0.1.0"
+description = "Writes the summary."
+
+[provider]
+model = "demo"
+
+[system]
+prompt = "You write summaries."
+
+[[tools]]
+name = "fs.list"
+
+[[tools]]
+name = "fs.read"
+
+[[tools]]
+name = "fs.write"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editing_an_agent_file_reconfigures_its_running_run_and_a_bad_edit_changes_nothing() {
+    let workspace = tempfile::tempdir().expect("workspace");
+    std::fs::write(workspace.path().join("README.md"), "# A small project\n").expect("write");
+    let agents = workspace.path().join(".troupe/agents");
+    std::fs::create_dir_all(&agents).expect("agents dir");
+    let file = agents.join("writer.toml");
+    std::fs::write(&file, WRITER).expect("agent file");
+    let serving = start(workspace.path(), &["--no-store"]);
+    let client = reqwest::Client::new();
+    let started: serde_json::Value = client
+        .post(format!("{}/v1/runs", serving.url))
+        .json(&serde_json::json!({"agent": "writer", "instruction": "Summarise this repository", "stream": false}))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json");
+    let run = started["run_id"].as_str().expect("a run id").to_owned();
+    let waiting = wait_phase(&client, &serving.url, &run, "waiting").await;
+    let seen = waiting["events"].as_u64().expect("a count");
+
+    // A good edit: the waiting run takes it at its boundary and says so.
+    std::fs::write(&file, WRITER.replace("You write summaries.", "You write short summaries.")).expect("edit");
+    let changed = config_changes(&client, &serving.url, &run, seen, 1).await;
+    assert_eq!(changed[0]["changed"], serde_json::json!(["instructions"]), "{changed:?}");
+
+    // A bad edit is refused with its place in the file, and no run hears of it.
+    std::fs::write(&file, WRITER.replace("model = \"demo\"", "model = \"demo\"\nsurprise = 1")).expect("edit");
+    let refusal = loop {
+        let line = serving.stderr.recv_timeout(Duration::from_secs(20)).expect("the reloader reports the bad edit");
+        if line.contains("not applied") {
+            break line;
+        }
+    };
+    assert!(refusal.contains("writer.toml") && refusal.contains("surprise"), "{refusal}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let events: serde_json::Value =
+        client.get(format!("{}/v1/runs/{run}", serving.url)).send().await.expect("request").json().await.expect("json");
+    let all = config_changes(&client, &serving.url, &run, seen, 1).await;
+    assert_eq!(all.len(), 1, "the bad edit changed nothing: {events}");
+    serving.stop();
+}
+
+/// Waits for `count` `config_changed` events of `run` after position `after`.
+async fn config_changes(
+    client: &reqwest::Client,
+    url: &str,
+    run: &str,
+    after: u64,
+    count: usize,
+) -> Vec<serde_json::Value> {
+    for _ in 0..500 {
+        let view: serde_json::Value =
+            client.get(format!("{url}/v1/runs/{run}")).send().await.expect("request").json().await.expect("json");
+        let total = view["events"].as_u64().unwrap_or(0);
+        if total > after {
+            // Read what is there so far (the run is still waiting, so close the stream ourselves).
+            let response = client
+                .get(format!("{url}/v1/runs/{run}/events"))
+                .header("last-event-id", (after - 1).to_string())
+                .send()
+                .await
+                .expect("request");
+            let body = read_for(response, Duration::from_millis(300)).await;
+            let changes: Vec<serde_json::Value> = body
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+                .filter(|e| e["type"] == "config_changed")
+                .collect();
+            if changes.len() >= count {
+                return changes;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    panic!("run {run} never reported {count} configuration change(s)");
+}
+
+/// The body of a streaming response, as far as it got within `window`.
+async fn read_for(mut response: reqwest::Response, window: Duration) -> String {
+    let mut body = Vec::new();
+    let deadline = tokio::time::Instant::now() + window;
+    while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(deadline, response.chunk()).await {
+        body.extend_from_slice(&chunk);
+    }
+    String::from_utf8_lossy(&body).into_owned()
+}
