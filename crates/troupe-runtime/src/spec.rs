@@ -83,6 +83,9 @@ pub struct AgentSpec {
     /// The model: a `provider/model` id, or `demo`; resolved by the runner's
     /// [`ModelResolver`](crate::ModelResolver).
     pub model: String,
+    /// The sampling temperature of every model request; `None` leaves it to the provider.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
     /// The catalog names of the tools the agent may call; `None` for every tool of the
     /// runner's catalog.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -109,6 +112,7 @@ impl Default for AgentSpec {
             name: "agent".to_owned(),
             instructions: String::new(),
             model: "demo".to_owned(),
+            temperature: None,
             tools: None,
             limits: Limits::default(),
             approval: ApprovalPolicy::default(),

@@ -362,6 +362,7 @@ impl RunState {
             messages: self.messages.clone(),
             tools: tools.specs(),
             max_tokens: spec.limits.max_output_tokens,
+            temperature: spec.temperature,
             ..ModelRequest::default()
         }
     }

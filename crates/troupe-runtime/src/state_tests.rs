@@ -465,3 +465,14 @@ fn the_first_outcome_wins() {
     state.request_cancel(Some("late".into()));
     assert_eq!(state.status, RunStatus::Finished(RunOutcomeKind::BudgetExceeded));
 }
+
+#[test]
+fn the_specs_temperature_and_output_limit_reach_the_request() {
+    let mut spec = spec();
+    spec.temperature = Some(0.2);
+    spec.limits.max_output_tokens = Some(512);
+    let request = state().request(&spec, &catalog());
+    assert_eq!(request.temperature, Some(0.2));
+    assert_eq!(request.max_tokens, Some(512));
+    assert_eq!(state().request(&self::spec(), &catalog()).temperature, None, "unset: the provider's default");
+}

@@ -241,6 +241,7 @@ impl AgentDefinition {
         let mut spec = AgentSpec::new(&self.agent.id, self.model_id()).instructions(self.system.prompt.clone());
         spec.tools = self.tools.enabled();
         spec.limits.max_output_tokens = self.provider.max_tokens;
+        spec.temperature = self.provider.temperature;
         spec.approval = self
             .tools
             .deny

@@ -100,6 +100,7 @@ fn a_full_file_parses_and_round_trips() {
     assert_eq!(spec.model, "anthropic/claude-sonnet-4-5");
     assert_eq!(spec.tools, Some(vec!["fs.read".to_owned(), "github/create_issue".to_owned()]));
     assert_eq!(spec.limits.max_output_tokens, Some(2048));
+    assert_eq!(spec.temperature, Some(0.5), "[provider] temperature reaches every request");
     assert_eq!(spec.approval.rules.len(), 1, "the denied tool is a deny rule too");
 
     let policy = definition.tool_policy();
