@@ -289,14 +289,22 @@ impl ContextFirewall {
         if !self.allows(&message.from, recipient) {
             return Err(self.drop(message, recipient, DropReason::UndeclaredChannel));
         }
+        let passed = self.sanitise_for(message, recipient);
+        self.passed.fetch_add(1, Ordering::Relaxed);
+        Ok(passed)
+    }
+
+    /// `message` as `recipient` may read it — its sanitisers applied, secrets redacted —
+    /// without the channel check: for a message whose channel the team grants by its
+    /// shape, such as the brief a leader gives the member it delegates to.
+    pub fn sanitise_for(&self, message: &AgentMessage, recipient: &str) -> AgentMessage {
         let mut passed = message.clone();
         for sanitiser in self.sanitisers.get(recipient).into_iter().flatten() {
             passed = sanitiser.sanitise(passed);
         }
         let redacted = SecretRedactor::redact(&mut passed);
         self.redacted.fetch_add(redacted as u64, Ordering::Relaxed);
-        self.passed.fetch_add(1, Ordering::Relaxed);
-        Ok(passed)
+        passed
     }
 
     /// What the firewall has done so far.

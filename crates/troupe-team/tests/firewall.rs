@@ -226,3 +226,20 @@ fn every_drop_is_audited_as_a_denied_firewall_decision_without_the_content() {
     assert!(entry.reason.contains("coder -> reviewer") && entry.reason.contains("no channel"), "{}", entry.reason);
     assert!(!serde_json::to_string(entry).expect("json").contains("rotate"), "the message's content is not audited");
 }
+
+#[test]
+fn a_leaders_brief_is_sanitised_for_its_recipient_without_a_declared_channel() {
+    let firewall = team();
+    let brief = AgentMessage::request(
+        "lead",
+        "tester",
+        "Test this with key sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789:\n```rust\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n```",
+    );
+    let read = firewall.sanitise_for(&brief, "tester");
+    assert!(!read.payload.summary.contains("sk-ant-api03"), "{}", read.payload.summary);
+    assert!(read.payload.summary.contains(REDACTED));
+    assert!(!read.payload.summary.contains("a + b"), "the tester reads interfaces: {}", read.payload.summary);
+    let stats = firewall.stats();
+    assert_eq!((stats.passed, stats.dropped()), (0, 0), "a brief is not a report");
+    assert!(stats.secrets_redacted >= 1);
+}

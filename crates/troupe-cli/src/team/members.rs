@@ -359,6 +359,15 @@ impl Member for Tracked {
     ) -> BoxFuture<'_, MemberResult> {
         Box::pin(async move {
             let started = Instant::now();
+            // The brief passes the firewall too: the member reads it as its sanitisers
+            // allow, secrets redacted (a leader's brief needs no declared channel).
+            let mut task = task;
+            let brief = AgentMessage::request(task.from.clone(), self.inner.name().to_owned(), task.prompt.clone());
+            task.prompt = self.firewall.sanitise_for(&brief, self.inner.name()).payload.summary;
+            if let Some(context) = &task.context {
+                let context = AgentMessage::request(task.from.clone(), self.inner.name().to_owned(), context.clone());
+                task.context = Some(self.firewall.sanitise_for(&context, self.inner.name()).payload.summary);
+            }
             let mut result = self.inner.run(task, Some(self.events.clone()), cancel).await;
             let record = Record {
                 name: result.name.clone(),
