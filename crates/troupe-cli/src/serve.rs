@@ -287,17 +287,7 @@ struct TeamServing {
 
 impl Launcher for ServeLauncher {
     fn targets(&self) -> Vec<Target> {
-        let agents = self.agents.iter().map(|(name, (agent, description))| Target {
-            name: name.clone(),
-            description: description.clone(),
-            kind: TargetKind::Agent,
-            model: Some(agent.spec().model.clone()),
-            tools: agent
-                .runner()
-                .agent_catalog(agent.spec())
-                .map(|c| c.names().into_iter().map(str::to_owned).collect())
-                .unwrap_or_default(),
-        });
+        let agents = self.agents.iter().map(|(name, (agent, description))| Target::agent(name, agent, description));
         let teams = self.teams.iter().map(|(name, serving)| Target {
             name: name.clone(),
             description: serving.team.team.description.clone(),

@@ -39,6 +39,25 @@ pub struct Target {
     pub tools: Vec<String>,
 }
 
+impl Target {
+    /// `agent` as the target `name`: its current model (a reloaded one included) and the
+    /// tools its catalog gives it.
+    pub fn agent(name: &str, agent: &Agent, description: &str) -> Self {
+        let spec = agent.current_spec();
+        Target {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            kind: TargetKind::Agent,
+            model: Some(spec.model.clone()),
+            tools: agent
+                .runner()
+                .agent_catalog(&spec)
+                .map(|c| c.names().into_iter().map(str::to_owned).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// How a launched run ended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunEnd {
@@ -162,20 +181,7 @@ impl AgentLauncher {
 
 impl Launcher for AgentLauncher {
     fn targets(&self) -> Vec<Target> {
-        self.agents
-            .iter()
-            .map(|(name, (agent, description))| Target {
-                name: name.clone(),
-                description: description.clone(),
-                kind: TargetKind::Agent,
-                model: Some(agent.spec().model.clone()),
-                tools: agent
-                    .runner()
-                    .agent_catalog(agent.spec())
-                    .map(|c| c.names().into_iter().map(str::to_owned).collect())
-                    .unwrap_or_default(),
-            })
-            .collect()
+        self.agents.iter().map(|(name, (agent, description))| Target::agent(name, agent, description)).collect()
     }
 
     fn launch(&self, target: &str, input: RunInput) -> Result<LaunchedRun, LaunchError> {
