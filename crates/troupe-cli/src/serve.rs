@@ -163,6 +163,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let server = Server::new(server_config, Arc::clone(&launcher) as Arc<dyn Launcher>);
     if let Some(durability) = &durability {
         recover(&server, &launcher, durability.store().as_ref()).await;
+        gauge_queue_depth(&server, Arc::clone(durability.store()));
     }
     let listener =
         troupe::server::bind(args.addr).map_err(|e| Failure::Usage(anyhow!("cannot listen on {}: {e}", args.addr)))?;
@@ -234,6 +235,29 @@ fn watch_config(
             None
         }
     }
+}
+
+/// How often `/metrics`' queue depth is read from the store.
+const QUEUE_DEPTH_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Keeps the `queue_depth` gauge of `/metrics` at the number of stored runs waiting to be
+/// claimed (queued, no holder, due), read every [`QUEUE_DEPTH_EVERY`].
+fn gauge_queue_depth(server: &Server, store: Arc<dyn Store>) {
+    let metrics = Arc::clone(server.hub().metrics());
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(QUEUE_DEPTH_EVERY);
+        loop {
+            every.tick().await;
+            match store.queue().await {
+                Ok(queue) => {
+                    let now = troupe::store::now_millis();
+                    let waiting = queue.iter().filter(|e| e.owner.is_none() && e.available_at <= now).count();
+                    metrics.set_queue_depth(waiting as u64);
+                }
+                Err(error) => tracing::debug!(%error, "cannot read the queue depth"),
+            }
+        }
+    });
 }
 
 /// Resumes, into the server, the recorded runs of its agents that were going (or waiting

@@ -293,3 +293,29 @@ async fn read_for(mut response: reqwest::Response, window: Duration) -> String {
     }
     String::from_utf8_lossy(&body).into_owned()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_report_the_runs_waiting_in_the_stores_queue() {
+    let workspace = tempfile::tempdir().expect("workspace");
+    let queued = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["run", "--model", "demo", "--detach", "-w"])
+        .arg(workspace.path())
+        .arg("Summarise this repository")
+        .env_remove("TROUPE_STORE")
+        .output()
+        .expect("runs");
+    assert!(queued.status.success(), "{}", String::from_utf8_lossy(&queued.stderr));
+    let serving = start(workspace.path(), &[]);
+    let client = reqwest::Client::new();
+    let mut text = String::new();
+    for _ in 0..100 {
+        text =
+            client.get(format!("{}/metrics", serving.url)).send().await.expect("request").text().await.expect("text");
+        if text.lines().any(|l| l == "troupe_queue_depth 1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(text.lines().any(|l| l == "troupe_queue_depth 1"), "{text}");
+    serving.stop();
+}
