@@ -352,7 +352,8 @@ impl TeamServing {
         let run_id = input.run_id.clone().unwrap_or_else(RunId::generate);
         let team = self.team.name().to_owned();
         let cancel = CancellationToken::new();
-        let deadline = self.team.budget().unwrap_or_default().max_wall_time;
+        let budget = self.team.budget().unwrap_or_default();
+        let deadline = budget.max_wall_time;
         let (events, forwarded) = mpsc::channel::<AgentEvent>(EVENT_BUFFER);
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<RunEnd>();
         let stamp = TeamStamp {
@@ -370,12 +371,13 @@ impl TeamServing {
                 .await;
             let mut members_events = tokio_stream_of(members_events);
             let work = work.run(team, task, stop.clone());
+            let timed_out = stop.clone();
             let work = async move {
                 match deadline {
                     Some(limit) => match tokio::time::timeout(limit, work).await {
                         Ok(result) => result,
                         Err(_) => {
-                            stop.cancel();
+                            timed_out.cancel();
                             members::TeamResult {
                                 output: String::new(),
                                 error: Some("its time budget ran out".to_owned()),
@@ -386,17 +388,35 @@ impl TeamServing {
                 }
             };
             tokio::pin!(work);
+            // What every member spent together, counted as `troupe team run` counts it, so
+            // the team's usd and token budgets stop it here too.
+            let mut spent = TeamSpend::default();
+            let mut exceeded = None;
             let result = loop {
                 tokio::select! {
-                    Some(event) = members_events.next() => { let _ = events.send(event).await; }
+                    Some(event) = members_events.next() => {
+                        spent.observe(&event);
+                        if exceeded.is_none() && let Some(which) = crate::team::over_budget(&budget, spent.usage.total(), spent.cost_usd) {
+                            exceeded = Some(which);
+                            stop.cancel();
+                        }
+                        let _ = events.send(event).await;
+                    }
                     result = &mut work => break result,
                 }
             };
             while let Ok(Some(event)) =
                 tokio::time::timeout(std::time::Duration::from_millis(10), members_events.next()).await
             {
+                spent.observe(&event);
                 let _ = events.send(event).await;
             }
+            let result = match exceeded {
+                Some(which) => {
+                    members::TeamResult { output: result.output, error: Some(format!("its {which} budget ran out")) }
+                }
+                None => result,
+            };
             let outcome = match &result.error {
                 None => RunOutcomeKind::Completed,
                 Some(e) if e == "cancelled" => RunOutcomeKind::Cancelled,
@@ -407,10 +427,11 @@ impl TeamServing {
                 outcome,
                 output: output.clone(),
                 error: result.error.clone(),
-                usage: Usage::default(),
-                cost_usd: 0.0,
+                usage: spent.usage,
+                cost_usd: spent.cost_usd,
             };
-            let finished = AgentEventKind::RunFinished { outcome, output, usage: Usage::default(), cost_usd: 0.0 };
+            let finished =
+                AgentEventKind::RunFinished { outcome, output, usage: spent.usage, cost_usd: spent.cost_usd };
             let _ = events.send(stamp.event(1, finished)).await;
             let _ = done_tx.send(end);
         });
@@ -421,6 +442,24 @@ impl TeamServing {
             cancel,
             end: Box::pin(async move { done_rx.await.unwrap_or_else(|_| RunEnd::failed("the team's task crashed")) }),
         })
+    }
+}
+
+/// Tokens and cost of every member's model calls, from their `usage` events.
+#[derive(Default)]
+struct TeamSpend {
+    usage: Usage,
+    cost_usd: f64,
+}
+
+impl TeamSpend {
+    fn observe(&mut self, event: &AgentEvent) {
+        if let AgentEventKind::Usage { usage, cost_usd, .. } = &event.kind {
+            self.usage += *usage;
+            if let Some(cost) = cost_usd.filter(|c| c.is_finite()) {
+                self.cost_usd += cost;
+            }
+        }
     }
 }
 

@@ -203,7 +203,7 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         tokio::select! {
             Some(event) = received.recv() => {
                 progress.event(&event);
-                if exceeded.is_none() && let Some(which) = over_budget(&budget, &progress) {
+                if exceeded.is_none() && let Some(which) = over_budget(&budget, progress.tokens, progress.cost_usd) {
                     eprintln!("[team] its {which} budget ran out: stopping every member");
                     exceeded = Some(which);
                     cancel.cancel();
@@ -279,14 +279,16 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
 }
 
 /// The budget the spending so far crossed, if any.
-fn over_budget(budget: &TeamBudget, progress: &Progress) -> Option<String> {
+/// Which of the team's budgets `tokens` and `cost_usd`, spent by every member together,
+/// have crossed, if any.
+pub(crate) fn over_budget(budget: &TeamBudget, tokens: u64, cost_usd: f64) -> Option<String> {
     if let Some(max) = budget.max_usd
-        && progress.cost_usd >= max
+        && cost_usd >= max
     {
         return Some(format!("usd (max_usd = {max})"));
     }
     if let Some(max) = budget.max_total_tokens
-        && progress.tokens >= max
+        && tokens >= max
     {
         return Some(format!("tokens (max_total_tokens = {max})"));
     }

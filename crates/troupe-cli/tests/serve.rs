@@ -178,6 +178,56 @@ async fn a_team_file_is_served_as_one_run_carrying_every_members_events() {
         assert!(events.iter().any(|e| e["agent_id"] == member), "{member}'s events are carried");
     }
     assert!(last["output"].as_str().is_some_and(|o| !o.trim().is_empty()), "the team answered: {last}");
+    let member_tokens: u64 = events
+        .iter()
+        .filter(|e| e["type"] == "usage")
+        .map(|e| e["usage"]["input_tokens"].as_u64().unwrap_or(0) + e["usage"]["output_tokens"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(member_tokens > 0, "the members' calls report usage");
+    let team_tokens =
+        last["usage"]["input_tokens"].as_u64().unwrap_or(0) + last["usage"]["output_tokens"].as_u64().unwrap_or(0);
+    assert_eq!(team_tokens, member_tokens, "the team's end sums every member's usage: {last}");
+    serving.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_team_stops_when_its_token_budget_runs_out() {
+    let workspace = tempfile::tempdir().expect("workspace");
+    std::fs::write(workspace.path().join("README.md"), "# A small project\n").expect("write");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team");
+    let teams = tempfile::tempdir().expect("team dir");
+    std::fs::create_dir(teams.path().join("agents")).expect("agents");
+    for entry in std::fs::read_dir(example.join("agents")).expect("example agents") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), teams.path().join("agents").join(entry.file_name())).expect("copy");
+    }
+    let team = std::fs::read_to_string(example.join("team.toml")).expect("team file");
+    let team = team.replace("max_total_tokens = 200000", "max_total_tokens = 10");
+    assert!(team.contains("max_total_tokens = 10"));
+    let file = teams.path().join("team.toml");
+    std::fs::write(&file, team).expect("write");
+    let serving = start(workspace.path(), &["--no-store", "--team", file.to_str().expect("a UTF-8 path")]);
+    let client = reqwest::Client::new();
+    let response = client
+        .post(format!("{}/v1/runs", serving.url))
+        .json(&serde_json::json!({"team": "project", "instruction": "Describe this repository"}))
+        .send()
+        .await
+        .expect("request");
+    let run = response.headers()["x-troupe-run-id"].to_str().expect("an id").to_owned();
+    let body = response.text();
+    let body = tokio::time::timeout(Duration::from_secs(120), body).await.expect("the team ends").expect("body");
+    let last: serde_json::Value = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .next_back()
+        .map(|data| serde_json::from_str(data).expect("JSON"))
+        .expect("events");
+    assert_eq!((last["type"].as_str(), last["agent_id"].as_str()), (Some("run_finished"), Some("project")));
+    assert_eq!(last["outcome"], "failed", "{last}");
+    let ended = wait_phase(&client, &serving.url, &run, "ended").await;
+    let error = ended["end"]["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.contains("tokens") && error.contains("budget"), "{ended}");
     serving.stop();
 }
 
