@@ -45,6 +45,7 @@ mod error;
 mod fallback;
 mod http;
 mod provider;
+mod provider_cache;
 mod providers;
 mod registry;
 mod retry;

@@ -17,6 +17,7 @@ use crate::http::{HttpConfig, HttpProvider};
 use crate::openai_chat::OpenAiChatWire;
 use crate::openai_responses::OpenAiResponsesWire;
 use crate::provider::LlmProvider;
+use crate::provider_cache::{HttpSettings, ProviderCache};
 use crate::registry::{ModelInfo, ModelRegistry, Pricing, split_id};
 use crate::retry::{RetryPolicy, RetryingProvider};
 use serde::{Deserialize, Serialize};
@@ -289,6 +290,12 @@ impl std::fmt::Debug for ResolvedModel {
 
 /// The known providers and models, and how to call them.
 ///
+/// Each provider's HTTP client is built once, at its first resolution, and shared by every
+/// later resolution of the same provider (and by every clone of this value): one
+/// connection pool, one TLS configuration, one reading of the root certificates per
+/// process. A provider whose settings changed (its base URL, its key) gets a new client;
+/// runs that resolved the old one keep it.
+///
 /// ```
 /// use std::collections::HashMap;
 /// use troupe_model::{Error, Providers};
@@ -309,6 +316,7 @@ pub struct Providers {
     fallbacks: HashMap<String, Vec<String>>,
     retry: RetryPolicy,
     env: Arc<dyn Env>,
+    built: Arc<ProviderCache>,
 }
 
 impl std::fmt::Debug for Providers {
@@ -342,6 +350,7 @@ impl Providers {
             fallbacks: HashMap::new(),
             retry: RetryPolicy::default(),
             env: Arc::new(env),
+            built: Arc::default(),
         }
     }
 
@@ -518,22 +527,28 @@ impl Providers {
                 config.name
             )));
         }
-        let http = HttpConfig::new(config.name.clone(), base_url, key);
-        Ok(match config.kind {
-            ProviderKind::Anthropic => Arc::new(HttpProvider::new(http, AnthropicWire::default())?),
-            ProviderKind::OpenAiChat => {
-                let wire = OpenAiChatWire { legacy_max_tokens: config.legacy_max_tokens, ..OpenAiChatWire::default() };
-                Arc::new(HttpProvider::new(http, wire)?)
-            }
-            ProviderKind::OpenAiResponses => Arc::new(HttpProvider::new(http, OpenAiResponsesWire::default())?),
-            ProviderKind::Gemini => Arc::new(HttpProvider::new(http, GeminiWire::default())?),
-        })
+        let settings = HttpSettings { kind: config.kind, base_url, key, legacy_max_tokens: config.legacy_max_tokens };
+        self.built.get_or_build(&config.name, settings, |settings| build_http_provider(&config.name, settings))
     }
 
     /// A variable's value, if set to something other than blanks.
     fn env_var(&self, name: &str) -> Option<String> {
         self.env.var(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
     }
+}
+
+/// A new HTTP provider (with its own client) named `name`, from `settings`.
+fn build_http_provider(name: &str, settings: &HttpSettings) -> Result<Arc<dyn LlmProvider>> {
+    let http = HttpConfig::new(name, settings.base_url.clone(), settings.key.clone());
+    Ok(match settings.kind {
+        ProviderKind::Anthropic => Arc::new(HttpProvider::new(http, AnthropicWire::default())?),
+        ProviderKind::OpenAiChat => {
+            let wire = OpenAiChatWire { legacy_max_tokens: settings.legacy_max_tokens, ..OpenAiChatWire::default() };
+            Arc::new(HttpProvider::new(http, wire)?)
+        }
+        ProviderKind::OpenAiResponses => Arc::new(HttpProvider::new(http, OpenAiResponsesWire::default())?),
+        ProviderKind::Gemini => Arc::new(HttpProvider::new(http, GeminiWire::default())?),
+    })
 }
 
 /// The offline demo model: free, unlimited, no key.

@@ -243,3 +243,39 @@ fn providers_can_be_added_and_replaced() {
         matches!(providers.resolve("vault/m"), Err(Error::MissingApiKey { variable, .. }) if variable == "VAULT_KEY")
     );
 }
+
+#[tokio::test]
+async fn every_resolution_of_a_provider_shares_one_client_and_its_connections() {
+    let server = MockLlmServer::start().await.expect("server starts");
+    server.respond_with(|_| MockTurn::text("pooled"));
+    let providers = providers(&[("OPENAI_BASE_URL", &server.openai_url()), ("OPENAI_API_KEY", "sk-test")]);
+    for _ in 0..50 {
+        // Clones share what was built, as the engine's and a team's copies do.
+        let resolved = providers.clone().resolve("openai/gpt-4o-mini").expect("resolves");
+        let request = resolved.request().message(Message::user("hi"));
+        let response = resolved.provider.complete(&request, CancellationToken::new()).await.expect("answers");
+        assert_eq!(response.message.text(), "pooled");
+    }
+    assert_eq!(server.requests().len(), 50);
+    assert_eq!(server.connections(), 1, "50 calls one after another need one pooled connection");
+    assert_eq!(providers.built.len(), 1);
+}
+
+#[tokio::test]
+async fn a_provider_whose_settings_change_gets_a_new_client_while_earlier_holders_keep_theirs() {
+    let (first, second) = (MockLlmServer::start().await.expect("starts"), MockLlmServer::start().await.expect("starts"));
+    first.respond_with(|_| MockTurn::text("first"));
+    second.respond_with(|_| MockTurn::text("second"));
+    let mut providers = providers(&[]);
+    providers.insert_provider(ProviderConfig::new("local", ProviderKind::OpenAiChat, first.openai_url()));
+    let before = providers.resolve("local/m").expect("resolves");
+    providers.insert_provider(ProviderConfig::new("local", ProviderKind::OpenAiChat, second.openai_url()));
+    let after = providers.resolve("local/m").expect("resolves");
+    for (resolved, expected) in [(&before, "first"), (&after, "second"), (&before, "first")] {
+        let request = resolved.request().message(Message::user("hi"));
+        let response = resolved.provider.complete(&request, CancellationToken::new()).await.expect("answers");
+        assert_eq!(response.message.text(), expected);
+    }
+    assert_eq!((first.connections(), second.connections()), (1, 1));
+    assert_eq!(providers.built.len(), 1, "the replaced client is no longer held by the providers");
+}

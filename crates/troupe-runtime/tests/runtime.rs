@@ -4,6 +4,7 @@
 mod common;
 
 use common::{Harness, Reader, Wire, check_events, drain, kind_name, until_event};
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -293,4 +294,55 @@ async fn provider_retries_are_projected_as_events() {
     assert_eq!(retries, [1]);
     assert_eq!(server.requests().len(), 2);
     check_events(&output.events);
+}
+
+/// The path a newcomer writes (`Engine` + `Providers` + a typed tool) must not build a
+/// client per run: 50 runs of two model calls each reuse the pool, one connection per
+/// run in flight at once, not one per run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_through_providers_share_one_client_per_provider() {
+    #[derive(Deserialize, JsonSchema)]
+    struct Key {
+        key: String,
+    }
+    let server = MockLlmServer::start().await.expect("server starts");
+    server.respond_with(|request| {
+        let answered = request.body["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        if answered { MockTurn::text("k = 42") } else { MockTurn::tool_call("call_1", "lookup", json!({"key": "k"})) }
+    });
+    let env = HashMap::from([
+        ("OPENAI_API_KEY".to_owned(), "sk-test".to_owned()),
+        ("OPENAI_BASE_URL".to_owned(), server.openai_url()),
+    ]);
+    let engine = Engine::builder().providers(Providers::with_env(env)).build();
+    let lookup = typed_tool("lookup", "Looks a key up.", Effect::ReadOnly, |_ctx, args: Key| async move {
+        Ok(ToolOutput::text(format!("{} = 42", args.key)))
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let agent = engine
+        .agent("looker")
+        .model("openai/gpt-4o")
+        .workspace(dir.path())
+        .tool(lookup.into_arc())
+        .build()
+        .expect("agent builds");
+    for _ in 0..50 {
+        let output = agent.run("What is k?").await.expect("the run ends");
+        assert_eq!((output.text.as_str(), output.tool_calls), ("k = 42", 1), "{:?}", output.outcome);
+    }
+    assert_eq!(server.requests().len(), 100);
+    // One run at a time needs one pooled connection; a second may open when a request
+    // goes out before the previous response's connection is back in the pool.
+    assert!(server.connections() <= 2, "{} connections for 50 runs one at a time", server.connections());
+
+    // 50 more runs, 5 at a time: the pool grows to the 5 in flight, and no further.
+    let outputs: Vec<_> = futures::stream::iter(0..50)
+        .map(|_| agent.run("What is k?"))
+        .buffer_unordered(5)
+        .collect()
+        .await;
+    for output in outputs {
+        assert_eq!(output.expect("the run ends").text, "k = 42");
+    }
+    assert!(server.connections() <= 8, "{} connections for 100 runs, at most 5 at once", server.connections());
 }

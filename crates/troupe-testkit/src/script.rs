@@ -78,6 +78,8 @@ pub struct MockTurn {
     pub chunk_bytes: Option<usize>,
     /// A pause between two events.
     pub event_delay: Option<Duration>,
+    /// A pause before the first event: the model's time to first token.
+    pub latency: Option<Duration>,
     /// A fault to inject.
     pub fault: Option<Fault>,
     /// Interleave the argument fragments of the turn's tool calls (round-robin), as
@@ -96,6 +98,7 @@ impl Default for MockTurn {
             delta_chars: 8,
             chunk_bytes: None,
             event_delay: None,
+            latency: None,
             fault: None,
             interleave_tool_calls: false,
         }
@@ -174,6 +177,13 @@ impl MockTurn {
     /// Sets a pause between events.
     pub fn with_event_delay(mut self, delay: Duration) -> Self {
         self.event_delay = Some(delay);
+        self
+    }
+
+    /// Waits `latency` before the first event, as a model does before its first token
+    /// (the response's headers go out at once).
+    pub fn with_latency(mut self, latency: Duration) -> Self {
+        self.latency = Some(latency);
         self
     }
 

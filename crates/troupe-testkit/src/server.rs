@@ -8,8 +8,10 @@ use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +43,7 @@ struct ServerState {
     turns: Mutex<VecDeque<MockTurn>>,
     requests: Mutex<Vec<RecordedRequest>>,
     responder: Mutex<Option<Arc<Responder>>>,
+    connections: AtomicUsize,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -77,6 +80,10 @@ impl MockLlmServer {
             .with_state(Arc::clone(&state));
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
+        let counted = Arc::clone(&state);
+        let listener = listener.tap_io(move |_| {
+            counted.connections.fetch_add(1, Ordering::Relaxed);
+        });
         tokio::spawn(async move {
             let _ = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await;
         });
@@ -119,6 +126,12 @@ impl MockLlmServer {
     /// The turns still queued.
     pub fn remaining(&self) -> usize {
         lock(&self.state.turns).len()
+    }
+
+    /// How many TCP connections the server has accepted: a client that reuses its pool
+    /// opens one per request it has in flight at once, not one per request.
+    pub fn connections(&self) -> usize {
+        self.state.connections.load(Ordering::Relaxed)
     }
 
     /// Every request received so far, in order.
@@ -200,9 +213,13 @@ fn respond(
     };
     let chunks = chunk_events(events, turn.chunk_bytes);
     let delay = turn.event_delay;
+    let latency = turn.latency;
     let body =
-        futures::stream::unfold((chunks.into_iter().enumerate(), stall, delay), |(mut it, stall, delay)| async move {
+        futures::stream::unfold((chunks.into_iter().enumerate(), stall, delay), move |(mut it, stall, delay)| async move {
             let (i, (event_index, chunk)) = it.next()?;
+            if let (Some(latency), 0) = (latency, i) {
+                tokio::time::sleep(latency).await;
+            }
             if let Some((after, duration)) = stall
                 && event_index == after
                 && chunk.first_of_event

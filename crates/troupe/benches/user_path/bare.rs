@@ -1,0 +1,127 @@
+//! The baseline: what the same work costs written by hand with `reqwest` and
+//! `serde_json` alone — one shared client, the OpenAI Chat request built as JSON, the SSE
+//! body split into frames and each frame parsed, tool calls assembled and answered, the
+//! conversation carried from call to call. No retries, no events, no budgets, no record.
+
+use crate::workload::{TASK, lookup_answer};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+/// One hand-written agent over one client.
+pub struct BareLoop {
+    client: reqwest::Client,
+    url: String,
+    model: String,
+    tools: Value,
+}
+
+/// A tool call being assembled from its streamed fragments.
+#[derive(Default)]
+struct Call {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+impl BareLoop {
+    pub fn new(base_url: &str, model: &str, parameters: Value) -> Self {
+        let tools = json!([{
+            "type": "function",
+            "function": {"name": "lookup", "description": "Looks up the value of a key.", "parameters": parameters},
+        }]);
+        BareLoop {
+            client: reqwest::Client::new(),
+            url: format!("{base_url}/v1/chat/completions"),
+            model: model.to_owned(),
+            tools,
+        }
+    }
+
+    /// One run: model calls until the model answers; returns the answer and the number
+    /// of tool calls.
+    pub async fn run(&self) -> Result<(String, u32), String> {
+        let mut messages = vec![
+            json!({"role": "system", "content": "Look the keys up, then answer."}),
+            json!({"role": "user", "content": TASK}),
+        ];
+        let mut tool_calls = 0;
+        for _ in 0..8 {
+            let body = json!({
+                "model": self.model,
+                "messages": messages,
+                "tools": self.tools,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+            });
+            let response = self
+                .client
+                .post(&self.url)
+                .bearer_auth("sk-bench")
+                .json(&body)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            if !response.status().is_success() {
+                return Err(format!("HTTP {}", response.status()));
+            }
+            let (text, calls) = read_stream(response).await?;
+            if calls.is_empty() {
+                return Ok((text, tool_calls));
+            }
+            let wire_calls: Vec<Value> = calls
+                .iter()
+                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                .collect();
+            messages.push(json!({"role": "assistant", "content": null, "tool_calls": wire_calls}));
+            for call in calls {
+                let arguments: Value = serde_json::from_str(&call.arguments).map_err(|e| e.to_string())?;
+                let key = arguments["key"].as_str().ok_or("no key")?;
+                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": lookup_answer(key)}));
+                tool_calls += 1;
+            }
+        }
+        Err("no answer after 8 model calls".to_owned())
+    }
+}
+
+/// Reads an OpenAI Chat SSE body: the text and the tool calls.
+async fn read_stream(response: reqwest::Response) -> Result<(String, Vec<Call>), String> {
+    let mut body = response.bytes_stream();
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut text = String::new();
+    let mut calls: Vec<Call> = Vec::new();
+    while let Some(chunk) = body.next().await {
+        buffer.extend_from_slice(&chunk.map_err(|e| e.to_string())?);
+        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+            let frame: Vec<u8> = buffer.drain(..end + 2).collect();
+            for line in frame.split(|b| *b == b'\n') {
+                let Some(data) = line.strip_prefix(b"data: ") else { continue };
+                if data == b"[DONE]" {
+                    return Ok((text, calls));
+                }
+                let event: Value = serde_json::from_slice(data).map_err(|e| e.to_string())?;
+                let delta = &event["choices"][0]["delta"];
+                if let Some(piece) = delta["content"].as_str() {
+                    text.push_str(piece);
+                }
+                for fragment in delta["tool_calls"].as_array().into_iter().flatten() {
+                    let index = fragment["index"].as_u64().unwrap_or(0) as usize;
+                    if calls.len() <= index {
+                        calls.resize_with(index + 1, Call::default);
+                    }
+                    let call = &mut calls[index];
+                    if let Some(id) = fragment["id"].as_str() {
+                        id.clone_into(&mut call.id);
+                    }
+                    if let Some(name) = fragment["function"]["name"].as_str() {
+                        name.clone_into(&mut call.name);
+                    }
+                    if let Some(arguments) = fragment["function"]["arguments"].as_str() {
+                        call.arguments.push_str(arguments);
+                    }
+                }
+            }
+        }
+    }
+    Ok((text, calls))
+}

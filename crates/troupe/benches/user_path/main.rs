@@ -1,0 +1,173 @@
+//! `user_path`: what a run costs on the path a newcomer writes, against the same work
+//! written by hand, measured in the same benchmark run.
+//!
+//! - troupe: `Engine::builder().providers(..)` with the built-in `openai` preset
+//!   (`OPENAI_BASE_URL` at the mock server), an agent on `openai/gpt-4o`, one typed tool
+//!   (`lookup`), `agent.run(task)`; without a store, with SQLite (a file under the target
+//!   directory, power-loss safe as the CLI's default) and with PostgreSQL
+//!   (`TROUPE_TEST_DATABASE_URL`, else `postgres://postgres@127.0.0.1:5432/test`).
+//! - the baseline: one `reqwest::Client`, requests built with `serde_json`, SSE frames
+//!   split and parsed by hand (`bare.rs`).
+//!
+//! A run is 4 streaming model calls (OpenAI Chat wire) and 3 tool calls. The mock server
+//! runs in a child process (its CPU and memory are not counted); each pass runs in a
+//! child process of its own, so its peak memory is its own, and reports its CPU time
+//! (user + system, every thread), its wall time and `VmHWM`.
+//!
+//! Passes: 1 and 100 runs in flight (CPU per run, runs/s, peak RSS), and 10,000 runs
+//! started at once against a model that takes 200 ms before each response (memory per
+//! in-flight run: the rise of the peak RSS over the RSS before the pass, divided by
+//! 10,000). The targets are printed beside the figures.
+//!
+//! `cargo bench -p troupe --bench user_path` (about two minutes). Outside `cargo bench`
+//! (e.g. `cargo test --benches`) each pass is short and small: it only checks that
+//! every contender works.
+
+mod bare;
+mod contender;
+mod measure;
+mod workload;
+
+use measure::{Mode, PassReport};
+use std::process::{Command, Stdio};
+use troupe_testkit::{ChildMockServer, serve_if_child};
+
+/// One pass to run.
+struct Pass {
+    contender: &'static str,
+    store: String,
+    mode: Mode,
+    n: usize,
+    seconds: f64,
+    model: &'static str,
+}
+
+fn run_pass(pass: &Pass, url: &str) -> PassReport {
+    let exe = std::env::current_exe().expect("the benchmark knows its own path");
+    let n = pass.n.to_string();
+    let seconds = pass.seconds.to_string();
+    let args = [pass.contender, &pass.store, pass.mode.as_str(), &n, &seconds, pass.model, url];
+    let output = Command::new(exe)
+        .arg("--pass")
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("the pass's child starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| PassReport {
+        failed: 1,
+        first_failure: Some(format!("the pass printed {stdout:?} ({e}); {}", output.status)),
+        ..PassReport::default()
+    })
+}
+
+fn cpu_us_per_run(report: &PassReport) -> f64 {
+    report.cpu_ticks as f64 * troupe_testkit::process::TICK_MICROS / report.runs.max(1) as f64
+}
+
+fn runs_per_s(report: &PassReport) -> f64 {
+    report.runs as f64 / (report.elapsed_ms / 1000.0).max(1e-9)
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "MISSED" }
+}
+
+fn main() {
+    serve_if_child(workload::responder);
+    measure::run_pass_if_asked();
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
+        println!("user_path: bench");
+        return;
+    }
+    let full = args.iter().any(|a| a == "--bench");
+    let (seconds, in_flight) = if full { (4.0, 10_000) } else { (0.2, 50) };
+    let postgres = std::env::var("TROUPE_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+
+    let server = ChildMockServer::start().expect("the mock server child starts");
+    let url = server.url().to_owned();
+    let throughput = |contender, store: &str, n| Pass {
+        contender,
+        store: store.to_owned(),
+        mode: Mode::Throughput,
+        n,
+        seconds,
+        model: workload::FAST_MODEL,
+    };
+    let mut failures = Vec::new();
+    let mut run = |label: &str, pass: Pass| {
+        let report = run_pass(&pass, &url);
+        println!(
+            "user_path: {label:<28} {:>6} runs  {:>8.1} µs CPU/run  {:>7.0} runs/s  peak RSS {:>6.1} MiB  failed {}{}",
+            report.runs,
+            cpu_us_per_run(&report),
+            runs_per_s(&report),
+            mib(report.peak_rss),
+            report.failed,
+            report.first_failure.as_deref().map(|f| format!(" (first: {f})")).unwrap_or_default(),
+        );
+        if report.failed > 0 || report.runs == 0 {
+            failures.push(format!("{label}: {:?}", report.first_failure));
+        }
+        report
+    };
+
+    println!("\nuser_path: 4 model calls + 3 tool calls per run, OpenAI Chat wire, mock server in a child process");
+    let bare_1 = run("bare loop, 1 at a time", throughput("bare", "none", 1));
+    let troupe_1 = run("troupe, 1 at a time", throughput("troupe", "none", 1));
+    let sqlite_1 = run("troupe + SQLite, 1 at a time", throughput("troupe", "sqlite", 1));
+    let pg_1 = run("troupe + PostgreSQL, 1", throughput("troupe", &postgres, 1));
+    let bare_100 = run("bare loop, 100 at a time", throughput("bare", "none", 100));
+    let troupe_100 = run("troupe, 100 at a time", throughput("troupe", "none", 100));
+    let sqlite_100 = run("troupe + SQLite, 100", throughput("troupe", "sqlite", 100));
+    let pg_100 = run("troupe + PostgreSQL, 100", throughput("troupe", &postgres, 100));
+    let slow = |contender| Pass {
+        contender,
+        store: "none".to_owned(),
+        mode: Mode::InFlight,
+        n: in_flight,
+        seconds: 0.0,
+        model: workload::SLOW_MODEL,
+    };
+    let bare_wide = run("bare loop, all in flight", slow("bare"));
+    let troupe_wide = run("troupe, all in flight", slow("troupe"));
+
+    let ratio = |a: &PassReport, b: &PassReport| cpu_us_per_run(a) / cpu_us_per_run(b).max(1e-9);
+    let per_run_kib = |r: &PassReport| {
+        let peak = if r.pass_peak_rss > 0 { r.pass_peak_rss } else { r.peak_rss };
+        peak.saturating_sub(r.rss_before) as f64 / 1024.0 / r.runs.max(1) as f64
+    };
+    println!();
+    let checks = [
+        ("CPU per run vs bare loop, 1 at a time", ratio(&troupe_1, &bare_1), 1.5, "×"),
+        ("CPU per run vs bare loop, 100 at a time", ratio(&troupe_100, &bare_100), 1.5, "×"),
+        ("CPU per run, SQLite vs no store, 1", ratio(&sqlite_1, &troupe_1), 2.0, "×"),
+        ("CPU per run, SQLite vs no store, 100", ratio(&sqlite_100, &troupe_100), 2.0, "×"),
+        ("peak RSS vs bare loop, 1 at a time", troupe_1.peak_rss as f64 / bare_1.peak_rss.max(1) as f64, 2.0, "×"),
+        ("memory per in-flight run (KiB)", per_run_kib(&troupe_wide), 64.0, " KiB"),
+    ];
+    for (what, value, target, unit) in checks {
+        println!("user_path: {what:<42} {value:>8.2}{unit}  (target <= {target}{unit}) {}", verdict(value <= target));
+    }
+    let kept = runs_per_s(&sqlite_100) / runs_per_s(&troupe_100).max(1e-9);
+    println!("user_path: {:<42} {:>8.2}   (target >= 0.70) {}", "throughput, SQLite vs no store, 100", kept, verdict(kept >= 0.7));
+    println!(
+        "user_path: for reference: PostgreSQL vs no store CPU {:.2}× (1), {:.2}× (100), throughput {:.2} (100); \
+         bare loop {:.1} KiB per in-flight run; troupe vs bare throughput at 100: {:.2}",
+        ratio(&pg_1, &troupe_1),
+        ratio(&pg_100, &troupe_100),
+        runs_per_s(&pg_100) / runs_per_s(&troupe_100).max(1e-9),
+        per_run_kib(&bare_wide),
+        runs_per_s(&troupe_100) / runs_per_s(&bare_100).max(1e-9),
+    );
+    drop(server);
+    assert!(failures.is_empty(), "passes with failed runs: {failures:#?}");
+}
