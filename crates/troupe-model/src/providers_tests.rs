@@ -263,7 +263,8 @@ async fn every_resolution_of_a_provider_shares_one_client_and_its_connections() 
 
 #[tokio::test]
 async fn a_provider_whose_settings_change_gets_a_new_client_while_earlier_holders_keep_theirs() {
-    let (first, second) = (MockLlmServer::start().await.expect("starts"), MockLlmServer::start().await.expect("starts"));
+    let (first, second) =
+        (MockLlmServer::start().await.expect("starts"), MockLlmServer::start().await.expect("starts"));
     first.respond_with(|_| MockTurn::text("first"));
     second.respond_with(|_| MockTurn::text("second"));
     let mut providers = providers(&[]);

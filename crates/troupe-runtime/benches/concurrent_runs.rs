@@ -3,9 +3,9 @@
 //! loopback HTTP in Anthropic's wire format.
 //!
 //! Each run is two model calls: a call of `lookup` (a typed read-only no-op tool), then an
-//! answer; payloads are small. All runs share one agent, hence one
-//! `HttpProvider<AnthropicWire>` and one `reqwest::Client` (`HttpProvider::with_client`),
-//! whose pool keeps up to one loopback connection per in-flight request alive; 1,000 in
+//! answer; payloads are small. All runs share one agent built as a user builds one
+//! (`Engine::builder().providers(..)`, the built-in `anthropic` provider at the mock), hence
+//! one `reqwest::Client`, whose pool keeps up to one loopback connection per in-flight request alive; 1,000 in
 //! flight needs ~1,000 sockets, checked against `ulimit -n`.
 //!
 //! The mock server runs in a child process (this binary, re-executed), so neither its CPU
@@ -26,12 +26,11 @@ mod common;
 
 use common::{lookup_tool, tool_results};
 use futures::StreamExt;
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use troupe_model::anthropic::AnthropicWire;
-use troupe_model::{ApiKey, HttpConfig, HttpProvider};
-use troupe_runtime::{Agent, Engine, FixedModel, RunOutput, RuntimeError};
+use troupe_model::Providers;
+use troupe_runtime::{Agent, Engine, RunOutput, RuntimeError};
 use troupe_testkit::process::{RssSampler, open_files_limit, reset_peak_rss, status_bytes};
 use troupe_testkit::{ChildMockServer, MockTurn, RecordedRequest, serve_if_child};
 
@@ -50,12 +49,15 @@ fn responder(request: &RecordedRequest) -> MockTurn {
 }
 
 fn agent(base_url: &str) -> Agent {
-    let client = reqwest::Client::new();
-    let config = HttpConfig::new("anthropic", base_url, Some(ApiKey::new("bench-key")));
-    let provider = HttpProvider::with_client(config, AnthropicWire::default(), client);
-    let engine = Engine::builder().resolver(Arc::new(FixedModel::new(Arc::new(provider), "claude-mock"))).build();
+    // The built-in `anthropic` provider, pointed at the mock as a user's environment would.
+    let env = HashMap::from([
+        ("ANTHROPIC_API_KEY".to_owned(), "bench-key".to_owned()),
+        ("ANTHROPIC_BASE_URL".to_owned(), base_url.to_owned()),
+    ]);
+    let engine = Engine::builder().providers(Providers::with_env(env)).build();
     engine
         .agent("bench")
+        .model("anthropic/claude-sonnet-4-5")
         .workspace(std::env::temp_dir())
         .tool(lookup_tool())
         .instructions("Look the key up, then answer.")
@@ -172,7 +174,7 @@ fn main() {
     let beyond = per_run - conversation as f64;
     println!(
         "\nconcurrent_runs: {} runs (2 model calls + 1 tool call each), at most {in_flight} in flight (buffer_unordered), \
-         multi-thread runtime ({workers} workers), one shared reqwest Client, Anthropic wire, mock server in a child process, \
+         multi-thread runtime ({workers} workers), Engine + Providers (one client), Anthropic wire, mock server in a child process, \
          ulimit -n {}",
         measured.runs,
         limit.map_or("unknown".to_owned(), |l| l.to_string()),

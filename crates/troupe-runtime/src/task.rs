@@ -551,9 +551,8 @@ impl Run {
         let payload = serde_json::json!({"outcome": outcome, "usage": state.usage, "cost_usd": state.cost_usd});
         state.event_seq = self.emitter.next_seq();
         let Some(journal) = &mut self.journal else { return true };
-        match journal.checkpoint(state, vec![NewEvidence::new(EvidenceKind::RunFinished, payload)]).await {
+        match journal.finish(state, vec![NewEvidence::new(EvidenceKind::RunFinished, payload)]).await {
             Ok(()) => {
-                journal.release().await;
                 self.end_recorded = true;
                 true
             }
@@ -633,11 +632,7 @@ async fn create_run(durability: &Durability, state: &mut RunState, input: &Store
     let run_id = state.run_id.to_string();
     let mut record = input.new_run(&state.run_id, StoredStatus::Running);
     record.state = serde_json::to_value(&*state).unwrap_or_default();
-    store.create_run(record, now_millis()).await?;
-    let lease = store
-        .acquire(&run_id, durability.owner(), durability.lease_ttl(), now_millis())
-        .await?
-        .ok_or_else(|| StoreError::LeaseLost { run_id: run_id.clone(), owner: durability.owner().to_owned() })?;
+    let lease = store.create_leased_run(record, durability.owner(), durability.lease_ttl(), now_millis()).await?;
     Ok(Journal::new(Arc::clone(store), EvidenceChain::new(run_id), Some(lease)).with_instruction(&input.instruction))
 }
 

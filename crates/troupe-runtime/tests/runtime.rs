@@ -336,11 +336,8 @@ async fn runs_through_providers_share_one_client_per_provider() {
     assert!(server.connections() <= 2, "{} connections for 50 runs one at a time", server.connections());
 
     // 50 more runs, 5 at a time: the pool grows to the 5 in flight, and no further.
-    let outputs: Vec<_> = futures::stream::iter(0..50)
-        .map(|_| agent.run("What is k?"))
-        .buffer_unordered(5)
-        .collect()
-        .await;
+    let outputs: Vec<_> =
+        futures::stream::iter(0..50).map(|_| agent.run("What is k?")).buffer_unordered(5).collect().await;
     for output in outputs {
         assert_eq!(output.expect("the run ends").text, "k = 42");
     }

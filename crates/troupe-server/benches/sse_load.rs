@@ -12,7 +12,9 @@
 //!   to `run_finished`, then its output. A run fails on an error or an outcome other than
 //!   completed.
 //!
-//! The agent's model is [`MockLlmServer`](troupe_testkit::MockLlmServer) (Anthropic wire)
+//! The agent is built as a user builds one — `Engine::builder().providers(..)`, the built-in
+//! `anthropic` provider with `ANTHROPIC_BASE_URL` at the mock, `anthropic/claude-sonnet-4-5`.
+//! Its model is [`MockLlmServer`](troupe_testkit::MockLlmServer) (Anthropic wire)
 //! in a child process (this binary, re-executed), answering every request with a short
 //! text turn: one model call per run, no tools. Its CPU and memory are not this
 //! process's, but it shares the machine's cores. The agent's model client keeps one
@@ -65,9 +67,8 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEventKind, RunOutcomeKind};
-use troupe_model::anthropic::AnthropicWire;
-use troupe_model::{ApiKey, HttpConfig, HttpProvider};
-use troupe_runtime::{Agent, Engine, FixedModel};
+use troupe_model::Providers;
+use troupe_runtime::{Agent, Engine};
 use troupe_server::{AgentLauncher, Server, ServerConfig, ServerError};
 use troupe_testkit::process::{RssSampler, open_files_limit, process_cpu_ticks, reset_peak_rss, status_bytes};
 use troupe_testkit::{ChildMockServer, MockTurn, RecordedRequest, serve_if_child};
@@ -181,8 +182,6 @@ struct Bench {
     runtime: Runtime,
     agent: Agent,
     /// The model client, shared with the agent's provider: its pool is the agent's.
-    model_client: reqwest::Client,
-    mock_url: String,
     client: reqwest::Client,
     runs_url: Arc<str>,
     /// `/v1/runs` of the same server on a listener from `TcpListener::bind`.
@@ -194,13 +193,15 @@ struct Bench {
 impl Bench {
     fn start(mock_url: &str) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a Tokio runtime");
-        let model_client = reqwest::Client::new();
-        let config = HttpConfig::new("anthropic", mock_url, Some(ApiKey::new("bench-key")));
-        let provider = HttpProvider::with_client(config, AnthropicWire::default(), model_client.clone());
-        let engine = Engine::builder().resolver(Arc::new(FixedModel::new(Arc::new(provider), "claude-mock"))).build();
+        // The built-in `anthropic` provider, pointed at the mock as a user's environment would.
+        let env = std::collections::HashMap::from([
+            ("ANTHROPIC_API_KEY".to_owned(), "bench-key".to_owned()),
+            ("ANTHROPIC_BASE_URL".to_owned(), mock_url.to_owned()),
+        ]);
+        let engine = Engine::builder().providers(Providers::with_env(env)).build();
         let agent = engine
             .agent(AGENT)
-            .model("claude-mock")
+            .model("anthropic/claude-sonnet-4-5")
             .workspace(std::env::temp_dir())
             .instructions("Answer in one sentence.")
             .max_iterations(2)
@@ -229,39 +230,21 @@ impl Bench {
         // No idle connections kept: every run connects anew, as separate clients do.
         let client =
             reqwest::Client::builder().pool_max_idle_per_host(0).build().expect("a client without a pool builds");
-        Bench {
-            runtime,
-            agent,
-            model_client,
-            mock_url: mock_url.to_owned(),
-            client,
-            runs_url: url,
-            backlog_128_runs_url: backlog_128_url,
-            shutdown,
-            serving,
-        }
+        Bench { runtime, agent, client, runs_url: url, backlog_128_runs_url: backlog_128_url, shutdown, serving }
     }
 
-    /// Opens `connections` keep-alive connections to the mock in the model client's pool,
-    /// by as many requests at once, so that no measured run pays for connecting.
+    /// Opens `connections` keep-alive connections to the mock in the agent's model client
+    /// pool, by as many runs at once, so that no measured run pays for connecting.
     fn fill_model_pool(&self, connections: usize) {
-        let url = format!("{}/v1/messages", self.mock_url);
-        let body = serde_json::json!({
-            "model": "claude-mock", "max_tokens": 16, "stream": true,
-            "messages": [{"role": "user", "content": "warm"}],
-        });
         let failed = self.runtime.block_on(async {
-            let requests = (0..connections).map(|_| {
-                let (client, url, body) = (self.model_client.clone(), url.clone(), body.clone());
-                tokio::spawn(async move {
-                    let response = client.post(url).json(&body).send().await?.error_for_status()?;
-                    response.bytes().await.map(|_| ())
-                })
+            let runs = (0..connections).map(|_| {
+                let agent = self.agent.clone();
+                tokio::spawn(async move { agent.run("warm").await })
             });
-            let results = futures::future::join_all(requests.collect::<Vec<_>>()).await;
-            results.into_iter().filter(|r| !matches!(r, Ok(Ok(())))).count()
+            let results = futures::future::join_all(runs.collect::<Vec<_>>()).await;
+            results.into_iter().filter(|r| !matches!(r, Ok(Ok(output)) if output.is_completed())).count()
         });
-        assert_eq!(failed, 0, "{failed} of {connections} requests filling the model client's pool failed");
+        assert_eq!(failed, 0, "{failed} of {connections} runs filling the model client's pool failed");
     }
 
     /// `runs` runs of `mode` started at once, awaited.

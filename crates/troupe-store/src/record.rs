@@ -209,6 +209,9 @@ pub struct Checkpoint {
     /// while the run has a signal numbered above `signals_consumed_through`: a run must
     /// not complete over a signal that was acknowledged but never applied.
     pub require_signals_consumed: bool,
+    /// Gives up `fence`'s lease in the same transaction (the run leaves the queue): the
+    /// last checkpoint of a run that ended, one commit instead of two.
+    pub release: bool,
 }
 
 /// A signal to a run, as stored: acknowledged once stored, applied once, in order.

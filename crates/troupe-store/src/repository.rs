@@ -278,4 +278,23 @@ pub trait Store:
 
     /// Closes the store's connections, waiting for statements in flight.
     fn close(&self) -> StoreFuture<'_, ()>;
+
+    /// Creates `run` and takes its lease for `owner` (see [`QueueRepository::acquire`]):
+    /// a run started in this process costs one transaction, not two. The backends do it
+    /// in one; this default does it in two.
+    fn create_leased_run<'a>(
+        &'a self,
+        run: NewRun,
+        owner: &'a str,
+        ttl: Duration,
+        now: Millis,
+    ) -> StoreFuture<'a, Lease> {
+        Box::pin(async move {
+            let run_id = run.id.clone();
+            self.create_run(run, now).await?;
+            self.acquire(&run_id, owner, ttl, now)
+                .await?
+                .ok_or_else(|| StoreError::LeaseLost { run_id, owner: owner.to_owned() })
+        })
+    }
 }

@@ -214,8 +214,9 @@ fn respond(
     let chunks = chunk_events(events, turn.chunk_bytes);
     let delay = turn.event_delay;
     let latency = turn.latency;
-    let body =
-        futures::stream::unfold((chunks.into_iter().enumerate(), stall, delay), move |(mut it, stall, delay)| async move {
+    let body = futures::stream::unfold(
+        (chunks.into_iter().enumerate(), stall, delay),
+        move |(mut it, stall, delay)| async move {
             let (i, (event_index, chunk)) = it.next()?;
             if let (Some(latency), 0) = (latency, i) {
                 tokio::time::sleep(latency).await;
@@ -230,7 +231,8 @@ fn respond(
                 tokio::time::sleep(delay).await;
             }
             Some((Ok::<_, std::io::Error>(Bytes::from(chunk.bytes)), (it, stall, delay)))
-        });
+        },
+    );
     let content_type = "text/event-stream";
     Response::builder()
         .status(StatusCode::OK)

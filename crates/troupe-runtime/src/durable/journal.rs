@@ -130,6 +130,18 @@ impl Journal {
 
     /// Saves `state` with the buffered evidence and `entries`, atomically.
     pub(crate) async fn checkpoint(&mut self, state: &RunState, entries: Vec<NewEvidence>) -> Result<(), StoreError> {
+        self.save(state, entries, false).await
+    }
+
+    /// The run's last checkpoint: saves `state` with the evidence and gives up the lease
+    /// in the same transaction (the run leaves the queue).
+    pub(crate) async fn finish(&mut self, state: &RunState, entries: Vec<NewEvidence>) -> Result<(), StoreError> {
+        self.save(state, entries, true).await?;
+        self.lease = None;
+        Ok(())
+    }
+
+    async fn save(&mut self, state: &RunState, entries: Vec<NewEvidence>, release: bool) -> Result<(), StoreError> {
         self.guard()?;
         let mut all = self.buffered.clone();
         all.extend(entries);
@@ -145,6 +157,7 @@ impl Journal {
             fence: self.lease.clone(),
             // A completion must not pass over a signal acknowledged meanwhile.
             require_signals_consumed: status == RunStatus::Completed,
+            release: release && self.lease.is_some(),
         };
         let result = self.store.checkpoint(checkpoint, now_millis()).await;
         self.settle(result)?;
@@ -171,16 +184,6 @@ impl Journal {
     pub(crate) fn note_signal(&mut self, signal: &StoredSignal, applied: bool) {
         let payload = json!({"seq": signal.seq, "kind": signal.kind, "applied": applied});
         self.note(NewEvidence::new(EvidenceKind::SignalApplied, payload));
-    }
-
-    /// Gives up the lease: the run leaves the queue.
-    pub(crate) async fn release(&mut self) {
-        if let Some(lease) = self.lease.take()
-            && !self.is_stopped()
-            && let Err(error) = self.store.release(&lease, None).await
-        {
-            tracing::warn!(run = %lease.run_id, %error, "could not release the run's lease; it lapses on its own");
-        }
     }
 
     fn guard(&self) -> Result<(), StoreError> {

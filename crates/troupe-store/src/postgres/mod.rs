@@ -20,7 +20,7 @@ mod tests;
 mod work;
 
 use crate::error::StoreError;
-use crate::record::{Lease, RunStatus, StoreInfo};
+use crate::record::{Lease, Millis, NewRun, RunStatus, StoreInfo};
 use crate::repository::{Store, StoreFuture};
 use serde_json::Value;
 use sqlx::Row;
@@ -70,6 +70,24 @@ impl Store for PostgresStore {
         Box::pin(async move {
             self.pool.close().await;
             Ok(())
+        })
+    }
+
+    fn create_leased_run<'a>(
+        &'a self,
+        run: NewRun,
+        owner: &'a str,
+        ttl: Duration,
+        now: Millis,
+    ) -> StoreFuture<'a, Lease> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await.map_err(db)?;
+            runs::insert_run(&mut tx, &run, now).await?;
+            let lease = queue::acquire_on(&mut *tx, &run.id, owner, ttl, now)
+                .await?
+                .ok_or_else(|| StoreError::LeaseLost { run_id: run.id.clone(), owner: owner.to_owned() })?;
+            tx.commit().await.map_err(db)?;
+            Ok(lease)
         })
     }
 }

@@ -29,6 +29,56 @@ pub(super) async fn enqueue_on<'e>(
     }
 }
 
+/// Takes the lease of `run_id` for `owner` unless another owner holds it unexpired.
+pub(super) async fn acquire_on<'e>(
+    executor: impl PgExecutor<'e>,
+    run_id: &str,
+    owner: &str,
+    ttl: Duration,
+    now: Millis,
+) -> Result<Option<Lease>, StoreError> {
+    // The foreign key tells an unknown run: a queue row exists only for a stored run.
+    let row = sqlx::query(
+        "INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) VALUES ($1, $4, $2, 1, $3) \
+         ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, epoch = run_queue.epoch + 1, \
+           expires_at = EXCLUDED.expires_at \
+         WHERE run_queue.owner IS NULL OR run_queue.expires_at < $4 OR run_queue.owner = EXCLUDED.owner \
+         RETURNING run_id, owner, epoch, expires_at",
+    )
+    .bind(run_id)
+    .bind(owner)
+    .bind(expiry(now, ttl))
+    .bind(now)
+    .fetch_optional(executor)
+    .await;
+    match row {
+        Ok(row) => row.as_ref().map(lease_row).transpose(),
+        Err(e) if is_foreign_key_violation(&e) => Err(StoreError::UnknownRun { run_id: run_id.to_owned() }),
+        Err(e) => Err(db(e)),
+    }
+}
+
+/// Gives `lease` up: the run leaves the queue, or goes back to it at `requeue_at`.
+pub(super) async fn release_on<'e>(
+    executor: impl PgExecutor<'e>,
+    lease: &Lease,
+    requeue_at: Option<Millis>,
+) -> Result<(), StoreError> {
+    let released = match requeue_at {
+        None => sqlx::query("DELETE FROM run_queue WHERE run_id = $1 AND owner = $2 AND epoch = $3"),
+        Some(_) => sqlx::query(
+            "UPDATE run_queue SET owner = NULL, expires_at = NULL, available_at = $4 \
+             WHERE run_id = $1 AND owner = $2 AND epoch = $3",
+        ),
+    };
+    let mut released = released.bind(&lease.run_id).bind(&lease.owner).bind(lease.epoch);
+    if let Some(at) = requeue_at {
+        released = released.bind(at);
+    }
+    released.execute(executor).await.map_err(db)?;
+    Ok(())
+}
+
 fn lease_row(row: &PgRow) -> Result<Lease, StoreError> {
     Ok(Lease {
         run_id: get(row, "run_id")?,
@@ -71,27 +121,7 @@ impl QueueRepository for PostgresStore {
         ttl: Duration,
         now: Millis,
     ) -> StoreFuture<'a, Option<Lease>> {
-        Box::pin(async move {
-            // The foreign key tells an unknown run: a queue row exists only for a stored run.
-            let row = sqlx::query(
-                "INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) VALUES ($1, $4, $2, 1, $3) \
-                 ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, epoch = run_queue.epoch + 1, \
-                   expires_at = EXCLUDED.expires_at \
-                 WHERE run_queue.owner IS NULL OR run_queue.expires_at < $4 OR run_queue.owner = EXCLUDED.owner \
-                 RETURNING run_id, owner, epoch, expires_at",
-            )
-            .bind(run_id)
-            .bind(owner)
-            .bind(expiry(now, ttl))
-            .bind(now)
-            .fetch_optional(&self.pool)
-            .await;
-            match row {
-                Ok(row) => row.as_ref().map(lease_row).transpose(),
-                Err(e) if is_foreign_key_violation(&e) => Err(StoreError::UnknownRun { run_id: run_id.to_owned() }),
-                Err(e) => Err(db(e)),
-            }
-        })
+        Box::pin(acquire_on(&self.pool, run_id, owner, ttl, now))
     }
 
     fn heartbeat<'a>(&'a self, lease: &'a Lease, ttl: Duration, now: Millis) -> StoreFuture<'a, Option<Lease>> {
@@ -112,21 +142,7 @@ impl QueueRepository for PostgresStore {
     }
 
     fn release<'a>(&'a self, lease: &'a Lease, requeue_at: Option<Millis>) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let released = match requeue_at {
-                None => sqlx::query("DELETE FROM run_queue WHERE run_id = $1 AND owner = $2 AND epoch = $3"),
-                Some(_) => sqlx::query(
-                    "UPDATE run_queue SET owner = NULL, expires_at = NULL, available_at = $4 \
-                     WHERE run_id = $1 AND owner = $2 AND epoch = $3",
-                ),
-            };
-            let mut released = released.bind(&lease.run_id).bind(&lease.owner).bind(lease.epoch);
-            if let Some(at) = requeue_at {
-                released = released.bind(at);
-            }
-            released.execute(&self.pool).await.map_err(db)?;
-            Ok(())
-        })
+        Box::pin(release_on(&self.pool, lease, requeue_at))
     }
 
     fn queue(&self) -> StoreFuture<'_, Vec<QueueEntry>> {

@@ -179,6 +179,9 @@ async fn save_checkpoint(conn: &mut PgConnection, cp: &Checkpoint, now: Millis) 
             .await
             .map_err(db)?;
     }
+    if let (true, Some(lease)) = (cp.release, &cp.fence) {
+        super::queue::release_on(&mut *conn, lease, None).await?;
+    }
     Ok(())
 }
 

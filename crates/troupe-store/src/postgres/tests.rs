@@ -247,6 +247,7 @@ async fn a_run_round_trips_with_fences_signals_and_turns() {
         signals_consumed_through: Some(1),
         fence: Some(lease.clone()),
         require_signals_consumed: false,
+        release: false,
     };
     store.checkpoint(checkpoint.clone(), 9).await.expect("checkpoints under the lease");
     let record = store.load_run("r1").await.expect("loads").expect("exists");

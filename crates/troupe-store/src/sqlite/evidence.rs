@@ -13,28 +13,23 @@ const INSERT_EVIDENCE: &str = "INSERT INTO evidence (run_id, seq, kind, call_id,
 
 impl EvidenceRepository for SqliteStore {
     fn append_evidence<'a>(&'a self, entries: &'a [EvidenceEntry], fence: Option<&'a Lease>) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            match (entries, fence) {
-                ([], None) => Ok(()),
-                // The hot path: one statement on the pool, no transaction around it.
-                ([entry], None) => {
-                    evidence_insert(entry).execute(&self.pool).await.map_err(|e| evidence_error(entry, e))?;
-                    Ok(())
+        if entries.is_empty() && fence.is_none() {
+            return Box::pin(async { Ok(()) });
+        }
+        let (entries, fence) = (entries.to_vec(), fence.cloned());
+        Box::pin(self.writes.write(move |conn| {
+            Box::pin(async move {
+                if let Some(lease) = &fence {
+                    let foreign = entries.iter().find(|e| e.run_id != lease.run_id);
+                    let run_id = foreign.map_or(lease.run_id.as_str(), |e| e.run_id.as_str());
+                    super::queue::check_fence(conn, lease, run_id).await?;
                 }
-                _ => {
-                    let mut tx = self.begin_write().await?;
-                    if let Some(lease) = fence {
-                        let foreign = entries.iter().find(|e| e.run_id != lease.run_id);
-                        let run_id = foreign.map_or(lease.run_id.as_str(), |e| e.run_id.as_str());
-                        super::queue::check_fence(&mut tx, lease, run_id).await?;
-                    }
-                    for entry in entries {
-                        insert_evidence(&mut tx, entry).await?;
-                    }
-                    tx.commit().await.map_err(StoreError::database)
+                for entry in &entries {
+                    insert_evidence(conn, entry).await?;
                 }
-            }
-        })
+                Ok(())
+            })
+        }))
     }
 
     fn evidence<'a>(&'a self, run_id: &'a str, after: i64) -> StoreFuture<'a, Vec<EvidenceEntry>> {

@@ -7,6 +7,7 @@
 //! at their start anyway, so they run on the pool directly.
 
 mod evidence;
+mod group_commit;
 mod memory;
 mod open;
 mod queue;
@@ -17,7 +18,7 @@ mod tests;
 mod work;
 
 use crate::error::StoreError;
-use crate::record::StoreInfo;
+use crate::record::{Lease, Millis, NewRun, StoreInfo};
 use crate::repository::{Store, StoreFuture};
 use sqlx::sqlite::{SqliteRow, SqliteTransaction};
 use sqlx::{Row, Sqlite, SqlitePool};
@@ -31,6 +32,7 @@ const BACKEND: &str = "sqlite";
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    writes: group_commit::GroupCommit,
     path: PathBuf,
     schema_version: i64,
 }
@@ -45,7 +47,8 @@ impl SqliteStore {
     /// that cannot be opened gives [`StoreError::Unreachable`].
     pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let (pool, schema_version) = open::open(path).await?;
-        Ok(SqliteStore { pool, path: path.to_owned(), schema_version })
+        let writes = group_commit::GroupCommit::start(pool.clone());
+        Ok(SqliteStore { pool, writes, path: path.to_owned(), schema_version })
     }
 
     /// The connection pool, for statements outside the repositories (benchmarks, tests).
@@ -78,6 +81,24 @@ impl Store for SqliteStore {
             self.pool.close().await;
             Ok(())
         })
+    }
+
+    fn create_leased_run<'a>(
+        &'a self,
+        run: NewRun,
+        owner: &'a str,
+        ttl: Duration,
+        now: Millis,
+    ) -> StoreFuture<'a, Lease> {
+        let owner = owner.to_owned();
+        Box::pin(self.writes.write(move |conn| {
+            Box::pin(async move {
+                runs::insert_run(conn, &run, now).await?;
+                queue::acquire_lease(conn, &run.id, &owner, ttl, now)
+                    .await?
+                    .ok_or_else(|| StoreError::LeaseLost { run_id: run.id.clone(), owner: owner.clone() })
+            })
+        }))
     }
 }
 

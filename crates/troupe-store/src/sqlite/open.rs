@@ -62,7 +62,14 @@ pub(super) async fn open(path: &Path) -> Result<(SqlitePool, i64), StoreError> {
 async fn connect_pool(options: SqliteConnectOptions, location: &str) -> Result<SqlitePool, StoreError> {
     let deadline = tokio::time::Instant::now() + BUSY_TIMEOUT;
     loop {
-        match SqlitePoolOptions::new().max_connections(POOL_SIZE).connect_with(options.clone()).await {
+        match SqlitePoolOptions::new()
+            .max_connections(POOL_SIZE)
+            // A connection to a local file does not go stale: no round trip to test it
+            // before each use.
+            .test_before_acquire(false)
+            .connect_with(options.clone())
+            .await
+        {
             Ok(pool) => return Ok(pool),
             Err(error) if is_busy(&error) && tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(BUSY_RETRY).await;

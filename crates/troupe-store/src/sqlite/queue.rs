@@ -45,29 +45,8 @@ impl QueueRepository for SqliteStore {
         now: Millis,
     ) -> StoreFuture<'a, Option<Lease>> {
         Box::pin(async move {
-            // No queue row can exist for a missing run, so the insert branch is taken and
-            // the foreign key refuses it.
-            let row = sqlx::query(
-                "INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) VALUES (?1, ?2, ?3, 1, ?4) \
-                 ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, epoch = run_queue.epoch + 1, \
-                     expires_at = excluded.expires_at \
-                 WHERE run_queue.owner IS NULL OR run_queue.expires_at < ?2 OR run_queue.owner = excluded.owner \
-                 RETURNING run_id, owner, epoch, expires_at",
-            )
-            .bind(run_id)
-            .bind(now)
-            .bind(owner)
-            .bind(now.saturating_add(millis(ttl)))
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| {
-                if is_foreign_key_violation(&e) {
-                    StoreError::UnknownRun { run_id: run_id.to_owned() }
-                } else {
-                    StoreError::database(e)
-                }
-            })?;
-            row.as_ref().map(lease).transpose()
+            let mut conn = self.pool.acquire().await.map_err(StoreError::database)?;
+            acquire_lease(&mut conn, run_id, owner, ttl, now).await
         })
     }
 
@@ -90,22 +69,8 @@ impl QueueRepository for SqliteStore {
 
     fn release<'a>(&'a self, held: &'a Lease, requeue_at: Option<Millis>) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            let query = match requeue_at {
-                None => sqlx::query("DELETE FROM run_queue WHERE run_id = ? AND owner = ? AND epoch = ?"),
-                Some(at) => sqlx::query(
-                    "UPDATE run_queue SET owner = NULL, expires_at = NULL, available_at = ? \
-                     WHERE run_id = ? AND owner = ? AND epoch = ?",
-                )
-                .bind(at),
-            };
-            query
-                .bind(&held.run_id)
-                .bind(&held.owner)
-                .bind(held.epoch)
-                .execute(&self.pool)
-                .await
-                .map_err(StoreError::database)?;
-            Ok(())
+            let mut conn = self.pool.acquire().await.map_err(StoreError::database)?;
+            release_lease(&mut conn, held, requeue_at).await
         })
     }
 
@@ -130,6 +95,63 @@ impl QueueRepository for SqliteStore {
                 .collect()
         })
     }
+}
+
+/// Takes the lease of `run_id` for `owner` unless another owner holds it unexpired.
+pub(super) async fn acquire_lease(
+    conn: &mut SqliteConnection,
+    run_id: &str,
+    owner: &str,
+    ttl: Duration,
+    now: Millis,
+) -> Result<Option<Lease>, StoreError> {
+    // No queue row can exist for a missing run, so the insert branch is taken and the
+    // foreign key refuses it.
+    let row = sqlx::query(
+        "INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) VALUES (?1, ?2, ?3, 1, ?4) \
+         ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, epoch = run_queue.epoch + 1, \
+             expires_at = excluded.expires_at \
+         WHERE run_queue.owner IS NULL OR run_queue.expires_at < ?2 OR run_queue.owner = excluded.owner \
+         RETURNING run_id, owner, epoch, expires_at",
+    )
+    .bind(run_id)
+    .bind(now)
+    .bind(owner)
+    .bind(now.saturating_add(millis(ttl)))
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(|e| {
+        if is_foreign_key_violation(&e) {
+            StoreError::UnknownRun { run_id: run_id.to_owned() }
+        } else {
+            StoreError::database(e)
+        }
+    })?;
+    row.as_ref().map(lease).transpose()
+}
+
+/// Gives `held` up: the run leaves the queue, or goes back to it at `requeue_at`.
+pub(super) async fn release_lease(
+    conn: &mut SqliteConnection,
+    held: &Lease,
+    requeue_at: Option<Millis>,
+) -> Result<(), StoreError> {
+    let query = match requeue_at {
+        None => sqlx::query("DELETE FROM run_queue WHERE run_id = ? AND owner = ? AND epoch = ?"),
+        Some(at) => sqlx::query(
+            "UPDATE run_queue SET owner = NULL, expires_at = NULL, available_at = ? \
+             WHERE run_id = ? AND owner = ? AND epoch = ?",
+        )
+        .bind(at),
+    };
+    query
+        .bind(&held.run_id)
+        .bind(&held.owner)
+        .bind(held.epoch)
+        .execute(&mut *conn)
+        .await
+        .map_err(StoreError::database)?;
+    Ok(())
 }
 
 /// Refuses to go on unless `held` is still the run's lease (a holder that was taken over

@@ -14,11 +14,7 @@ use sqlx::sqlite::SqliteRow;
 
 impl RunRepository for SqliteStore {
     fn create_run(&self, run: NewRun, now: Millis) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            let mut tx = self.begin_write().await?;
-            insert_run(&mut tx, &run, now).await?;
-            tx.commit().await.map_err(StoreError::database)
-        })
+        Box::pin(self.writes.write(move |conn| Box::pin(async move { insert_run(conn, &run, now).await })))
     }
 
     fn load_run<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Option<RunRecord>> {
@@ -58,56 +54,7 @@ impl RunRepository for SqliteStore {
     }
 
     fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            let mut tx = self.begin_write().await?;
-            if let Some(lease) = &checkpoint.fence {
-                super::queue::check_fence(&mut tx, lease, &checkpoint.run_id).await?;
-            }
-            let run_id = checkpoint.run_id.as_str();
-            let current = sqlx::query("SELECT status, transition_seq, signal_seq FROM runs WHERE id = ?")
-                .bind(run_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(StoreError::database)?
-                .ok_or_else(|| StoreError::UnknownRun { run_id: run_id.to_owned() })?;
-            let from = status(&current, || format!("status of run `{run_id}`"))?;
-            let transition_seq: i64 = column(&current, "transition_seq")?;
-            let signal_seq: i64 = column(&current, "signal_seq")?;
-            if checkpoint.require_signals_consumed && signal_seq > checkpoint.signals_consumed_through.unwrap_or(0) {
-                return Err(StoreError::SignalsPending { run_id: run_id.to_owned() });
-            }
-            let changed = from != checkpoint.status;
-            let state = json_text(&checkpoint.state, "run state")?;
-            sqlx::query(
-                "UPDATE runs SET status = ?, activity = ?, state = ?, updated_at = ?, \
-                 transition_seq = transition_seq + ? WHERE id = ?",
-            )
-            .bind(checkpoint.status.as_str())
-            .bind(checkpoint.activity.as_deref())
-            .bind(state)
-            .bind(now)
-            .bind(i64::from(changed))
-            .bind(run_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::database)?;
-            if changed {
-                insert_transition(&mut tx, run_id, transition_seq + 1, Some(from), checkpoint.status, now).await?;
-            }
-            for entry in &checkpoint.evidence {
-                insert_evidence(&mut tx, entry).await?;
-            }
-            if let Some(through) = checkpoint.signals_consumed_through {
-                sqlx::query("UPDATE signals SET consumed_at = ? WHERE run_id = ? AND seq <= ? AND consumed_at IS NULL")
-                    .bind(now)
-                    .bind(run_id)
-                    .bind(through)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(StoreError::database)?;
-            }
-            tx.commit().await.map_err(StoreError::database)
-        })
+        Box::pin(self.writes.write(move |conn| Box::pin(save_checkpoint(conn, checkpoint, now))))
     }
 
     fn transitions<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<Transition>> {
@@ -141,12 +88,12 @@ impl RunRepository for SqliteStore {
 
 impl SignalRepository for SqliteStore {
     fn send_signal<'a>(&'a self, run_id: &'a str, kind: &'a str, payload: Value, now: Millis) -> StoreFuture<'a, i64> {
-        Box::pin(async move {
-            let mut tx = self.begin_write().await?;
-            let seq = insert_signal(&mut tx, run_id, kind, &payload, now).await?;
-            tx.commit().await.map_err(StoreError::database)?;
-            Ok(seq)
-        })
+        let run_id = run_id.to_owned();
+        let kind = kind.to_owned();
+        Box::pin(
+            self.writes
+                .write(move |conn| Box::pin(async move { insert_signal(conn, &run_id, &kind, &payload, now).await })),
+        )
     }
 
     fn pending_signals<'a>(&'a self, run_id: &'a str, after: i64) -> StoreFuture<'a, Vec<StoredSignal>> {
@@ -176,6 +123,60 @@ impl SignalRepository for SqliteStore {
             rows.iter().map(stored_signal).collect()
         })
     }
+}
+
+/// Saves `checkpoint` in the transaction `conn` is in.
+async fn save_checkpoint(conn: &mut SqliteConnection, checkpoint: Checkpoint, now: Millis) -> Result<(), StoreError> {
+    if let Some(lease) = &checkpoint.fence {
+        super::queue::check_fence(conn, lease, &checkpoint.run_id).await?;
+    }
+    let run_id = checkpoint.run_id.as_str();
+    let current = sqlx::query("SELECT status, transition_seq, signal_seq FROM runs WHERE id = ?")
+        .bind(run_id)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(StoreError::database)?
+        .ok_or_else(|| StoreError::UnknownRun { run_id: run_id.to_owned() })?;
+    let from = status(&current, || format!("status of run `{run_id}`"))?;
+    let transition_seq: i64 = column(&current, "transition_seq")?;
+    let signal_seq: i64 = column(&current, "signal_seq")?;
+    if checkpoint.require_signals_consumed && signal_seq > checkpoint.signals_consumed_through.unwrap_or(0) {
+        return Err(StoreError::SignalsPending { run_id: run_id.to_owned() });
+    }
+    let changed = from != checkpoint.status;
+    let state = json_text(&checkpoint.state, "run state")?;
+    sqlx::query(
+        "UPDATE runs SET status = ?, activity = ?, state = ?, updated_at = ?, \
+         transition_seq = transition_seq + ? WHERE id = ?",
+    )
+    .bind(checkpoint.status.as_str())
+    .bind(checkpoint.activity.as_deref())
+    .bind(state)
+    .bind(now)
+    .bind(i64::from(changed))
+    .bind(run_id)
+    .execute(&mut *conn)
+    .await
+    .map_err(StoreError::database)?;
+    if changed {
+        insert_transition(conn, run_id, transition_seq + 1, Some(from), checkpoint.status, now).await?;
+    }
+    for entry in &checkpoint.evidence {
+        insert_evidence(conn, entry).await?;
+    }
+    if let Some(through) = checkpoint.signals_consumed_through {
+        sqlx::query("UPDATE signals SET consumed_at = ? WHERE run_id = ? AND seq <= ? AND consumed_at IS NULL")
+            .bind(now)
+            .bind(run_id)
+            .bind(through)
+            .execute(&mut *conn)
+            .await
+            .map_err(StoreError::database)?;
+    }
+    if let (true, Some(lease)) = (checkpoint.release, &checkpoint.fence) {
+        super::queue::release_lease(conn, lease, None).await?;
+    }
+    Ok(())
 }
 
 /// Creates `run` with its first transition, enqueued at `now` when it is queued.

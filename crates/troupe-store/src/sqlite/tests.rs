@@ -299,6 +299,7 @@ async fn a_fenced_checkpoint_needs_the_lease() {
         signals_consumed_through: Some(1),
         fence: Some(fence),
         require_signals_consumed: false,
+        release: false,
     };
     let stale = store.checkpoint(checkpoint(first), later).await;
     assert!(matches!(stale, Err(StoreError::LeaseLost { .. })), "{stale:?}");

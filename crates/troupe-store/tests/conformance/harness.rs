@@ -54,6 +54,7 @@ pub fn checkpoint(run_id: &str, status: RunStatus, state: serde_json::Value) -> 
         signals_consumed_through: None,
         fence: None,
         require_signals_consumed: false,
+        release: false,
     }
 }
 

@@ -6,7 +6,7 @@ use serde_json::json;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
-use troupe_store::{EvidenceChain, EvidenceKind, Lease, NewEvidence, QueueEntry, RunStatus, StoreError};
+use troupe_store::{Checkpoint, EvidenceChain, EvidenceKind, Lease, NewEvidence, QueueEntry, RunStatus, StoreError};
 
 const TTL: Duration = Duration::from_secs(30);
 const TTL_MS: i64 = 30_000;
@@ -218,4 +218,97 @@ pub async fn concurrent_claimers_never_share_a_run(backend: Arc<dyn Backend>) {
         assert_eq!(entry.owner.as_ref(), Some(&lease.owner), "the queue agrees with the lease handed out");
     }
     second.close().await.expect("the second store closes");
+}
+
+/// A run started in this process is created and leased in one step; an id taken already
+/// is refused and leaves no lease behind.
+pub async fn a_run_is_created_with_its_lease(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let lease = store
+        .create_leased_run(new_run("run-1", "coder", RunStatus::Running), "w1", TTL, T0)
+        .await
+        .expect("the run is created and leased");
+    assert_eq!(lease, Lease { run_id: "run-1".into(), owner: "w1".into(), epoch: 1, expires_at: T0 + TTL_MS });
+    let record = store.load_run("run-1").await.expect("load").expect("the run is stored");
+    assert_eq!(record.status, RunStatus::Running);
+    assert_eq!(store.claim("w2", TTL, T0 + 1).await.expect("claim"), None, "a leased run is nobody else's");
+
+    let again = store.create_leased_run(new_run("run-1", "coder", RunStatus::Running), "w2", TTL, T0 + 2).await;
+    assert!(matches!(again, Err(StoreError::RunExists { .. })), "{again:?}");
+    let entry = store.queue().await.expect("queue").pop().expect("the first lease stands");
+    assert_eq!((entry.owner.as_deref(), entry.epoch), (Some("w1"), 1), "the refused creation changed no lease");
+}
+
+/// The last checkpoint gives the lease up in the same transaction; a checkpoint whose
+/// fence is stale releases nothing and saves nothing.
+pub async fn the_last_checkpoint_releases_the_lease(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let lease = store
+        .create_leased_run(new_run("run-1", "coder", RunStatus::Running), "w1", TTL, T0)
+        .await
+        .expect("the run is created and leased");
+    let stale = Lease { epoch: lease.epoch - 1, ..lease.clone() };
+    let refused = Checkpoint {
+        fence: Some(stale),
+        release: true,
+        ..checkpoint("run-1", RunStatus::Completed, json!({"step": "stale"}))
+    };
+    assert!(matches!(store.checkpoint(refused, T0 + 1).await, Err(StoreError::LeaseLost { .. })));
+    assert_eq!(store.queue().await.expect("queue").len(), 1, "a refused checkpoint releases nothing");
+
+    let last = Checkpoint {
+        fence: Some(lease.clone()),
+        release: true,
+        ..checkpoint("run-1", RunStatus::Completed, json!({"step": "done"}))
+    };
+    store.checkpoint(last, T0 + 2).await.expect("the last checkpoint is saved");
+    assert!(store.queue().await.expect("queue").is_empty(), "the run left the queue with its last checkpoint");
+    let record = store.load_run("run-1").await.expect("load").expect("stored");
+    assert_eq!((record.status, record.state), (RunStatus::Completed, json!({"step": "done"})));
+    assert_eq!(store.heartbeat(&lease, TTL, T0 + 3).await.expect("heartbeat"), None, "the lease is gone");
+}
+
+/// Many runs checkpointing at once (their writes committed together where the backend
+/// groups them): each is saved whole, and one whose lease was taken over is refused
+/// without taking the others down with it.
+pub async fn concurrent_checkpoints_stand_or_fall_alone(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let mut leases = Vec::new();
+    for n in 0..40 {
+        let run = new_run(&format!("run-{n}"), "coder", RunStatus::Running);
+        leases.push(store.create_leased_run(run, "w1", TTL, T0).await.expect("created and leased"));
+    }
+    // Every fourth run was taken over: its holder's checkpoints must be refused.
+    for lease in leases.iter().step_by(4) {
+        store.release(lease, Some(T0)).await.expect("released");
+        store.acquire(&lease.run_id, "w2", TTL, T0 + 1).await.expect("acquire").expect("taken over");
+    }
+    let writes = leases.iter().enumerate().map(|(n, lease)| {
+        let store = Arc::clone(&store);
+        let lease = lease.clone();
+        tokio::spawn(async move {
+            let mut chain = EvidenceChain::new(lease.run_id.clone());
+            let entries = chain.seal(vec![NewEvidence::new(EvidenceKind::ModelTurn, json!({"n": n}))], T0 + 2);
+            let saved = Checkpoint {
+                fence: Some(lease.clone()),
+                evidence: entries,
+                ..checkpoint(&lease.run_id, RunStatus::Running, json!({"n": n}))
+            };
+            store.checkpoint(saved, T0 + 2).await
+        })
+    });
+    let results: Vec<_> = futures::future::join_all(writes).await;
+    for (n, result) in results.into_iter().enumerate() {
+        let result = result.expect("no panic");
+        let run_id = format!("run-{n}");
+        let record = store.load_run(&run_id).await.expect("load").expect("stored");
+        let evidence = store.evidence(&run_id, 0).await.expect("evidence");
+        if n % 4 == 0 {
+            assert!(matches!(result, Err(StoreError::LeaseLost { .. })), "run {n}: {result:?}");
+            assert_eq!((record.state, evidence.len()), (json!({}), 0), "run {n}: nothing of the refused write");
+        } else {
+            result.unwrap_or_else(|e| panic!("run {n}: {e}"));
+            assert_eq!((record.state, evidence.len()), (json!({"n": n}), 1), "run {n}: saved whole");
+        }
+    }
 }

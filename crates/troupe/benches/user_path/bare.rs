@@ -70,7 +70,9 @@ impl BareLoop {
             }
             let wire_calls: Vec<Value> = calls
                 .iter()
-                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                .map(
+                    |c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}),
+                )
                 .collect();
             messages.push(json!({"role": "assistant", "content": null, "tool_calls": wire_calls}));
             for call in calls {

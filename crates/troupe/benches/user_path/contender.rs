@@ -57,9 +57,10 @@ pub fn troupe_agent(base_url: &str, model: &str, store: Option<Arc<dyn troupe::s
     if let Some(store) = store {
         engine = engine.store(Durability::new(store));
     }
-    let lookup = typed_tool("lookup", "Looks up the value of a key.", Effect::ReadOnly, |_ctx, args: Lookup| async move {
-        Ok(ToolOutput::text(lookup_answer(&args.key)))
-    });
+    let lookup =
+        typed_tool("lookup", "Looks up the value of a key.", Effect::ReadOnly, |_ctx, args: Lookup| async move {
+            Ok(ToolOutput::text(lookup_answer(&args.key)))
+        });
     engine
         .build()
         .agent("bench")

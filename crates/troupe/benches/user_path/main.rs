@@ -158,7 +158,12 @@ fn main() {
         println!("user_path: {what:<42} {value:>8.2}{unit}  (target <= {target}{unit}) {}", verdict(value <= target));
     }
     let kept = runs_per_s(&sqlite_100) / runs_per_s(&troupe_100).max(1e-9);
-    println!("user_path: {:<42} {:>8.2}   (target >= 0.70) {}", "throughput, SQLite vs no store, 100", kept, verdict(kept >= 0.7));
+    println!(
+        "user_path: {:<42} {:>8.2}   (target >= 0.70) {}",
+        "throughput, SQLite vs no store, 100",
+        kept,
+        verdict(kept >= 0.7)
+    );
     println!(
         "user_path: for reference: PostgreSQL vs no store CPU {:.2}× (1), {:.2}× (100), throughput {:.2} (100); \
          bare loop {:.1} KiB per in-flight run; troupe vs bare throughput at 100: {:.2}",

@@ -61,20 +61,25 @@ pub fn run_pass_if_asked() {
     let args: Vec<String> = std::env::args().collect();
     let Some(at) = args.iter().position(|a| a == "--pass") else { return };
     let report = match args.get(at + 1..at + 8) {
-        Some([contender, store, mode, n, seconds, model, url]) => {
-            pass(contender, store, mode, n, seconds, model, url).unwrap_or_else(|e| PassReport {
-                first_failure: Some(e),
-                failed: 1,
-                ..PassReport::default()
-            })
+        Some([contender, store, mode, n, seconds, model, url]) => pass(contender, store, mode, n, seconds, model, url)
+            .unwrap_or_else(|e| PassReport { first_failure: Some(e), failed: 1, ..PassReport::default() }),
+        _ => {
+            PassReport { first_failure: Some(format!("bad pass arguments: {args:?}")), failed: 1, ..Default::default() }
         }
-        _ => PassReport { first_failure: Some(format!("bad pass arguments: {args:?}")), failed: 1, ..Default::default() },
     };
     println!("{}", serde_json::to_string(&report).expect("the report serializes"));
     std::process::exit(0);
 }
 
-fn pass(contender: &str, store: &str, mode: &str, n: &str, seconds: &str, model: &str, url: &str) -> Result<PassReport, String> {
+fn pass(
+    contender: &str,
+    store: &str,
+    mode: &str,
+    n: &str,
+    seconds: &str,
+    model: &str,
+    url: &str,
+) -> Result<PassReport, String> {
     let mode = Mode::parse(mode).ok_or_else(|| format!("unknown mode {mode}"))?;
     let n: usize = n.parse().map_err(|_| format!("bad count {n}"))?;
     let seconds: f64 = seconds.parse().map_err(|_| format!("bad seconds {seconds}"))?;
@@ -86,7 +91,8 @@ fn pass(contender: &str, store: &str, mode: &str, n: &str, seconds: &str, model:
             ("troupe", "none") => Contender::Troupe(troupe_agent(url, model, None)),
             ("troupe", "sqlite") => {
                 let path = scratch.path().join("troupe.db");
-                let store = troupe::store::open(&format!("sqlite://{}", path.display())).await.map_err(|e| e.to_string())?;
+                let store =
+                    troupe::store::open(&format!("sqlite://{}", path.display())).await.map_err(|e| e.to_string())?;
                 Contender::Troupe(troupe_agent(url, model, Some(store)))
             }
             ("troupe", location) => {
