@@ -24,10 +24,13 @@ pub(crate) struct HttpSettings {
     pub(crate) legacy_max_tokens: bool,
 }
 
+/// A provider, and the settings it was built from.
+type Built = (HttpSettings, Arc<dyn LlmProvider>);
+
 /// The providers built so far, one per provider name.
 #[derive(Default)]
 pub(crate) struct ProviderCache {
-    built: Mutex<HashMap<String, (HttpSettings, Arc<dyn LlmProvider>)>>,
+    built: Mutex<HashMap<String, Built>>,
 }
 
 impl ProviderCache {
@@ -64,7 +67,7 @@ impl ProviderCache {
         self.lock().len()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, (HttpSettings, Arc<dyn LlmProvider>)>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Built>> {
         // The map is never left half-written: a panic elsewhere must not wedge resolution.
         self.built.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }

@@ -287,7 +287,7 @@ pub async fn concurrent_checkpoints_stand_or_fall_alone(backend: Arc<dyn Backend
         let store = Arc::clone(&store);
         let lease = lease.clone();
         tokio::spawn(async move {
-            let mut chain = EvidenceChain::new(lease.run_id.clone());
+            let chain = EvidenceChain::new(lease.run_id.clone());
             let entries = chain.seal(vec![NewEvidence::new(EvidenceKind::ModelTurn, json!({"n": n}))], T0 + 2);
             let saved = Checkpoint {
                 fence: Some(lease.clone()),
