@@ -74,7 +74,11 @@ impl GroupCommit {
             })
         });
         self.jobs.send(job).await.map_err(|_| StoreError::database("the store's writer has stopped"))?;
-        answer.await.map_err(|_| StoreError::database("the store's writer stopped before committing"))?
+        // No answer: the group's transaction failed before this write ran, so nothing of it
+        // was committed.
+        answer
+            .await
+            .map_err(|_| StoreError::database("the write's transaction failed before it ran; nothing was written"))?
     }
 }
 
