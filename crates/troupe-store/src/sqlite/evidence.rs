@@ -1,15 +1,16 @@
 //! The append-only evidence log and the conversations.
 
-use super::{SqliteStore, column, is_unique_violation, json_column, json_text};
+use super::writer::execute;
+use super::{SqliteStore, column, is_unique, json_column, json_text};
 use crate::error::StoreError;
 use crate::record::{ConversationTurn, EvidenceEntry, EvidenceKind, Lease, Millis};
 use crate::repository::{ConversationRepository, EvidenceRepository, StoreFuture};
+use rusqlite::{Connection, params};
 use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Sqlite, SqliteConnection};
 
 const INSERT_EVIDENCE: &str = "INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
-                               VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+                               VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 
 impl EvidenceRepository for SqliteStore {
     fn append_evidence<'a>(&'a self, entries: &'a [EvidenceEntry], fence: Option<&'a Lease>) -> StoreFuture<'a, ()> {
@@ -17,18 +18,13 @@ impl EvidenceRepository for SqliteStore {
             return Box::pin(async { Ok(()) });
         }
         let (entries, fence) = (entries.to_vec(), fence.cloned());
-        Box::pin(self.writes.write(move |conn| {
-            Box::pin(async move {
-                if let Some(lease) = &fence {
-                    let foreign = entries.iter().find(|e| e.run_id != lease.run_id);
-                    let run_id = foreign.map_or(lease.run_id.as_str(), |e| e.run_id.as_str());
-                    super::queue::check_fence(conn, lease, run_id).await?;
-                }
-                for entry in &entries {
-                    insert_evidence(conn, entry).await?;
-                }
-                Ok(())
-            })
+        Box::pin(self.writer.write(move |conn| {
+            if let Some(lease) = &fence {
+                let foreign = entries.iter().find(|e| e.run_id != lease.run_id);
+                let run_id = foreign.map_or(lease.run_id.as_str(), |e| e.run_id.as_str());
+                super::queue::check_fence(conn, lease, run_id)?;
+            }
+            entries.iter().try_for_each(|entry| insert_evidence(conn, entry))
         }))
     }
 
@@ -131,32 +127,31 @@ impl ConversationRepository for SqliteStore {
     }
 }
 
-/// Appends `entry` inside the caller's transaction.
-pub(super) async fn insert_evidence(conn: &mut SqliteConnection, entry: &EvidenceEntry) -> Result<(), StoreError> {
-    evidence_insert(entry).execute(&mut *conn).await.map_err(|e| evidence_error(entry, e))?;
+/// Appends `entry` inside the caller's transaction; its payload is stored as the exact
+/// text that was hashed.
+pub(super) fn insert_evidence(conn: &Connection, entry: &EvidenceEntry) -> Result<(), StoreError> {
+    execute(
+        conn,
+        INSERT_EVIDENCE,
+        params![
+            entry.run_id,
+            entry.seq,
+            entry.kind.as_str(),
+            entry.call_id,
+            entry.payload.to_string(),
+            entry.recorded_at,
+            entry.prev_hash,
+            entry.hash,
+        ],
+    )
+    .map_err(|e| {
+        if is_unique(&e) {
+            StoreError::EvidenceConflict { run_id: entry.run_id.clone(), seq: entry.seq }
+        } else {
+            StoreError::database(e)
+        }
+    })?;
     Ok(())
-}
-
-/// The statement appending `entry`; its payload is stored as the exact text that was
-/// hashed.
-fn evidence_insert(entry: &EvidenceEntry) -> sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments> {
-    sqlx::query(INSERT_EVIDENCE)
-        .bind(entry.run_id.clone())
-        .bind(entry.seq)
-        .bind(entry.kind.as_str())
-        .bind(entry.call_id.clone())
-        .bind(entry.payload.to_string())
-        .bind(entry.recorded_at)
-        .bind(entry.prev_hash.clone())
-        .bind(entry.hash.clone())
-}
-
-fn evidence_error(entry: &EvidenceEntry, error: sqlx::Error) -> StoreError {
-    if is_unique_violation(&error) {
-        StoreError::EvidenceConflict { run_id: entry.run_id.clone(), seq: entry.seq }
-    } else {
-        StoreError::database(error)
-    }
 }
 
 fn evidence_entry(row: &SqliteRow) -> Result<EvidenceEntry, StoreError> {

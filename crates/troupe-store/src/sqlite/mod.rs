@@ -1,13 +1,16 @@
 //! The embedded backend: one SQLite file in WAL mode, shared safely by several processes
 //! (a worker and the CLI, say) through SQLite's own locking.
 //!
-//! Every write that reads before it writes runs in a `BEGIN IMMEDIATE` transaction, which
-//! takes the write lock up front: a deferred transaction that upgraded later could fail
-//! with `SQLITE_BUSY` instead of waiting its turn. Single-statement writes take the lock
-//! at their start anyway, so they run on the pool directly.
+//! The calls a running run makes (its creation and lease, checkpoints, evidence, signals,
+//! the queue, schedule firings) run on one writer thread ([`writer`]), which commits
+//! concurrent writes in groups. The rest — reads, conversations, memories, team work
+//! items, schedule bookkeeping — goes through a `sqlx` pool. Every write that reads before
+//! it writes runs in a `BEGIN IMMEDIATE` transaction, which takes the write lock up
+//! front: a deferred transaction that upgraded later could fail with `SQLITE_BUSY`
+//! instead of waiting its turn. Single-statement writes take the lock at their start
+//! anyway, so they run on the pool directly.
 
 mod evidence;
-mod group_commit;
 mod memory;
 mod open;
 mod queue;
@@ -16,6 +19,7 @@ mod schedules;
 #[cfg(test)]
 mod tests;
 mod work;
+mod writer;
 
 use crate::error::StoreError;
 use crate::record::{Lease, Millis, NewRun, StoreInfo};
@@ -32,7 +36,7 @@ const BACKEND: &str = "sqlite";
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     pool: SqlitePool,
-    writes: group_commit::GroupCommit,
+    writer: writer::Writer,
     path: PathBuf,
     schema_version: i64,
 }
@@ -47,8 +51,14 @@ impl SqliteStore {
     /// that cannot be opened gives [`StoreError::Unreachable`].
     pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let (pool, schema_version) = open::open(path).await?;
-        let writes = group_commit::GroupCommit::start(pool.clone());
-        Ok(SqliteStore { pool, writes, path: path.to_owned(), schema_version })
+        let writer = match writer::Writer::start(path, open::BUSY_TIMEOUT) {
+            Ok(writer) => writer,
+            Err(error) => {
+                pool.close().await;
+                return Err(error);
+            }
+        };
+        Ok(SqliteStore { pool, writer, path: path.to_owned(), schema_version })
     }
 
     /// The connection pool, for statements outside the repositories (benchmarks, tests).
@@ -78,6 +88,7 @@ impl Store for SqliteStore {
 
     fn close(&self) -> StoreFuture<'_, ()> {
         Box::pin(async move {
+            self.writer.stop().await;
             self.pool.close().await;
             Ok(())
         })
@@ -91,13 +102,10 @@ impl Store for SqliteStore {
         now: Millis,
     ) -> StoreFuture<'a, Lease> {
         let owner = owner.to_owned();
-        Box::pin(self.writes.write(move |conn| {
-            Box::pin(async move {
-                runs::insert_run(conn, &run, now).await?;
-                queue::acquire_lease(conn, &run.id, &owner, ttl, now)
-                    .await?
-                    .ok_or_else(|| StoreError::LeaseLost { run_id: run.id.clone(), owner: owner.clone() })
-            })
+        Box::pin(self.writer.write(move |conn| {
+            runs::insert_run(conn, &run, now)?;
+            queue::acquire_lease(conn, &run.id, &owner, ttl, now)?
+                .ok_or_else(|| StoreError::LeaseLost { run_id: run.id.clone(), owner: owner.clone() })
         }))
     }
 }
@@ -112,9 +120,16 @@ fn is_unique_violation(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(e) if e.is_unique_violation())
 }
 
-/// Whether `error` is the database refusing a reference to a missing row.
-fn is_foreign_key_violation(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(e) if e.is_foreign_key_violation())
+/// Whether `error` is the database refusing a duplicate key (on the writer thread).
+fn is_unique(error: &rusqlite::Error) -> bool {
+    let code = error.sqlite_error().map(|e| e.extended_code);
+    matches!(code, Some(rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY))
+}
+
+/// Whether `error` is the database refusing a reference to a missing row (on the writer
+/// thread).
+fn is_foreign_key(error: &rusqlite::Error) -> bool {
+    error.sqlite_error().is_some_and(|e| e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
 }
 
 /// Column `column` of `row`, or a [`StoreError::Decode`] naming it.

@@ -14,7 +14,7 @@ const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
 /// How long a statement waits for another process's write lock: workers and the CLI
 /// share one file.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections per store: SQLite has one writer at a time, readers proceed alongside.
 const POOL_SIZE: u32 = 4;

@@ -1,20 +1,23 @@
-//! Runs, their transitions and their signals; the statements that create a run, store a
-//! signal and enqueue a run, shared with the schedules' firings.
+//! Runs, their transitions and their signals. Reads go through the pool; writes (and the
+//! look for pending signals, asked at every boundary of a run) run on the writer thread:
+//! the statements that create a run, checkpoint it, store a signal and enqueue a run,
+//! shared with the schedules' firings.
 
 use super::evidence::insert_evidence;
-use super::{SqliteStore, column, is_foreign_key_violation, is_unique_violation, json_column, json_text};
+use super::writer::execute;
+use super::{SqliteStore, column, is_foreign_key, is_unique, json_column, json_text};
 use crate::error::StoreError;
 use crate::record::{
     Checkpoint, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, StoredSignal, Transition,
 };
 use crate::repository::{RunRepository, SignalRepository, StoreFuture};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
-use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
 
 impl RunRepository for SqliteStore {
     fn create_run(&self, run: NewRun, now: Millis) -> StoreFuture<'_, ()> {
-        Box::pin(self.writes.write(move |conn| Box::pin(async move { insert_run(conn, &run, now).await })))
+        Box::pin(self.writer.write(move |conn| insert_run(conn, &run, now)))
     }
 
     fn load_run<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Option<RunRecord>> {
@@ -54,7 +57,7 @@ impl RunRepository for SqliteStore {
     }
 
     fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, ()> {
-        Box::pin(self.writes.write(move |conn| Box::pin(save_checkpoint(conn, checkpoint, now))))
+        Box::pin(self.writer.write(move |conn| save_checkpoint(conn, &checkpoint, now)))
     }
 
     fn transitions<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<Transition>> {
@@ -90,25 +93,12 @@ impl SignalRepository for SqliteStore {
     fn send_signal<'a>(&'a self, run_id: &'a str, kind: &'a str, payload: Value, now: Millis) -> StoreFuture<'a, i64> {
         let run_id = run_id.to_owned();
         let kind = kind.to_owned();
-        Box::pin(
-            self.writes
-                .write(move |conn| Box::pin(async move { insert_signal(conn, &run_id, &kind, &payload, now).await })),
-        )
+        Box::pin(self.writer.write(move |conn| insert_signal(conn, &run_id, &kind, &payload, now)))
     }
 
     fn pending_signals<'a>(&'a self, run_id: &'a str, after: i64) -> StoreFuture<'a, Vec<StoredSignal>> {
-        Box::pin(async move {
-            let rows = sqlx::query(
-                "SELECT run_id, seq, kind, payload, sent_at, consumed_at FROM signals \
-                 WHERE run_id = ? AND seq > ? AND consumed_at IS NULL ORDER BY seq",
-            )
-            .bind(run_id)
-            .bind(after)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(StoreError::database)?;
-            rows.iter().map(stored_signal).collect()
-        })
+        let run_id = run_id.to_owned();
+        Box::pin(self.writer.read(move |conn| pending_signals(conn, &run_id, after)))
     }
 
     fn signals<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<StoredSignal>> {
@@ -126,169 +116,170 @@ impl SignalRepository for SqliteStore {
 }
 
 /// Saves `checkpoint` in the transaction `conn` is in.
-async fn save_checkpoint(conn: &mut SqliteConnection, checkpoint: Checkpoint, now: Millis) -> Result<(), StoreError> {
+fn save_checkpoint(conn: &Connection, checkpoint: &Checkpoint, now: Millis) -> Result<(), StoreError> {
     if let Some(lease) = &checkpoint.fence {
-        super::queue::check_fence(conn, lease, &checkpoint.run_id).await?;
+        super::queue::check_fence(conn, lease, &checkpoint.run_id)?;
     }
     let run_id = checkpoint.run_id.as_str();
-    let current = sqlx::query("SELECT status, transition_seq, signal_seq FROM runs WHERE id = ?")
-        .bind(run_id)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(StoreError::database)?
-        .ok_or_else(|| StoreError::UnknownRun { run_id: run_id.to_owned() })?;
-    let from = status(&current, || format!("status of run `{run_id}`"))?;
-    let transition_seq: i64 = column(&current, "transition_seq")?;
-    let signal_seq: i64 = column(&current, "signal_seq")?;
+    let current: Option<(String, i64, i64)> = conn
+        .prepare_cached("SELECT status, transition_seq, signal_seq FROM runs WHERE id = ?1")
+        .and_then(|mut select| select.query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
+        .map_err(StoreError::database)?;
+    let Some((from, transition_seq, signal_seq)) = current else {
+        return Err(StoreError::UnknownRun { run_id: run_id.to_owned() });
+    };
+    let from = parse_status(&from, || format!("status of run `{run_id}`"))?;
     if checkpoint.require_signals_consumed && signal_seq > checkpoint.signals_consumed_through.unwrap_or(0) {
         return Err(StoreError::SignalsPending { run_id: run_id.to_owned() });
     }
     let changed = from != checkpoint.status;
     let state = json_text(&checkpoint.state, "run state")?;
-    sqlx::query(
-        "UPDATE runs SET status = ?, activity = ?, state = ?, updated_at = ?, \
-         transition_seq = transition_seq + ? WHERE id = ?",
+    execute(
+        conn,
+        "UPDATE runs SET status = ?1, activity = ?2, state = ?3, updated_at = ?4, \
+         transition_seq = transition_seq + ?5 WHERE id = ?6",
+        params![checkpoint.status.as_str(), checkpoint.activity, state, now, i64::from(changed), run_id],
     )
-    .bind(checkpoint.status.as_str())
-    .bind(checkpoint.activity.as_deref())
-    .bind(state)
-    .bind(now)
-    .bind(i64::from(changed))
-    .bind(run_id)
-    .execute(&mut *conn)
-    .await
     .map_err(StoreError::database)?;
     if changed {
-        insert_transition(conn, run_id, transition_seq + 1, Some(from), checkpoint.status, now).await?;
+        insert_transition(conn, run_id, transition_seq + 1, Some(from), checkpoint.status, now)?;
     }
     for entry in &checkpoint.evidence {
-        insert_evidence(conn, entry).await?;
+        insert_evidence(conn, entry)?;
     }
     if let Some(through) = checkpoint.signals_consumed_through {
-        sqlx::query("UPDATE signals SET consumed_at = ? WHERE run_id = ? AND seq <= ? AND consumed_at IS NULL")
-            .bind(now)
-            .bind(run_id)
-            .bind(through)
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::database)?;
+        execute(
+            conn,
+            "UPDATE signals SET consumed_at = ?1 WHERE run_id = ?2 AND seq <= ?3 AND consumed_at IS NULL",
+            params![now, run_id, through],
+        )
+        .map_err(StoreError::database)?;
     }
     if let (true, Some(lease)) = (checkpoint.release, &checkpoint.fence) {
-        super::queue::release_lease(conn, lease, None).await?;
+        super::queue::release_lease(conn, lease, None)?;
     }
     Ok(())
 }
 
 /// Creates `run` with its first transition, enqueued at `now` when it is queued.
-pub(super) async fn insert_run(conn: &mut SqliteConnection, run: &NewRun, now: Millis) -> Result<(), StoreError> {
+pub(super) fn insert_run(conn: &Connection, run: &NewRun, now: Millis) -> Result<(), StoreError> {
     let input = json_text(&run.input, "run input")?;
     let state = json_text(&run.state, "run state")?;
-    sqlx::query(
+    execute(
+        conn,
         "INSERT INTO runs (id, agent, status, activity, conversation_id, parent_run_id, input, state, signal_seq, \
-         transition_seq, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?, ?, ?, 0, 1, ?, ?)",
+         transition_seq, created_at, updated_at) VALUES (?1, ?2, ?3, NULL, ?4, ?5, ?6, ?7, 0, 1, ?8, ?8)",
+        params![run.id, run.agent, run.status.as_str(), run.conversation_id, run.parent_run_id, input, state, now],
     )
-    .bind(&run.id)
-    .bind(&run.agent)
-    .bind(run.status.as_str())
-    .bind(run.conversation_id.as_deref())
-    .bind(run.parent_run_id.as_deref())
-    .bind(input)
-    .bind(state)
-    .bind(now)
-    .bind(now)
-    .execute(&mut *conn)
-    .await
     .map_err(|e| {
-        if is_unique_violation(&e) { StoreError::RunExists { run_id: run.id.clone() } } else { StoreError::database(e) }
+        if is_unique(&e) { StoreError::RunExists { run_id: run.id.clone() } } else { StoreError::database(e) }
     })?;
-    insert_transition(conn, &run.id, 1, None, run.status, now).await?;
+    insert_transition(conn, &run.id, 1, None, run.status, now)?;
     if run.status == RunStatus::Queued {
-        upsert_queue(conn, &run.id, now).await?;
+        upsert_queue(conn, &run.id, now)?;
     }
     Ok(())
 }
 
 /// Stores a signal for `run_id` under the run's next sequence number, and returns it.
-pub(super) async fn insert_signal(
-    conn: &mut SqliteConnection,
+pub(super) fn insert_signal(
+    conn: &Connection,
     run_id: &str,
     kind: &str,
     payload: &Value,
     now: Millis,
 ) -> Result<i64, StoreError> {
-    let bumped: Option<i64> = sqlx::query_scalar(
-        "UPDATE runs SET signal_seq = signal_seq + 1 WHERE id = ? AND status IN ('queued', 'running', 'paused') \
-         RETURNING signal_seq",
-    )
-    .bind(run_id)
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(StoreError::database)?;
+    let bumped: Option<i64> = conn
+        .prepare_cached(
+            "UPDATE runs SET signal_seq = signal_seq + 1 WHERE id = ?1 AND status IN ('queued', 'running', 'paused') \
+             RETURNING signal_seq",
+        )
+        .and_then(|mut bump| bump.query_row([run_id], |r| r.get(0)).optional())
+        .map_err(StoreError::database)?;
     let Some(seq) = bumped else {
         // Unknown, or ended: an ended run takes no signal it could never apply.
-        let status: Option<String> = sqlx::query_scalar("SELECT status FROM runs WHERE id = ?")
-            .bind(run_id)
-            .fetch_optional(&mut *conn)
-            .await
+        let status: Option<String> = conn
+            .prepare_cached("SELECT status FROM runs WHERE id = ?1")
+            .and_then(|mut select| select.query_row([run_id], |r| r.get(0)).optional())
             .map_err(StoreError::database)?;
         return Err(match status {
             Some(status) => StoreError::RunEnded { run_id: run_id.to_owned(), status },
             None => StoreError::UnknownRun { run_id: run_id.to_owned() },
         });
     };
-    sqlx::query("INSERT INTO signals (run_id, seq, kind, payload, sent_at, consumed_at) VALUES (?, ?, ?, ?, ?, NULL)")
-        .bind(run_id)
-        .bind(seq)
-        .bind(kind)
-        .bind(payload.to_string())
-        .bind(now)
-        .execute(&mut *conn)
-        .await
-        .map_err(StoreError::database)?;
+    execute(
+        conn,
+        "INSERT INTO signals (run_id, seq, kind, payload, sent_at, consumed_at) VALUES (?1, ?2, ?3, ?4, ?5, NULL)",
+        params![run_id, seq, kind, payload.to_string(), now],
+    )
+    .map_err(StoreError::database)?;
     Ok(seq)
 }
 
+/// The signals of `run_id` after `after` not yet consumed, in order.
+fn pending_signals(conn: &Connection, run_id: &str, after: i64) -> Result<Vec<StoredSignal>, StoreError> {
+    let mut select = conn
+        .prepare_cached(
+            "SELECT seq, kind, payload, sent_at, consumed_at FROM signals \
+             WHERE run_id = ?1 AND seq > ?2 AND consumed_at IS NULL ORDER BY seq",
+        )
+        .map_err(StoreError::database)?;
+    let rows = select
+        .query_map(params![run_id, after], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get(3)?, r.get(4)?))
+        })
+        .map_err(StoreError::database)?;
+    rows.map(|row| {
+        let (seq, kind, payload, sent_at, consumed_at) = row.map_err(StoreError::database)?;
+        Ok(StoredSignal {
+            payload: serde_json::from_str(&payload)
+                .map_err(|e| StoreError::decode(format!("signal {seq} of run `{run_id}`"), e))?,
+            run_id: run_id.to_owned(),
+            seq,
+            kind,
+            sent_at,
+            consumed_at,
+        })
+    })
+    .collect()
+}
+
 /// Puts `run_id` in the queue from `available_at`, moving it if it waits there unleased.
-pub(super) async fn upsert_queue(
-    conn: &mut SqliteConnection,
-    run_id: &str,
-    available_at: Millis,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) VALUES (?, ?, NULL, 0, NULL) \
+pub(super) fn upsert_queue(conn: &Connection, run_id: &str, available_at: Millis) -> Result<(), StoreError> {
+    execute(
+        conn,
+        "INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) VALUES (?1, ?2, NULL, 0, NULL) \
          ON CONFLICT (run_id) DO UPDATE SET available_at = excluded.available_at WHERE run_queue.owner IS NULL",
+        params![run_id, available_at],
     )
-    .bind(run_id)
-    .bind(available_at)
-    .execute(&mut *conn)
-    .await
-    .map_err(|e| {
-        if is_foreign_key_violation(&e) {
-            StoreError::UnknownRun { run_id: run_id.to_owned() }
-        } else {
-            StoreError::database(e)
-        }
-    })?;
+    .map_err(|e| unknown_run_or(e, run_id))?;
     Ok(())
 }
 
-async fn insert_transition(
-    conn: &mut SqliteConnection,
+/// A refused reference to a missing run as [`StoreError::UnknownRun`], any other error as
+/// it is.
+pub(super) fn unknown_run_or(error: rusqlite::Error, run_id: &str) -> StoreError {
+    if is_foreign_key(&error) {
+        StoreError::UnknownRun { run_id: run_id.to_owned() }
+    } else {
+        StoreError::database(error)
+    }
+}
+
+fn insert_transition(
+    conn: &Connection,
     run_id: &str,
     seq: i64,
     from: Option<RunStatus>,
     to: RunStatus,
     at: Millis,
 ) -> Result<(), StoreError> {
-    sqlx::query("INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) VALUES (?, ?, ?, ?, ?)")
-        .bind(run_id)
-        .bind(seq)
-        .bind(from.map(RunStatus::as_str))
-        .bind(to.as_str())
-        .bind(at)
-        .execute(&mut *conn)
-        .await
-        .map_err(StoreError::database)?;
+    execute(
+        conn,
+        "INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![run_id, seq, from.map(RunStatus::as_str), to.as_str(), at],
+    )
+    .map_err(StoreError::database)?;
     Ok(())
 }
 

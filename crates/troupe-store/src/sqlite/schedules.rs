@@ -1,10 +1,12 @@
 //! Schedules, and firing a tick exactly once together with what it does.
 
 use super::runs::{insert_run, insert_signal, upsert_queue};
+use super::writer::execute;
 use super::{SqliteStore, column, json_text};
 use crate::error::StoreError;
 use crate::record::{Firing, Millis, RunStatus, Schedule};
 use crate::repository::{ScheduleRepository, StoreFuture};
+use rusqlite::params;
 use sqlx::sqlite::SqliteRow;
 
 impl ScheduleRepository for SqliteStore {
@@ -75,36 +77,30 @@ impl ScheduleRepository for SqliteStore {
         firing: Firing,
         now: Millis,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let mut tx = self.begin_write().await?;
-            let claimed = sqlx::query(
-                "UPDATE schedules SET next_fire_at = ?, last_fired_at = ? \
-                 WHERE id = ? AND next_fire_at = ? AND enabled = 1",
+        let id = id.to_owned();
+        Box::pin(self.writer.write(move |conn| {
+            let claimed = execute(
+                conn,
+                "UPDATE schedules SET next_fire_at = ?1, last_fired_at = ?2 \
+                 WHERE id = ?3 AND next_fire_at = ?2 AND enabled = 1",
+                params![next, expected, id],
             )
-            .bind(next)
-            .bind(expected)
-            .bind(id)
-            .bind(expected)
-            .execute(&mut *tx)
-            .await
             .map_err(StoreError::database)?;
-            if claimed.rows_affected() == 0 {
-                tx.rollback().await.map_err(StoreError::database)?;
+            if claimed == 0 {
                 return Ok(false);
             }
             match firing {
                 Firing::Start(mut run) => {
                     run.status = RunStatus::Queued;
-                    insert_run(&mut tx, &run, now).await?;
+                    insert_run(conn, &run, now)?;
                 }
                 Firing::Wake { run_id, kind, payload } => {
-                    insert_signal(&mut tx, &run_id, &kind, &payload, now).await?;
-                    upsert_queue(&mut tx, &run_id, now).await?;
+                    insert_signal(conn, &run_id, &kind, &payload, now)?;
+                    upsert_queue(conn, &run_id, now)?;
                 }
             }
-            tx.commit().await.map_err(StoreError::database)?;
             Ok(true)
-        })
+        }))
     }
 }
 

@@ -1,0 +1,202 @@
+//! [`Writer`]: the thread that runs the store's hot calls — a run's creation, its
+//! checkpoints, evidence, signals and leases, schedule firings — on one SQLite connection
+//! of its own, and commits the writes in groups.
+//!
+//! Each call is one hand-off to the thread and one answer back, however many statements
+//! it runs (statements are prepared once and cached). Writes waiting at the same moment
+//! (up to [`MAX_GROUP`]) run in one `BEGIN IMMEDIATE` transaction, each in its own
+//! savepoint, so a write that fails (a lost lease, say) undoes only itself; the group is
+//! committed with one `fsync` (`synchronous = FULL`), and a caller is answered only once
+//! its group's commit has returned: what was acknowledged is on disk. A lone write runs
+//! without a savepoint. Reads run between groups, outside any transaction.
+
+use crate::error::StoreError;
+use rusqlite::{Connection, TransactionBehavior};
+use std::path::Path;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// The most writes one transaction takes.
+const MAX_GROUP: usize = 64;
+
+/// How many calls may wait for the thread; further callers wait for room.
+const QUEUE: usize = 1024;
+
+/// A call that ran: whether it succeeded, and how to answer its caller once its group's
+/// commit is known (`Err` holds why the commit failed).
+struct Ran {
+    ok: bool,
+    answer: Box<dyn FnOnce(Result<(), String>) + Send>,
+}
+
+/// One caller's call, with its answer channel inside.
+type Job = Box<dyn FnOnce(&Connection) -> Ran + Send>;
+
+enum Message {
+    Write(Job),
+    Read(Job),
+    /// Finish what is queued, close the connection, then say so.
+    Stop(oneshot::Sender<()>),
+}
+
+/// The handle calls are sent through; clones share one thread.
+#[derive(Clone, Debug)]
+pub(super) struct Writer {
+    queue: mpsc::Sender<Message>,
+}
+
+impl Writer {
+    /// Opens the thread's connection on the (already migrated) database at `path` and
+    /// starts the thread. It ends when every handle is gone, or at [`Writer::stop`].
+    pub(super) fn start(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
+        let location = path.display().to_string();
+        let failed = |e: rusqlite::Error| StoreError::Unreachable { location: location.clone(), reason: e.to_string() };
+        let conn = Connection::open(path).map_err(failed)?;
+        conn.busy_timeout(busy_timeout).map_err(failed)?;
+        // The WAL journal mode is the file's own; these two are the connection's.
+        conn.pragma_update(None, "synchronous", "FULL").map_err(failed)?;
+        conn.pragma_update(None, "foreign_keys", true).map_err(failed)?;
+        let (queue, messages) = mpsc::channel(QUEUE);
+        std::thread::Builder::new()
+            .name("troupe-sqlite-writer".to_owned())
+            .spawn(move || serve(conn, messages))
+            .map_err(|e| StoreError::Unreachable { location, reason: format!("cannot start its writer: {e}") })?;
+        Ok(Writer { queue })
+    }
+
+    /// Runs `write` in the next group's transaction: its result once that commit is on
+    /// disk, or its own error (its changes undone, the rest of the group unaffected).
+    pub(super) async fn write<T, F>(&self, write: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (job, answer) = job(write);
+        self.send(Message::Write(job)).await?;
+        Self::answer(answer).await
+    }
+
+    /// Runs `read` on the thread's connection, outside any transaction.
+    pub(super) async fn read<T, F>(&self, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (job, answer) = job(read);
+        self.send(Message::Read(job)).await?;
+        Self::answer(answer).await
+    }
+
+    /// Runs what is queued, closes the connection and ends the thread; later calls fail.
+    pub(super) async fn stop(&self) {
+        let (done, stopped) = oneshot::channel();
+        if self.queue.send(Message::Stop(done)).await.is_ok() {
+            let _ = stopped.await;
+        }
+    }
+
+    async fn send(&self, message: Message) -> Result<(), StoreError> {
+        self.queue.send(message).await.map_err(|_| StoreError::database("the store is closed"))
+    }
+
+    async fn answer<T>(answer: oneshot::Receiver<Result<T, StoreError>>) -> Result<T, StoreError> {
+        // No answer: the group's transaction failed before this call ran, so nothing of it
+        // was written.
+        answer
+            .await
+            .map_err(|_| StoreError::database("the write's transaction failed before it ran; nothing was written"))?
+    }
+}
+
+/// `call` as a job, and where its answer arrives.
+fn job<T, F>(call: F) -> (Job, oneshot::Receiver<Result<T, StoreError>>)
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+{
+    let (reply, answer) = oneshot::channel::<Result<T, StoreError>>();
+    let job: Job = Box::new(move |conn| match call(conn) {
+        Ok(value) => Ran {
+            ok: true,
+            answer: Box::new(move |committed| {
+                let _ = reply.send(committed.map(|()| value).map_err(StoreError::database));
+            }),
+        },
+        Err(error) => Ran {
+            ok: false,
+            answer: Box::new(move |_| {
+                let _ = reply.send(Err(error));
+            }),
+        },
+    });
+    (job, answer)
+}
+
+/// The thread: takes what is waiting, runs the reads, commits the writes as one group.
+fn serve(mut conn: Connection, mut messages: mpsc::Receiver<Message>) {
+    let mut stop = None;
+    while stop.is_none() {
+        let Some(first) = messages.blocking_recv() else { break };
+        let mut writes = Vec::new();
+        let mut next = Some(first);
+        while let Some(message) = next.take() {
+            match message {
+                Message::Read(job) => (job(&conn).answer)(Ok(())),
+                Message::Write(job) => writes.push(job),
+                Message::Stop(done) => stop = Some(done),
+            }
+            if writes.len() < MAX_GROUP && stop.is_none() {
+                next = messages.try_recv().ok();
+            }
+        }
+        if !writes.is_empty() {
+            commit_group(&mut conn, writes);
+        }
+    }
+    drop(conn);
+    if let Some(done) = stop {
+        let _ = done.send(());
+    }
+}
+
+/// Runs `group` in one transaction and answers each of its callers.
+fn commit_group(conn: &mut Connection, group: Vec<Job>) {
+    let mut answers = Vec::with_capacity(group.len());
+    let committed = run_group(conn, group, &mut answers).map_err(|e| e.to_string());
+    for ran in answers {
+        (ran.answer)(committed.clone());
+    }
+}
+
+/// The transaction: `Ok` when it committed (or, for a lone write that failed, rolled
+/// back with nothing else in it).
+fn run_group(conn: &mut Connection, group: Vec<Job>, answers: &mut Vec<Ran>) -> rusqlite::Result<()> {
+    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if group.len() == 1 {
+        for job in group {
+            let ran = job(&tx);
+            let ok = ran.ok;
+            answers.push(ran);
+            if !ok {
+                return tx.rollback();
+            }
+        }
+    } else {
+        for job in group {
+            let savepoint = tx.savepoint()?;
+            let ran = job(&savepoint);
+            let ok = ran.ok;
+            answers.push(ran);
+            // A savepoint dropped uncommitted is rolled back and released.
+            if ok {
+                savepoint.commit()?;
+            }
+        }
+    }
+    tx.commit()
+}
+
+/// Runs one statement on `conn`, prepared once per connection and cached.
+pub(super) fn execute(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
