@@ -328,7 +328,7 @@ fn owner_pid(owner: &str) -> Option<u32> {
 #[test]
 fn killed_at_random_the_run_completes_with_every_side_effect_once_postgres_workers() {
     let Ok(base) = std::env::var("TROUPE_TEST_DATABASE_URL") else {
-        eprintln!("skipped: TROUPE_TEST_DATABASE_URL is not set (the PostgreSQL kill test needs a server)");
+        troupe_testkit::skip("the PostgreSQL kill test", "TROUPE_TEST_DATABASE_URL is not set");
         return;
     };
     const CALLS: usize = 60;

@@ -502,7 +502,7 @@ fn schedules_are_added_listed_fired_by_a_worker_and_removed() {
 #[test]
 fn on_postgresql_a_worker_runs_a_detached_run_and_a_paused_one_is_approved() {
     let Ok(base) = std::env::var("TROUPE_TEST_DATABASE_URL") else {
-        eprintln!("skipped: TROUPE_TEST_DATABASE_URL is not set (this test needs a PostgreSQL server)");
+        troupe_testkit::skip("the PostgreSQL worker test", "TROUPE_TEST_DATABASE_URL is not set");
         return;
     };
     let schema = format!("troupe_cli_runs_{}", std::process::id());

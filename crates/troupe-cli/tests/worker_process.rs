@@ -261,7 +261,7 @@ fn scratch_outside_tmp() -> Option<tempfile::TempDir> {
 #[tokio::test]
 async fn landlock_confines_the_workers_shell_to_its_workspace() {
     let Some(scratch) = scratch_outside_tmp() else {
-        println!("skipped: no writable directory outside /tmp to test the confinement with");
+        troupe_testkit::skip("landlock_confines_the_workers_shell", "no writable directory outside /tmp");
         return;
     };
     let dirs = Dirs::in_dir(scratch.path());
@@ -278,7 +278,8 @@ async fn landlock_confines_the_workers_shell_to_its_workspace() {
     if !result.metrics.sandbox.starts_with("landlock: enforced")
         && !result.metrics.sandbox.starts_with("landlock: partially")
     {
-        println!("skipped: this kernel does not enforce Landlock ({})", result.metrics.sandbox);
+        let why = format!("this kernel does not enforce Landlock ({})", result.metrics.sandbox);
+        troupe_testkit::skip("landlock_confines_the_workers_shell", &why);
         return;
     }
     assert!(inside.exists(), "the workspace is writable");

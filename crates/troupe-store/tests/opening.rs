@@ -339,7 +339,7 @@ async fn a_version_2_postgres_schema_migrates_to_the_work_queue() {
     use troupe_store::postgres::PostgresStore;
     use troupe_store::{MemoryRepository, NewWork, Store, WorkItemRepository};
     let Ok(url) = std::env::var("TROUPE_TEST_DATABASE_URL") else {
-        eprintln!("skipped: TROUPE_TEST_DATABASE_URL is not set (e.g. postgres://postgres@127.0.0.1:5432/test)");
+        troupe_testkit::skip("a_version_2_postgres_schema_migrates", "TROUPE_TEST_DATABASE_URL is not set");
         return;
     };
     let schema = format!("troupe_v2_{}", uuid::Uuid::new_v4().simple());

@@ -159,7 +159,7 @@ where
     Fut: Future<Output = ()> + Send + 'static,
 {
     let Ok(url) = std::env::var(URL_VARIABLE) else {
-        eprintln!("skipped: {URL_VARIABLE} is not set (e.g. postgres://postgres@127.0.0.1:5432/test)");
+        troupe_testkit::skip("a PostgreSQL team queue test", &format!("{URL_VARIABLE} is not set"));
         return;
     };
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());

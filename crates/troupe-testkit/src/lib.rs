@@ -25,6 +25,7 @@ pub mod process;
 mod script;
 mod scripted;
 mod server;
+mod skip;
 pub mod strategies;
 pub mod test_deps;
 
@@ -32,3 +33,4 @@ pub use child_server::{ChildMockServer, serve_if_child};
 pub use script::{Fault, MockBlock, MockTurn, pieces};
 pub use scripted::ScriptedModel;
 pub use server::{MockLlmServer, RecordedRequest, Responder};
+pub use skip::{skip, under_ci};

@@ -91,7 +91,7 @@ mod tests {
     #[test]
     fn figures_of_a_live_process_are_plausible() {
         if !std::path::Path::new("/proc/self/status").exists() {
-            eprintln!("skipped figures_of_a_live_process_are_plausible: no /proc");
+            crate::skip("figures_of_a_live_process_are_plausible", "no /proc");
             return;
         }
         let rss = status_bytes("VmRSS").expect("a live process has a VmRSS");

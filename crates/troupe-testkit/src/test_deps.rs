@@ -3,7 +3,8 @@
 //!
 //! Tests that talk to a real client or server (AG-UI, A2A, MCP) ask here first; when a
 //! package is missing they print why and skip, so a machine without node or python still
-//! runs the rest of the suite. CI runs the install script first, so there nothing skips.
+//! runs the rest of the suite. CI runs the install script first, and there a missing
+//! package fails the test (see [`skip`](crate::skip())).
 
 use std::path::{Path, PathBuf};
 
@@ -35,9 +36,10 @@ pub fn python_with(module: &str) -> Option<PathBuf> {
     imports.then_some(python)
 }
 
-/// Prints that a test was skipped, and why, in the form every skipping test uses.
+/// Says that `test` was skipped for a missing package, and how to install it; under CI,
+/// fails it (see [`skip`](crate::skip())).
 pub fn skip(test: &str, why: &str) {
-    eprintln!("skipped {test}: {why}; run scripts/install-test-deps");
+    crate::skip(test, &format!("{why}; run scripts/install-test-deps"));
 }
 
 fn on_path(program: &str) -> bool {

@@ -24,7 +24,10 @@ fn server(test: &str) -> Option<(String, String)> {
     match std::env::var(URL_VARIABLE) {
         Ok(url) if !url.trim().is_empty() => Some((url, format!("troupe_t_{}", uuid::Uuid::new_v4().simple()))),
         _ => {
-            eprintln!("{test} skipped: {URL_VARIABLE} is not set (e.g. postgres://postgres@127.0.0.1:5432/test)");
+            troupe_testkit::skip(
+                test,
+                &format!("{URL_VARIABLE} is not set (e.g. postgres://postgres@127.0.0.1:5432/test)"),
+            );
             None
         }
     }

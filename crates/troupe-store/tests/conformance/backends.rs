@@ -135,8 +135,9 @@ pub mod postgres {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let Ok(url) = std::env::var(URL_VARIABLE) else {
-            eprintln!(
-                "skipped: {URL_VARIABLE} is not set (set it to a PostgreSQL URL, e.g. postgres://postgres@127.0.0.1:5432/test, to run the PostgreSQL conformance tests)"
+            troupe_testkit::skip(
+                "a PostgreSQL conformance test",
+                &format!("{URL_VARIABLE} is not set (e.g. postgres://postgres@127.0.0.1:5432/test)"),
             );
             return;
         };
