@@ -79,7 +79,7 @@ pub(crate) enum JournalSetup {
     /// The run is new: create it in the store, with this input, and lease it.
     Create(Durability, Box<StoredInput>),
     /// The run is stored and leased already.
-    Ready(Durability, Journal),
+    Ready(Durability, Box<Journal>),
 }
 
 impl std::fmt::Debug for Runner {
@@ -384,7 +384,7 @@ impl Runner {
         let durability = self.durability.as_ref().ok_or(RuntimeError::NoStore)?;
         match self.prepare_resume(durability, &lease, spec).await {
             Ok((spec, state, instruction, fresh, journal)) => {
-                let setup = JournalSetup::Ready(durability.clone(), journal);
+                let setup = JournalSetup::Ready(durability.clone(), Box::new(journal));
                 Ok(self.launch(spec, state, instruction, fresh, setup, live))
             }
             Err(error) => {

@@ -28,6 +28,7 @@ use crate::spec::AgentSpec;
 use crate::state::{Action, PendingCall, RunState};
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -174,7 +175,7 @@ impl Run {
     ) -> Option<tokio::task::JoinHandle<()>> {
         let (durability, journal, created) = match setup {
             JournalSetup::None => return None,
-            JournalSetup::Ready(durability, journal) => (durability, Ok(journal), false),
+            JournalSetup::Ready(durability, journal) => (durability, Ok(*journal), false),
             JournalSetup::Create(durability, input) => {
                 let journal = create_run(&durability, state, &input).await;
                 (durability, journal, true)
@@ -261,13 +262,21 @@ impl Run {
             self.audit_denials(state, &denied);
             let action = state.next_action(&self.spec, catalog);
             self.announce_results(state).await;
+            if !matches!(action, Action::Finish(_)) && self.journal.as_ref().is_some_and(Journal::turn_unsaved) {
+                // The last model turn is on record before the run acts on it; a signal
+                // that came meanwhile (the checkpoint says so) is taken first.
+                self.checkpoint(state, Vec::new()).await;
+                if state.is_finished() || self.journal.as_ref().is_some_and(|j| j.signal_waits(state.signal_cursor)) {
+                    continue;
+                }
+            }
             match action {
                 Action::Finish(_) => return,
                 Action::CallModel(request) => {
                     let turn = self.call_model(state, model, request).await;
                     self.authorize_calls(state, catalog);
-                    if let Some(turn) = turn {
-                        self.checkpoint(state, vec![turn.evidence()]).await;
+                    if let (Some(turn), Some(journal)) = (turn, &mut self.journal) {
+                        journal.note_turn(turn.evidence());
                     }
                 }
                 Action::RunTools(calls) => self.run_tools(state, catalog, calls).await,
@@ -383,7 +392,9 @@ impl Run {
     /// applied in append order. A crash before the next checkpoint applies them again to
     /// the checkpointed state, never twice to the same state.
     async fn deliver_stored(&mut self, state: &mut RunState) {
-        let Some(journal) = &self.journal else { return };
+        // A write's word on the latest signal counts for as long as a waiting run's poll.
+        let fresh = self.durability.as_ref().map_or(Duration::ZERO, Durability::signal_poll);
+        let Some(journal) = &mut self.journal else { return };
         if journal.is_stopped() {
             return;
         }
@@ -398,7 +409,7 @@ impl Run {
         }
         let pending = match failure {
             Some(error) => Err(error),
-            None => journal.pending_signals(&run_id, state.signal_cursor).await,
+            None => journal.signals_at_boundary(&run_id, state.signal_cursor, fresh).await,
         };
         let pending = match pending {
             Ok(pending) => pending,
@@ -476,6 +487,9 @@ impl Run {
     /// Waits for an approval decision or cancellation; other signals wait for the next
     /// boundary. With nobody left to decide, the run pauses.
     async fn await_decision(&mut self, state: &mut RunState) {
+        if let Some(journal) = &mut self.journal {
+            journal.forget_latest_signal();
+        }
         let poll = self.durability.as_ref().filter(|_| self.journal.is_some()).map(Durability::signal_poll);
         loop {
             let signal = tokio::select! {
@@ -633,7 +647,9 @@ async fn create_run(durability: &Durability, state: &mut RunState, input: &Store
     let mut record = input.new_run(&state.run_id, StoredStatus::Running);
     record.state = serde_json::to_value(&*state).unwrap_or_default();
     let lease = store.create_leased_run(record, durability.owner(), durability.lease_ttl(), now_millis()).await?;
-    Ok(Journal::new(Arc::clone(store), EvidenceChain::new(run_id), Some(lease)).with_instruction(&input.instruction))
+    Ok(Journal::new(Arc::clone(store), EvidenceChain::new(run_id), Some(lease))
+        .with_instruction(&input.instruction)
+        .created())
 }
 
 /// Adds the run's task and answer to its conversation, once: a run whose turns are there

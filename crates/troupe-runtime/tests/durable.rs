@@ -308,6 +308,48 @@ fn signals_from_another_process_are_applied_once_in_order() {
     assert_eq!(world.file("notes.txt"), "1\n");
 }
 
+/// A run that is working (not waiting for a person) takes a signal another process
+/// stored during a step at its next boundary: it does not go on trusting what its last
+/// checkpoint said of its signals once a poll interval has passed.
+#[test]
+fn a_signal_stored_while_a_tool_runs_reaches_the_next_model_call() {
+    let world = World::new([MockTurn::tool_call("c1", "peek", json!({"line": 1})), MockTurn::text("done")]);
+    process().block_on(async {
+        let elsewhere = world.store().await;
+        let run_id = RunId::from("run-peek");
+        let peek = {
+            let (store, run_id) = (Arc::clone(&elsewhere), run_id.to_string());
+            typed_tool("peek", "Looks.", Effect::ReadOnly, move |_ctx, _args: Line| {
+                let (store, run_id) = (Arc::clone(&store), run_id.clone());
+                async move {
+                    send_signal(store.as_ref(), &run_id, &Signal::user_message("a note from elsewhere"))
+                        .await
+                        .map_err(|e| ToolError::Failed { message: e.to_string() })?;
+                    tokio::time::sleep(Duration::from_millis(60)).await;
+                    Ok(ToolOutput::text("looked"))
+                }
+            })
+            .into_arc()
+        };
+        let catalog = ToolCatalog::with_tools(vec![peek]).expect("a catalog");
+        let model = FixedModel::new(Arc::new(world.model.clone()), "scripted");
+        let durability = Durability::new(world.store().await).with_signal_poll(Duration::from_millis(10));
+        let runner =
+            Runner::new(Arc::new(model), Arc::new(catalog), Arc::new(Workspace::new(world.path()).expect("ws")))
+                .with_store(durability);
+        let output = runner
+            .start(spec(ApprovalPolicy::auto()), RunInput::new("look").run_id(run_id.clone()))
+            .output()
+            .await
+            .expect("ends");
+        assert!(output.is_completed(), "{:?}", output.outcome);
+        let second = world.model.requests().pop().expect("a second request");
+        let text = serde_json::to_string(&second.messages).expect("serializes");
+        assert!(text.contains("a note from elsewhere"), "the second model call carries the note: {text}");
+        assert!(elsewhere.pending_signals(run_id.as_str(), 0).await.expect("signals").is_empty());
+    });
+}
+
 use troupe_runtime::RunHandle;
 
 #[test]

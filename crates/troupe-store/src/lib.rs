@@ -71,8 +71,8 @@ pub use error::{StoreError, redact_location};
 pub use open::{StoreLocation, default_sqlite_path, open};
 pub use record::{
     Checkpoint, ConversationTurn, EvidenceEntry, EvidenceKind, Firing, Lease, MemoryRecord, Millis, NewEvidence,
-    NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary, Schedule, ScheduleTarget, StoreInfo, StoredSignal,
-    Transition, Trigger, now_millis,
+    NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, Schedule, ScheduleTarget,
+    StoreInfo, StoredSignal, Transition, Trigger, now_millis,
 };
 pub use repository::{
     ConversationRepository, EvidenceRepository, MemoryRepository, QueueRepository, RunRepository, ScheduleRepository,

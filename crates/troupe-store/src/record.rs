@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::fmt;
 
 /// Milliseconds since the Unix epoch, as every timestamp in a store.
@@ -187,7 +188,7 @@ pub struct Transition {
 
 /// What happened at a boundary, saved atomically: the new state, its status and
 /// activity, evidence entries, and how far the run has consumed its signals.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Checkpoint {
     /// The run.
     pub run_id: String,
@@ -195,8 +196,9 @@ pub struct Checkpoint {
     pub status: RunStatus,
     /// What it is doing or waiting for.
     pub activity: Option<String>,
-    /// Its state now.
-    pub state: Value,
+    /// Its state now, as JSON text: a run encodes it once, straight from its own type
+    /// ([`serde_json::value::to_raw_value`]), and the store writes it as it is.
+    pub state: Box<RawValue>,
     /// Evidence sealed by the run's [`EvidenceChain`](crate::EvidenceChain), appended in
     /// the same transaction.
     pub evidence: Vec<EvidenceEntry>,
@@ -212,6 +214,15 @@ pub struct Checkpoint {
     /// Gives up `fence`'s lease in the same transaction (the run leaves the queue): the
     /// last checkpoint of a run that ended, one commit instead of two.
     pub release: bool,
+}
+
+/// What the store saw when it saved a [`Checkpoint`]: the sequence number of the run's
+/// latest signal (0 when it has none). A run whose cursor is at or past it knows, with
+/// no further call, that no signal waits for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SavedCheckpoint {
+    /// The run's latest signal when the checkpoint committed.
+    pub latest_signal: i64,
 }
 
 /// A signal to a run, as stored: acknowledged once stored, applied once, in order.

@@ -10,7 +10,7 @@
 use crate::error::StoreError;
 use crate::record::{
     Checkpoint, ConversationTurn, EvidenceEntry, Firing, Lease, MemoryRecord, Millis, NewRun, QueueEntry, RunFilter,
-    RunRecord, RunSummary, Schedule, StoreInfo, StoredSignal, Transition,
+    RunRecord, RunSummary, SavedCheckpoint, Schedule, StoreInfo, StoredSignal, Transition,
 };
 use crate::work::{NewWork, WorkRecord, WorkState, WorkStats};
 use serde_json::Value;
@@ -35,8 +35,9 @@ pub trait RunRepository: Send + Sync {
 
     /// Saves a boundary atomically: state, status (a change is recorded as a transition),
     /// activity, the checkpoint's evidence and the signals it consumed. With a fence, only
-    /// while the fence's lease is held ([`StoreError::LeaseLost`] otherwise).
-    fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, ()>;
+    /// while the fence's lease is held ([`StoreError::LeaseLost`] otherwise). Says which
+    /// signal was the run's latest when it committed.
+    fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, SavedCheckpoint>;
 
     /// The run's status changes, oldest first.
     fn transitions<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<Transition>>;

@@ -49,6 +49,7 @@ conformance_tests! {
     runs::queued_run_is_enqueued_on_creation,
     runs::checkpoint_of_unknown_run_fails,
     signals::signals_are_pending_until_consumed,
+    signals::a_checkpoint_says_the_latest_signal,
     signals::concurrent_senders_get_gapless_numbers,
     signals::signal_to_unknown_run_fails,
     signals::no_signal_is_acknowledged_and_then_left_behind,

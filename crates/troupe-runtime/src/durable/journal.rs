@@ -9,6 +9,8 @@ use crate::state::{Phase, RunState, RunStatus as StateStatus};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::time::Instant;
 use troupe_core::RunOutcomeKind;
 use troupe_store::{
     Checkpoint, EvidenceChain, EvidenceKind, Lease, NewEvidence, RunStatus, Store, StoreError, StoredSignal, now_millis,
@@ -70,6 +72,11 @@ pub(crate) struct Journal {
     stopped: Arc<AtomicBool>,
     /// The run's task, for its conversation.
     instruction: String,
+    /// The run's latest signal as the store last told it (a created run has none; each
+    /// checkpoint says), and when: a boundary soon after need not ask again.
+    latest_signal: Option<(i64, Instant)>,
+    /// Whether a model turn is buffered that no checkpoint has saved.
+    turn_unsaved: bool,
 }
 
 impl Journal {
@@ -81,7 +88,15 @@ impl Journal {
             buffered: Vec::new(),
             stopped: Arc::new(AtomicBool::new(false)),
             instruction: String::new(),
+            latest_signal: None,
+            turn_unsaved: false,
         }
+    }
+
+    /// The journal of a run this process has just created: it has no signal yet.
+    pub(crate) fn created(mut self) -> Self {
+        self.latest_signal = Some((0, Instant::now()));
+        self
     }
 
     /// The journal of a run started with `instruction`.
@@ -118,6 +133,18 @@ impl Journal {
         self.buffered.push(entry);
     }
 
+    /// Keeps a model turn's `entry` for the next checkpoint: the run saves it before it
+    /// acts on the turn, or with its end when the turn ended it (one commit, not two).
+    pub(crate) fn note_turn(&mut self, entry: NewEvidence) {
+        self.buffered.push(entry);
+        self.turn_unsaved = true;
+    }
+
+    /// Whether a model turn waits to be saved.
+    pub(crate) fn turn_unsaved(&self) -> bool {
+        self.turn_unsaved
+    }
+
     /// Appends `entries` at once, without a checkpoint: durable when this returns.
     pub(crate) async fn append(&mut self, entries: Vec<NewEvidence>) -> Result<(), StoreError> {
         self.guard()?;
@@ -143,16 +170,21 @@ impl Journal {
 
     async fn save(&mut self, state: &RunState, entries: Vec<NewEvidence>, release: bool) -> Result<(), StoreError> {
         self.guard()?;
+        // Encoded straight to text: no `Value` tree is built, walked and dropped per boundary.
+        let encoded = serde_json::value::to_raw_value(state)
+            .map_err(|e| StoreError::database(format!("cannot encode the run's state: {e}")))?;
         let mut all = self.buffered.clone();
         all.extend(entries);
         let sealed = self.chain.seal(all, now_millis());
+        let mut advanced = self.chain.clone();
+        advanced.advance(&sealed);
         let status = stored_status(state);
         let checkpoint = Checkpoint {
             run_id: state.run_id.to_string(),
             status,
             activity: activity(state),
-            state: to_value(state),
-            evidence: sealed.clone(),
+            state: encoded,
+            evidence: sealed,
             signals_consumed_through: (state.signal_cursor > 0).then_some(state.signal_cursor),
             fence: self.lease.clone(),
             // A completion must not pass over a signal acknowledged meanwhile.
@@ -160,18 +192,55 @@ impl Journal {
             release: release && self.lease.is_some(),
         };
         let result = self.store.checkpoint(checkpoint, now_millis()).await;
-        self.settle(result)?;
-        self.chain.advance(&sealed);
+        if matches!(result, Err(StoreError::SignalsPending { .. })) {
+            // The store says a signal waits: the next boundary asks for it.
+            self.latest_signal = None;
+        }
+        let saved = self.settle(result)?;
+        self.latest_signal = Some((saved.latest_signal, Instant::now()));
+        self.chain = advanced;
         self.buffered.clear();
+        self.turn_unsaved = false;
         Ok(())
     }
 
     /// Stores a signal that arrived on the run's handle, so it is applied through the
     /// store like any other: in order, once.
-    pub(crate) async fn store_signal(&self, run_id: &str, signal: &Signal) -> Result<i64, StoreError> {
+    pub(crate) async fn store_signal(&mut self, run_id: &str, signal: &Signal) -> Result<i64, StoreError> {
         self.guard()?;
+        self.latest_signal = None;
         let kind = signal.kind().to_string();
         self.store.send_signal(run_id, &kind, to_value(signal), now_millis()).await
+    }
+
+    /// The stored signals after `cursor` not yet applied, for a boundary: none, with no
+    /// call to the store, when a write less than `fresh` ago said the run's latest signal
+    /// is at or before `cursor`. A signal stored since is then taken at a later boundary,
+    /// no later than a run waiting for a person notices one (it polls that often).
+    pub(crate) async fn signals_at_boundary(
+        &mut self,
+        run_id: &str,
+        cursor: i64,
+        fresh: Duration,
+    ) -> Result<Vec<StoredSignal>, StoreError> {
+        if let Some((latest, at)) = self.latest_signal
+            && latest <= cursor
+            && at.elapsed() < fresh
+        {
+            return Ok(Vec::new());
+        }
+        self.pending_signals(run_id, cursor).await
+    }
+
+    /// Whether the store's last word was of a signal after `cursor`.
+    pub(crate) fn signal_waits(&self, cursor: i64) -> bool {
+        self.latest_signal.is_some_and(|(latest, _)| latest > cursor)
+    }
+
+    /// Forgets what the store last said of the run's signals: the run is about to wait,
+    /// and what ends the wait may be a stored signal.
+    pub(crate) fn forget_latest_signal(&mut self) {
+        self.latest_signal = None;
     }
 
     /// The stored signals after `cursor` not yet applied.
@@ -194,7 +263,7 @@ impl Journal {
         Ok(())
     }
 
-    fn settle(&self, result: Result<(), StoreError>) -> Result<(), StoreError> {
+    fn settle<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         // Signals pending is an answer, not a failure: nothing was written, the run goes on.
         if result.as_ref().is_err_and(|e| !matches!(e, StoreError::SignalsPending { .. })) {
             // A failed write leaves the chain's head unknown to this writer, and a lost

@@ -5,7 +5,7 @@ use super::queue::enqueue_on;
 use super::{PostgresStore, db, get, hold_fence, is_unique_violation, json_column, lease_lost, parse_status};
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, StoredSignal, Transition,
+    Checkpoint, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, StoredSignal, Transition,
 };
 use crate::repository::{RunRepository, SignalRepository, StoreFuture};
 use serde_json::Value;
@@ -119,7 +119,7 @@ fn signal(row: &PgRow) -> Result<StoredSignal, StoreError> {
     })
 }
 
-async fn save_checkpoint(conn: &mut PgConnection, cp: &Checkpoint, now: Millis) -> Result<(), StoreError> {
+async fn save_checkpoint(conn: &mut PgConnection, cp: &Checkpoint, now: Millis) -> Result<SavedCheckpoint, StoreError> {
     if let Some(lease) = &cp.fence {
         if lease.run_id != cp.run_id {
             return Err(lease_lost(&cp.run_id, lease));
@@ -148,7 +148,7 @@ async fn save_checkpoint(conn: &mut PgConnection, cp: &Checkpoint, now: Millis) 
     .bind(&cp.run_id)
     .bind(cp.status.as_str())
     .bind(cp.activity.as_deref())
-    .bind(cp.state.to_string())
+    .bind(cp.state.get())
     .bind(now)
     .bind(i64::from(changed))
     .fetch_one(&mut *conn)
@@ -182,7 +182,8 @@ async fn save_checkpoint(conn: &mut PgConnection, cp: &Checkpoint, now: Millis) 
     if let (true, Some(lease)) = (cp.release, &cp.fence) {
         super::queue::release_on(&mut *conn, lease, None).await?;
     }
-    Ok(())
+    // The row lock holds back any signal (its bump of `signal_seq`) until this commits.
+    Ok(SavedCheckpoint { latest_signal: signal_seq })
 }
 
 impl RunRepository for PostgresStore {
@@ -229,11 +230,12 @@ impl RunRepository for PostgresStore {
         })
     }
 
-    fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, ()> {
+    fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, SavedCheckpoint> {
         Box::pin(async move {
             let mut tx = self.pool.begin().await.map_err(db)?;
-            save_checkpoint(&mut tx, &checkpoint, now).await?;
-            tx.commit().await.map_err(db)
+            let saved = save_checkpoint(&mut tx, &checkpoint, now).await?;
+            tx.commit().await.map_err(db)?;
+            Ok(saved)
         })
     }
 

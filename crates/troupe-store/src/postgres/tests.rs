@@ -245,7 +245,7 @@ async fn a_run_round_trips_with_fences_signals_and_turns() {
         run_id: "r1".into(),
         status: RunStatus::Running,
         activity: Some("thinking".into()),
-        state: json!({"step": 1}),
+        state: serde_json::value::to_raw_value(&json!({"step": 1})).expect("JSON"),
         evidence: sealed.clone(),
         signals_consumed_through: Some(1),
         fence: Some(lease.clone()),

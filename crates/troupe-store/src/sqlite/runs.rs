@@ -8,7 +8,7 @@ use super::writer::execute;
 use super::{SqliteStore, column, is_foreign_key, is_unique, json_column, json_text};
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, StoredSignal, Transition,
+    Checkpoint, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, StoredSignal, Transition,
 };
 use crate::repository::{RunRepository, SignalRepository, StoreFuture};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -56,7 +56,7 @@ impl RunRepository for SqliteStore {
         })
     }
 
-    fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, ()> {
+    fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, SavedCheckpoint> {
         Box::pin(self.writer.write(move |conn| save_checkpoint(conn, &checkpoint, now)))
     }
 
@@ -116,7 +116,7 @@ impl SignalRepository for SqliteStore {
 }
 
 /// Saves `checkpoint` in the transaction `conn` is in.
-fn save_checkpoint(conn: &Connection, checkpoint: &Checkpoint, now: Millis) -> Result<(), StoreError> {
+fn save_checkpoint(conn: &Connection, checkpoint: &Checkpoint, now: Millis) -> Result<SavedCheckpoint, StoreError> {
     if let Some(lease) = &checkpoint.fence {
         super::queue::check_fence(conn, lease, &checkpoint.run_id)?;
     }
@@ -133,12 +133,18 @@ fn save_checkpoint(conn: &Connection, checkpoint: &Checkpoint, now: Millis) -> R
         return Err(StoreError::SignalsPending { run_id: run_id.to_owned() });
     }
     let changed = from != checkpoint.status;
-    let state = json_text(&checkpoint.state, "run state")?;
     execute(
         conn,
         "UPDATE runs SET status = ?1, activity = ?2, state = ?3, updated_at = ?4, \
          transition_seq = transition_seq + ?5 WHERE id = ?6",
-        params![checkpoint.status.as_str(), checkpoint.activity, state, now, i64::from(changed), run_id],
+        params![
+            checkpoint.status.as_str(),
+            checkpoint.activity,
+            checkpoint.state.get(),
+            now,
+            i64::from(changed),
+            run_id
+        ],
     )
     .map_err(StoreError::database)?;
     if changed {
@@ -158,7 +164,9 @@ fn save_checkpoint(conn: &Connection, checkpoint: &Checkpoint, now: Millis) -> R
     if let (true, Some(lease)) = (checkpoint.release, &checkpoint.fence) {
         super::queue::release_lease(conn, lease, None)?;
     }
-    Ok(())
+    // The writer thread is the only writer: no signal can come between the read above
+    // and this transaction's commit.
+    Ok(SavedCheckpoint { latest_signal: signal_seq })
 }
 
 /// Creates `run` with its first transition, enqueued at `now` when it is queued.

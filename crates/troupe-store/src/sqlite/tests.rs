@@ -294,7 +294,7 @@ async fn a_fenced_checkpoint_needs_the_lease() {
         run_id: "r1".into(),
         status: RunStatus::Running,
         activity: Some("thinking".into()),
-        state: json!({"turn": 1}),
+        state: serde_json::value::to_raw_value(&json!({"turn": 1})).expect("JSON"),
         evidence: chain.seal(vec![NewEvidence::new(EvidenceKind::SignalApplied, json!({"seq": 1}))], later),
         signals_consumed_through: Some(1),
         fence: Some(fence),

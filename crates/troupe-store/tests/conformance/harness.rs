@@ -49,7 +49,7 @@ pub fn checkpoint(run_id: &str, status: RunStatus, state: serde_json::Value) -> 
         run_id: run_id.to_owned(),
         status,
         activity: None,
-        state,
+        state: serde_json::value::to_raw_value(&state).expect("a JSON value encodes"),
         evidence: Vec::new(),
         signals_consumed_through: None,
         fence: None,

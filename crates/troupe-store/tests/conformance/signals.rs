@@ -70,6 +70,30 @@ pub async fn signals_are_pending_until_consumed(backend: Arc<dyn Backend>) {
     assert_eq!(other.len(), 1, "consuming one run's signals leaves another's alone");
 }
 
+/// A checkpoint says which signal was the run's latest when it committed, whoever sent
+/// it (this store or another process's): a run that has applied through it has nothing
+/// to look for.
+pub async fn a_checkpoint_says_the_latest_signal(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let other = backend.open_another().await;
+    store.create_run(new_run("run-latest", "coder", RunStatus::Running), T0).await.expect("the run is created");
+    let saved = store.checkpoint(checkpoint("run-latest", RunStatus::Running, json!({})), T0 + 1).await;
+    assert_eq!(saved.expect("checkpoint").latest_signal, 0, "no signal yet");
+
+    store.send_signal("run-latest", "user_message", json!({}), T0 + 2).await.expect("send_signal");
+    other.send_signal("run-latest", "approval", json!({}), T0 + 3).await.expect("send_signal from another store");
+    let saved = store.checkpoint(checkpoint("run-latest", RunStatus::Running, json!({})), T0 + 4).await;
+    assert_eq!(saved.expect("checkpoint").latest_signal, 2);
+
+    let mut consumed = checkpoint("run-latest", RunStatus::Running, json!({"applied": [1, 2]}));
+    consumed.signals_consumed_through = Some(2);
+    let saved = store.checkpoint(consumed, T0 + 5).await.expect("checkpoint consuming 1..=2");
+    assert_eq!(saved.latest_signal, 2, "consuming a signal does not change which was the latest");
+    other.send_signal("run-latest", "cancel", json!({}), T0 + 6).await.expect("send_signal from another store");
+    let saved = store.checkpoint(checkpoint("run-latest", RunStatus::Running, json!({})), T0 + 7).await;
+    assert_eq!(saved.expect("checkpoint").latest_signal, 3);
+}
+
 /// Many concurrent senders get the numbers 1..=50, each exactly once, stored in that order.
 pub async fn concurrent_senders_get_gapless_numbers(backend: Arc<dyn Backend>) {
     const SENDERS: i64 = 50;
