@@ -35,7 +35,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Span;
 use troupe_core::{AgentEventKind, ContentBlock, Message, PauseReason, Role, ToolCallId};
 use troupe_model::ResolvedModel;
-use troupe_store::{EvidenceChain, EvidenceKind, NewEvidence, RunStatus as StoredStatus, StoreError, now_millis};
+use troupe_store::{
+    EvidenceChain, EvidenceKind, Flush, NewEvidence, RunStatus as StoredStatus, StoreError, now_millis,
+};
 use troupe_tools::{AuditEntry, AuditKind, AuditLog, Authorizer, ToolCatalog, Workspace};
 
 /// One run's task.
@@ -227,12 +229,26 @@ impl Run {
     /// Saves `state` with `entries` (and whatever the journal holds); a failure ends the
     /// run, which stays resumable from its last checkpoint.
     async fn checkpoint(&mut self, state: &mut RunState, entries: Vec<NewEvidence>) {
+        self.save(state, entries, Flush::BeforeAnswer).await;
+    }
+
+    /// Saves `state` with the model turn the journal holds, before the run acts on it: on
+    /// disk with the run's next flushed write (see `Journal::checkpoint_turn`).
+    async fn checkpoint_turn(&mut self, state: &mut RunState) {
+        self.save(state, Vec::new(), Flush::WithNextFlush).await;
+    }
+
+    async fn save(&mut self, state: &mut RunState, entries: Vec<NewEvidence>, flush: Flush) {
         let Some(journal) = &mut self.journal else { return };
         if journal.is_stopped() {
             return;
         }
         state.event_seq = self.emitter.next_seq();
-        match journal.checkpoint(state, entries).await {
+        let saved = match flush {
+            Flush::BeforeAnswer => journal.checkpoint(state, entries).await,
+            Flush::WithNextFlush => journal.checkpoint_turn(state, entries).await,
+        };
+        match saved {
             Ok(()) => self.unsaved_signals = false,
             Err(error) => self.store_failed(state, error),
         }
@@ -265,7 +281,7 @@ impl Run {
             if !matches!(action, Action::Finish(_)) && self.journal.as_ref().is_some_and(Journal::turn_unsaved) {
                 // The last model turn is on record before the run acts on it; a signal
                 // that came meanwhile (the checkpoint says so) is taken first.
-                self.checkpoint(state, Vec::new()).await;
+                self.checkpoint_turn(state).await;
                 if state.is_finished() || self.journal.as_ref().is_some_and(|j| j.signal_waits(state.signal_cursor)) {
                     continue;
                 }

@@ -19,6 +19,9 @@ use troupe_runtime::{
 };
 use troupe_store::{EvidenceKind, RunStatus, Store, Trigger, verify_chain};
 use troupe_testkit::{MockTurn, ScriptedModel};
+
+mod recording;
+use recording::{Log, RecordingStore};
 use troupe_tools::{Effect, Idempotency, Tool, ToolCatalog, ToolError, ToolOutput, Workspace, typed_tool};
 
 const TTL: Duration = Duration::from_millis(300);
@@ -347,6 +350,62 @@ fn a_signal_stored_while_a_tool_runs_reaches_the_next_model_call() {
         let text = serde_json::to_string(&second.messages).expect("serializes");
         assert!(text.contains("a note from elsewhere"), "the second model call carries the note: {text}");
         assert!(elsewhere.pending_signals(run_id.as_str(), 0).await.expect("signals").is_empty());
+    });
+}
+
+/// What a recorded run writes, in order: a model turn is saved deferred (on disk with the
+/// next flushed write), and every write that a side effect or the run's end relies on is
+/// flushed. A side effect therefore always follows a flushed write, which takes every
+/// earlier deferred turn to disk with it: a power loss can undo read-only progress, never
+/// the record of an effect. A run reads nothing back from its store on the way.
+#[test]
+fn a_side_effect_follows_a_flushed_write_and_only_model_turns_are_deferred() {
+    let world = World::new([
+        MockTurn::tool_call("c1", "peek", json!({"line": 1})),
+        MockTurn::tool_call("c2", "notes.append", json!({"line": 2})),
+        MockTurn::tool_call("c3", "peek", json!({"line": 3})),
+        MockTurn::text("done"),
+    ]);
+    process().block_on(async {
+        let log = Log::default();
+        let tool = |name: &str, effect: Effect| {
+            let (log, name_owned) = (log.clone(), name.to_owned());
+            typed_tool(name, "Acts.", effect, move |_ctx, _args: Line| {
+                log.push(format!("effect {name_owned}"));
+                async move { Ok(ToolOutput::text("done")) }
+            })
+            .idempotency(Idempotency::NonIdempotent)
+            .into_arc()
+        };
+        let catalog =
+            ToolCatalog::with_tools(vec![tool("peek", Effect::ReadOnly), tool("notes.append", Effect::WriteState)])
+                .expect("a catalog");
+        let model = FixedModel::new(Arc::new(world.model.clone()), "scripted");
+        let store = RecordingStore::new(world.store().await, log.clone());
+        let runner =
+            Runner::new(Arc::new(model), Arc::new(catalog), Arc::new(Workspace::new(world.path()).expect("ws")))
+                .with_store(Durability::new(store));
+        let output = runner.start(spec(ApprovalPolicy::auto()), RunInput::new("work")).output().await.expect("ends");
+        assert!(output.is_completed(), "{:?}", output.outcome);
+
+        let entries = log.entries();
+        let flushed = |entry: &str| entry == "append_evidence" || entry.starts_with("checkpoint flushed");
+        let effect = entries.iter().position(|e| e == "effect notes.append").expect("the side effect ran");
+        let last_write = entries[..effect].iter().rev().find(|e| !e.starts_with("effect")).expect("a write before it");
+        assert!(flushed(last_write), "a side effect follows a flushed write: {entries:?}");
+        assert!(
+            entries[..effect].iter().any(|e| e == "checkpoint deferred"),
+            "the model turns before it were saved deferred: {entries:?}"
+        );
+        assert_eq!(entries.last().map(String::as_str), Some("checkpoint flushed release"), "{entries:?}");
+        assert_eq!(entries.first().map(String::as_str), Some("create_leased_run"), "{entries:?}");
+        assert!(
+            entries.iter().all(|e| e.starts_with("effect")
+                || e.starts_with("checkpoint")
+                || flushed(e)
+                || e == "create_leased_run"),
+            "a run reads nothing back from its store: {entries:?}"
+        );
     });
 }
 

@@ -70,7 +70,7 @@ pub use chain::{ChainBreak, EvidenceChain, entry_hash, verify_chain};
 pub use error::{StoreError, redact_location};
 pub use open::{StoreLocation, default_sqlite_path, open};
 pub use record::{
-    Checkpoint, ConversationTurn, EvidenceEntry, EvidenceKind, Firing, Lease, MemoryRecord, Millis, NewEvidence,
+    Checkpoint, ConversationTurn, EvidenceEntry, EvidenceKind, Firing, Flush, Lease, MemoryRecord, Millis, NewEvidence,
     NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, Schedule, ScheduleTarget,
     StoreInfo, StoredSignal, Transition, Trigger, now_millis,
 };

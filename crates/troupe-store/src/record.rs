@@ -214,6 +214,27 @@ pub struct Checkpoint {
     /// Gives up `fence`'s lease in the same transaction (the run leaves the queue): the
     /// last checkpoint of a run that ended, one commit instead of two.
     pub release: bool,
+    /// When the checkpoint must be on disk: before the store answers (the default), or
+    /// with the next write that is.
+    pub flush: Flush,
+}
+
+/// When a write must reach the disk.
+///
+/// Either way a write is atomic and survives a crash of the process the moment the store
+/// answers, and writes reach the disk in the order they committed: a write that is on
+/// disk takes every earlier one with it. They differ only when the machine loses power.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Flush {
+    /// On disk before the store answers (one `fsync`, shared by writes committed
+    /// together): no power loss can undo it.
+    #[default]
+    BeforeAnswer,
+    /// On disk with the next [`BeforeAnswer`](Flush::BeforeAnswer) write, or when the
+    /// database flushes on its own: a power loss before then undoes it and the deferred
+    /// writes after it, as if the machine had stopped a moment earlier. For progress that can be redone and that nothing outside
+    /// has acted on, such as a model's turn that only read-only tools follow.
+    WithNextFlush,
 }
 
 /// What the store saw when it saved a [`Checkpoint`]: the sequence number of the run's

@@ -48,6 +48,7 @@ conformance_tests! {
     runs::checkpoints_record_transitions_only_on_status_changes,
     runs::queued_run_is_enqueued_on_creation,
     runs::checkpoint_of_unknown_run_fails,
+    runs::a_deferred_checkpoint_saves_and_orders_with_flushed_writes,
     signals::signals_are_pending_until_consumed,
     signals::a_checkpoint_says_the_latest_signal,
     signals::concurrent_senders_get_gapless_numbers,

@@ -13,7 +13,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use troupe_core::RunOutcomeKind;
 use troupe_store::{
-    Checkpoint, EvidenceChain, EvidenceKind, Lease, NewEvidence, RunStatus, Store, StoreError, StoredSignal, now_millis,
+    Checkpoint, EvidenceChain, EvidenceKind, Flush, Lease, NewEvidence, RunStatus, Store, StoreError, StoredSignal,
+    now_millis,
 };
 
 /// The store's status for a run in `state`.
@@ -155,20 +156,42 @@ impl Journal {
         Ok(())
     }
 
-    /// Saves `state` with the buffered evidence and `entries`, atomically.
+    /// Saves `state` with the buffered evidence and `entries`, atomically; on disk when
+    /// this returns.
     pub(crate) async fn checkpoint(&mut self, state: &RunState, entries: Vec<NewEvidence>) -> Result<(), StoreError> {
-        self.save(state, entries, false).await
+        self.save(state, entries, false, Flush::BeforeAnswer).await
+    }
+
+    /// Saves a model turn before the run acts on it, on disk with the run's next flushed
+    /// write ([`Flush::WithNextFlush`]). Whatever the run does next that a repeat would
+    /// harm is flushed before it happens (a side effect's `action started`, an approval's
+    /// wait, the run's end), and takes this turn to disk with it. What a power loss can
+    /// undo is only the turn and read-only work after it: the run resumes a step earlier
+    /// and asks its model again, as if the machine had stopped a moment sooner. A process
+    /// crash undoes nothing: the write is committed when this returns.
+    pub(crate) async fn checkpoint_turn(
+        &mut self,
+        state: &RunState,
+        entries: Vec<NewEvidence>,
+    ) -> Result<(), StoreError> {
+        self.save(state, entries, false, Flush::WithNextFlush).await
     }
 
     /// The run's last checkpoint: saves `state` with the evidence and gives up the lease
     /// in the same transaction (the run leaves the queue).
     pub(crate) async fn finish(&mut self, state: &RunState, entries: Vec<NewEvidence>) -> Result<(), StoreError> {
-        self.save(state, entries, true).await?;
+        self.save(state, entries, true, Flush::BeforeAnswer).await?;
         self.lease = None;
         Ok(())
     }
 
-    async fn save(&mut self, state: &RunState, entries: Vec<NewEvidence>, release: bool) -> Result<(), StoreError> {
+    async fn save(
+        &mut self,
+        state: &RunState,
+        entries: Vec<NewEvidence>,
+        release: bool,
+        flush: Flush,
+    ) -> Result<(), StoreError> {
         self.guard()?;
         // Encoded straight to text: no `Value` tree is built, walked and dropped per boundary.
         let encoded = serde_json::value::to_raw_value(state)
@@ -190,6 +213,7 @@ impl Journal {
             // A completion must not pass over a signal acknowledged meanwhile.
             require_signals_consumed: status == RunStatus::Completed,
             release: release && self.lease.is_some(),
+            flush,
         };
         let result = self.store.checkpoint(checkpoint, now_millis()).await;
         if matches!(result, Err(StoreError::SignalsPending { .. })) {

@@ -5,7 +5,8 @@ use super::queue::enqueue_on;
 use super::{PostgresStore, db, get, hold_fence, is_unique_violation, json_column, lease_lost, parse_status};
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, StoredSignal, Transition,
+    Checkpoint, Flush, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, StoredSignal,
+    Transition,
 };
 use crate::repository::{RunRepository, SignalRepository, StoreFuture};
 use serde_json::Value;
@@ -233,6 +234,11 @@ impl RunRepository for PostgresStore {
     fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, SavedCheckpoint> {
         Box::pin(async move {
             let mut tx = self.pool.begin().await.map_err(db)?;
+            if checkpoint.flush == Flush::WithNextFlush {
+                // The commit returns before its WAL record is flushed; a later commit that
+                // waits for its own flush takes this one with it.
+                sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await.map_err(db)?;
+            }
             let saved = save_checkpoint(&mut tx, &checkpoint, now).await?;
             tx.commit().await.map_err(db)?;
             Ok(saved)

@@ -5,7 +5,8 @@
 use super::PostgresStore;
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, EvidenceKind, Firing, NewEvidence, NewRun, RunFilter, RunStatus, Schedule, ScheduleTarget, Trigger,
+    Checkpoint, EvidenceKind, Firing, Flush, NewEvidence, NewRun, RunFilter, RunStatus, Schedule, ScheduleTarget,
+    Trigger,
 };
 use crate::repository::{
     ConversationRepository, EvidenceRepository, QueueRepository, RunRepository, ScheduleRepository, SignalRepository,
@@ -251,6 +252,7 @@ async fn a_run_round_trips_with_fences_signals_and_turns() {
         fence: Some(lease.clone()),
         require_signals_consumed: false,
         release: false,
+        flush: Flush::BeforeAnswer,
     };
     store.checkpoint(checkpoint.clone(), 9).await.expect("checkpoints under the lease");
     let record = store.load_run("r1").await.expect("loads").expect("exists");

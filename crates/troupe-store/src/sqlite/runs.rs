@@ -57,7 +57,7 @@ impl RunRepository for SqliteStore {
     }
 
     fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, SavedCheckpoint> {
-        Box::pin(self.writer.write(move |conn| save_checkpoint(conn, &checkpoint, now)))
+        Box::pin(self.writer.write_flushed(checkpoint.flush, move |conn| save_checkpoint(conn, &checkpoint, now)))
     }
 
     fn transitions<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<Transition>> {

@@ -5,7 +5,8 @@ use super::SqliteStore;
 use crate::chain::EvidenceChain;
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, EvidenceKind, Firing, NewEvidence, NewRun, RunFilter, RunStatus, Schedule, ScheduleTarget, Trigger,
+    Checkpoint, EvidenceKind, Firing, Flush, NewEvidence, NewRun, RunFilter, RunStatus, Schedule, ScheduleTarget,
+    Trigger,
 };
 use crate::repository::{
     EvidenceRepository, QueueRepository, RunRepository, ScheduleRepository, SignalRepository, Store,
@@ -300,6 +301,7 @@ async fn a_fenced_checkpoint_needs_the_lease() {
         fence: Some(fence),
         require_signals_consumed: false,
         release: false,
+        flush: Flush::BeforeAnswer,
     };
     let stale = store.checkpoint(checkpoint(first), later).await;
     assert!(matches!(stale, Err(StoreError::LeaseLost { .. })), "{stale:?}");

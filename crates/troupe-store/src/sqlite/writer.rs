@@ -9,8 +9,13 @@
 //! committed with one `fsync` (`synchronous = FULL`), and a caller is answered only once
 //! its group's commit has returned: what was acknowledged is on disk. A lone write runs
 //! without a savepoint. Reads run between groups, outside any transaction.
+//!
+//! A group whose writes all asked for [`Flush::WithNextFlush`] commits with
+//! `synchronous = NORMAL`: its WAL frames are written but not synced, and the next
+//! `FULL` commit's `fsync` of the same WAL file takes them to disk with its own.
 
 use crate::error::StoreError;
+use crate::record::Flush;
 use rusqlite::{Connection, TransactionBehavior};
 use std::path::Path;
 use std::time::Duration;
@@ -33,7 +38,7 @@ struct Ran {
 type Job = Box<dyn FnOnce(&Connection) -> Ran + Send>;
 
 enum Message {
-    Write(Job),
+    Write(Job, Flush),
     Read(Job),
     /// Finish what is queued, close the connection, then say so.
     Stop(oneshot::Sender<()>),
@@ -54,7 +59,7 @@ impl Writer {
         let conn = Connection::open(path).map_err(failed)?;
         conn.busy_timeout(busy_timeout).map_err(failed)?;
         // The WAL journal mode is the file's own; these two are the connection's.
-        conn.pragma_update(None, "synchronous", "FULL").map_err(failed)?;
+        conn.pragma_update(None, "synchronous", Flush::BeforeAnswer.synchronous()).map_err(failed)?;
         conn.pragma_update(None, "foreign_keys", true).map_err(failed)?;
         let (queue, messages) = mpsc::channel(QUEUE);
         std::thread::Builder::new()
@@ -71,8 +76,17 @@ impl Writer {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
+        self.write_flushed(Flush::BeforeAnswer, write).await
+    }
+
+    /// [`Writer::write`], on disk when `flush` says.
+    pub(super) async fn write_flushed<T, F>(&self, flush: Flush, write: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
         let (job, answer) = job(write);
-        self.send(Message::Write(job)).await?;
+        self.send(Message::Write(job, flush)).await?;
         Self::answer(answer).await
     }
 
@@ -135,23 +149,44 @@ where
 /// The thread: takes what is waiting, runs the reads, commits the writes as one group.
 fn serve(mut conn: Connection, mut messages: mpsc::Receiver<Message>) {
     let mut stop = None;
+    let mut mode = Flush::BeforeAnswer;
     while stop.is_none() {
         let Some(first) = messages.blocking_recv() else { break };
         let mut writes = Vec::new();
+        let mut flush = Flush::WithNextFlush;
         let mut next = Some(first);
         while let Some(message) = next.take() {
             match message {
                 Message::Read(job) => (job(&conn).answer)(Ok(())),
-                Message::Write(job) => writes.push(job),
+                Message::Write(job, wanted) => {
+                    writes.push(job);
+                    if wanted == Flush::BeforeAnswer {
+                        flush = Flush::BeforeAnswer;
+                    }
+                }
                 Message::Stop(done) => stop = Some(done),
             }
             if writes.len() < MAX_GROUP && stop.is_none() {
                 next = messages.try_recv().ok();
             }
         }
-        if !writes.is_empty() {
-            commit_group(&mut conn, writes);
+        if writes.is_empty() {
+            continue;
         }
+        if flush != mode {
+            match conn.pragma_update(None, "synchronous", flush.synchronous()) {
+                Ok(()) => mode = flush,
+                // Still `NORMAL`: a write that must be on disk when answered cannot run.
+                // Its callers hear that nothing of it was written.
+                Err(_) if flush == Flush::BeforeAnswer => {
+                    drop(writes);
+                    continue;
+                }
+                // Still `FULL`: the group is flushed anyway.
+                Err(_) => {}
+            }
+        }
+        commit_group(&mut conn, writes);
     }
     drop(conn);
     if let Some(done) = stop {
@@ -199,4 +234,57 @@ fn run_group(conn: &mut Connection, group: Vec<Job>, answers: &mut Vec<Ran>) -> 
 /// Runs one statement on `conn`, prepared once per connection and cached.
 pub(super) fn execute(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
     conn.prepare_cached(sql)?.execute(params)
+}
+
+impl Flush {
+    /// The `synchronous` setting a group committed with this flush needs.
+    fn synchronous(self) -> &'static str {
+        match self {
+            Flush::BeforeAnswer => "FULL",
+            Flush::WithNextFlush => "NORMAL",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `synchronous` setting a write ran under, read inside its own transaction.
+    async fn synchronous_of(writer: &Writer, flush: Flush) -> i64 {
+        writer
+            .write_flushed(flush, move |conn| {
+                execute(conn, "INSERT INTO notes (flush) VALUES (?1)", [format!("{flush:?}")])
+                    .map_err(StoreError::database)?;
+                conn.query_row("PRAGMA synchronous", [], |row| row.get(0)).map_err(StoreError::database)
+            })
+            .await
+            .expect("the write commits")
+    }
+
+    #[tokio::test]
+    async fn a_deferred_write_commits_without_a_sync_and_a_flushed_one_with_it() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("writer.db");
+        let conn = Connection::open(&path).expect("the database opens");
+        conn.pragma_update(None, "journal_mode", "WAL").expect("WAL");
+        conn.execute("CREATE TABLE notes (flush TEXT NOT NULL)", []).expect("the table is made");
+        drop(conn);
+        let writer = Writer::start(&path, Duration::from_secs(5)).expect("the writer starts");
+
+        // 1 is NORMAL (no fsync at commit in WAL mode), 2 is FULL.
+        assert_eq!(synchronous_of(&writer, Flush::BeforeAnswer).await, 2);
+        assert_eq!(synchronous_of(&writer, Flush::WithNextFlush).await, 1);
+        assert_eq!(synchronous_of(&writer, Flush::WithNextFlush).await, 1);
+        assert_eq!(synchronous_of(&writer, Flush::BeforeAnswer).await, 2, "a flushed write is flushed again");
+        let count = writer
+            .read(|conn| {
+                conn.query_row("SELECT count(*) FROM notes", [], |row| row.get::<_, i64>(0))
+                    .map_err(StoreError::database)
+            })
+            .await
+            .expect("the notes read");
+        assert_eq!(count, 4, "every write committed");
+        writer.stop().await;
+    }
 }

@@ -6,7 +6,7 @@ use serde_json::json;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use troupe_store::{Checkpoint, Millis, NewRun, RunStatus, Store};
+use troupe_store::{Checkpoint, Flush, Millis, NewRun, RunStatus, Store};
 
 /// A boxed future, as the backends' fixtures return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -55,6 +55,7 @@ pub fn checkpoint(run_id: &str, status: RunStatus, state: serde_json::Value) -> 
         fence: None,
         require_signals_consumed: false,
         release: false,
+        flush: Flush::BeforeAnswer,
     }
 }
 

@@ -3,7 +3,7 @@
 use super::harness::{Backend, T0, checkpoint, new_run};
 use serde_json::json;
 use std::sync::Arc;
-use troupe_store::{RunFilter, RunStatus, StoreError, Transition};
+use troupe_store::{Checkpoint, Flush, Lease, RunFilter, RunStatus, StoreError, Transition};
 
 /// A created run loads back exactly as it was given, stamped with its creation time.
 pub async fn created_run_loads_back(backend: Arc<dyn Backend>) {
@@ -188,4 +188,72 @@ pub async fn checkpoint_of_unknown_run_fails(backend: Arc<dyn Backend>) {
     );
     assert_eq!(store.load_run("run-ghost").await.expect("load_run"), None);
     assert!(store.transitions("run-ghost").await.expect("transitions").is_empty());
+}
+
+/// A checkpoint flushed with the next write ([`Flush::WithNextFlush`]) is saved, fenced and
+/// read back like any other, and writes committed after it, flushed or not, come after it.
+pub async fn a_deferred_checkpoint_saves_and_orders_with_flushed_writes(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let lease = store
+        .create_leased_run(new_run("run-d", "coder", RunStatus::Running), "w1", std::time::Duration::from_secs(30), T0)
+        .await
+        .expect("the run is created and leased");
+    let deferred = |step: u32, fence: Lease| Checkpoint {
+        fence: Some(fence),
+        flush: Flush::WithNextFlush,
+        ..checkpoint("run-d", RunStatus::Running, json!({"step": step}))
+    };
+    store.checkpoint(deferred(1, lease.clone()), T0 + 1).await.expect("a deferred checkpoint is saved");
+    let record = store.load_run("run-d").await.expect("load").expect("stored");
+    assert_eq!(record.state, json!({"step": 1}), "a deferred checkpoint reads back at once");
+
+    let stale = Lease { epoch: lease.epoch - 1, ..lease.clone() };
+    assert!(
+        matches!(store.checkpoint(deferred(2, stale), T0 + 2).await, Err(StoreError::LeaseLost { .. })),
+        "a deferred checkpoint is fenced like any other"
+    );
+
+    // Deferred and flushed checkpoints of many runs at once, as the writers of a busy
+    // process interleave them: each run ends with the state of its last write.
+    let mut leases = Vec::new();
+    for n in 0..20 {
+        let run = new_run(&format!("run-d{n}"), "coder", RunStatus::Running);
+        leases.push(
+            store
+                .create_leased_run(run, "w1", std::time::Duration::from_secs(30), T0)
+                .await
+                .expect("created and leased"),
+        );
+    }
+    let writes = leases.iter().enumerate().map(|(n, lease)| {
+        let store = Arc::clone(&store);
+        let lease = lease.clone();
+        tokio::spawn(async move {
+            for step in 0..3 {
+                let flush = if (n + step) % 2 == 0 { Flush::WithNextFlush } else { Flush::BeforeAnswer };
+                let saved = Checkpoint {
+                    fence: Some(lease.clone()),
+                    flush,
+                    ..checkpoint(&lease.run_id, RunStatus::Running, json!({"step": step}))
+                };
+                store.checkpoint(saved, T0 + 2 + step as i64).await.expect("saved");
+            }
+        })
+    });
+    for write in futures::future::join_all(writes).await {
+        write.expect("the writer task ran");
+    }
+    for lease in &leases {
+        let record = store.load_run(&lease.run_id).await.expect("load").expect("stored");
+        assert_eq!(record.state, json!({"step": 2}), "run {} ends with its last write", lease.run_id);
+    }
+    store
+        .checkpoint(
+            Checkpoint { fence: Some(lease.clone()), ..checkpoint("run-d", RunStatus::Completed, json!({"step": 3})) },
+            T0 + 9,
+        )
+        .await
+        .expect("a flushed checkpoint after a deferred one is saved");
+    let record = store.load_run("run-d").await.expect("load").expect("stored");
+    assert_eq!((record.status, record.state), (RunStatus::Completed, json!({"step": 3})));
 }
