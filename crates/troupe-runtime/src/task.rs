@@ -229,24 +229,27 @@ impl Run {
     /// Saves `state` with `entries` (and whatever the journal holds); a failure ends the
     /// run, which stays resumable from its last checkpoint.
     async fn checkpoint(&mut self, state: &mut RunState, entries: Vec<NewEvidence>) {
-        self.save(state, entries, Flush::BeforeAnswer).await;
+        self.save(state, entries, None).await;
     }
 
     /// Saves `state` with the model turn the journal holds, before the run acts on it: on
-    /// disk with the run's next flushed write (see `Journal::checkpoint_turn`).
+    /// disk when the run's durability says (`Durability::with_turn_flush`).
     async fn checkpoint_turn(&mut self, state: &mut RunState) {
-        self.save(state, Vec::new(), Flush::WithNextFlush).await;
+        let flush = self.durability.as_ref().map_or(Flush::BeforeAnswer, Durability::turn_flush);
+        self.save(state, Vec::new(), Some(flush)).await;
     }
 
-    async fn save(&mut self, state: &mut RunState, entries: Vec<NewEvidence>, flush: Flush) {
+    /// Saves a checkpoint: a turn's when `turn` says how it is flushed, else one flushed
+    /// before the run goes on.
+    async fn save(&mut self, state: &mut RunState, entries: Vec<NewEvidence>, turn: Option<Flush>) {
         let Some(journal) = &mut self.journal else { return };
         if journal.is_stopped() {
             return;
         }
         state.event_seq = self.emitter.next_seq();
-        let saved = match flush {
-            Flush::BeforeAnswer => journal.checkpoint(state, entries).await,
-            Flush::WithNextFlush => journal.checkpoint_turn(state, entries).await,
+        let saved = match turn {
+            None => journal.checkpoint(state, entries).await,
+            Some(flush) => journal.checkpoint_turn(state, entries, flush).await,
         };
         match saved {
             Ok(()) => self.unsaved_signals = false,

@@ -17,7 +17,7 @@ use troupe_runtime::{
     AgentSpec, ApprovalDecision, ApprovalPolicy, Durability, FixedModel, RunInput, RunOutcome, Runner, RuntimeError,
     Signal, Worker,
 };
-use troupe_store::{EvidenceKind, RunStatus, Store, Trigger, verify_chain};
+use troupe_store::{EvidenceKind, Flush, RunStatus, Store, Trigger, verify_chain};
 use troupe_testkit::{MockTurn, ScriptedModel};
 
 mod recording;
@@ -353,21 +353,47 @@ fn a_signal_stored_while_a_tool_runs_reaches_the_next_model_call() {
     });
 }
 
-/// What a recorded run writes, in order: a model turn is saved deferred (on disk with the
-/// next flushed write), and every write that a side effect or the run's end relies on is
-/// flushed. A side effect therefore always follows a flushed write, which takes every
-/// earlier deferred turn to disk with it: a power loss can undo read-only progress, never
-/// the record of an effect. A run reads nothing back from its store on the way.
+/// What a recorded run writes, in order, and how each write is flushed. By default every
+/// checkpoint is flushed. With model turns' checkpoints deferred (opt-in), every write that
+/// a side effect or the run's end relies on is still flushed: a side effect always follows
+/// a flushed write, which takes every earlier deferred turn to disk with it, so a power
+/// loss can undo read-only progress, never the record of an effect. Either way a run
+/// reads nothing back from its store on the way.
 #[test]
 fn a_side_effect_follows_a_flushed_write_and_only_model_turns_are_deferred() {
+    for turn_flush in [Flush::BeforeAnswer, Flush::WithNextFlush] {
+        let entries = writes_of_a_run(turn_flush);
+        let flushed = |entry: &str| entry == "append_evidence" || entry.starts_with("checkpoint flushed");
+        let effect = entries.iter().position(|e| e == "effect notes.append").expect("the side effect ran");
+        let last_write = entries[..effect].iter().rev().find(|e| !e.starts_with("effect")).expect("a write before it");
+        assert!(flushed(last_write), "a side effect follows a flushed write: {entries:?}");
+        let deferred = entries.iter().filter(|e| *e == "checkpoint deferred").count();
+        match turn_flush {
+            Flush::BeforeAnswer => assert_eq!(deferred, 0, "by default every checkpoint is flushed: {entries:?}"),
+            Flush::WithNextFlush => assert_eq!(deferred, 3, "the three turns the run acted on: {entries:?}"),
+        }
+        assert_eq!(entries.last().map(String::as_str), Some("checkpoint flushed release"), "{entries:?}");
+        assert_eq!(entries.first().map(String::as_str), Some("create_leased_run"), "{entries:?}");
+        assert!(
+            entries.iter().all(|e| e.starts_with("effect")
+                || e.starts_with("checkpoint")
+                || flushed(e)
+                || e == "create_leased_run"),
+            "a run reads nothing back from its store: {entries:?}"
+        );
+    }
+}
+
+/// The store calls and tool effects of a run that reads, writes, reads and answers.
+fn writes_of_a_run(turn_flush: Flush) -> Vec<String> {
     let world = World::new([
         MockTurn::tool_call("c1", "peek", json!({"line": 1})),
         MockTurn::tool_call("c2", "notes.append", json!({"line": 2})),
         MockTurn::tool_call("c3", "peek", json!({"line": 3})),
         MockTurn::text("done"),
     ]);
+    let log = Log::default();
     process().block_on(async {
-        let log = Log::default();
         let tool = |name: &str, effect: Effect| {
             let (log, name_owned) = (log.clone(), name.to_owned());
             typed_tool(name, "Acts.", effect, move |_ctx, _args: Line| {
@@ -381,32 +407,14 @@ fn a_side_effect_follows_a_flushed_write_and_only_model_turns_are_deferred() {
             ToolCatalog::with_tools(vec![tool("peek", Effect::ReadOnly), tool("notes.append", Effect::WriteState)])
                 .expect("a catalog");
         let model = FixedModel::new(Arc::new(world.model.clone()), "scripted");
-        let store = RecordingStore::new(world.store().await, log.clone());
+        let store = RecordingStore::wrap(world.store().await, log.clone());
         let runner =
             Runner::new(Arc::new(model), Arc::new(catalog), Arc::new(Workspace::new(world.path()).expect("ws")))
-                .with_store(Durability::new(store));
+                .with_store(Durability::new(store).with_turn_flush(turn_flush));
         let output = runner.start(spec(ApprovalPolicy::auto()), RunInput::new("work")).output().await.expect("ends");
         assert!(output.is_completed(), "{:?}", output.outcome);
-
-        let entries = log.entries();
-        let flushed = |entry: &str| entry == "append_evidence" || entry.starts_with("checkpoint flushed");
-        let effect = entries.iter().position(|e| e == "effect notes.append").expect("the side effect ran");
-        let last_write = entries[..effect].iter().rev().find(|e| !e.starts_with("effect")).expect("a write before it");
-        assert!(flushed(last_write), "a side effect follows a flushed write: {entries:?}");
-        assert!(
-            entries[..effect].iter().any(|e| e == "checkpoint deferred"),
-            "the model turns before it were saved deferred: {entries:?}"
-        );
-        assert_eq!(entries.last().map(String::as_str), Some("checkpoint flushed release"), "{entries:?}");
-        assert_eq!(entries.first().map(String::as_str), Some("create_leased_run"), "{entries:?}");
-        assert!(
-            entries.iter().all(|e| e.starts_with("effect")
-                || e.starts_with("checkpoint")
-                || flushed(e)
-                || e == "create_leased_run"),
-            "a run reads nothing back from its store: {entries:?}"
-        );
     });
+    log.entries()
 }
 
 use troupe_runtime::RunHandle;

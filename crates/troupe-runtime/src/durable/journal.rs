@@ -162,19 +162,15 @@ impl Journal {
         self.save(state, entries, false, Flush::BeforeAnswer).await
     }
 
-    /// Saves a model turn before the run acts on it, on disk with the run's next flushed
-    /// write ([`Flush::WithNextFlush`]). Whatever the run does next that a repeat would
-    /// harm is flushed before it happens (a side effect's `action started`, an approval's
-    /// wait, the run's end), and takes this turn to disk with it. What a power loss can
-    /// undo is only the turn and read-only work after it: the run resumes a step earlier
-    /// and asks its model again, as if the machine had stopped a moment sooner. A process
-    /// crash undoes nothing: the write is committed when this returns.
+    /// Saves a model turn before the run acts on it, on disk when `flush` says (see
+    /// [`Durability::with_turn_flush`](crate::Durability::with_turn_flush)).
     pub(crate) async fn checkpoint_turn(
         &mut self,
         state: &RunState,
         entries: Vec<NewEvidence>,
+        flush: Flush,
     ) -> Result<(), StoreError> {
-        self.save(state, entries, false, Flush::WithNextFlush).await
+        self.save(state, entries, false, flush).await
     }
 
     /// The run's last checkpoint: saves `state` with the evidence and gives up the lease

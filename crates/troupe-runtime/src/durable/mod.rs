@@ -31,7 +31,7 @@ use crate::error::RuntimeError;
 use crate::signal::Signal;
 use std::sync::Arc;
 use std::time::Duration;
-use troupe_store::{RunStatus, Store, now_millis};
+use troupe_store::{Flush, RunStatus, Store, now_millis};
 
 /// How long a lease lasts without a heartbeat, by default.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
@@ -47,6 +47,7 @@ pub struct Durability {
     owner: String,
     lease_ttl: Duration,
     signal_poll: Duration,
+    turn_flush: Flush,
 }
 
 impl std::fmt::Debug for Durability {
@@ -55,6 +56,7 @@ impl std::fmt::Debug for Durability {
             .field("store", &self.store.info())
             .field("owner", &self.owner)
             .field("lease_ttl", &self.lease_ttl)
+            .field("turn_flush", &self.turn_flush)
             .finish_non_exhaustive()
     }
 }
@@ -68,6 +70,7 @@ impl Durability {
             owner: unique_owner("local"),
             lease_ttl: DEFAULT_LEASE_TTL,
             signal_poll: DEFAULT_SIGNAL_POLL,
+            turn_flush: Flush::BeforeAnswer,
         }
     }
 
@@ -88,6 +91,39 @@ impl Durability {
     pub fn with_signal_poll(mut self, every: Duration) -> Self {
         self.signal_poll = every.max(Duration::from_millis(10));
         self
+    }
+
+    /// When the checkpoint that saves a model's turn, before the run acts on it, must be
+    /// on disk. By default every checkpoint is flushed before the run goes on: no power
+    /// loss undoes anything a run was told was saved.
+    ///
+    /// With [`Flush::WithNextFlush`] (opt-in), a turn's checkpoint is committed without
+    /// an `fsync` of its own and reaches the disk with the run's next flushed write.
+    /// Everything a repeat would harm stays flushed before it happens (a side effect's
+    /// `action started`, an approval's wait, the run's end), and takes the turns before
+    /// it to disk. A process crash undoes nothing. What a power loss can undo is the model
+    /// turns, and the read-only tool calls, since the run's last flushed write: the run
+    /// resumes from there and asks its model again (paying for those tokens twice, and
+    /// possibly getting another answer than the one already streamed). A run of read-only
+    /// tools then costs two `fsync`s, at its start and its end, instead of one per turn.
+    ///
+    /// ```
+    /// # async fn example(store: std::sync::Arc<dyn troupe_store::Store>) {
+    /// use troupe_runtime::Durability;
+    /// use troupe_store::Flush;
+    ///
+    /// let durability = Durability::new(store).with_turn_flush(Flush::WithNextFlush);
+    /// assert_eq!(durability.turn_flush(), Flush::WithNextFlush);
+    /// # }
+    /// ```
+    pub fn with_turn_flush(mut self, flush: Flush) -> Self {
+        self.turn_flush = flush;
+        self
+    }
+
+    /// When a model turn's checkpoint is on disk (see [`Durability::with_turn_flush`]).
+    pub fn turn_flush(&self) -> Flush {
+        self.turn_flush
     }
 
     /// The store.

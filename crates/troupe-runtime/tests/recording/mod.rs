@@ -37,7 +37,7 @@ pub struct RecordingStore {
 
 impl RecordingStore {
     /// `inner`, noting into `log`.
-    pub fn new(inner: Arc<dyn Store>, log: Log) -> Arc<dyn Store> {
+    pub fn wrap(inner: Arc<dyn Store>, log: Log) -> Arc<dyn Store> {
         Arc::new(RecordingStore { inner, log })
     }
 }

@@ -6,7 +6,6 @@ use crate::workload::{ANSWER, TASK, TOOL_CALLS, lookup_answer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashMap;
-use std::sync::Arc;
 use troupe::model::Providers;
 use troupe::prelude::*;
 use troupe::runtime::Durability;
@@ -45,8 +44,8 @@ impl Contender {
     }
 }
 
-/// The agent, recording its runs in `store` if one is given.
-pub fn troupe_agent(base_url: &str, model: &str, store: Option<Arc<dyn troupe::store::Store>>) -> Agent {
+/// The agent, recording its runs as `durability` says if it is given.
+pub fn troupe_agent(base_url: &str, model: &str, durability: Option<Durability>) -> Agent {
     // `Providers::builtin()` reads the process environment; the benchmark hands it the same
     // two variables a user would export.
     let env = HashMap::from([
@@ -54,8 +53,8 @@ pub fn troupe_agent(base_url: &str, model: &str, store: Option<Arc<dyn troupe::s
         ("OPENAI_BASE_URL".to_owned(), format!("{base_url}/v1")),
     ]);
     let mut engine = Engine::builder().providers(Providers::with_env(env));
-    if let Some(store) = store {
-        engine = engine.store(Durability::new(store));
+    if let Some(durability) = durability {
+        engine = engine.store(durability);
     }
     let lookup =
         typed_tool("lookup", "Looks up the value of a key.", Effect::ReadOnly, |_ctx, args: Lookup| async move {

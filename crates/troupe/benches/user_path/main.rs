@@ -106,7 +106,7 @@ fn main() {
     let mut run = |label: &str, pass: Pass| {
         let report = run_pass(&pass, &url);
         println!(
-            "user_path: {label:<28} {:>6} runs  {:>8.1} µs CPU/run  {:>7.0} runs/s  peak RSS {:>6.1} MiB  failed {}{}",
+            "user_path: {label:<36} {:>6} runs  {:>8.1} µs CPU/run  {:>7.0} runs/s  peak RSS {:>6.1} MiB  failed {}{}",
             report.runs,
             cpu_us_per_run(&report),
             runs_per_s(&report),
@@ -124,10 +124,12 @@ fn main() {
     let bare_1 = run("bare loop, 1 at a time", throughput("bare", "none", 1));
     let troupe_1 = run("troupe, 1 at a time", throughput("troupe", "none", 1));
     let sqlite_1 = run("troupe + SQLite, 1 at a time", throughput("troupe", "sqlite", 1));
+    let deferred_1 = run("troupe + SQLite, turns deferred, 1", throughput("troupe", "sqlite-deferred", 1));
     let pg_1 = run("troupe + PostgreSQL, 1", throughput("troupe", &postgres, 1));
     let bare_100 = run("bare loop, 100 at a time", throughput("bare", "none", 100));
     let troupe_100 = run("troupe, 100 at a time", throughput("troupe", "none", 100));
     let sqlite_100 = run("troupe + SQLite, 100", throughput("troupe", "sqlite", 100));
+    let deferred_100 = run("troupe + SQLite, turns deferred, 100", throughput("troupe", "sqlite-deferred", 100));
     let pg_100 = run("troupe + PostgreSQL, 100", throughput("troupe", &postgres, 100));
     let slow = |contender| Pass {
         contender,
@@ -163,6 +165,13 @@ fn main() {
         "throughput, SQLite vs no store, 100",
         kept,
         verdict(kept >= 0.7)
+    );
+    println!(
+        "user_path: for reference: SQLite with model turns deferred (opt-in) vs no store CPU {:.2}× (1), \
+         {:.2}× (100), throughput {:.2} (100)",
+        ratio(&deferred_1, &troupe_1),
+        ratio(&deferred_100, &troupe_100),
+        runs_per_s(&deferred_100) / runs_per_s(&troupe_100).max(1e-9),
     );
     println!(
         "user_path: for reference: PostgreSQL vs no store CPU {:.2}× (1), {:.2}× (100), throughput {:.2} (100); \

@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use troupe::runtime::Durability;
+use troupe::store::Flush;
 use troupe_testkit::process::{process_cpu_ticks, reset_peak_rss, status_bytes};
 
 /// What the child reports.
@@ -89,15 +91,17 @@ fn pass(
         Ok::<_, String>(match (contender, store) {
             ("bare", _) => Contender::Bare(crate::bare::BareLoop::new(url, model, lookup_parameters())),
             ("troupe", "none") => Contender::Troupe(troupe_agent(url, model, None)),
-            ("troupe", "sqlite") => {
+            ("troupe", sqlite @ ("sqlite" | "sqlite-deferred")) => {
                 let path = scratch.path().join("troupe.db");
                 let store =
                     troupe::store::open(&format!("sqlite://{}", path.display())).await.map_err(|e| e.to_string())?;
-                Contender::Troupe(troupe_agent(url, model, Some(store)))
+                // `sqlite-deferred`: the opt-in that saves model turns without an fsync of their own.
+                let turn_flush = if sqlite == "sqlite" { Flush::BeforeAnswer } else { Flush::WithNextFlush };
+                Contender::Troupe(troupe_agent(url, model, Some(Durability::new(store).with_turn_flush(turn_flush))))
             }
             ("troupe", location) => {
                 let store = troupe::store::open(location).await.map_err(|e| e.to_string())?;
-                Contender::Troupe(troupe_agent(url, model, Some(store)))
+                Contender::Troupe(troupe_agent(url, model, Some(Durability::new(store))))
             }
             (other, _) => return Err(format!("unknown contender {other}")),
         })
