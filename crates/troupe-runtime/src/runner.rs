@@ -8,6 +8,7 @@
 use crate::compaction::{Compactor, PolicyCompactor};
 use crate::cost::CostTracker;
 use crate::durable::journal::Journal;
+use crate::durable::recorder::{Recorder, RecorderSetup};
 use crate::durable::{Durability, ResumePlan, StoredInput, plan_resume, state_from_value};
 use crate::error::RuntimeError;
 use crate::genai;
@@ -70,16 +71,6 @@ pub struct Runner {
     middleware: MiddlewareStack,
     plugins: PluginSet,
     capture_content: bool,
-}
-
-/// How a run's task is to set up its journal.
-pub(crate) enum JournalSetup {
-    /// The run records nothing.
-    None,
-    /// The run is new: create it in the store, with this input, and lease it.
-    Create(Durability, Box<StoredInput>),
-    /// The run is stored and leased already.
-    Ready(Durability, Box<Journal>),
 }
 
 impl std::fmt::Debug for Runner {
@@ -305,11 +296,11 @@ impl Runner {
 
     fn start_with(&self, spec: Arc<AgentSpec>, input: RunInput, live: Option<&LiveSpec>) -> RunHandle {
         let setup = match &self.durability {
-            Some(durability) => JournalSetup::Create(
+            Some(durability) => RecorderSetup::Create(
                 durability.clone(),
                 Box::new(StoredInput::new(&spec, &input).in_workspace(self.workspace.root())),
             ),
-            None => JournalSetup::None,
+            None => RecorderSetup::Off,
         };
         let run_id = input.run_id.clone().unwrap_or_else(RunId::generate);
         let model_id = input.model.clone().unwrap_or_else(|| spec.model.clone());
@@ -384,7 +375,7 @@ impl Runner {
         let durability = self.durability.as_ref().ok_or(RuntimeError::NoStore)?;
         match self.prepare_resume(durability, &lease, spec).await {
             Ok((spec, state, instruction, fresh, journal)) => {
-                let setup = JournalSetup::Ready(durability.clone(), Box::new(journal));
+                let setup = RecorderSetup::Ready(durability.clone(), Box::new(journal));
                 Ok(self.launch(spec, state, instruction, fresh, setup, live))
             }
             Err(error) => {
@@ -455,7 +446,7 @@ impl Runner {
 
     fn resume_with(&self, spec: Arc<AgentSpec>, mut state: RunState, live: Option<&LiveSpec>) -> RunHandle {
         state.reopen();
-        self.launch(spec, state, String::new(), false, JournalSetup::None, live)
+        self.launch(spec, state, String::new(), false, RecorderSetup::Off, live)
     }
 
     fn launch(
@@ -464,7 +455,7 @@ impl Runner {
         state: RunState,
         instruction: String,
         fresh: bool,
-        journal: JournalSetup,
+        recorder: RecorderSetup,
         live: Option<&LiveSpec>,
     ) -> RunHandle {
         // A configuration the run applied before it stopped stays in force.
@@ -518,19 +509,15 @@ impl Runner {
             paused: HashSet::new(),
             step: 0,
             open_step: None,
-            journal: None,
-            durability: None,
-            store_error: None,
+            recorder: Recorder::Off,
             defer: defer.clone(),
-            end_recorded: false,
-            unsaved_signals: false,
             middleware: self.middleware.clone(),
             plugins: self.plugins.clone(),
             capture_content: self.capture_content,
             span: span.clone(),
         };
         // The span is the run's whole task, across every await.
-        let join = tokio::spawn(run.run(state, instruction, fresh, journal).instrument(span));
+        let join = tokio::spawn(run.run(state, instruction, fresh, recorder).instrument(span));
         RunHandle {
             run_id,
             events: RunEvents::new(event_rx),

@@ -11,8 +11,7 @@ mod tool_calls;
 use crate::approval::{ApprovalDecision, Verdict};
 use crate::compaction::Compactor;
 use crate::cost::CostTracker;
-use crate::durable::journal::Journal;
-use crate::durable::{Durability, StoredInput};
+use crate::durable::recorder::{EndRecord, Recorder, RecorderSetup};
 use crate::error::RuntimeError;
 use crate::genai;
 use crate::live::{Emitter, until};
@@ -22,22 +21,18 @@ use crate::outcome::{RunOutcome, RunOutput};
 use crate::plugin::PluginContext;
 use crate::plugins::PluginSet;
 use crate::resolver::ModelResolver;
-use crate::runner::JournalSetup;
 use crate::signal::Signal;
 use crate::spec::AgentSpec;
 use crate::state::{Action, PendingCall, RunState};
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
-use troupe_core::{AgentEventKind, ContentBlock, Message, PauseReason, Role, ToolCallId};
+use troupe_core::{AgentEventKind, ContentBlock, PauseReason, Role, ToolCallId};
 use troupe_model::ResolvedModel;
-use troupe_store::{
-    EvidenceChain, EvidenceKind, Flush, NewEvidence, RunStatus as StoredStatus, StoreError, now_millis,
-};
+use troupe_store::{EvidenceKind, NewEvidence, StoreError};
 use troupe_tools::{AuditEntry, AuditKind, AuditLog, Authorizer, ToolCatalog, Workspace};
 
 /// One run's task.
@@ -64,17 +59,10 @@ pub(crate) struct Run {
     pub(crate) paused: HashSet<ToolCallId>,
     pub(crate) step: u32,
     pub(crate) open_step: Option<u32>,
-    /// The run's writer to its store, when it has one.
-    pub(crate) journal: Option<Journal>,
-    pub(crate) durability: Option<Durability>,
-    /// Why the store stopped taking the run's records.
-    pub(crate) store_error: Option<StoreError>,
+    /// What the run records, and where: set up when the task starts.
+    pub(crate) recorder: Recorder,
     /// Tripped when nobody will answer approvals live: the run pauses instead of waiting.
     pub(crate) defer: CancellationToken,
-    /// Whether the run's end is on record.
-    pub(crate) end_recorded: bool,
-    /// Whether signals were applied since the last checkpoint.
-    pub(crate) unsaved_signals: bool,
     /// Hooks around every model call and tool call.
     pub(crate) middleware: MiddlewareStack,
     /// Plugins to initialize before the run goes on.
@@ -95,7 +83,7 @@ impl Run {
         mut state: RunState,
         instruction: String,
         fresh: bool,
-        journal: JournalSetup,
+        recorder: RecorderSetup,
     ) -> RunOutput {
         let started = std::time::Instant::now();
         let agent_metrics = self.metrics.agent(&self.spec.name);
@@ -110,7 +98,7 @@ impl Run {
                 .emit(AgentEventKind::RunStarted { instruction: instruction.clone(), model: state.model.clone() })
                 .await;
         }
-        let heartbeat = self.open_journal(&mut state, journal, &instruction, fresh).await;
+        let heartbeat = self.open_recorder(&mut state, recorder, &instruction, fresh).await;
         let catalog = match (&self.catalog, resolved) {
             (Err(error), _) => {
                 state.finish(RunOutcome::failed(error.to_string(), "unknown_tool"));
@@ -165,95 +153,47 @@ impl Run {
         }
     }
 
-    /// Sets up the run's journal: creates a new run in the store (with the conversation's
-    /// history, when it continues one), records its start, and starts the lease's
-    /// heartbeat. A store that fails here ends the run before any model call.
-    async fn open_journal(
+    /// Sets up the run's recorder (see [`Recorder::open`]). A store that fails here ends
+    /// the run before any model call. A resumed run's plan is on record before any step;
+    /// a created run's first state is already stored, and its start goes with its first
+    /// boundary.
+    async fn open_recorder(
         &mut self,
         state: &mut RunState,
-        setup: JournalSetup,
+        setup: RecorderSetup,
         instruction: &str,
         fresh: bool,
     ) -> Option<tokio::task::JoinHandle<()>> {
-        let (durability, journal, created) = match setup {
-            JournalSetup::None => return None,
-            JournalSetup::Ready(durability, journal) => (durability, Ok(*journal), false),
-            JournalSetup::Create(durability, input) => {
-                let journal = create_run(&durability, state, &input).await;
-                (durability, journal, true)
+        let resumed = matches!(setup, RecorderSetup::Ready(..));
+        match Recorder::open(setup, state, instruction, fresh, &self.cancel).await {
+            Ok((recorder, heartbeat)) => {
+                self.recorder = recorder;
+                if resumed {
+                    self.checkpoint(state, Vec::new()).await;
+                }
+                heartbeat
             }
-        };
-        let mut journal = match journal {
-            Ok(journal) => journal,
             Err(error) => {
                 self.store_failed(state, error);
-                return None;
+                None
             }
-        };
-        if fresh {
-            let payload = serde_json::json!({"agent": state.agent, "model": state.model, "instruction": instruction});
-            journal.note(NewEvidence::new(EvidenceKind::RunStarted, payload));
         }
-        let heartbeat = journal.lease().cloned().map(|lease| {
-            let store = Arc::clone(journal.store());
-            let stop = journal.stop_flag();
-            let cancel = self.cancel.clone();
-            let ttl = durability.lease_ttl();
-            tokio::spawn(async move {
-                let mut lease = lease;
-                loop {
-                    tokio::time::sleep(ttl / 3).await;
-                    match store.heartbeat(&lease, ttl, now_millis()).await {
-                        Ok(Some(renewed)) => lease = renewed,
-                        Ok(None) => {
-                            tracing::warn!(run = %lease.run_id, "the run's lease was taken over; stopping");
-                            stop.store(true, std::sync::atomic::Ordering::SeqCst);
-                            cancel.cancel();
-                            return;
-                        }
-                        Err(error) => tracing::warn!(run = %lease.run_id, %error, "heartbeat failed; retrying"),
-                    }
-                }
-            })
-        });
-        self.journal = Some(journal);
-        self.durability = Some(durability);
-        // A resumed run's plan is on record before any step; a created run's first state
-        // is already stored, and its start goes with its first boundary.
-        if !created {
-            self.checkpoint(state, Vec::new()).await;
-        }
-        heartbeat
     }
 
-    /// Saves `state` with `entries` (and whatever the journal holds); a failure ends the
+    /// Saves `state` with `entries` (and whatever the recorder holds); a failure ends the
     /// run, which stays resumable from its last checkpoint.
     async fn checkpoint(&mut self, state: &mut RunState, entries: Vec<NewEvidence>) {
-        self.save(state, entries, None).await;
-    }
-
-    /// Saves `state` with the model turn the journal holds, before the run acts on it: on
-    /// disk when the run's durability says (`Durability::with_turn_flush`).
-    async fn checkpoint_turn(&mut self, state: &mut RunState) {
-        let flush = self.durability.as_ref().map_or(Flush::BeforeAnswer, Durability::turn_flush);
-        self.save(state, Vec::new(), Some(flush)).await;
-    }
-
-    /// Saves a checkpoint: a turn's when `turn` says how it is flushed, else one flushed
-    /// before the run goes on.
-    async fn save(&mut self, state: &mut RunState, entries: Vec<NewEvidence>, turn: Option<Flush>) {
-        let Some(journal) = &mut self.journal else { return };
-        if journal.is_stopped() {
-            return;
+        let seq = self.emitter.next_seq();
+        if let Err(error) = self.recorder.checkpoint(state, entries, seq).await {
+            self.store_failed(state, error);
         }
-        state.event_seq = self.emitter.next_seq();
-        let saved = match turn {
-            None => journal.checkpoint(state, entries).await,
-            Some(flush) => journal.checkpoint_turn(state, entries, flush).await,
-        };
-        match saved {
-            Ok(()) => self.unsaved_signals = false,
-            Err(error) => self.store_failed(state, error),
+    }
+
+    /// Saves `state` with the model turn the recorder holds, before the run acts on it.
+    async fn checkpoint_turn(&mut self, state: &mut RunState) {
+        let seq = self.emitter.next_seq();
+        if let Err(error) = self.recorder.checkpoint_turn(state, seq).await {
+            self.store_failed(state, error);
         }
     }
 
@@ -271,7 +211,7 @@ impl Run {
             ),
         };
         state.finish(outcome);
-        self.store_error = Some(error);
+        self.recorder.fail(error);
     }
 
     async fn drive(&mut self, state: &mut RunState, catalog: &ToolCatalog, model: &mut ResolvedModel) {
@@ -281,11 +221,11 @@ impl Run {
             self.audit_denials(state, &denied);
             let action = state.next_action(&self.spec, catalog);
             self.announce_results(state).await;
-            if !matches!(action, Action::Finish(_)) && self.journal.as_ref().is_some_and(Journal::turn_unsaved) {
+            if !matches!(action, Action::Finish(_)) && self.recorder.turn_unsaved() {
                 // The last model turn is on record before the run acts on it; a signal
                 // that came meanwhile (the checkpoint says so) is taken first.
                 self.checkpoint_turn(state).await;
-                if state.is_finished() || self.journal.as_ref().is_some_and(|j| j.signal_waits(state.signal_cursor)) {
+                if state.is_finished() || self.recorder.signal_waits(state.signal_cursor) {
                     continue;
                 }
             }
@@ -294,8 +234,8 @@ impl Run {
                 Action::CallModel(request) => {
                     let turn = self.call_model(state, model, request).await;
                     self.authorize_calls(state, catalog);
-                    if let (Some(turn), Some(journal)) = (turn, &mut self.journal) {
-                        journal.note_turn(turn.evidence());
+                    if let Some(turn) = turn {
+                        self.recorder.note_turn(turn.evidence());
                     }
                 }
                 Action::RunTools(calls) => self.run_tools(state, catalog, calls).await,
@@ -334,7 +274,7 @@ impl Run {
         while let Ok(signal) = self.signals.try_recv() {
             self.queued.push_back(signal);
         }
-        if self.journal.is_some() {
+        if self.recorder.is_on() {
             self.deliver_stored(state).await;
         }
         while let Some(signal) = self.queued.pop_front() {
@@ -411,26 +351,8 @@ impl Run {
     /// applied in append order. A crash before the next checkpoint applies them again to
     /// the checkpointed state, never twice to the same state.
     async fn deliver_stored(&mut self, state: &mut RunState) {
-        // A write's word on the latest signal counts for as long as a waiting run's poll.
-        let fresh = self.durability.as_ref().map_or(Duration::ZERO, Durability::signal_poll);
-        let Some(journal) = &mut self.journal else { return };
-        if journal.is_stopped() {
-            return;
-        }
         let run_id = state.run_id.to_string();
-        let mut failure = None;
-        while let Some(signal) = self.queued.pop_front() {
-            if let Err(error) = journal.store_signal(&run_id, &signal).await {
-                self.queued.push_front(signal);
-                failure = Some(error);
-                break;
-            }
-        }
-        let pending = match failure {
-            Some(error) => Err(error),
-            None => journal.signals_at_boundary(&run_id, state.signal_cursor, fresh).await,
-        };
-        let pending = match pending {
+        let pending = match self.recorder.stored_signals(&run_id, &mut self.queued, state.signal_cursor).await {
             Ok(pending) => pending,
             Err(error) => {
                 self.store_failed(state, error);
@@ -438,7 +360,6 @@ impl Run {
             }
         };
         for stored in pending {
-            self.unsaved_signals = true;
             state.signal_cursor = state.signal_cursor.max(stored.seq);
             let signal = serde_json::from_value::<Signal>(stored.payload.clone());
             let applied = signal.is_ok();
@@ -448,9 +369,7 @@ impl Run {
                     tracing::warn!(run = %run_id, seq = stored.seq, %error, "a stored signal cannot be read; skipped")
                 }
             }
-            if let Some(journal) = &mut self.journal {
-                journal.note_signal(&stored, applied);
-            }
+            self.recorder.note_signal(&stored, applied);
         }
     }
 
@@ -506,10 +425,7 @@ impl Run {
     /// Waits for an approval decision or cancellation; other signals wait for the next
     /// boundary. With nobody left to decide, the run pauses.
     async fn await_decision(&mut self, state: &mut RunState) {
-        if let Some(journal) = &mut self.journal {
-            journal.forget_latest_signal();
-        }
-        let poll = self.durability.as_ref().filter(|_| self.journal.is_some()).map(Durability::signal_poll);
+        let poll = self.recorder.start_waiting();
         loop {
             let signal = tokio::select! {
                 biased;
@@ -524,7 +440,7 @@ impl Run {
                 () = reconfigure::next_revision(&mut self.live) => return,
                 // A decision stored by another process (`troupe runs approve`) counts too.
                 () = tokio::time::sleep(poll.unwrap_or_default()), if poll.is_some() => {
-                    if self.has_stored_signals(state).await {
+                    if self.recorder.has_stored_signals(state.run_id.as_str(), state.signal_cursor).await {
                         return;
                     }
                     continue;
@@ -546,51 +462,21 @@ impl Run {
         }
     }
 
-    /// Whether the store holds signals the run has not applied.
-    async fn has_stored_signals(&self, state: &RunState) -> bool {
-        let Some(journal) = &self.journal else { return false };
-        match journal.pending_signals(state.run_id.as_str(), state.signal_cursor).await {
-            Ok(pending) => !pending.is_empty(),
-            Err(error) => {
-                tracing::warn!(run = %state.run_id, %error, "could not look for stored signals");
-                false
-            }
-        }
-    }
-
-    /// Records the run's end once: its conversation turns, its final state with a
-    /// `run finished` entry, and gives up its lease. `false` when the run may not end yet:
-    /// it completed while a signal it has not applied was acknowledged.
+    /// Records the run's end once (see [`Recorder::record_end`]). `false` when the run may
+    /// not end yet: it completed while a signal it has not applied was acknowledged.
     async fn record_end(&mut self, state: &mut RunState) -> bool {
-        let Some(journal) = &self.journal else { return true };
-        if journal.is_stopped() || self.end_recorded {
+        if !self.recorder.end_pending() {
             return true;
         }
         let outcome = match state.outcome.clone() {
             Some(outcome) => outcome,
             None => state.finish(RunOutcome::failed("the run stopped without an outcome", "internal")),
         };
-        let outcome = &outcome;
-        if let (Some(conversation), false) = (&state.conversation_id, matches!(outcome, RunOutcome::Paused { .. })) {
-            let store = Arc::clone(journal.store());
-            let instruction = journal.instruction().to_owned();
-            if let Err(error) =
-                append_conversation(store.as_ref(), conversation.as_str(), state, &instruction, outcome).await
-            {
-                self.store_failed(state, error);
-                return true;
-            }
-        }
-        let payload = serde_json::json!({"outcome": outcome, "usage": state.usage, "cost_usd": state.cost_usd});
-        state.event_seq = self.emitter.next_seq();
-        let Some(journal) = &mut self.journal else { return true };
-        match journal.finish(state, vec![NewEvidence::new(EvidenceKind::RunFinished, payload)]).await {
-            Ok(()) => {
-                self.end_recorded = true;
-                true
-            }
-            Err(StoreError::SignalsPending { .. }) => false,
-            Err(error) => {
+        let seq = self.emitter.next_seq();
+        match self.recorder.record_end(state, &outcome, seq).await {
+            EndRecord::Recorded => true,
+            EndRecord::SignalsPending => false,
+            EndRecord::Failed(error) => {
                 self.store_failed(state, error);
                 true
             }
@@ -598,7 +484,7 @@ impl Run {
     }
 
     async fn end(mut self, mut state: RunState, started: std::time::Instant) -> RunOutput {
-        if self.journal.as_ref().is_some_and(Journal::is_stopped) && self.store_error.is_none() {
+        if self.recorder.is_stopped() && !self.recorder.has_failed() {
             // The heartbeat found the lease taken over: whatever the run did since is not
             // on record, and the new holder goes on from the last checkpoint.
             state.outcome = None;
@@ -643,53 +529,4 @@ impl Run {
             state,
         }
     }
-}
-
-/// Creates a new run in the store and leases it. A run that continues a conversation
-/// without inline history gets the conversation's turns first.
-async fn create_run(durability: &Durability, state: &mut RunState, input: &StoredInput) -> Result<Journal, StoreError> {
-    let store = durability.store();
-    if input.history.is_empty()
-        && let Some(conversation) = &state.conversation_id
-    {
-        let turns = store.conversation(conversation.as_str()).await?;
-        let mut history = Vec::with_capacity(turns.len() + state.messages.len());
-        for turn in turns {
-            let message: Message = serde_json::from_value(turn.message)
-                .map_err(|e| StoreError::decode(format!("turn {} of conversation `{conversation}`", turn.seq), e))?;
-            history.push(message);
-        }
-        history.append(&mut state.messages);
-        state.messages = history;
-    }
-    let run_id = state.run_id.to_string();
-    let mut record = input.new_run(&state.run_id, StoredStatus::Running);
-    record.state = serde_json::to_value(&*state).unwrap_or_default();
-    let lease = store.create_leased_run(record, durability.owner(), durability.lease_ttl(), now_millis()).await?;
-    Ok(Journal::new(Arc::clone(store), EvidenceChain::new(run_id), Some(lease))
-        .with_instruction(&input.instruction)
-        .created())
-}
-
-/// Adds the run's task and answer to its conversation, once: a run whose turns are there
-/// already (it was interrupted after adding them) adds nothing.
-async fn append_conversation(
-    store: &dyn troupe_store::Store,
-    conversation: &str,
-    state: &RunState,
-    instruction: &str,
-    outcome: &RunOutcome,
-) -> Result<(), StoreError> {
-    let run_id = state.run_id.as_str();
-    if store.conversation(conversation).await?.iter().any(|t| t.run_id == run_id) {
-        return Ok(());
-    }
-    let mut turns = Vec::new();
-    if !instruction.is_empty() {
-        turns.push(("user".to_owned(), serde_json::to_value(Message::user(instruction)).unwrap_or_default()));
-    }
-    if let Some(answer) = outcome.text().filter(|t| !t.is_empty()) {
-        turns.push(("assistant".to_owned(), serde_json::to_value(Message::assistant(answer)).unwrap_or_default()));
-    }
-    store.append_turns(conversation, run_id, turns, now_millis()).await
 }

@@ -17,6 +17,7 @@ mod evidence;
 mod input;
 pub(crate) mod journal;
 mod plan;
+pub(crate) mod recorder;
 mod schedule;
 mod worker;
 

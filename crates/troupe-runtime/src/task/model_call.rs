@@ -130,7 +130,7 @@ impl Run {
                 translator.finish(&mut out);
                 self.emitter.emit_all(out).await;
                 let cost = self.price(&priced_as, response.usage).await;
-                let turn = self.journal.is_some().then(|| ModelTurn {
+                let turn = self.recorder.is_on().then(|| ModelTurn {
                     iteration: state.iteration,
                     model: priced_as.id.clone(),
                     message: response.message.clone(),

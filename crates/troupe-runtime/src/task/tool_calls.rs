@@ -16,7 +16,7 @@ impl Run {
     /// Runs one batch under the run's cancellation; on the deadline, cancels the batch and
     /// keeps what the tools report.
     pub(super) async fn run_tools(&mut self, state: &mut RunState, catalog: &ToolCatalog, calls: Vec<ToolCall>) {
-        if self.journal.is_none() {
+        if !self.recorder.is_on() {
             let (outcomes, timed_out) = self.run_group(state, catalog, &calls).await;
             state.apply_tool_results(calls.into_iter().map(|c| c.id).zip(outcomes).collect());
             if timed_out {
@@ -77,14 +77,8 @@ impl Run {
             // What allowed the call (an approval, an always-allow) must be on record with
             // its start: else a resume would apply the decision again to a call that may
             // have happened, instead of asking a person.
-            if self.unsaved_signals {
-                self.checkpoint(state, vec![started]).await;
-                if self.store_error.is_some() {
-                    return None;
-                }
-            } else if let Some(journal) = &mut self.journal
-                && let Err(error) = journal.append(vec![started]).await
-            {
+            let seq = self.emitter.next_seq();
+            if let Err(error) = self.recorder.action_started(state, started, seq).await {
                 self.store_failed(state, error);
                 return None;
             }
