@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::time::Duration;
 use troupe::runtime::{RunOutcome, RunOutput};
-use troupe_core::{AgentEvent, AgentEventKind, ToolCallId, Usage};
+use troupe_core::{AgentEvent, AgentEventKind, Budget, ToolCallId, Usage};
 
 /// How stderr may be decorated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -346,9 +346,9 @@ pub fn outcome_message(outcome: &RunOutcome) -> String {
         RunOutcome::Cancelled { reason: Some(reason) } => format!("the run was cancelled: {reason}"),
         RunOutcome::Cancelled { reason: None } => "the run was cancelled".to_owned(),
         RunOutcome::BudgetExceeded { budget } => {
-            let flag = match budget.as_str() {
-                "usd" => " (--budget-usd)",
-                _ => "",
+            let flag = match budget {
+                Budget::Usd => " (--budget-usd)",
+                Budget::Tokens | Budget::Time => "",
             };
             format!("the run stopped: its {budget} budget ran out{flag}")
         }
@@ -440,7 +440,7 @@ mod tests {
 
     #[test]
     fn every_other_outcome_explains_itself() {
-        let budget = outcome_message(&RunOutcome::BudgetExceeded { budget: "usd".into() });
+        let budget = outcome_message(&RunOutcome::BudgetExceeded { budget: Budget::Usd });
         assert!(budget.contains("usd budget") && budget.contains("--budget-usd"), "{budget}");
         let limit = outcome_message(&RunOutcome::MaxIterations { iterations: 3 });
         assert!(limit.contains("3 model calls") && limit.contains("--max-iterations"), "{limit}");

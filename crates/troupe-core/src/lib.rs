@@ -22,6 +22,7 @@
 //! assert_eq!(request.tools[0].name, "get_weather");
 //! ```
 
+mod budget;
 pub mod duration_ms;
 mod error;
 mod event;
@@ -31,6 +32,7 @@ mod request;
 mod stream;
 mod usage;
 
+pub use budget::Budget;
 pub use error::{Error, Result};
 pub use event::{AgentEvent, AgentEventKind, Attribution, PauseReason, RunOutcomeKind, now_ms};
 pub use ids::{AgentId, ConversationId, RunId, ToolCallId};

@@ -6,7 +6,7 @@ use crate::state::RunState;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use troupe_core::{AgentEvent, Message, RunId, RunOutcomeKind, Usage};
+use troupe_core::{AgentEvent, Budget, Message, RunId, RunOutcomeKind, Usage};
 
 /// How a run ended, or stopped for now.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -31,8 +31,8 @@ pub enum RunOutcome {
     },
     /// A budget ran out before the next model call.
     BudgetExceeded {
-        /// Which: `tokens`, `usd` or `time`.
-        budget: String,
+        /// Which.
+        budget: Budget,
     },
     /// The iteration limit was reached before the next model call.
     MaxIterations {
@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn outcomes_serialize_tagged_and_know_their_kind() {
-        let outcome = RunOutcome::BudgetExceeded { budget: "usd".into() };
+        let outcome = RunOutcome::BudgetExceeded { budget: Budget::Usd };
         assert_eq!(
             serde_json::to_value(&outcome).expect("serializes"),
             json!({"type": "budget_exceeded", "budget": "usd"})

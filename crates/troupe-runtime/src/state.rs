@@ -25,6 +25,7 @@ use crate::spec::AgentSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeSet;
+use troupe_core::Budget;
 use troupe_core::{
     ContentBlock, ConversationId, Message, ModelRequest, Role, RunId, RunOutcomeKind, StopReason, ToolCallId, Usage,
 };
@@ -345,9 +346,9 @@ impl RunState {
         let outcome = if self.iteration >= limits.max_iterations {
             RunOutcome::MaxIterations { iterations: self.iteration }
         } else if limits.max_total_tokens.is_some_and(|max| self.usage.total() >= max) {
-            RunOutcome::BudgetExceeded { budget: "tokens".into() }
+            RunOutcome::BudgetExceeded { budget: Budget::Tokens }
         } else if limits.max_usd.is_some_and(|max| self.cost_usd >= max) {
-            RunOutcome::BudgetExceeded { budget: "usd".into() }
+            RunOutcome::BudgetExceeded { budget: Budget::Usd }
         } else {
             return None;
         };

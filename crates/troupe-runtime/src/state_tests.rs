@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
+use troupe_core::Budget;
 use troupe_tools::{Effect, Tool, ToolContext, ToolDeclaration, ToolError, ToolOutput};
 
 struct Fake(ToolDeclaration);
@@ -339,7 +340,7 @@ fn budgets_stop_before_the_next_call() {
         state.apply_tool_results(vec![(ToolCallId::new(id), ok("x"))]);
     }
     let outcome = state.next_action(&spec, &tools);
-    assert_eq!(outcome, Action::Finish(RunOutcome::BudgetExceeded { budget: "usd".into() }));
+    assert_eq!(outcome, Action::Finish(RunOutcome::BudgetExceeded { budget: Budget::Usd }));
     assert_eq!(state.iteration, 3, "the fourth call was never made");
 
     let mut spec = self::spec();
@@ -349,10 +350,7 @@ fn budgets_stop_before_the_next_call() {
     state.apply_model_response(response(vec![call("c", "read", json!({}))], StopReason::ToolUse), 0.0);
     expect_tools(state.next_action(&spec, &tools));
     state.apply_tool_results(vec![(ToolCallId::new("c"), ok("x"))]);
-    assert_eq!(
-        state.next_action(&spec, &tools),
-        Action::Finish(RunOutcome::BudgetExceeded { budget: "tokens".into() })
-    );
+    assert_eq!(state.next_action(&spec, &tools), Action::Finish(RunOutcome::BudgetExceeded { budget: Budget::Tokens }));
 }
 
 #[test]
@@ -459,9 +457,9 @@ fn the_task_joins_a_history_ending_with_a_user_turn() {
 fn the_first_outcome_wins() {
     let (spec, tools, mut state) = (spec(), catalog(), state());
     expect_call_model(state.next_action(&spec, &tools));
-    state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+    state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
     let again = state.finish(RunOutcome::Cancelled { reason: None });
-    assert_eq!(again, RunOutcome::BudgetExceeded { budget: "time".into() });
+    assert_eq!(again, RunOutcome::BudgetExceeded { budget: Budget::Time });
     state.request_cancel(Some("late".into()));
     assert_eq!(state.status, RunStatus::Finished(RunOutcomeKind::BudgetExceeded));
 }

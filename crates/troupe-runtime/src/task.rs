@@ -30,6 +30,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
+use troupe_core::Budget;
 use troupe_core::{AgentEventKind, ContentBlock, PauseReason, Role, ToolCallId};
 use troupe_model::ResolvedModel;
 use troupe_store::{EvidenceKind, NewEvidence, StoreError};
@@ -284,7 +285,7 @@ impl Run {
         if self.cancel.is_cancelled() {
             state.request_cancel(None);
         } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
-            state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+            state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
         }
     }
 
@@ -431,7 +432,7 @@ impl Run {
                 biased;
                 () = self.cancel.cancelled() => return,
                 () = until(self.deadline) => {
-                    state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+                    state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
                     return;
                 }
                 () = self.defer.cancelled() => None,

@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use std::time::{Duration, Instant};
+use troupe_core::Budget;
 use troupe_core::{AgentEvent, AgentEventKind, PauseReason, ToolCallId};
 use troupe_model::Pricing;
 use troupe_runtime::{Agent, ApprovalDecision, RunHandle, RunOutcome, RunOutput};
@@ -178,7 +179,7 @@ async fn budget_in_usd_counts_priced_tool_turns(wire: Wire) {
     let (call_id, _) = paused(&mut handle, &mut seen).await;
     handle.signals.approve(call_id).await.expect("delivered");
     let output = finish(handle, seen).await;
-    assert_eq!(output.outcome, RunOutcome::BudgetExceeded { budget: "usd".into() });
+    assert_eq!(output.outcome, RunOutcome::BudgetExceeded { budget: Budget::Usd });
     assert_eq!(h.bodies().len(), 2);
 }
 

@@ -10,6 +10,7 @@ use common::{Harness, Wire, check_events};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
+use troupe_core::Budget;
 use troupe_core::{AgentEvent, AgentEventKind, PauseReason};
 use troupe_model::{LlmProvider, Pricing, ResolvedModel};
 use troupe_runtime::{
@@ -258,7 +259,7 @@ async fn a_budget_lowered_below_the_spend_stops_the_run_before_its_next_call() {
     handle.signals.approve("c1").await.expect("the run takes signals");
     let output = handle.result.await.expect("the run ends");
     check_events(&output.events);
-    assert_eq!(output.outcome, RunOutcome::BudgetExceeded { budget: "usd".into() });
+    assert_eq!(output.outcome, RunOutcome::BudgetExceeded { budget: Budget::Usd });
     assert_eq!(config_changes(&output.events), [(1, vec!["limits.max_usd".to_owned()])]);
     assert_eq!(h.read("out.txt").as_deref(), Some("bonjour"));
     assert_eq!(requests(&h).len(), 1, "no model call after the budget was spent");
@@ -277,7 +278,7 @@ async fn a_time_limit_already_passed_ends_the_run_at_the_boundary() {
     agent.reconfigure(SpecUpdate::new().limits(limits)).expect("valid").expect("a change");
     let output = handle.result.await.expect("the run ends without a decision");
     check_events(&output.events);
-    assert_eq!(output.outcome, RunOutcome::BudgetExceeded { budget: "time".into() });
+    assert_eq!(output.outcome, RunOutcome::BudgetExceeded { budget: Budget::Time });
     assert_eq!(config_changes(&output.events), [(1, vec!["limits.timeout".to_owned()])]);
     assert_eq!(h.read("out.txt"), None, "the waiting call never ran");
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+use troupe_core::Budget;
 use troupe_core::{AgentEventKind, ContentBlock, Message, RunId};
 use troupe_model::anthropic::AnthropicWire;
 use troupe_model::{ApiKey, HttpConfig, HttpProvider, Providers, RetryPolicy, RetryingProvider};
@@ -163,7 +164,7 @@ async fn the_time_limit_ends_a_run_as_a_time_budget() {
     let started = Instant::now();
     let output = agent.run("Sleep.").await.expect("the run ends");
     assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
-    assert_eq!(output.outcome, RunOutcome::BudgetExceeded { budget: "time".into() });
+    assert_eq!(output.outcome, RunOutcome::BudgetExceeded { budget: Budget::Time });
     assert_eq!(h.bodies().len(), 1);
     check_events(&output.events);
 }

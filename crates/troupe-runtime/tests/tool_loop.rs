@@ -6,6 +6,7 @@ mod common;
 
 use common::{Harness, Wire, check_events, kind_name};
 use serde_json::json;
+use troupe_core::Budget;
 use troupe_core::{AgentEventKind, ContentBlock, Role, RunOutcomeKind, StopReason, Usage};
 use troupe_model::Pricing;
 use troupe_runtime::{RESUME_INSTRUCTION, RunOutcome, RunOutput};
@@ -180,7 +181,7 @@ async fn budget_stops_before_the_next_model_call(wire: Wire) {
         .build()
         .expect("agent builds");
     let output = agent.run("List forever.").await.expect("the run ends");
-    assert_eq!(output.outcome, RunOutcome::BudgetExceeded { budget: "usd".into() });
+    assert_eq!(output.outcome, RunOutcome::BudgetExceeded { budget: Budget::Usd });
     assert_eq!(h.bodies().len(), 3, "the fourth call was never made");
     assert!((output.cost_usd - 3.0).abs() < 1e-9, "{}", output.cost_usd);
     let by_model = output.cost_by_model.values().next().expect("one model");

@@ -21,8 +21,8 @@ pub enum TeamError {
     /// A team-wide budget (tokens, USD, wall time) ran out.
     #[error("the team's {budget} budget ran out")]
     BudgetExceeded {
-        /// Which: `tokens`, `usd` or `time`.
-        budget: String,
+        /// Which.
+        budget: troupe_core::Budget,
     },
     /// A delegation went back and forth between the same agents too often.
     #[error("delegation loop between `{a}` and `{b}` stopped after {bounces} bounces")]

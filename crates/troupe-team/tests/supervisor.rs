@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use troupe_core::Budget;
 use troupe_model::{ModelInfo, Pricing, ResolvedModel};
 use troupe_runtime::{AgentSpec, ApprovalDecision, ApprovalMode, ApprovalPolicy, Engine, ModelResolver};
 use troupe_team::supervisor::{AgentStatus, EngineFactory, RecursiveSpawnGuard, Supervisor, TeamBudget};
@@ -309,7 +310,7 @@ async fn crossing_the_team_budget_stops_every_agent() {
     assert!(started.elapsed() < Duration::from_secs(4), "the slow run was stopped, not waited for");
     let error = slow.result().expect("a result").error.expect("why");
     assert!(error.contains("usd budget"), "{error}");
-    assert!(matches!(supervisor.check_budget(), Err(TeamError::BudgetExceeded { budget }) if budget == "usd"));
+    assert!(matches!(supervisor.check_budget(), Err(TeamError::BudgetExceeded { budget }) if budget == Budget::Usd));
     assert!(matches!(fast1.start(task("again")), Err(TeamError::BudgetExceeded { .. })), "the team is stopped");
     assert!(supervisor.spent().cost_usd >= 2.0 * TURN_USD - 1e-9);
 }
@@ -324,7 +325,7 @@ async fn the_team_wall_time_stops_the_team() {
     agent.start(task("slow")).expect("starts");
     assert_eq!(agent.wait().await, AgentStatus::Failed);
     assert!(agent.result().expect("a result").error.expect("why").contains("time budget"));
-    assert!(matches!(supervisor.check_budget(), Err(TeamError::BudgetExceeded { budget }) if budget == "time"));
+    assert!(matches!(supervisor.check_budget(), Err(TeamError::BudgetExceeded { budget }) if budget == Budget::Time));
 }
 
 #[tokio::test]

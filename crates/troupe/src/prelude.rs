@@ -1,7 +1,7 @@
 //! The names most programs need: `use troupe::prelude::*`.
 
 pub use troupe_core::{
-    AgentEvent, AgentEventKind, ContentBlock, Message, ModelRequest, Role, StopReason, StreamEvent, ToolChoice,
+    AgentEvent, AgentEventKind, Budget, ContentBlock, Message, ModelRequest, Role, StopReason, StreamEvent, ToolChoice,
     ToolSpec, Usage,
 };
 pub use troupe_model::{LlmProvider, ModelResponse, StreamAccumulator};

@@ -11,6 +11,7 @@ use crate::outcome::RunOutcome;
 use crate::state::RunState;
 use futures::StreamExt;
 use tracing::Instrument;
+use troupe_core::Budget;
 use troupe_core::{AgentEventKind, ModelRequest, Role, Usage};
 use troupe_model::{ModelResponse, ResolvedModel, StreamAccumulator};
 
@@ -159,7 +160,7 @@ impl Run {
                     // The next boundary takes the cancel signal (and its reason) first.
                     Interrupted::Cancelled => {}
                     Interrupted::TimedOut => {
-                        state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+                        state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
                     }
                     Interrupted::Failed(error) => {
                         state.finish(RunOutcome::failed(error.to_string(), error.code()));
@@ -184,7 +185,7 @@ impl Run {
             // The next boundary takes the cancel signal (and its reason).
             () = self.cancel.cancelled() => return false,
             () = until(self.deadline) => {
-                state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+                state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
                 return false;
             }
             verdict = stack.before_model(hook, request) => verdict,

@@ -9,6 +9,7 @@ use crate::tool_pipeline::ToolPipeline;
 use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use troupe_core::Budget;
 use troupe_store::NewEvidence;
 use troupe_tools::{ToolCall, ToolCatalog, ToolContext, ToolDeclaration, ToolResultOutcome};
 
@@ -20,7 +21,7 @@ impl Run {
             let (outcomes, timed_out) = self.run_group(state, catalog, &calls).await;
             state.apply_tool_results(calls.into_iter().map(|c| c.id).zip(outcomes).collect());
             if timed_out {
-                state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+                state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
             }
             return;
         }
@@ -47,7 +48,7 @@ impl Run {
             };
             state.apply_tool_results(group.iter().map(|c| c.id.clone()).zip(outcomes).collect());
             if timed_out {
-                state.finish(RunOutcome::BudgetExceeded { budget: "time".into() });
+                state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
             }
             // Read-only results need no boundary of their own: a resume may run them again,
             // and the next model turn's checkpoint records them.

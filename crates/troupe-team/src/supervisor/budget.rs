@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use troupe_core::Budget;
 use troupe_core::Usage;
 
 /// What a whole team may spend before it is stopped.
@@ -102,7 +103,7 @@ pub(crate) struct TeamAccount {
     started: Instant,
     spend: Mutex<Spend>,
     /// The budget that ran out first, once one did.
-    exceeded: Mutex<Option<String>>,
+    exceeded: Mutex<Option<Budget>>,
     pub(crate) cancel: CancellationToken,
 }
 
@@ -138,33 +139,33 @@ impl TeamAccount {
             *spend
         };
         if self.budget.max_usd.is_some_and(|max| spend.cost_usd >= max) {
-            self.exceed("usd");
+            self.exceed(Budget::Usd);
         } else if self.budget.max_total_tokens.is_some_and(|max| spend.usage.total() >= max) {
-            self.exceed("tokens");
+            self.exceed(Budget::Tokens);
         }
     }
 
     /// Stops the team because its `budget` ran out (the first reason is kept).
-    pub(crate) fn exceed(&self, budget: &str) {
+    pub(crate) fn exceed(&self, budget: Budget) {
         {
             let mut exceeded = lock(&self.exceeded);
             if exceeded.is_none() {
-                tracing::warn!(budget, "the team's budget ran out; stopping every agent");
-                *exceeded = Some(budget.to_owned());
+                tracing::warn!(%budget, "the team's budget ran out; stopping every agent");
+                *exceeded = Some(budget);
             }
         }
         self.cancel.cancel();
     }
 
     /// The budget that ran out, if one did.
-    pub(crate) fn exceeded(&self) -> Option<String> {
-        lock(&self.exceeded).clone()
+    pub(crate) fn exceeded(&self) -> Option<Budget> {
+        *lock(&self.exceeded)
     }
 
     /// Fails once a budget ran out (the wall time is checked here too).
     pub(crate) fn check(&self) -> Result<(), TeamError> {
         if self.deadline().is_some_and(|d| Instant::now() >= d) {
-            self.exceed("time");
+            self.exceed(Budget::Time);
         }
         match self.exceeded() {
             Some(budget) => Err(TeamError::BudgetExceeded { budget }),
@@ -197,7 +198,7 @@ mod tests {
         team.add(Usage { input_tokens: 60, ..Usage::default() }, 0.0);
         assert!(team.check().is_ok());
         team.add(Usage { input_tokens: 60, ..Usage::default() }, 0.0);
-        assert!(matches!(team.check(), Err(TeamError::BudgetExceeded { budget }) if budget == "tokens"));
+        assert!(matches!(team.check(), Err(TeamError::BudgetExceeded { budget }) if budget == Budget::Tokens));
         assert!(team.cancel.is_cancelled());
     }
 }

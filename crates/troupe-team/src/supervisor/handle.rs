@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use troupe_core::Budget;
 use troupe_core::{AgentEventKind, ToolCallId, Usage};
 use troupe_runtime::{
     Agent, AgentSpec, ApprovalDecision, ApprovalRequest, Phase, RunHandle, RunInput, RunOutcome, RunState, RunStatus,
@@ -520,7 +521,7 @@ async fn monitor(handle: AgentHandle, run: RunHandle, task: MemberTask, events: 
             }
             () = team_cancel.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
             () = until(deadline), if !cancel.is_cancelled() => {
-                inner.team.exceed("time");
+                inner.team.exceed(Budget::Time);
                 cancel.cancel();
             }
         }
