@@ -6,7 +6,7 @@ use crate::state::RunState;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use troupe_core::{AgentEvent, Budget, Message, RunId, RunOutcomeKind, Usage};
+use troupe_core::{AgentEvent, Budget, FailureCode, Message, RunId, RunOutcomeKind, Usage};
 
 /// How a run ended, or stopped for now.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -48,9 +48,10 @@ pub enum RunOutcome {
     Failed {
         /// What went wrong.
         error: String,
-        /// A machine-readable kind (a model error's [`code`](troupe_model::Error::code)).
+        /// Why, for programs (a model error's [`code`](troupe_model::Error::code), or the
+        /// run's own: `store`, `lease_lost`, `unknown_tool`, ...).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        code: Option<String>,
+        code: Option<FailureCode>,
     },
 }
 
@@ -83,7 +84,7 @@ impl RunOutcome {
     }
 
     /// A failure with a code.
-    pub fn failed(error: impl Into<String>, code: impl Into<String>) -> Self {
+    pub fn failed(error: impl Into<String>, code: impl Into<FailureCode>) -> Self {
         RunOutcome::Failed { error: error.into(), code: Some(code.into()) }
     }
 }

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use troupe_core::Budget;
+use troupe_core::FailureCode;
 use troupe_core::{
     ContentBlock, ConversationId, Message, ModelRequest, Role, RunId, RunOutcomeKind, StopReason, ToolCallId, Usage,
 };
@@ -515,12 +516,12 @@ impl RunState {
                 self.phase = Phase::CallModel;
             }
             StopReason::Refusal => {
-                self.finish(RunOutcome::failed(format!("the model declined to answer: {text}"), "refusal"));
+                self.finish(RunOutcome::failed(format!("the model declined to answer: {text}"), FailureCode::Refusal));
             }
             StopReason::ContextWindowExceeded => {
                 self.finish(RunOutcome::failed(
                     "the conversation no longer fits the model's context window",
-                    "context_window_exceeded",
+                    FailureCode::ContextWindowExceeded,
                 ));
             }
             StopReason::EndTurn | StopReason::StopSequence | StopReason::ToolUse | StopReason::Other(_) => {

@@ -8,6 +8,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use troupe_core::Budget;
+use troupe_core::FailureCode;
 use troupe_tools::{Effect, Tool, ToolContext, ToolDeclaration, ToolError, ToolOutput};
 
 struct Fake(ToolDeclaration);
@@ -434,7 +435,7 @@ fn refusals_and_context_overflow_fail_with_a_code() {
     state.apply_model_response(text_response("I can't help with that", StopReason::Refusal), 0.0);
     let Action::Finish(RunOutcome::Failed { error, code }) = state.next_action(&spec, &tools) else { panic!("failed") };
     assert!(error.contains("can't help"));
-    assert_eq!(code.as_deref(), Some("refusal"));
+    assert_eq!(code, Some(FailureCode::Refusal));
     let mut state = self::state();
     expect_call_model(state.next_action(&spec, &tools));
     state.apply_model_response(response(vec![], StopReason::ContextWindowExceeded), 0.0);

@@ -31,6 +31,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
 use troupe_core::Budget;
+use troupe_core::FailureCode;
 use troupe_core::{AgentEventKind, ContentBlock, PauseReason, Role, ToolCallId};
 use troupe_model::ResolvedModel;
 use troupe_store::{EvidenceKind, NewEvidence, StoreError};
@@ -102,7 +103,7 @@ impl Run {
         let heartbeat = self.open_recorder(&mut state, recorder, &instruction, fresh).await;
         let catalog = match (&self.catalog, resolved) {
             (Err(error), _) => {
-                state.finish(RunOutcome::failed(error.to_string(), "unknown_tool"));
+                state.finish(RunOutcome::failed(error.to_string(), FailureCode::UnknownTool));
                 None
             }
             (_, Err(error)) => {
@@ -148,7 +149,7 @@ impl Run {
             Ok(()) => true,
             Err(error) => {
                 tracing::warn!(run = %state.run_id, %error, "a plugin could not be initialized; the run stops");
-                state.finish(RunOutcome::failed(error.to_string(), "plugin"));
+                state.finish(RunOutcome::failed(error.to_string(), FailureCode::Plugin));
                 false
             }
         }
@@ -204,11 +205,11 @@ impl Run {
         let outcome = match &error {
             StoreError::LeaseLost { .. } => RunOutcome::failed(
                 "another worker took this run over (its lease lapsed); this process stopped working on it",
-                "lease_lost",
+                FailureCode::LeaseLost,
             ),
             other => RunOutcome::failed(
                 format!("the run's store failed ({other}); the run can be resumed from its last checkpoint"),
-                "store",
+                FailureCode::Store,
             ),
         };
         state.finish(outcome);
@@ -471,7 +472,7 @@ impl Run {
         }
         let outcome = match state.outcome.clone() {
             Some(outcome) => outcome,
-            None => state.finish(RunOutcome::failed("the run stopped without an outcome", "internal")),
+            None => state.finish(RunOutcome::failed("the run stopped without an outcome", FailureCode::Internal)),
         };
         let seq = self.emitter.next_seq();
         match self.recorder.record_end(state, &outcome, seq).await {
@@ -494,7 +495,7 @@ impl Run {
         }
         let outcome = match state.outcome.clone() {
             Some(outcome) => outcome,
-            None => state.finish(RunOutcome::failed("the run stopped without an outcome", "internal")),
+            None => state.finish(RunOutcome::failed("the run stopped without an outcome", FailureCode::Internal)),
         };
         self.record_end(&mut state).await;
         // A store failure while recording the end shows in the outcome.
@@ -504,7 +505,7 @@ impl Run {
         self.close_step().await;
         let kind = match &outcome {
             RunOutcome::Failed { error, code } => {
-                AgentEventKind::RunError { message: error.clone(), code: code.clone() }
+                AgentEventKind::RunError { message: error.clone(), code: code.as_ref().map(|c| c.as_str().to_owned()) }
             }
             _ => AgentEventKind::RunFinished {
                 outcome: outcome.kind(),

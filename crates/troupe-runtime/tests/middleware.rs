@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use troupe_core::FailureCode;
 use troupe_core::{AgentEventKind, ContentBlock, ModelRequest, Role, RunId};
 use troupe_runtime::durable::digest;
 use troupe_runtime::{
@@ -168,7 +169,7 @@ async fn a_refused_model_call_fails_the_run_before_the_provider_is_called() {
     let output = agent.run("something forbidden").await.expect("the run ends");
     match &output.outcome {
         RunOutcome::Failed { error, code } => {
-            assert_eq!(code.as_deref(), Some("middleware_refused"));
+            assert_eq!(code, &Some(FailureCode::MiddlewareRefused));
             assert!(error.contains("gatekeeper") && error.contains("off-topic request"), "{error}");
         }
         other => panic!("expected a failure, got {other:?}"),

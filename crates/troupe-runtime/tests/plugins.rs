@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::json;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use troupe_core::FailureCode;
 use troupe_runtime::{
     Engine, Middleware, MiddlewareError, Plugin, PluginContext, PluginError, RunOutcome, Runner, RuntimeError,
     ToolCallContext,
@@ -178,7 +179,7 @@ async fn a_plugin_contributes_a_tool_and_a_middleware_and_is_initialized_once() 
     assert_eq!(glossary.shutdowns.load(Ordering::SeqCst), 1, "shut down once");
     let after = scholar.run("after shutdown").await.expect("ends");
     assert!(
-        matches!(&after.outcome, RunOutcome::Failed { code, error } if code.as_deref() == Some("plugin") && error.contains("shut down")),
+        matches!(&after.outcome, RunOutcome::Failed { code, error } if *code == Some(FailureCode::Plugin) && error.contains("shut down")),
         "{:?}",
         after.outcome
     );
@@ -196,7 +197,7 @@ async fn a_failed_initialization_fails_the_run_before_the_model_and_the_next_run
     let output = agent.run("hi").await.expect("ends");
     match &output.outcome {
         RunOutcome::Failed { error, code } => {
-            assert_eq!(code.as_deref(), Some("plugin"));
+            assert_eq!(code, &Some(FailureCode::Plugin));
             assert!(error.contains("the glossary server is down"), "{error}");
         }
         other => panic!("expected a failure, got {other:?}"),

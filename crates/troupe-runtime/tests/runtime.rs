@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use troupe_core::Budget;
+use troupe_core::FailureCode;
 use troupe_core::{AgentEventKind, ContentBlock, Message, RunId};
 use troupe_model::anthropic::AnthropicWire;
 use troupe_model::{ApiKey, HttpConfig, HttpProvider, Providers, RetryPolicy, RetryingProvider};
@@ -245,7 +246,7 @@ async fn a_run_may_override_the_model_and_carries_its_ids() {
         RunInput::new("hi").run_id(RunId::new("run_fixed")).parent(RunId::new("run_parent")).model("openai/gpt-4o");
     let output = agent.run(input).await.expect("the run ends");
     let RunOutcome::Failed { code, .. } = &output.outcome else { panic!("{:?}", output.outcome) };
-    assert_eq!(code.as_deref(), Some("missing_api_key"), "the per-run model was used");
+    assert_eq!(code, &Some(FailureCode::MissingApiKey), "the per-run model was used");
     assert_eq!(output.run_id.as_str(), "run_fixed");
     assert!(
         output.events.iter().all(|e| e.attribution.parent_run_id.as_ref().map(RunId::as_str) == Some("run_parent"))

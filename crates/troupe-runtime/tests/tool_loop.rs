@@ -7,6 +7,7 @@ mod common;
 use common::{Harness, Wire, check_events, kind_name};
 use serde_json::json;
 use troupe_core::Budget;
+use troupe_core::FailureCode;
 use troupe_core::{AgentEventKind, ContentBlock, Role, RunOutcomeKind, StopReason, Usage};
 use troupe_model::Pricing;
 use troupe_runtime::{RESUME_INSTRUCTION, RunOutcome, RunOutput};
@@ -212,7 +213,7 @@ async fn model_errors_fail_with_their_code(wire: Wire) {
     let agent = h.engine().agent("failing").workspace(h.dir.path()).build().expect("agent builds");
     let output = agent.run("Hello?").await.expect("the run ends");
     let RunOutcome::Failed { code, .. } = &output.outcome else { panic!("failed: {:?}", output.outcome) };
-    assert_eq!(code.as_deref(), Some("invalid_request"));
+    assert_eq!(code, &Some(FailureCode::InvalidRequest));
     check_events(&output.events);
     let Some(AgentEventKind::RunError { code, .. }) = output.events.last().map(|e| &e.kind) else {
         panic!("RunError last")

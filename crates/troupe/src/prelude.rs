@@ -1,8 +1,8 @@
 //! The names most programs need: `use troupe::prelude::*`.
 
 pub use troupe_core::{
-    AgentEvent, AgentEventKind, Budget, ContentBlock, Message, ModelRequest, Role, StopReason, StreamEvent, ToolChoice,
-    ToolSpec, Usage,
+    AgentEvent, AgentEventKind, Budget, ContentBlock, FailureCode, Message, ModelRequest, Role, StopReason,
+    StreamEvent, ToolChoice, ToolSpec, Usage,
 };
 pub use troupe_model::{LlmProvider, ModelResponse, StreamAccumulator};
 pub use troupe_runtime::{

@@ -74,7 +74,7 @@ pub(crate) fn record_run_end(span: &Span, outcome: &RunOutcome, usage: &Usage) {
         span.record("troupe.run.outcome", kind.as_str());
     }
     if let RunOutcome::Failed { code, .. } = outcome {
-        record_error(span, code.as_deref().unwrap_or("error"));
+        record_error(span, code.as_ref().map_or("error", |code| code.as_str()));
     }
     span.record("gen_ai.usage.input_tokens", count(usage.total_input()));
     span.record("gen_ai.usage.output_tokens", count(usage.output_tokens));

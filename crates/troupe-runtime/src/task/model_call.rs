@@ -12,6 +12,7 @@ use crate::state::RunState;
 use futures::StreamExt;
 use tracing::Instrument;
 use troupe_core::Budget;
+use troupe_core::FailureCode;
 use troupe_core::{AgentEventKind, ModelRequest, Role, Usage};
 use troupe_model::{ModelResponse, ResolvedModel, StreamAccumulator};
 
@@ -79,7 +80,7 @@ impl Run {
                     self.emitter.emit(AgentEventKind::Custom { name: "compacted".into(), value }).await;
                 }
                 Err(error) => {
-                    state.finish(RunOutcome::failed(error.to_string(), "compaction"));
+                    state.finish(RunOutcome::failed(error.to_string(), FailureCode::Compaction));
                     return None;
                 }
             }
