@@ -17,16 +17,9 @@ impl Run {
     /// Runs one batch under the run's cancellation; on the deadline, cancels the batch and
     /// keeps what the tools report.
     pub(super) async fn run_tools(&mut self, state: &mut RunState, catalog: &ToolCatalog, calls: Vec<ToolCall>) {
-        if !self.recorder.is_on() {
-            let (outcomes, timed_out) = self.run_group(state, catalog, &calls).await;
-            state.apply_tool_results(calls.into_iter().map(|c| c.id).zip(outcomes).collect());
-            if timed_out {
-                state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
-            }
-            return;
-        }
-        // Durable: read-only calls run together as before; each call with side effects
-        // runs alone between its `action started` and its checkpointed completion.
+        // One schedule, recorded or not: read-only calls run together, each call with side
+        // effects runs alone between its `action started` and its completion (which the
+        // recorder writes, when the run has a store), so a read after a write sees it.
         let mut rest = &calls[..];
         while !rest.is_empty() && !state.is_finished() {
             let side_effect =
