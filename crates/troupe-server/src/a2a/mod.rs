@@ -14,7 +14,7 @@
 //!   store the tasks of one context share their history.
 //! - A new task runs the agent named by metadata `agent` (the skill id; on the message or
 //!   the request), by default the first the card lists.
-//! - Its status is a [projection](projection) of the run's events: `WORKING`, then
+//! - Its status is a [projection] of the run's events: `WORKING`, then
 //!   `COMPLETED` with the answer as the artifact `answer` (or `CANCELED`, `FAILED`). A call
 //!   that needs approval makes it `INPUT_REQUIRED`, with a status message naming the tool,
 //!   arguments and call id (text, and a data part `{"pending": […]}`).

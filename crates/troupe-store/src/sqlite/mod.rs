@@ -2,7 +2,7 @@
 //! (a worker and the CLI, say) through SQLite's own locking.
 //!
 //! The calls a running run makes (its creation and lease, checkpoints, evidence, signals,
-//! the queue, schedule firings) run on one writer thread ([`writer`]), which commits
+//! the queue, schedule firings) run on one writer thread (`writer`), which commits
 //! concurrent writes in groups. The rest — reads, conversations, memories, team work
 //! items, schedule bookkeeping — goes through a `sqlx` pool. Every write that reads before
 //! it writes runs in a `BEGIN IMMEDIATE` transaction, which takes the write lock up
