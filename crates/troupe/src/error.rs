@@ -21,9 +21,11 @@ pub enum Error {
     #[error(transparent)]
     Store(#[from] troupe_store::StoreError),
     /// A team could not be built or run as a whole.
+    #[cfg(feature = "team")]
     #[error(transparent)]
     Team(#[from] troupe_team::TeamError),
     /// Metrics could not be exported, or tracing could not be installed.
+    #[cfg(feature = "telemetry")]
     #[error(transparent)]
     Telemetry(#[from] troupe_telemetry::TelemetryError),
 }

@@ -19,13 +19,19 @@
 //!   evidence log, the run queue with leases, and schedules — on SQLite (feature `sqlite`,
 //!   the default) or PostgreSQL (feature `postgres`).
 //!
-//! - [`team`] (`troupe-team`): many agents — pipeline, parallel and orchestrated groups,
+//! - `team` (`troupe-team`, feature `team`): many agents — pipeline, parallel and orchestrated groups,
 //!   delegation as a tool, the context firewall, a message bus, a work queue, shared
 //!   memory, consensus and a supervisor with budgets.
 //!
-//! - [`telemetry`] (`troupe-telemetry`): run metrics fed by the event stream, rendered as
+//! - `telemetry` (`troupe-telemetry`, feature `telemetry`): run metrics fed by the event stream, rendered as
 //!   Prometheus text or JSON, and `tracing` spans on the OpenTelemetry GenAI conventions,
 //!   exported over OTLP with feature `otlp`.
+//!
+//! - `server` (`troupe-server`, feature `server`): agents and teams served over HTTP, SSE,
+//!   WebSocket, AG-UI and A2A, and the A2A client for remote agents.
+//!
+//! The features `team`, `server` and `telemetry` are on by default; without them the
+//! facade is the runtime, the store, the models and the tools alone.
 //!
 //! Errors from every layer convert into one [`Error`], so applications handle a single
 //! [`Result`] type while keeping the typed variants underneath.
@@ -49,9 +55,12 @@ pub use error::{Error, Result};
 pub use troupe_core as core;
 pub use troupe_model as model;
 pub use troupe_runtime as runtime;
+#[cfg(feature = "server")]
 pub use troupe_server as server;
 pub use troupe_store as store;
+#[cfg(feature = "team")]
 pub use troupe_team as team;
+#[cfg(feature = "telemetry")]
 pub use troupe_telemetry as telemetry;
 pub use troupe_tools as tools;
 
