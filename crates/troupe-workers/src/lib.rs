@@ -1,5 +1,7 @@
 //! Agents defined as files, and agents run as worker processes.
 //!
+//! - [`build`]: an agent file built into an [`Agent`](troupe_runtime::Agent), with the
+//!   workspace's providers, tools and MCP servers.
 //! - [`definition`]: the `agents/*.toml` schema, validated on load with
 //!   `file:line:column` errors.
 //! - [`registry`]: discovery of agent files in the config directories.
@@ -7,12 +9,15 @@
 //!   (tasks in, events and results out, heartbeats both ways, chunked payloads).
 //! - [`process`]: workers as child processes, and the worker side of the protocol.
 //! - [`team_file`]: teams of agent files (`team.toml`), validated like agent files.
+//! - [`team`]: a team file assembled into members and the strategy that runs them.
 
+pub mod build;
 pub mod definition;
 pub mod ipc;
 pub mod process;
 pub mod registry;
 pub mod reload;
+pub mod team;
 pub mod team_file;
 
 pub use definition::{AgentDefinition, DefinitionError, ResolvedExecution, ToolPolicy};

@@ -1,322 +1,48 @@
-//! An [`Agent`] from an agent file, built as `troupe run` builds its agent: the built-in
-//! tools confined to the workspace, the providers of `./troupe.toml`, and the file's
-//! instructions, model, tools and denied tools; plus the tools of its MCP servers (those of
-//! `./troupe.toml`'s `[[mcp.servers]]` and of its own, connected by [`connect_mcp`]).
+//! Agents built from their files by the library ([`troupe_workers::build`]), their errors
+//! sorted into the CLI's exit codes: what the user can fix is a usage error (exit 2).
 
-use crate::{Failure, setup};
-use anyhow::anyhow;
+use crate::Failure;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
-use troupe::runtime::{Agent, AgentSpec, ApprovalMode, ApprovalRule, Runner, RuntimeError};
 use troupe::store::Store;
-use troupe::team::MemoryScope;
-use troupe::tools::{Tool, ToolCatalog, Workspace};
-use troupe_mcp::{McpSection, McpToolset};
-use troupe_model::{Env, ModelConfig, Providers};
+use troupe_mcp::McpToolset;
+use troupe_workers::build::BuildError;
 use troupe_workers::definition::AgentDefinition;
-use troupe_workers::definition::MemoryBackend;
 
-/// What becomes of a call that needs approval.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Approvals {
-    /// It waits for the approver of [`follow`](crate::run::follow) (`--approve ask|never`).
-    Approver,
-    /// It runs (`--approve auto`).
-    Auto,
-    /// It is refused by the policy, for agents nobody can be asked about.
-    Refuse,
-}
+pub use troupe_workers::build::{AgentBuild, Approvals, Built, Ceilings};
 
-/// Ceilings put on the agent's own limits (a team's budget, a report timeout).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Ceilings {
-    /// The most USD.
-    pub max_usd: Option<f64>,
-    /// The most tokens.
-    pub max_total_tokens: Option<u64>,
-    /// The longest run.
-    pub timeout: Option<Duration>,
-}
-
-/// How to build one agent.
-pub struct AgentBuild<'a> {
-    /// Its file.
-    pub definition: &'a AgentDefinition,
-    /// Where its tools work.
-    pub workspace: &'a Path,
-    /// `./troupe.toml`.
-    pub config: &'a ModelConfig,
-    /// What a call that needs approval does.
-    pub approvals: Approvals,
-    /// Tools beyond the built-in ones (a leader's `delegate`); always given to the agent.
-    pub extra_tools: Vec<Arc<dyn Tool>>,
-    /// Ceilings on its limits.
-    pub ceilings: Ceilings,
-    /// The store its `memory.save` / `memory.search` keep memories in, when it lists them.
-    pub memory: Option<Arc<dyn Store>>,
-    /// Its MCP servers, connected ([`connect_mcp`]); their tools are offered unless the file
-    /// denies them or lists only some tools of their server in `[[tools]]`.
-    pub mcp: Option<&'a McpToolset>,
-}
-
-/// The MCP servers of `definition`: `./troupe.toml`'s `[[mcp.servers]]`, with the file's
-/// own replacing those of the same name.
-pub fn mcp_servers(definition: &AgentDefinition) -> Result<McpSection, Failure> {
-    let workspace = troupe_mcp::load_workspace_servers(crate::CONFIG_FILE).map_err(|e| Failure::Usage(anyhow!(e)))?;
-    Ok(workspace.merged(&definition.mcp))
+/// A build error as a failure of the command.
+pub fn failure(error: BuildError) -> Failure {
+    if error.is_usage() { Failure::Usage(anyhow::Error::new(error)) } else { Failure::Run(anyhow::Error::new(error)) }
 }
 
 /// Connects the MCP servers of each of `definitions`, by agent id (a team's local agents).
 pub async fn connect_mcp_each<'a>(
     definitions: impl IntoIterator<Item = &'a AgentDefinition>,
 ) -> Result<BTreeMap<String, McpToolset>, Failure> {
-    let mut toolsets = BTreeMap::new();
-    for definition in definitions {
-        toolsets.insert(definition.id().to_owned(), connect_mcp(definition).await?);
-    }
-    Ok(toolsets)
+    troupe_workers::build::connect_mcp_each(definitions).await.map_err(failure)
 }
 
 /// Connects the MCP servers of `definition` (none: an empty toolset, at no cost).
 pub async fn connect_mcp(definition: &AgentDefinition) -> Result<McpToolset, Failure> {
-    let servers = mcp_servers(definition)?;
-    if servers.is_empty() {
-        return Ok(McpToolset::default());
-    }
-    McpToolset::connect(&servers.servers).await.map_err(|e| {
-        Failure::Usage(anyhow!(e).context(format!("agent `{}` ({})", definition.id(), definition.path().display())))
-    })
-}
-
-/// Whether the file gives the agent a memory tool.
-pub fn wants_memory(definition: &AgentDefinition) -> bool {
-    definition.to_spec().tools.is_some_and(|tools| tools.iter().any(|t| t.starts_with("memory.")))
-}
-
-/// Where the file files its memories: its own, or the shared category's.
-fn memory_scope(definition: &AgentDefinition) -> MemoryScope {
-    match definition.memory.backend {
-        MemoryBackend::Isolated => MemoryScope::Isolated { agent: definition.id().to_owned() },
-        MemoryBackend::Shared => {
-            MemoryScope::Shared { category: definition.memory.category.clone().unwrap_or_else(|| "default".to_owned()) }
-        }
-    }
+    troupe_workers::build::connect_mcp(definition).await.map_err(failure)
 }
 
 /// The workspace's store, opened when `definitions` give some agent a memory tool.
 pub async fn memory_store<'a>(
     workspace: &Path,
-    mut definitions: impl Iterator<Item = &'a AgentDefinition>,
+    definitions: impl Iterator<Item = &'a AgentDefinition>,
 ) -> Result<Option<Arc<dyn Store>>, Failure> {
-    if !definitions.any(wants_memory) {
-        return Ok(None);
-    }
-    let path = troupe::store::default_sqlite_path(workspace);
-    let url = path.to_str().ok_or_else(|| Failure::Usage(anyhow!("the store path is not UTF-8")))?;
-    let store = troupe::store::open(url).await.map_err(|e| Failure::Usage(e.into()))?;
-    Ok(Some(store))
-}
-
-/// A built agent, and what could not be honoured of its file.
-pub struct Built {
-    /// The agent.
-    pub agent: Agent,
-    /// Notes for stderr (tools left out, a key that is not used).
-    pub notes: Vec<String>,
-}
-
-/// Why a tool the file lists is not in this build's catalog.
-fn missing_reason(tool: &str) -> &'static str {
-    match tool {
-        "web.search" => "no web search backend is configured",
-        "memory.save" | "memory.search" => "no store for memories",
-        "delegate" => "only a team's leader delegates",
-        _ => "no MCP server of that name is configured in [[mcp.servers]], or it does not offer the tool",
-    }
-}
-
-/// The built-in tools: the coding tools and `web.fetch`.
-pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
-    let mut tools = troupe::tools::coding_tools();
-    tools.extend(troupe::tools::web_tools(None));
-    tools
+    troupe_workers::build::memory_store(workspace, definitions).await.map_err(failure)
 }
 
 /// Builds the agent `build` describes, validated (its model resolves, its key is set).
 pub fn build(build: AgentBuild<'_>) -> Result<Built, Failure> {
-    let definition = build.definition;
-    let id = definition.id().to_owned();
-    let mut notes = Vec::new();
-    let extra_names: Vec<String> = build.extra_tools.iter().map(|t| t.declaration().name.clone()).collect();
-    let mut tools = builtin_tools();
-    tools.extend(build.extra_tools);
-    if let Some(store) = build.memory {
-        tools.extend(troupe::team::memory_tools(store, &memory_scope(definition)));
-    }
-    let mcp_tools = build.mcp.map(McpToolset::tools).unwrap_or_default();
-    let mcp_names: Vec<String> = mcp_tools.iter().map(|t| t.declaration().name.clone()).collect();
-    tools.extend(mcp_tools);
-    let catalog = ToolCatalog::with_tools(tools)
-        .map_err(|source| Failure::Usage(RuntimeError::Catalog { agent: id.clone(), source }.into()))?;
-    // Two tools that providers would see under one name are found here, not at the first call.
-    troupe_mcp::check_wire_names(catalog.names())
-        .map_err(|e| Failure::Usage(anyhow!(e).context(format!("agent `{id}` ({})", definition.path().display()))))?;
-
-    let mut spec = definition.to_spec();
-    let policy = definition.tool_policy();
-    let wanted: Vec<String> = match spec.tools.take() {
-        Some(listed) => listed,
-        // None listed: every tool of the catalog the file does not deny.
-        None => catalog.names().into_iter().map(str::to_owned).collect(),
-    };
-    let (mut available, missing): (Vec<String>, Vec<String>) = wanted
-        .into_iter()
-        .filter(|t| policy.check(t).is_ok() || extra_names.contains(t))
-        .partition(|t| catalog.get(t).is_some());
-    if !missing.is_empty() {
-        let why: Vec<String> = missing.iter().map(|t| format!("{t} ({})", missing_reason(t))).collect();
-        notes.push(format!("{id}: not available here, left out: {}", why.join(", ")));
-    }
-    for name in extra_names.into_iter().chain(offered_mcp(&mcp_names, build.mcp, definition)) {
-        if !available.contains(&name) {
-            available.push(name);
-        }
-    }
-    spec.tools = Some(available);
-    apply_ceilings(&mut spec, build.ceilings);
-    match build.approvals {
-        Approvals::Approver => {}
-        Approvals::Auto => spec.approval.mode = ApprovalMode::Auto,
-        Approvals::Refuse => {
-            let names = spec.tools.clone().unwrap_or_default();
-            for name in names {
-                if catalog.get(&name).is_some_and(|t| t.declaration().requires_approval()) {
-                    spec.approval = spec.approval.rule(ApprovalRule::deny(name));
-                }
-            }
-        }
-    }
-
-    let providers = providers_for(definition, build.config, &mut notes)?;
-    let workspace = Workspace::new(build.workspace).map_err(|e| Failure::Usage(RuntimeError::Workspace(e).into()))?;
-    let runner = Runner::new(Arc::new(providers), Arc::new(catalog), Arc::new(workspace));
-    setup::validate(&runner, &spec)
-        .map_err(|failure| with_context(failure, &format!("agent `{id}` ({})", definition.path().display())))?;
-    Ok(Built { agent: Agent::new(runner, spec), notes })
-}
-
-/// The MCP tools (of `names`) the file lets the agent call: not denied, and, for a server of
-/// which `[[tools]]` lists some tools, only those.
-fn offered_mcp(names: &[String], mcp: Option<&McpToolset>, definition: &AgentDefinition) -> Vec<String> {
-    let policy = definition.tool_policy();
-    let listed = definition.to_spec().tools.unwrap_or_default();
-    let servers: Vec<&str> = mcp.map(|m| m.clients().iter().map(|c| c.name()).collect()).unwrap_or_default();
-    names
-        .iter()
-        .filter(|name| !policy.denied.contains_key(*name))
-        .filter(|name| {
-            let server = servers.iter().find(|s| name.starts_with(&format!("{s}/")));
-            let listed_of_server: Vec<&String> =
-                listed.iter().filter(|l| server.is_some_and(|s| l.starts_with(&format!("{s}/")))).collect();
-            listed_of_server.is_empty() || listed_of_server.contains(name)
-        })
-        .cloned()
-        .collect()
-}
-
-fn apply_ceilings(spec: &mut AgentSpec, ceilings: Ceilings) {
-    fn lowest<T: PartialOrd + Copy>(own: Option<T>, ceiling: Option<T>) -> Option<T> {
-        match (own, ceiling) {
-            (Some(a), Some(b)) => Some(if b < a { b } else { a }),
-            (a, b) => a.or(b),
-        }
-    }
-    let limits = &mut spec.limits;
-    limits.max_usd = lowest(limits.max_usd, ceilings.max_usd);
-    limits.max_total_tokens = lowest(limits.max_total_tokens, ceilings.max_total_tokens);
-    limits.timeout = lowest(limits.timeout, ceilings.timeout);
-}
-
-fn with_context(failure: Failure, what: &str) -> Failure {
-    match failure {
-        Failure::Usage(e) => Failure::Usage(e.context(what.to_owned())),
-        Failure::Run(e) => Failure::Run(e.context(what.to_owned())),
-    }
-}
-
-/// The provider name of the file's model, when it has one (not `demo`, not a bare name).
-pub fn provider_name(definition: &AgentDefinition) -> Option<String> {
-    definition.provider.name.clone().or_else(|| definition.model_id().split_once('/').map(|(p, _)| p.to_owned()))
-}
-
-/// The providers of `./troupe.toml`; with the file's `api_key` in place of its provider's
-/// key variables.
-fn providers_for(
-    definition: &AgentDefinition,
-    config: &ModelConfig,
-    notes: &mut Vec<String>,
-) -> Result<Providers, Failure> {
-    let providers = crate::providers(config)?;
-    let Some(key) = &definition.provider.api_key else {
-        return Ok(providers);
-    };
-    let name = provider_name(definition);
-    let variables = name.as_deref().and_then(|n| providers.provider(n)).map(|p| p.api_key_env.clone());
-    match variables {
-        Some(variables) if !variables.is_empty() => {
-            config.providers(KeyEnv { variables, key: key.expose().to_owned() }).map_err(Failure::from_model)
-        }
-        _ => {
-            notes.push(format!(
-                "{}: `api_key` is ignored: the model `{}` takes no key",
-                definition.id(),
-                definition.model_id()
-            ));
-            Ok(providers)
-        }
-    }
-}
-
-/// The process environment, with one key in the given variables.
-struct KeyEnv {
-    variables: Vec<String>,
-    key: String,
-}
-
-impl Env for KeyEnv {
-    fn var(&self, name: &str) -> Option<String> {
-        if self.variables.iter().any(|v| v == name) { Some(self.key.clone()) } else { std::env::var(name).ok() }
-    }
+    troupe_workers::build::build(build).map_err(failure)
 }
 
 /// Loads the agent file at `path` as a usage error when it is not valid.
 pub fn load(path: &Path) -> Result<AgentDefinition, Failure> {
-    AgentDefinition::load(path).map_err(|e| Failure::Usage(anyhow!(e)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ceilings_only_lower_limits() {
-        let mut spec = AgentSpec::new("a", "demo");
-        spec.limits.max_usd = Some(0.5);
-        apply_ceilings(
-            &mut spec,
-            Ceilings { max_usd: Some(1.0), max_total_tokens: Some(10), timeout: Some(Duration::from_secs(3)) },
-        );
-        assert_eq!(spec.limits.max_usd, Some(0.5));
-        assert_eq!(spec.limits.max_total_tokens, Some(10));
-        assert_eq!(spec.limits.timeout, Some(Duration::from_secs(3)));
-    }
-
-    #[test]
-    fn keys_replace_only_their_variables() {
-        let env = KeyEnv { variables: vec!["X_API_KEY".into()], key: "k".into() };
-        assert_eq!(env.var("X_API_KEY").as_deref(), Some("k"));
-        assert_eq!(env.var("TROUPE_SURELY_UNSET_VARIABLE"), None);
-    }
+    troupe_workers::build::load(path).map_err(failure)
 }

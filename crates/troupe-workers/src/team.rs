@@ -1,0 +1,404 @@
+//! A team file, assembled: its local agents (built as [`build`] builds an agent) and its
+//! worker processes, each behind a [`Tracked`] member that reports its events,
+//! records its results and passes its report through the firewall; and the strategy that
+//! runs them.
+
+use crate::build::{self, AgentBuild, Approvals, BuildError, Ceilings};
+use crate::definition::AgentDefinition;
+use crate::ipc::ToolPolicy;
+use crate::process::{Backoff, ProcessMember, WorkerConfig};
+use crate::registry::{AgentRegistry, RegisteredAgent};
+use crate::team_file::{Isolation, TeamFile, TeamStrategy};
+use futures::future::BoxFuture;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use troupe_core::Usage;
+use troupe_model::ModelConfig;
+use troupe_store::Store;
+use troupe_team::firewall::{FirewallDrop, redact_secrets};
+use troupe_team::message::AgentMessage;
+use troupe_team::{
+    AgentGroup, AgentMember, ContextFirewall, DelegateTool, EventSink, Member, MemberResult, MemberTask, Strategy,
+    TeamBudget, TeamError,
+};
+use troupe_tools::Tool;
+
+/// What one member call came to.
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// The member.
+    pub name: String,
+    /// Whether it completed its task.
+    pub success: bool,
+    /// Why not.
+    pub error: Option<String>,
+    /// Its tokens.
+    pub usage: Usage,
+    /// Its cost.
+    pub cost_usd: f64,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+/// Every member call so far, in the order they ended.
+pub type Records = Arc<Mutex<Vec<Record>>>;
+
+/// A row of the summary: who is in the team.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// The agent id.
+    pub name: String,
+    /// `leader` or `member`.
+    pub role: &'static str,
+    /// Where it runs.
+    pub isolation: Isolation,
+}
+
+/// How the team works on its task.
+pub enum Work {
+    /// The leader, holding a `delegate` tool over the members.
+    Delegate(Arc<dyn Member>),
+    /// A group (orchestrated, parallel, pipeline).
+    Group(AgentGroup),
+}
+
+/// What the team gave back.
+pub struct TeamResult {
+    /// The answer (possibly partial).
+    pub output: String,
+    /// Why the team did not complete, when it did not.
+    pub error: Option<String>,
+}
+
+impl Work {
+    /// Runs the team on `task` until it ends or `cancel` is cancelled.
+    pub async fn run(self, team: String, task: String, cancel: CancellationToken) -> TeamResult {
+        match self {
+            Work::Delegate(leader) => {
+                let task = MemberTask::new(format!("{team}/task"), "user", task);
+                let result = leader.run(task, None, cancel).await;
+                TeamResult { output: result.content, error: result.error.or((!result.success).then(String::new)) }
+            }
+            Work::Group(group) => match group.run_with(&task, None, cancel).await {
+                Ok(output) => TeamResult { output: output.output, error: None },
+                Err(TeamError::Cancelled) => TeamResult { output: String::new(), error: Some("cancelled".to_owned()) },
+                Err(error) => TeamResult { output: String::new(), error: Some(error.to_string()) },
+            },
+        }
+    }
+}
+
+/// A team ready to run.
+pub struct Assembled {
+    /// How it runs.
+    pub work: Work,
+    /// Who is in it, leader first.
+    pub rows: Vec<Row>,
+    /// What passes between members.
+    pub firewall: Arc<ContextFirewall>,
+    /// Every member call, as it ends.
+    pub records: Records,
+    /// What could not be honoured of the agent files.
+    pub notes: Vec<String>,
+}
+
+/// What every member is built with.
+pub struct Setting<'a> {
+    /// The team file.
+    pub team: &'a TeamFile,
+    /// Its agents.
+    pub registry: &'a AgentRegistry,
+    /// Where the members work.
+    pub workspace: &'a Path,
+    /// The workspace's `troupe.toml`.
+    pub config: &'a ModelConfig,
+    /// What a call that needs approval does (nobody can be asked in a team).
+    pub approvals: Approvals,
+    /// Where every member's events go.
+    pub events: EventSink,
+    /// The store the members' memories live in, when some member has memory tools.
+    pub memory: Option<Arc<dyn Store>>,
+    /// The connected MCP servers of the local agents, by agent id.
+    pub mcp: std::collections::BTreeMap<String, troupe_mcp::McpToolset>,
+}
+
+/// Builds the team `setting` describes.
+pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
+    let team = setting.team;
+    let strategy = team.team.strategy;
+    let budget = team.budget().unwrap_or_default();
+    let ids: Vec<&str> = team.member_ids().collect();
+    // Where each member's report goes: the leader, or a pipeline's next member.
+    let recipient = |n: usize| -> Option<String> {
+        match strategy {
+            TeamStrategy::Delegate | TeamStrategy::Orchestrated => team.leader().map(str::to_owned),
+            TeamStrategy::Pipeline => ids.get(n + 1).map(|s| (*s).to_owned()),
+            TeamStrategy::Parallel => None,
+        }
+    };
+    let firewall = Arc::new(firewall(team, &ids, &recipient).events(setting.events.clone()));
+    let records: Records = Arc::new(Mutex::new(Vec::new()));
+    let mut notes = Vec::new();
+    let mut rows = Vec::new();
+    if let Some(leader) = team.leader() {
+        rows.push(Row { name: leader.to_owned(), role: "leader", isolation: Isolation::Local });
+    }
+    let mut members: Vec<Arc<dyn Member>> = Vec::new();
+    for (n, entry) in team.team.members.iter().enumerate() {
+        let agent = registered(setting.registry, &entry.agent)?;
+        let description = describe(&agent.definition);
+        let inner: Arc<dyn Member> = match entry.isolation {
+            Isolation::Local => {
+                let ceilings = Ceilings {
+                    max_usd: budget.max_usd,
+                    max_total_tokens: budget.max_total_tokens,
+                    timeout: Some(report_timeout(&agent.definition, &budget)),
+                };
+                let built = local(setting, &agent.definition, Vec::new(), ceilings)?;
+                notes.extend(built.notes);
+                AgentMember::new(built.agent, description).shared()
+            }
+            Isolation::Process => {
+                let (config, note) = worker(agent, setting, &budget)?;
+                notes.extend(note);
+                Arc::new(ProcessMember::new(entry.agent.clone(), description, config))
+            }
+        };
+        rows.push(Row { name: entry.agent.clone(), role: "member", isolation: entry.isolation });
+        members.push(Arc::new(Tracked {
+            inner,
+            events: setting.events.clone(),
+            report_to: recipient(n),
+            firewall: Arc::clone(&firewall),
+            records: Arc::clone(&records),
+        }));
+    }
+    let track = |inner: Arc<dyn Member>| -> Arc<dyn Member> {
+        Arc::new(Tracked {
+            inner,
+            events: setting.events.clone(),
+            report_to: None,
+            firewall: Arc::clone(&firewall),
+            records: Arc::clone(&records),
+        })
+    };
+    let leader_ceilings =
+        Ceilings { max_usd: budget.max_usd, max_total_tokens: budget.max_total_tokens, timeout: budget.max_wall_time };
+    let invalid = |e: TeamError| BuildError::Invalid(format!("team `{}`: {e}", team.name()));
+    let work = match (strategy, team.leader()) {
+        (TeamStrategy::Delegate, Some(leader)) => {
+            let definition = &registered(setting.registry, leader)?.definition;
+            let delegate = DelegateTool::new(leader, members).map_err(invalid)?;
+            let built = local(setting, definition, vec![delegate.into_arc()], leader_ceilings)?;
+            notes.extend(built.notes);
+            Work::Delegate(track(AgentMember::new(built.agent, describe(definition)).shared()))
+        }
+        (TeamStrategy::Orchestrated, Some(leader)) => {
+            let definition = &registered(setting.registry, leader)?.definition;
+            let built = local(setting, definition, Vec::new(), leader_ceilings)?;
+            notes.extend(built.notes);
+            let mut orchestrated =
+                Strategy::orchestrated(track(AgentMember::new(built.agent, describe(definition)).shared()));
+            if let (Strategy::Orchestrated { max_concurrency, .. }, Some(n)) =
+                (&mut orchestrated, team.team.max_concurrency)
+            {
+                *max_concurrency = n;
+            }
+            Work::Group(group(team, members).strategy(orchestrated).build().map_err(invalid)?)
+        }
+        (TeamStrategy::Parallel, _) => {
+            let n = team.team.max_concurrency.unwrap_or(members.len());
+            Work::Group(group(team, members).parallel(n).build().map_err(invalid)?)
+        }
+        (TeamStrategy::Pipeline, _) => Work::Group(group(team, members).pipeline().build().map_err(invalid)?),
+        // The team file refuses a leaderless delegate or orchestrated team.
+        (strategy, None) => return Err(BuildError::Invalid(format!("a {strategy} team needs a leader"))),
+    };
+    Ok(Assembled { work, rows, firewall, records, notes })
+}
+
+fn group(team: &TeamFile, members: Vec<Arc<dyn Member>>) -> troupe_team::AgentGroupBuilder {
+    AgentGroup::builder(team.name()).description(team.team.description.clone()).members(members)
+}
+
+fn registered<'a>(registry: &'a AgentRegistry, id: &str) -> Result<&'a RegisteredAgent, BuildError> {
+    // The team file was checked against the registry already.
+    registry.entry(id).ok_or_else(|| BuildError::Invalid(format!("no agent `{id}`")))
+}
+
+fn describe(definition: &AgentDefinition) -> String {
+    match definition.agent.description.trim() {
+        "" => definition.agent.name.clone(),
+        description => description.to_owned(),
+    }
+}
+
+/// How long a member's report may take: its file's `[reporting] timeout_seconds`, within
+/// the team's time.
+fn report_timeout(definition: &AgentDefinition, budget: &TeamBudget) -> Duration {
+    let own = Duration::from_secs(definition.reporting.timeout_seconds);
+    budget.max_wall_time.map_or(own, |team| team.min(own))
+}
+
+fn local(
+    setting: &Setting<'_>,
+    definition: &AgentDefinition,
+    extra_tools: Vec<Arc<dyn Tool>>,
+    ceilings: Ceilings,
+) -> Result<build::Built, BuildError> {
+    let built = build::build(AgentBuild {
+        definition,
+        workspace: setting.workspace,
+        config: setting.config,
+        approvals: setting.approvals,
+        extra_tools,
+        ceilings,
+        memory: setting.memory.clone(),
+        mcp: setting.mcp.get(definition.id()),
+    })?;
+    // Member runs are followed through their events; their outputs need not keep them too.
+    let agent = troupe_runtime::Agent::new(built.agent.runner().clone().keep_events(false), built.agent.spec().clone());
+    Ok(build::Built { agent, notes: built.notes })
+}
+
+/// The firewall of the team file's channels; without a `[firewall]` table, one that
+/// passes every report to its recipient (and still redacts secrets).
+fn firewall(team: &TeamFile, ids: &[&str], recipient: &dyn Fn(usize) -> Option<String>) -> ContextFirewall {
+    match team.channels() {
+        Some(channels) => channels.into_iter().fold(ContextFirewall::new(), |f, c| f.channel(c.from, c.to)),
+        None => (0..ids.len())
+            .filter_map(|n| recipient(n).map(|to| (ids[n], to)))
+            .fold(ContextFirewall::new(), |f, (from, to)| f.channel(from, to)),
+    }
+}
+
+/// How a `process` member's workers start: its file's `[agent.execution]`, with paths
+/// made absolute (the worker starts in the workspace), the provider's key and base URL
+/// variables granted, its retries and report timeout.
+fn worker(
+    agent: &RegisteredAgent,
+    setting: &Setting<'_>,
+    budget: &TeamBudget,
+) -> Result<(WorkerConfig, Option<String>), BuildError> {
+    let absolute = |path: &Path| {
+        std::path::absolute(path).map_err(|e| BuildError::Invalid(format!("cannot resolve {}: {e}", path.display())))
+    };
+    // `{agent_file}` is the path the file was read from: made absolute, it still names
+    // the file from the worker's directory.
+    let definition = build::load(&absolute(&agent.path)?)?;
+    let execution = definition.render_templates(&absolute(setting.workspace)?, &absolute(&agent.config_dir)?);
+    let program = execution
+        .program()
+        .map_err(|e| BuildError::Invalid(format!("cannot tell the worker program of `{}`: {e}", definition.id())))?;
+    let mut config = WorkerConfig::new(program).args(execution.args).working_dir(execution.working_dir);
+    for (name, value) in execution.env {
+        config = config.env(name, value);
+    }
+    let providers = build::providers(setting.config)?;
+    if let Some(provider) = build::provider_name(&definition).and_then(|name| providers.provider(&name).cloned()) {
+        for variable in provider.api_key_env.iter().chain(provider.base_url_env.iter()) {
+            config = config.inherit_env(variable.clone());
+        }
+    }
+    for variable in ["TROUPE_MODEL", "TROUPE_LOG", "RUST_LOG"] {
+        config = config.inherit_env(variable);
+    }
+    let backoff = Duration::from_millis(definition.retry.backoff_ms);
+    config = config
+        .max_attempts(definition.retry.max_attempts)
+        .backoff(Backoff { initial: backoff, max: backoff.saturating_mul(8) })
+        .timeout(report_timeout(&definition, budget));
+    // The worker has the built-in coding tools only: tools it lacks are left out here, so
+    // that the worker does not refuse the agent for them.
+    let worker_tools: Vec<String> = troupe_tools::coding_tools().iter().map(|t| t.declaration().name.clone()).collect();
+    let policy = definition.tool_policy();
+    let mut note = None;
+    let allowed = match policy.allowed {
+        Some(allowed) => {
+            let (kept, left): (Vec<String>, Vec<String>) = allowed.into_iter().partition(|t| worker_tools.contains(t));
+            if !left.is_empty() {
+                note = Some(format!("{}: its worker has no {}; left out", definition.id(), left.join(", ")));
+            }
+            kept
+        }
+        None => worker_tools,
+    };
+    let policy = ToolPolicy { allowed: Some(allowed), denied: policy.denied.into_keys().collect() };
+    Ok((config.tool_policy(policy), note))
+}
+
+/// A member as the team sees it: its events go to the team's sink whoever runs it (a
+/// `delegate` call gives none), each result is recorded, and its report reaches its
+/// recipient only through the firewall.
+struct Tracked {
+    inner: Arc<dyn Member>,
+    events: EventSink,
+    report_to: Option<String>,
+    firewall: Arc<ContextFirewall>,
+    records: Records,
+}
+
+impl Member for Tracked {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn description(&self) -> &str {
+        self.inner.description()
+    }
+
+    fn run(
+        &self,
+        task: MemberTask,
+        _events: Option<EventSink>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'_, MemberResult> {
+        Box::pin(async move {
+            let started = Instant::now();
+            // The brief passes the firewall too: the member reads it as its sanitisers
+            // allow, secrets redacted (a leader's brief needs no declared channel).
+            let mut task = task;
+            let brief = AgentMessage::request(task.from.clone(), self.inner.name().to_owned(), task.prompt.clone());
+            task.prompt = self.firewall.sanitise_for(&brief, self.inner.name()).payload.summary;
+            if let Some(context) = &task.context {
+                let context = AgentMessage::request(task.from.clone(), self.inner.name().to_owned(), context.clone());
+                task.context = Some(self.firewall.sanitise_for(&context, self.inner.name()).payload.summary);
+            }
+            let mut result = self.inner.run(task, Some(self.events.clone()), cancel).await;
+            let record = Record {
+                name: result.name.clone(),
+                success: result.success,
+                error: result.error.clone(),
+                usage: result.usage,
+                cost_usd: result.cost_usd,
+                elapsed: started.elapsed(),
+            };
+            self.records.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(record);
+            if let Some(to) = &self.report_to {
+                let message = AgentMessage::response(result.name.clone(), to.clone(), result.content.clone())
+                    .task(result.task_id.clone());
+                match self.firewall.filter(&message) {
+                    Ok(passed) => {
+                        result.content = passed.payload.summary;
+                        result.error = result.error.map(|e| redact_secrets(&e).0.into_owned());
+                    }
+                    Err(drop) => {
+                        result.content = notice(&drop);
+                        result.error = result.error.map(|_| "its report was withheld by the firewall".to_owned());
+                    }
+                }
+            }
+            result
+        })
+    }
+}
+
+/// What a recipient reads instead of a report the firewall dropped.
+pub fn notice(drop: &FirewallDrop) -> String {
+    format!(
+        "[firewall] the report of `{}` to `{}` was withheld: {} (the team file does not declare \"{} -> {}\")",
+        drop.from, drop.to, drop.reason, drop.from, drop.to
+    )
+}
