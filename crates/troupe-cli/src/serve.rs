@@ -396,7 +396,7 @@ impl TeamServing {
                 tokio::select! {
                     Some(event) = members_events.next() => {
                         spent.observe(&event);
-                        if exceeded.is_none() && let Some(which) = crate::team::over_budget(&budget, spent.usage.total(), spent.cost_usd) {
+                        if exceeded.is_none() && let Some(which) = troupe_workers::team_run::over_budget(&budget, spent.usage.total(), spent.cost_usd) {
                             exceeded = Some(which);
                             stop.cancel();
                         }

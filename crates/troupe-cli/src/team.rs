@@ -40,15 +40,14 @@ use crate::render::Style;
 use crate::{Failure, setup};
 use anyhow::anyhow;
 use clap::Subcommand;
-use members::{Assembled, Setting};
 use progress::Progress;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use troupe::team::TeamBudget;
 use troupe_workers::registry::AgentRegistry;
-use troupe_workers::team_file::{Isolation, TeamFile};
+use troupe_workers::team_file::TeamFile;
+use troupe_workers::team_run::{TeamFiles, TeamRun};
 
 /// Events buffered between the members and the progress printer.
 const EVENT_BUFFER: usize = 4096;
@@ -136,97 +135,59 @@ fn team_dirs(dirs: &ConfigDirs, team: &Path) -> Result<Vec<PathBuf>, Failure> {
 
 /// The team file and its agents, checked.
 pub(crate) fn load(dirs: &ConfigDirs, path: &Path) -> Result<(TeamFile, AgentRegistry), Failure> {
+    let files = team_files(dirs, path)?;
+    Ok((files.team().clone(), files.registry().clone()))
+}
+
+/// The team file at `path` and the agents it names, found and checked.
+fn team_files(dirs: &ConfigDirs, path: &Path) -> Result<TeamFiles, Failure> {
     let team = TeamFile::load(path).map_err(|e| Failure::Usage(anyhow!(e)))?;
     let search = team_dirs(dirs, path)?;
     let registry = crate::agent::discover(&search)?;
-    if let Err(problems) = team.check_agents(&registry) {
-        let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
-        let searched: Vec<String> = search.iter().map(|d| d.display().to_string()).collect();
-        return Err(Failure::Usage(anyhow!(
-            "the team names agents that are not defined (looked in {}):\n  {}",
-            searched.join(", "),
-            lines.join("\n  ")
-        )));
-    }
-    Ok((team, registry))
+    TeamFiles::new(team, registry, &search).map_err(build::failure)
 }
 
 async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
-    let (team, registry) = load(dirs, &args.team)?;
+    let files = team_files(dirs, &args.team)?;
+    let team = files.team();
     let workspace = setup::workspace_dir(args.workspace.as_deref())?;
     let config = crate::load_config()?;
     let task = args.task.join(" ");
     if task.trim().is_empty() {
         return Err(Failure::Usage(anyhow!("the task is empty; say what the team should do")));
     }
-    let (events, mut received) = mpsc::channel(EVENT_BUFFER);
     let approvals = match args.approve {
         TeamApprove::Auto => Approvals::Auto,
         TeamApprove::Never => Approvals::Refuse,
     };
-    let memory = build::memory_store(&workspace, registry.iter().map(|entry| &entry.definition)).await?;
-    let local = team.team.members.iter().filter(|m| m.isolation == Isolation::Local).map(|m| m.agent.as_str());
-    let mcp = build::connect_mcp_each(team.leader().into_iter().chain(local).filter_map(|id| registry.get(id))).await?;
-    let setting = Setting {
-        team: &team,
-        registry: &registry,
-        workspace: &workspace,
-        config: &config,
-        approvals,
-        events,
-        memory,
-        mcp,
-    };
-    let Assembled { work, rows, firewall, records, notes } = members::assemble(&setting)?;
-    drop(setting);
-    for note in &notes {
+    let prepared =
+        TeamRun::new(&files, &workspace).config(config).approvals(approvals).prepare().await.map_err(build::failure)?;
+    for note in prepared.notes() {
         eprintln!("note: {note}");
     }
+    let rows = prepared.rows().to_vec();
     let names: Vec<&str> = rows.iter().filter(|r| r.role == "member").map(|r| r.name.as_str()).collect();
     let leader = team.leader().map(|l| format!("leader {l}; ")).unwrap_or_default();
     eprintln!("team `{}` ({}): {leader}members {}", team.name(), team.team.strategy, names.join(", "));
 
     let cancel = CancellationToken::new();
     cancel_on_interrupt(cancel.clone());
-    let budget = team.budget().unwrap_or_default();
-    let deadline = budget.max_wall_time.map(|t| tokio::time::Instant::now() + t);
-    let mut work = tokio::spawn(work.run(team.name().to_owned(), task, cancel.clone()));
+    let (events, mut received) = mpsc::channel(EVENT_BUFFER);
     let mut progress = Progress::new(args.json, Style::detect());
-    let mut exceeded: Option<String> = None;
-    let joined = loop {
-        let timer = async {
-            match deadline {
-                Some(at) if exceeded.is_none() => tokio::time::sleep_until(at).await,
-                _ => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            Some(event) = received.recv() => {
-                progress.event(&event);
-                if exceeded.is_none() && let Some(which) = over_budget(&budget, progress.tokens, progress.cost_usd) {
-                    eprintln!("[team] its {which} budget ran out: stopping every member");
-                    exceeded = Some(which);
-                    cancel.cancel();
-                }
-            }
-            () = timer => {
-                let which = format!("time (max_seconds = {})", budget.max_wall_time.map_or(0, |t| t.as_secs()));
-                eprintln!("[team] its {which} budget ran out: stopping every member");
-                exceeded = Some(which);
-                cancel.cancel();
-            }
-            joined = &mut work => break joined,
+    let render = async {
+        while let Some(event) = received.recv().await {
+            progress.event(&event);
         }
     };
-    while let Ok(event) = received.try_recv() {
-        progress.event(&event);
+    let (report, ()) = tokio::join!(prepared.run(&task, Some(events), cancel), render);
+    if let Some(which) = &report.exceeded {
+        eprintln!("[team] its {which} budget ran out: every member was stopped");
     }
-    let result = joined.map_err(|e| Failure::Run(anyhow!("the team's task crashed: {e}")))?;
-    let records = records.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
-    let stats = firewall.stats();
+    let stats = &report.firewall;
 
     if args.json {
-        let members: Vec<_> = records
+        let members: Vec<_> = report
+            .records
             .iter()
             .map(|r| {
                 json!({
@@ -241,16 +202,16 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         let line = json!({
             "type": "team_finished",
             "team": team.name(),
-            "output": result.output,
-            "error": result.error,
+            "output": report.output,
+            "error": report.error,
             "members": members,
             "firewall": stats,
         });
         crate::print_lines(&[line.to_string()])?;
-    } else if result.error.is_none() && !result.output.trim().is_empty() {
-        crate::print_lines(&[result.output.trim_end().to_owned()])?;
+    } else if report.error.is_none() && !report.output.trim().is_empty() {
+        crate::print_lines(&[report.output.trim_end().to_owned()])?;
     }
-    eprintln!("{}", progress::summary_table(&rows, &records, &progress));
+    eprintln!("{}", progress::summary_table(&rows, &report.records, &progress));
     eprintln!(
         "firewall: {} report{} passed, {} dropped, {} secret{} redacted",
         stats.passed,
@@ -259,40 +220,10 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         stats.secrets_redacted,
         if stats.secrets_redacted == 1 { "" } else { "s" },
     );
-
-    if let Some(which) = exceeded {
-        return Err(Failure::Run(anyhow!("the team stopped: its {which} budget ran out ([team.budget])")));
+    match report.failure() {
+        None => Ok(()),
+        Some(failure) => Err(Failure::Run(anyhow!(failure))),
     }
-    if cancel.is_cancelled() {
-        return Err(Failure::Run(anyhow!("the team was cancelled")));
-    }
-    let failed: Vec<String> = records
-        .iter()
-        .filter(|r| !r.success)
-        .map(|r| format!("{}: {}", r.name, r.error.as_deref().unwrap_or("it did not complete")))
-        .collect();
-    match (result.error, failed.is_empty()) {
-        (None, true) => Ok(()),
-        (Some(error), true) => Err(Failure::Run(anyhow!("the team did not complete: {error}"))),
-        (_, false) => Err(Failure::Run(anyhow!("the team did not complete: {}", failed.join("; ")))),
-    }
-}
-
-/// The budget the spending so far crossed, if any.
-/// Which of the team's budgets `tokens` and `cost_usd`, spent by every member together,
-/// have crossed, if any.
-pub(crate) fn over_budget(budget: &TeamBudget, tokens: u64, cost_usd: f64) -> Option<String> {
-    if let Some(max) = budget.max_usd
-        && cost_usd >= max
-    {
-        return Some(format!("usd (max_usd = {max})"));
-    }
-    if let Some(max) = budget.max_total_tokens
-        && tokens >= max
-    {
-        return Some(format!("tokens (max_total_tokens = {max})"));
-    }
-    None
 }
 
 /// Cancels the team on Ctrl-C; a second Ctrl-C quits at once.

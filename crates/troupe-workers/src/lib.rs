@@ -10,6 +10,7 @@
 //! - [`process`]: workers as child processes, and the worker side of the protocol.
 //! - [`team_file`]: teams of agent files (`team.toml`), validated like agent files.
 //! - [`team`]: a team file assembled into members and the strategy that runs them.
+//! - [`team_run`]: a team file run on a task from code, its team budget watched.
 
 pub mod build;
 pub mod definition;
@@ -19,6 +20,7 @@ pub mod registry;
 pub mod reload;
 pub mod team;
 pub mod team_file;
+pub mod team_run;
 
 pub use definition::{AgentDefinition, DefinitionError, ResolvedExecution, ToolPolicy};
 pub use ipc::{AgentResult, AgentTask, Frame, FrameCodec, IpcError, PayloadSource};

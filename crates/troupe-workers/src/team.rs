@@ -1,5 +1,5 @@
 //! A team file, assembled: its local agents (built as [`build`] builds an agent) and its
-//! worker processes, each behind a [`Tracked`] member that reports its events,
+//! worker processes, each behind a tracked member that reports its events,
 //! records its results and passes its report through the firewall; and the strategy that
 //! runs them.
 

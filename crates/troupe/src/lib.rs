@@ -30,7 +30,11 @@
 //! - `server` (`troupe-server`, feature `server`): agents and teams served over HTTP, SSE,
 //!   WebSocket, AG-UI and A2A, and the A2A client for remote agents.
 //!
-//! The features `team`, `server` and `telemetry` are on by default; without them the
+//! - `workers` (`troupe-workers`, feature `workers`): agents and teams defined as files
+//!   (`agents/*.toml`, `team.toml`), built and run from code
+//!   ([`workers::team_run`]), and worker processes.
+//!
+//! The features `team`, `server`, `telemetry` and `workers` are on by default; without them the
 //! facade is the runtime, the store, the models and the tools alone.
 //!
 //! Errors from every layer convert into one [`Error`], so applications handle a single
@@ -63,6 +67,8 @@ pub use troupe_team as team;
 #[cfg(feature = "telemetry")]
 pub use troupe_telemetry as telemetry;
 pub use troupe_tools as tools;
+#[cfg(feature = "workers")]
+pub use troupe_workers as workers;
 
 /// The README's Rust examples, compiled and run as doc tests so the front door stays true.
 #[cfg(doctest)]

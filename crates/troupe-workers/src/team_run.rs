@@ -1,0 +1,319 @@
+//! A team file run on a task from code, as `troupe team run` runs it: [`TeamFiles`] finds
+//! and checks the team and its agents, [`TeamRun`] builds and assembles its members, and
+//! [`PreparedTeam::run`] runs them, passing every member's events on, watching the
+//! team's budget (tokens and USD across every member, and wall time), and reporting what
+//! each member call came to.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), troupe_workers::build::BuildError> {
+//! use troupe_workers::team_run::{TeamFiles, TeamRun};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let files = TeamFiles::load("team.toml".as_ref(), &[".troupe".into()])?;
+//! let team = TeamRun::new(&files, ".").prepare().await?;
+//! let report = team.run("Summarize the README", None, CancellationToken::new()).await;
+//! match report.failure() {
+//!     None => println!("{}", report.output),
+//!     Some(why) => eprintln!("{why}"),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::build::{self, Approvals, BuildError};
+use crate::registry::AgentRegistry;
+use crate::team::{Assembled, Record, Row, Setting, TeamResult, Work};
+use crate::team_file::{Isolation, TeamFile};
+use std::path::{Path, PathBuf};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use troupe_core::{AgentEvent, AgentEventKind};
+use troupe_model::ModelConfig;
+use troupe_team::firewall::FirewallStats;
+use troupe_team::{EventSink, TeamBudget};
+
+/// How many member events may wait for the team's watcher.
+const EVENT_BUFFER: usize = 4096;
+
+/// A team file and the agents it names, found and checked against each other.
+#[derive(Debug)]
+pub struct TeamFiles {
+    team: TeamFile,
+    registry: AgentRegistry,
+}
+
+impl TeamFiles {
+    /// Loads the team file at `path` and the agent files of `agent_dirs` (each holding
+    /// `agents/*.toml` or `agents.d/**/*.toml`); every agent the team names must be there.
+    pub fn load(path: &Path, agent_dirs: &[PathBuf]) -> Result<Self, BuildError> {
+        let team = TeamFile::load(path).map_err(|e| BuildError::Invalid(e.to_string()))?;
+        let registry = AgentRegistry::discover(agent_dirs).map_err(|e| BuildError::Invalid(e.to_string()))?;
+        Self::new(team, registry, agent_dirs)
+    }
+
+    /// `team` with the agents of `registry` (found in `searched`, for the message when
+    /// the team names an agent that is not there).
+    pub fn new(team: TeamFile, registry: AgentRegistry, searched: &[PathBuf]) -> Result<Self, BuildError> {
+        if let Err(problems) = team.check_agents(&registry) {
+            let lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            let searched: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
+            return Err(BuildError::Invalid(format!(
+                "the team names agents that are not defined (looked in {}):\n  {}",
+                searched.join(", "),
+                lines.join("\n  ")
+            )));
+        }
+        Ok(TeamFiles { team, registry })
+    }
+
+    /// The team file.
+    pub fn team(&self) -> &TeamFile {
+        &self.team
+    }
+
+    /// Its agents.
+    pub fn registry(&self) -> &AgentRegistry {
+        &self.registry
+    }
+}
+
+/// How a team file is to be run: where, with which providers, and what its members'
+/// calls that need approval do.
+pub struct TeamRun<'a> {
+    files: &'a TeamFiles,
+    workspace: PathBuf,
+    config: ModelConfig,
+    approvals: Approvals,
+}
+
+impl<'a> TeamRun<'a> {
+    /// The team of `files`, its members working in `workspace`, with the default model
+    /// configuration, refusing every call that needs approval (nobody is asked).
+    pub fn new(files: &'a TeamFiles, workspace: impl Into<PathBuf>) -> Self {
+        TeamRun { files, workspace: workspace.into(), config: ModelConfig::default(), approvals: Approvals::Refuse }
+    }
+
+    /// Providers and models as `config` (a workspace's `troupe.toml`) says.
+    pub fn config(mut self, config: ModelConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// What a member's call that needs approval does.
+    pub fn approvals(mut self, approvals: Approvals) -> Self {
+        self.approvals = approvals;
+        self
+    }
+
+    /// Builds the members: opens the store for memories when one needs it, connects the
+    /// local agents' MCP servers, and assembles the team.
+    pub async fn prepare(self) -> Result<PreparedTeam, BuildError> {
+        let TeamFiles { team, registry } = self.files;
+        let memory = build::memory_store(&self.workspace, registry.iter().map(|entry| &entry.definition)).await?;
+        let local = team.team.members.iter().filter(|m| m.isolation == Isolation::Local).map(|m| m.agent.as_str());
+        let leader_and_local = team.leader().into_iter().chain(local).filter_map(|id| registry.get(id));
+        let mcp = build::connect_mcp_each(leader_and_local).await?;
+        let (events, received) = mpsc::channel(EVENT_BUFFER);
+        let setting = Setting {
+            team,
+            registry,
+            workspace: &self.workspace,
+            config: &self.config,
+            approvals: self.approvals,
+            events,
+            memory,
+            mcp,
+        };
+        let assembled = crate::team::assemble(&setting)?;
+        Ok(PreparedTeam {
+            name: team.name().to_owned(),
+            budget: team.budget().unwrap_or_default(),
+            assembled,
+            received,
+        })
+    }
+}
+
+/// A team whose members are built, ready to run one task.
+pub struct PreparedTeam {
+    name: String,
+    budget: TeamBudget,
+    assembled: Assembled,
+    received: mpsc::Receiver<AgentEvent>,
+}
+
+impl PreparedTeam {
+    /// Who is in the team, leader first.
+    pub fn rows(&self) -> &[Row] {
+        &self.assembled.rows
+    }
+
+    /// What could not be honoured of the agent files (tools left out, a key not used).
+    pub fn notes(&self) -> &[String] {
+        &self.assembled.notes
+    }
+
+    /// Runs the team on `task` until it ends, `cancel` is cancelled, or a team budget
+    /// runs out (then every member is stopped). Every member's events go to `events`.
+    pub async fn run(self, task: &str, events: Option<EventSink>, cancel: CancellationToken) -> TeamReport {
+        let PreparedTeam { name, budget, assembled, mut received } = self;
+        let Assembled { work, firewall, records, .. } = assembled;
+        let deadline = budget.max_wall_time.map(|t| tokio::time::Instant::now() + t);
+        let mut work = tokio::spawn(Work::run(work, name, task.to_owned(), cancel.clone()));
+        let mut spend = Spend::default();
+        let mut exceeded: Option<String> = None;
+        let joined = loop {
+            let timer = async {
+                match deadline {
+                    Some(at) if exceeded.is_none() => tokio::time::sleep_until(at).await,
+                    _ => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                Some(event) = received.recv() => {
+                    spend.add(&event);
+                    forward(events.as_ref(), event).await;
+                    if exceeded.is_none() && let Some(which) = over_budget(&budget, spend.tokens, spend.cost_usd) {
+                        exceeded = Some(which);
+                        cancel.cancel();
+                    }
+                }
+                () = timer => {
+                    exceeded =
+                        Some(format!("time (max_seconds = {})", budget.max_wall_time.map_or(0, |t| t.as_secs())));
+                    cancel.cancel();
+                }
+                joined = &mut work => break joined,
+            }
+        };
+        while let Ok(event) = received.try_recv() {
+            spend.add(&event);
+            forward(events.as_ref(), event).await;
+        }
+        let (result, crashed) = match joined {
+            Ok(result) => (result, None),
+            Err(error) => (TeamResult { output: String::new(), error: None }, Some(error.to_string())),
+        };
+        let records = records.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        TeamReport {
+            output: result.output,
+            error: result.error,
+            records,
+            firewall: firewall.stats(),
+            exceeded,
+            cancelled: cancel.is_cancelled(),
+            crashed,
+            tokens: spend.tokens,
+            cost_usd: spend.cost_usd,
+        }
+    }
+}
+
+async fn forward(events: Option<&EventSink>, event: AgentEvent) {
+    if let Some(sink) = events {
+        // A watcher that went away does not stop the team.
+        let _ = sink.send(event).await;
+    }
+}
+
+/// What the team's members have spent together, from their events.
+#[derive(Default)]
+struct Spend {
+    tokens: u64,
+    cost_usd: f64,
+}
+
+impl Spend {
+    fn add(&mut self, event: &AgentEvent) {
+        if let AgentEventKind::Usage { usage, cost_usd, .. } = &event.kind {
+            self.tokens += usage.total();
+            if let Some(cost) = cost_usd.filter(|c| c.is_finite()) {
+                self.cost_usd += cost;
+            }
+        }
+    }
+}
+
+/// Which of the team's budgets `tokens` and `cost_usd`, spent by every member together,
+/// have crossed, if any, with the limit that was crossed.
+pub fn over_budget(budget: &TeamBudget, tokens: u64, cost_usd: f64) -> Option<String> {
+    if let Some(max) = budget.max_usd
+        && cost_usd >= max
+    {
+        return Some(format!("usd (max_usd = {max})"));
+    }
+    if let Some(max) = budget.max_total_tokens
+        && tokens >= max
+    {
+        return Some(format!("tokens (max_total_tokens = {max})"));
+    }
+    None
+}
+
+/// What a team run came to.
+#[derive(Clone, Debug)]
+pub struct TeamReport {
+    /// The answer (possibly partial).
+    pub output: String,
+    /// Why the team's strategy did not complete, when it did not.
+    pub error: Option<String>,
+    /// Every member call, in the order they ended.
+    pub records: Vec<Record>,
+    /// What the firewall passed, dropped and redacted.
+    pub firewall: FirewallStats,
+    /// The team budget that ran out, if one did, with its limit.
+    pub exceeded: Option<String>,
+    /// Whether the team was stopped (cancelled, or a budget ran out).
+    pub cancelled: bool,
+    /// Why the team's task crashed, if it did.
+    pub crashed: Option<String>,
+    /// Tokens every member spent together.
+    pub tokens: u64,
+    /// USD every member spent together (priced models only).
+    pub cost_usd: f64,
+}
+
+impl TeamReport {
+    /// Why the team did not complete its task; `None` when it did, every member call
+    /// included.
+    pub fn failure(&self) -> Option<String> {
+        if let Some(crash) = &self.crashed {
+            return Some(format!("the team's task crashed: {crash}"));
+        }
+        if let Some(which) = &self.exceeded {
+            return Some(format!("the team stopped: its {which} budget ran out ([team.budget])"));
+        }
+        if self.cancelled {
+            return Some("the team was cancelled".to_owned());
+        }
+        let failed: Vec<String> = self
+            .records
+            .iter()
+            .filter(|r| !r.success)
+            .map(|r| format!("{}: {}", r.name, r.error.as_deref().unwrap_or("it did not complete")))
+            .collect();
+        match (&self.error, failed.is_empty()) {
+            (None, true) => None,
+            (Some(error), true) => Some(format!("the team did not complete: {error}")),
+            (_, false) => Some(format!("the team did not complete: {}", failed.join("; "))),
+        }
+    }
+
+    /// Whether the team completed its task.
+    pub fn is_completed(&self) -> bool {
+        self.failure().is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_budget_crossed_is_named_with_its_limit() {
+        let budget = TeamBudget { max_usd: Some(1.0), max_total_tokens: Some(100), ..TeamBudget::default() };
+        assert_eq!(over_budget(&budget, 99, 0.5), None);
+        assert_eq!(over_budget(&budget, 100, 0.5).as_deref(), Some("tokens (max_total_tokens = 100)"));
+        assert_eq!(over_budget(&budget, 100, 1.0).as_deref(), Some("usd (max_usd = 1)"));
+    }
+}

@@ -1,0 +1,93 @@
+//! A team file run from code (`troupe_workers::team_run`), as an SDK user runs one: the
+//! shipped example team on the offline demo model, its members in this process.
+
+use std::path::{Path, PathBuf};
+use tempfile::TempDir;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use troupe_core::AgentEventKind;
+use troupe_workers::team_run::{TeamFiles, TeamRun};
+
+/// The repository's example team (`examples/team`) with `edit` applied to its team file,
+/// every member local, and its agents next to it.
+fn example_team(edit: impl Fn(&str) -> String) -> TempDir {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team");
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let team = std::fs::read_to_string(example.join("team.toml")).expect("reads the example");
+    let local = team.replace(r#"isolation = "process""#, r#"isolation = "local""#);
+    assert_ne!(local, team, "the example has a process member to make local");
+    std::fs::write(dir.path().join("team.toml"), edit(&local)).expect("writes the team file");
+    std::fs::create_dir_all(dir.path().join("agents")).expect("creates agents/");
+    for entry in std::fs::read_dir(example.join("agents")).expect("lists the example's agents") {
+        let path = entry.expect("an entry").path();
+        std::fs::copy(&path, dir.path().join("agents").join(path.file_name().expect("a name"))).expect("copies");
+    }
+    dir
+}
+
+/// A workspace with a README.
+fn workspace() -> TempDir {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    std::fs::write(dir.path().join("README.md"), "# Gadget\n\nA gadget for tests.\n").expect("writes");
+    dir
+}
+
+fn files(dir: &TempDir) -> TeamFiles {
+    let agents: Vec<PathBuf> = vec![dir.path().to_owned()];
+    TeamFiles::load(&dir.path().join("team.toml"), &agents).expect("the team and its agents load")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_file_runs_from_code_with_every_member_and_their_events() {
+    let (dir, workspace) = (example_team(str::to_owned), workspace());
+    let files = files(&dir);
+    let team = TeamRun::new(&files, workspace.path()).prepare().await.expect("the members build");
+    let names: Vec<&str> = team.rows().iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["lead", "researcher", "reviewer"]);
+    let (events, mut received) = mpsc::channel::<troupe_core::AgentEvent>(1024);
+    let watcher = tokio::spawn(async move {
+        let mut finished = Vec::new();
+        while let Some(event) = received.recv().await {
+            if let AgentEventKind::RunFinished { .. } = event.kind {
+                finished.push(event.attribution.agent_id.to_string());
+            }
+        }
+        finished
+    });
+    let report = team.run("Describe this repository", Some(events), CancellationToken::new()).await;
+    assert_eq!(report.failure(), None, "{report:?}");
+    assert!(report.output.starts_with("The team worked on “Describe this repository”"), "{}", report.output);
+    for teammate in ["researcher", "reviewer"] {
+        let line = report.output.lines().find(|l| l.starts_with(&format!("- {teammate}: "))).unwrap_or_default();
+        assert!(line.contains(&format!("as {teammate}")), "{teammate}'s report reached the leader: {}", report.output);
+    }
+    assert_eq!(report.records.len(), 3, "two delegated calls and the leader's: {:?}", report.records);
+    assert!(report.records.iter().all(|r| r.success), "{:?}", report.records);
+    assert_eq!(report.firewall.passed, 2, "both reports passed the firewall");
+    let mut finished = watcher.await.expect("the watcher ends with the team");
+    finished.sort();
+    assert_eq!(finished, ["lead", "researcher", "reviewer"], "every member's events were passed on");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_team_budget_counts_every_member_and_stops_the_team() {
+    let dir = example_team(|team| team.replace("max_total_tokens = 200000", "max_total_tokens = 1"));
+    let workspace = workspace();
+    let files = files(&dir);
+    let team = TeamRun::new(&files, workspace.path()).prepare().await.expect("the members build");
+    let report = team.run("Describe this repository", None, CancellationToken::new()).await;
+    assert_eq!(report.exceeded.as_deref(), Some("tokens (max_total_tokens = 1)"), "{report:?}");
+    assert!(report.tokens >= 1, "the spend was counted from the members' events");
+    let failure = report.failure().expect("a team over its budget did not complete");
+    assert!(failure.contains("its tokens (max_total_tokens = 1) budget ran out"), "{failure}");
+}
+
+#[test]
+fn a_team_naming_an_agent_that_is_not_there_is_refused_with_where_it_looked() {
+    let dir = example_team(|team| team.replace(r#"agent = "reviewer""#, r#"agent = "critic""#));
+    let agents: Vec<PathBuf> = vec![dir.path().to_owned()];
+    let error = TeamFiles::load(&dir.path().join("team.toml"), &agents).expect_err("an unknown agent is refused");
+    let message = error.to_string();
+    assert!(message.contains("critic") && message.contains(&dir.path().display().to_string()), "{message}");
+    assert!(error.is_usage());
+}
