@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use troupe::core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId, RunOutcomeKind, Usage};
+use troupe::core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId, RunOutcomeKind};
 use troupe::runtime::durable::{Durability, is_dead_local_owner, unique_owner};
 use troupe::runtime::{Agent, ApprovalPolicy, EVENT_BUFFER, RunInput};
 use troupe::server::{LaunchError, LaunchedRun, Launcher, RunEnd, Server, ServerConfig, Target, TargetKind, Token};
@@ -23,6 +23,7 @@ use troupe::store::{RunFilter, RunStatus, Store};
 use troupe_model::ModelConfig;
 use troupe_workers::registry::AgentRegistry;
 use troupe_workers::team_file::{Isolation, TeamFile};
+use troupe_workers::team_run::TeamSpend;
 
 /// Arguments of `troupe serve`.
 #[derive(Debug, clap::Args)]
@@ -396,7 +397,7 @@ impl TeamServing {
                 tokio::select! {
                     Some(event) = members_events.next() => {
                         spent.observe(&event);
-                        if exceeded.is_none() && let Some(which) = troupe_workers::team_run::over_budget(&budget, spent.usage.total(), spent.cost_usd) {
+                        if exceeded.is_none() && let Some(which) = spent.over(&budget) {
                             exceeded = Some(which);
                             stop.cancel();
                         }
@@ -442,24 +443,6 @@ impl TeamServing {
             cancel,
             end: Box::pin(async move { done_rx.await.unwrap_or_else(|_| RunEnd::failed("the team's task crashed")) }),
         })
-    }
-}
-
-/// Tokens and cost of every member's model calls, from their `usage` events.
-#[derive(Default)]
-struct TeamSpend {
-    usage: Usage,
-    cost_usd: f64,
-}
-
-impl TeamSpend {
-    fn observe(&mut self, event: &AgentEvent) {
-        if let AgentEventKind::Usage { usage, cost_usd, .. } = &event.kind {
-            self.usage += *usage;
-            if let Some(cost) = cost_usd.filter(|c| c.is_finite()) {
-                self.cost_usd += cost;
-            }
-        }
     }
 }
 

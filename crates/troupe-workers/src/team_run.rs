@@ -27,7 +27,7 @@ use crate::team_file::{Isolation, TeamFile};
 use std::path::{Path, PathBuf};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use troupe_core::{AgentEvent, AgentEventKind};
+use troupe_core::{AgentEvent, AgentEventKind, Usage};
 use troupe_model::ModelConfig;
 use troupe_team::firewall::FirewallStats;
 use troupe_team::{EventSink, TeamBudget};
@@ -160,7 +160,7 @@ impl PreparedTeam {
         let Assembled { work, firewall, records, .. } = assembled;
         let deadline = budget.max_wall_time.map(|t| tokio::time::Instant::now() + t);
         let mut work = tokio::spawn(Work::run(work, name, task.to_owned(), cancel.clone()));
-        let mut spend = Spend::default();
+        let mut spend = TeamSpend::default();
         let mut exceeded: Option<String> = None;
         let joined = loop {
             let timer = async {
@@ -171,9 +171,9 @@ impl PreparedTeam {
             };
             tokio::select! {
                 Some(event) = received.recv() => {
-                    spend.add(&event);
+                    spend.observe(&event);
                     forward(events.as_ref(), event).await;
-                    if exceeded.is_none() && let Some(which) = over_budget(&budget, spend.tokens, spend.cost_usd) {
+                    if exceeded.is_none() && let Some(which) = spend.over(&budget) {
                         exceeded = Some(which);
                         cancel.cancel();
                     }
@@ -187,7 +187,7 @@ impl PreparedTeam {
             }
         };
         while let Ok(event) = received.try_recv() {
-            spend.add(&event);
+            spend.observe(&event);
             forward(events.as_ref(), event).await;
         }
         let (result, crashed) = match joined {
@@ -203,7 +203,7 @@ impl PreparedTeam {
             exceeded,
             cancelled: cancel.is_cancelled(),
             crashed,
-            tokens: spend.tokens,
+            tokens: spend.usage.total(),
             cost_usd: spend.cost_usd,
         }
     }
@@ -216,21 +216,30 @@ async fn forward(events: Option<&EventSink>, event: AgentEvent) {
     }
 }
 
-/// What the team's members have spent together, from their events.
-#[derive(Default)]
-struct Spend {
-    tokens: u64,
-    cost_usd: f64,
+/// What a team's members have spent together, counted from their `usage` events.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TeamSpend {
+    /// Every member's tokens.
+    pub usage: Usage,
+    /// Every member's cost in USD (priced models only).
+    pub cost_usd: f64,
 }
 
-impl Spend {
-    fn add(&mut self, event: &AgentEvent) {
+impl TeamSpend {
+    /// Counts `event` when it is a model call's usage.
+    pub fn observe(&mut self, event: &AgentEvent) {
         if let AgentEventKind::Usage { usage, cost_usd, .. } = &event.kind {
-            self.tokens += usage.total();
+            self.usage += *usage;
             if let Some(cost) = cost_usd.filter(|c| c.is_finite()) {
                 self.cost_usd += cost;
             }
         }
+    }
+
+    /// The first of `budget`'s token and USD limits this spend has reached, with its
+    /// limit (see [`over_budget`]).
+    pub fn over(&self, budget: &TeamBudget) -> Option<String> {
+        over_budget(budget, self.usage.total(), self.cost_usd)
     }
 }
 
