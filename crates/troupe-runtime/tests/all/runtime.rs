@@ -1,7 +1,7 @@
 //! The runtime around the loop: many concurrent runs, pausing and resuming, signals at
 //! boundaries and their hooks, the time limit, the compaction hook, configuration errors.
 
-mod common;
+use crate::common;
 
 use common::{Harness, Reader, Wire, check_events, drain, kind_name, until_event};
 use futures::StreamExt;

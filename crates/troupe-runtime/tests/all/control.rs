@@ -1,7 +1,7 @@
 //! Controlling a run from outside, through the scripted model and over HTTP for each wire:
 //! cancellation mid-stream and mid-tool, and approvals (approve, reject, modify, always).
 
-mod common;
+use crate::common;
 
 use common::{Harness, Wire, check_events, drain, until_event};
 use schemars::JsonSchema;

@@ -2,7 +2,7 @@
 //! allow-list), their middlewares the stack; they are initialized once, before the first
 //! run goes on, and shut down once with the engine.
 
-mod common;
+use crate::common;
 
 use common::{Harness, Wire, check_events};
 use futures::FutureExt;

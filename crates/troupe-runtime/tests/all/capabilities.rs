@@ -1,6 +1,6 @@
 //! Capabilities are checked before approval is asked, and every decision is audited.
 
-mod common;
+use crate::common;
 
 use common::{Harness, Wire, check_events};
 use serde_json::json;

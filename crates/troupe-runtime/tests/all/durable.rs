@@ -20,7 +20,7 @@ use troupe_runtime::{
 use troupe_store::{EvidenceKind, Flush, RunStatus, Store, Trigger, verify_chain};
 use troupe_testkit::{MockTurn, ScriptedModel};
 
-mod recording;
+use crate::recording;
 use recording::{Log, RecordingStore};
 use troupe_tools::{Effect, Idempotency, Tool, ToolCatalog, ToolError, ToolOutput, Workspace, typed_tool};
 

@@ -4,7 +4,7 @@
 //! applied. The model is the mock HTTP server, whose recorded request bodies show what each
 //! call was made with.
 
-mod common;
+use crate::common;
 
 use common::{Harness, Wire, check_events};
 use serde_json::{Value, json};

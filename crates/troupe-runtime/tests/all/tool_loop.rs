@@ -2,7 +2,7 @@
 //! multi-turn run to an answer, two calls in one turn, tool errors the model recovers
 //! from, output-limit recovery, budgets, model errors.
 
-mod common;
+use crate::common;
 
 use common::{Harness, Wire, check_events, kind_name};
 use serde_json::json;

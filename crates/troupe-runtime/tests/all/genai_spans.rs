@@ -2,7 +2,7 @@
 //! layer: names, attributes, nesting (chat and tool spans under the run's, a delegated
 //! run under the tool call that started it), errors, and content only when asked for.
 
-mod common;
+use crate::common;
 
 use common::{Harness, Wire};
 use futures::FutureExt;

@@ -3,7 +3,7 @@
 //! result; the summary strategy makes its auxiliary call; the attempt bound holds; the
 //! provider's reported usage corrects the estimate.
 
-mod common;
+use crate::common;
 
 use common::{Harness, Wire, check_events};
 use schemars::JsonSchema;

@@ -2,7 +2,7 @@
 //! keeps and records, over the scripted model and each wire; refusals; rate limits that
 //! wait; and durable runs whose evidence and resume see what the middlewares made.
 
-mod common;
+use crate::common;
 
 use common::{Harness, Wire, check_events};
 use futures::FutureExt;

@@ -1,0 +1,18 @@
+//! troupe-runtime's integration tests, as one binary: each module was a test binary of its
+//! own, and each linked the whole stack. `common` is the shared harness (one per wire),
+//! `recording` a store that notes every call a run makes.
+
+#[macro_use]
+mod common;
+mod recording;
+
+mod capabilities;
+mod compaction;
+mod control;
+mod durable;
+mod genai_spans;
+mod middleware;
+mod plugins;
+mod reconfigure;
+mod runtime;
+mod tool_loop;
