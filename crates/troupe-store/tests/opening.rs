@@ -260,7 +260,14 @@ async fn a_version_2_database_migrates_to_the_work_queue() {
     a_version_2_sqlite_database(&path).await;
 
     let store = troupe_store::open(path.to_str().expect("UTF-8")).await.expect("a version 2 store opens");
-    assert_eq!((store.info().schema_version, SCHEMA_VERSION), (3, 3));
+    assert_eq!(store.info().schema_version, SCHEMA_VERSION);
+    let indexes: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runs' ORDER BY name")
+            .fetch_all(troupe_store::sqlite::SqliteStore::open(&path).await.expect("a second handle").pool())
+            .await
+            .expect("the indexes");
+    let named: Vec<&str> = indexes.iter().map(String::as_str).filter(|n| !n.starts_with("sqlite_")).collect();
+    assert_eq!(named, ["runs_by_creation", "runs_by_status"], "no index on the column every checkpoint changes");
     assert!(store.load_run("run-old").await.expect("load_run").is_some(), "the old run is kept");
     assert_eq!(store.search_memory("agent:coder", "kept", 0).await.expect("search").len(), 1, "so is the memory");
     let item = NewWork {
@@ -278,7 +285,7 @@ async fn a_version_2_database_migrates_to_the_work_queue() {
     store.close().await.expect("closes");
 
     let again = troupe_store::open(path.to_str().expect("UTF-8")).await.expect("the migrated store reopens");
-    assert_eq!(again.info().schema_version, 3);
+    assert_eq!(again.info().schema_version, SCHEMA_VERSION);
     again.close().await.expect("closes");
 }
 
@@ -358,7 +365,7 @@ async fn a_version_2_postgres_schema_migrates_to_the_work_queue() {
     let opened = PostgresStore::connect_in_schema(&url, &schema).await;
     let outcome = async {
         let store = opened.expect("a version 2 schema opens");
-        assert_eq!(store.info().schema_version, 3);
+        assert_eq!(store.info().schema_version, troupe_store::schema::SCHEMA_VERSION);
         assert_eq!(store.search_memory("agent:coder", "kept", 0).await.expect("search").len(), 1);
         let item = NewWork {
             queue: "team".into(),

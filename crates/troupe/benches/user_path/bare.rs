@@ -13,6 +13,8 @@ pub struct BareLoop {
     url: String,
     model: String,
     tools: Value,
+    /// With a floor: each run recorded as a power-loss-safe record at least must be.
+    floor: Option<(crate::floor::Floor, std::sync::atomic::AtomicI64)>,
 }
 
 /// A tool call being assembled from its streamed fragments.
@@ -34,7 +36,14 @@ impl BareLoop {
             url: format!("{base_url}/v1/chat/completions"),
             model: model.to_owned(),
             tools,
+            floor: None,
         }
+    }
+
+    /// The same loop, recording each run in `floor`.
+    pub fn recorded(mut self, floor: crate::floor::Floor) -> Self {
+        self.floor = Some((floor, std::sync::atomic::AtomicI64::new(0)));
+        self
     }
 
     /// One run: model calls until the model answers; returns the answer and the number
@@ -45,6 +54,11 @@ impl BareLoop {
             json!({"role": "user", "content": TASK}),
         ];
         let mut tool_calls = 0;
+        let record =
+            self.floor.as_ref().map(|(floor, ids)| (floor, ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+        if let Some((floor, id)) = record {
+            floor.create(id, &messages).await?;
+        }
         for _ in 0..8 {
             let body = json!({
                 "model": self.model,
@@ -66,6 +80,10 @@ impl BareLoop {
             }
             let (text, calls) = read_stream(response).await?;
             if calls.is_empty() {
+                if let Some((floor, id)) = record {
+                    messages.push(json!({"role": "assistant", "content": text}));
+                    floor.save(id, &messages, "completed").await?;
+                }
                 return Ok((text, tool_calls));
             }
             let wire_calls: Vec<Value> = calls
@@ -75,6 +93,9 @@ impl BareLoop {
                 )
                 .collect();
             messages.push(json!({"role": "assistant", "content": null, "tool_calls": wire_calls}));
+            if let Some((floor, id)) = record {
+                floor.save(id, &messages, "running").await?;
+            }
             for call in calls {
                 let arguments: Value = serde_json::from_str(&call.arguments).map_err(|e| e.to_string())?;
                 let key = arguments["key"].as_str().ok_or("no key")?;

@@ -19,12 +19,15 @@
 //! in-flight run: the rise of the peak RSS over the RSS before the pass, divided by
 //! 10,000). The targets are printed beside the figures.
 //!
-//! `cargo bench -p troupe --bench user_path` (about two minutes). Outside `cargo bench`
+//! `cargo bench -p troupe --bench user_path` (about two minutes); with
+//! `USER_PATH_ONLY=contender:store:n` (e.g. `troupe:sqlite:100`) only that pass runs, for
+//! a profiler. Outside `cargo bench`
 //! (e.g. `cargo test --benches`) each pass is short and small: it only checks that
 //! every contender works.
 
 mod bare;
 mod contender;
+mod floor;
 mod measure;
 mod workload;
 
@@ -102,6 +105,17 @@ fn main() {
         seconds,
         model: workload::FAST_MODEL,
     };
+    if let Ok(only) = std::env::var("USER_PATH_ONLY") {
+        // One pass, for a profiler: `contender:store:n`, e.g. `troupe:sqlite:100`.
+        let parts: Vec<&str> = only.splitn(3, ':').collect();
+        let [contender, store, n] = parts[..] else { panic!("USER_PATH_ONLY is contender:store:n, not {only:?}") };
+        let contender = if contender == "bare" { "bare" } else { "troupe" };
+        let store = if contender == "bare" && store != "none" { "sqlite" } else { store };
+        let n = n.parse().unwrap_or_else(|_| panic!("USER_PATH_ONLY's n is a number, not {n:?}"));
+        let report = run_pass(&throughput(contender, store, n), &url);
+        println!("user_path: {only}: {:.1} µs CPU/run, {:.0} runs/s", cpu_us_per_run(&report), runs_per_s(&report));
+        return;
+    }
     let mut failures = Vec::new();
     let mut run = |label: &str, pass: Pass| {
         let report = run_pass(&pass, &url);
@@ -126,6 +140,7 @@ fn main() {
     let sqlite_1 = run("troupe + SQLite, 1 at a time", throughput("troupe", "sqlite", 1));
     let deferred_1 = run("troupe + SQLite, turns deferred, 1", throughput("troupe", "sqlite-deferred", 1));
     let pg_1 = run("troupe + PostgreSQL, 1", throughput("troupe", &postgres, 1));
+    let floor_1 = run("bare loop + SQLite floor, 1", throughput("bare", "sqlite", 1));
     let bare_100 = run("bare loop, 100 at a time", throughput("bare", "none", 100));
     let troupe_100 = run("troupe, 100 at a time", throughput("troupe", "none", 100));
     let sqlite_100 = run("troupe + SQLite, 100", throughput("troupe", "sqlite", 100));
@@ -181,6 +196,13 @@ fn main() {
         runs_per_s(&pg_100) / runs_per_s(&troupe_100).max(1e-9),
         per_run_kib(&bare_wide),
         runs_per_s(&troupe_100) / runs_per_s(&bare_100).max(1e-9),
+    );
+    println!(
+        "user_path: for reference: the floor at 1 at a time, the bare loop recording its runs by hand in the same \
+         five flushed SQLite commits: {:.2}× the bare loop; it adds {:.0} µs per run, troupe's record adds {:.0} µs",
+        ratio(&floor_1, &bare_1),
+        cpu_us_per_run(&floor_1) - cpu_us_per_run(&bare_1),
+        cpu_us_per_run(&sqlite_1) - cpu_us_per_run(&troupe_1),
     );
     drop(server);
     assert!(failures.is_empty(), "passes with failed runs: {failures:#?}");

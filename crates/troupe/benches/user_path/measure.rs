@@ -89,7 +89,11 @@ fn pass(
     let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).map_err(|e| e.to_string())?;
     let contender = runtime.block_on(async {
         Ok::<_, String>(match (contender, store) {
-            ("bare", _) => Contender::Bare(crate::bare::BareLoop::new(url, model, lookup_parameters())),
+            ("bare", "none") => Contender::Bare(crate::bare::BareLoop::new(url, model, lookup_parameters())),
+            ("bare", "sqlite") => {
+                let floor = crate::floor::Floor::open(&scratch.path().join("floor.db"))?;
+                Contender::Bare(crate::bare::BareLoop::new(url, model, lookup_parameters()).recorded(floor))
+            }
             ("troupe", "none") => Contender::Troupe(troupe_agent(url, model, None)),
             ("troupe", sqlite @ ("sqlite" | "sqlite-deferred")) => {
                 let path = scratch.path().join("troupe.db");
