@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use troupe::runtime::Agent;
 use troupe_model::ModelConfig;
 use troupe_workers::definition::AgentDefinition;
+use troupe_workers::ipc::AgentTask;
 use troupe_workers::ipc::channel::stdio;
-use troupe_workers::ipc::{AgentTask, ToolPolicy};
 use troupe_workers::process::{SandboxPolicy, ServeOptions, confine, serve};
 
 /// The arguments of `troupe agent run` that its worker mode reads.
@@ -115,7 +115,7 @@ fn build(prepared: &Prepared, task: &AgentTask) -> Result<Agent, String> {
     let runner = setup::runner(&prepared.workspace, providers).map_err(describe)?;
     if let Some(definition) = &prepared.definition {
         // The file's denied tools leave the catalog, not only the approval policy.
-        let policy = definition_policy(definition);
+        let policy = definition.tool_policy();
         let named =
             spec.tools.take().unwrap_or_else(|| runner.catalog().names().into_iter().map(str::to_owned).collect());
         // A tool this worker's catalog lacks (web.*, memory.*, MCP tools) is left out, as
@@ -131,15 +131,6 @@ fn build(prepared: &Prepared, task: &AgentTask) -> Result<Agent, String> {
     }
     setup::validate(&runner, &spec).map_err(describe)?;
     Ok(Agent::new(runner, spec))
-}
-
-/// The agent file's tool policy in the protocol's terms.
-fn definition_policy(definition: &AgentDefinition) -> ToolPolicy {
-    let policy = definition.tool_policy();
-    ToolPolicy {
-        allowed: policy.allowed.map(|names| names.into_iter().collect()),
-        denied: policy.denied.into_keys().collect(),
-    }
 }
 
 fn describe(failure: Failure) -> String {

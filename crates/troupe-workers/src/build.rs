@@ -283,7 +283,7 @@ fn offered_mcp(names: &[String], mcp: Option<&McpToolset>, definition: &AgentDef
     let servers: Vec<&str> = mcp.map(|m| m.clients().iter().map(|c| c.name()).collect()).unwrap_or_default();
     names
         .iter()
-        .filter(|name| !policy.denied.contains_key(*name))
+        .filter(|name| !policy.denied().contains_key(*name))
         .filter(|name| {
             let server = servers.iter().find(|s| name.starts_with(&format!("{s}/")));
             let listed_of_server: Vec<&String> =

@@ -84,7 +84,8 @@ pub use sections::{
     ProviderSection, ReportFormat, ReportingMode, ReportingSection, RetrySection, SystemSection, default_args,
 };
 pub use templates::{TEMPLATES, Template};
-pub use tools::{DenyEntry, ToolEntry, ToolPolicy, ToolsSection};
+pub use tools::{DenyEntry, ToolEntry, ToolsSection};
+use troupe_tools::ToolPolicy;
 
 pub(crate) use error::value_location;
 

@@ -22,8 +22,9 @@ pub mod team;
 pub mod team_file;
 pub mod team_run;
 
-pub use definition::{AgentDefinition, DefinitionError, ResolvedExecution, ToolPolicy};
+pub use definition::{AgentDefinition, DefinitionError, ResolvedExecution};
 pub use ipc::{AgentResult, AgentTask, Frame, FrameCodec, IpcError, PayloadSource};
 pub use process::{ProcessMember, WorkerConfig, WorkerOutcome, WorkerTask};
 pub use registry::{AgentRegistry, RegistryError, default_config_dirs};
 pub use team_file::{Isolation, TeamFile, TeamStrategy};
+pub use troupe_tools::ToolPolicy;

@@ -5,7 +5,6 @@
 
 use crate::build::{self, AgentBuild, Approvals, BuildError, Ceilings};
 use crate::definition::AgentDefinition;
-use crate::ipc::ToolPolicy;
 use crate::process::{Backoff, ProcessMember, WorkerConfig};
 use crate::registry::{AgentRegistry, RegisteredAgent};
 use crate::team_file::{Isolation, TeamFile, TeamStrategy};
@@ -315,9 +314,10 @@ fn worker(
     let worker_tools: Vec<String> = troupe_tools::coding_tools().iter().map(|t| t.declaration().name.clone()).collect();
     let policy = definition.tool_policy();
     let mut note = None;
-    let allowed = match policy.allowed {
+    let allowed = match policy.allowed() {
         Some(allowed) => {
-            let (kept, left): (Vec<String>, Vec<String>) = allowed.into_iter().partition(|t| worker_tools.contains(t));
+            let (kept, left): (Vec<String>, Vec<String>) =
+                allowed.iter().cloned().partition(|t| worker_tools.contains(t));
             if !left.is_empty() {
                 note = Some(format!("{}: its worker has no {}; left out", definition.id(), left.join(", ")));
             }
@@ -325,7 +325,7 @@ fn worker(
         }
         None => worker_tools,
     };
-    let policy = ToolPolicy { allowed: Some(allowed), denied: policy.denied.into_keys().collect() };
+    let policy = policy.allowing(allowed);
     Ok((config.tool_policy(policy), note))
 }
 

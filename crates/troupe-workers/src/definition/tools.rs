@@ -39,8 +39,9 @@ use super::names::check_tool_name;
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
+use troupe_tools::ToolPolicy;
 
 /// A tool the agent may call (`[[tools]]` or `[[tools.allow]]`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,36 +168,11 @@ impl ToolsSection {
 
     /// The policy these entries make.
     pub fn policy(&self) -> ToolPolicy {
-        ToolPolicy {
-            allowed: self.enabled().map(|names| names.into_iter().collect()),
-            denied: self.deny.iter().map(|d| (d.name.clone(), d.reason.clone())).collect(),
-        }
-    }
-}
-
-/// Which tools an agent may call: an allow list (or every tool) minus a deny list.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolPolicy {
-    /// The tools allowed; `None` for every tool not denied.
-    pub allowed: Option<BTreeSet<String>>,
-    /// The tools denied, with why.
-    pub denied: BTreeMap<String, String>,
-}
-
-impl ToolPolicy {
-    /// Whether `tool` may be called; `Err` says why not, for the model.
-    pub fn check(&self, tool: &str) -> Result<(), String> {
-        if let Some(reason) = self.denied.get(tool) {
-            return Err(format!("`{tool}` is denied: {reason}"));
-        }
-        match &self.allowed {
-            Some(allowed) if !allowed.contains(tool) => {
-                let list: Vec<&str> = allowed.iter().map(String::as_str).collect();
-                let list = if list.is_empty() { "none".to_owned() } else { list.join(", ") };
-                Err(format!("`{tool}` is not among this agent's tools ({list})"))
-            }
-            _ => Ok(()),
-        }
+        let policy = match self.enabled() {
+            Some(names) => ToolPolicy::only(names),
+            None => ToolPolicy::allow_all(),
+        };
+        self.deny.iter().fold(policy, |policy, d| policy.deny_because(d.name.clone(), d.reason.clone()))
     }
 }
 
@@ -248,7 +224,7 @@ mod tests {
     #[test]
     fn deny_only_denies_from_every_tool() {
         let policy = tools("[[tools.deny]]\nname = \"shell\"\n").policy();
-        assert_eq!(policy.allowed, None);
+        assert_eq!(policy.allowed(), None);
         assert!(policy.check("fs.write").is_ok());
         assert!(policy.check("shell").is_err());
         assert_eq!(ToolsSection::default().enabled(), None);

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use troupe_core::RunId;
 use troupe_runtime::AgentSpec;
+pub use troupe_tools::ToolPolicy;
 
 /// A task for a worker: the first frame a coordinator sends.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -124,55 +125,4 @@ pub struct TaskOutputs {
     /// for checking a payload's round trip.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub echo_payloads: bool,
-}
-
-/// Which tools an agent may call: only `allowed` ones when it is given, never `denied` ones.
-///
-/// The worker removes every tool outside the policy from the agent's catalog, so a call of
-/// one is answered as a call of an unknown tool; the coordinator checks the event stream
-/// against the same policy and kills a worker that calls one anyway.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolPolicy {
-    /// The only tools that may be called; `None` for every tool not denied.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allowed: Option<Vec<String>>,
-    /// Tools that may never be called, whatever `allowed` says.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub denied: Vec<String>,
-}
-
-impl ToolPolicy {
-    /// Every tool allowed.
-    pub fn allow_all() -> Self {
-        ToolPolicy::default()
-    }
-
-    /// Only the named tools.
-    pub fn only<S: Into<String>>(names: impl IntoIterator<Item = S>) -> Self {
-        ToolPolicy { allowed: Some(names.into_iter().map(Into::into).collect()), denied: Vec::new() }
-    }
-
-    /// The same policy, also denying `name`.
-    pub fn deny(mut self, name: impl Into<String>) -> Self {
-        self.denied.push(name.into());
-        self
-    }
-
-    /// Whether `tool` may be called.
-    pub fn permits(&self, tool: &str) -> bool {
-        !self.denied.iter().any(|d| d == tool) && self.allowed.as_ref().is_none_or(|a| a.iter().any(|n| n == tool))
-    }
-
-    /// What both policies permit: the intersection of the allowed lists, the union of the
-    /// denied ones.
-    pub fn and(&self, other: &ToolPolicy) -> ToolPolicy {
-        let allowed = match (&self.allowed, &other.allowed) {
-            (None, None) => None,
-            (Some(a), None) | (None, Some(a)) => Some(a.clone()),
-            (Some(a), Some(b)) => Some(a.iter().filter(|n| b.contains(n)).cloned().collect()),
-        };
-        let mut denied = self.denied.clone();
-        denied.extend(other.denied.iter().filter(|n| !self.denied.contains(n)).cloned());
-        ToolPolicy { allowed, denied }
-    }
 }
