@@ -14,7 +14,7 @@ use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::Context;
-use troupe::runtime::Worker;
+use troupe::runtime::QueueWorker;
 use troupe::runtime::durable::{Durability, fire_due, unique_owner};
 use troupe::store::{QueueEntry, Store, now_millis};
 
@@ -66,7 +66,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
     // Nobody reads a worker's runs live: their events need not be kept.
     let runner = setup::runner(&workspace, providers)?.with_store(durability).keep_events(false);
     let poll = Duration::from_millis(args.poll_ms);
-    let mut worker = Worker::new(runner)
+    let mut worker = QueueWorker::new(runner)
         .map_err(|e| Failure::Usage(e.into()))?
         .concurrency(usize::try_from(args.concurrency).unwrap_or(1))
         .idle_poll(poll);
@@ -154,7 +154,7 @@ fn stop_on_signals(shutdown: CancellationToken) {
 
 /// Reports the runtime worker's claims and ends on stderr: `claimed RUN`, `ended RUN STATUS`.
 ///
-/// The runtime's [`Worker`] reports them only as tracing events, so this layer reads
+/// The runtime's [`QueueWorker`] reports them only as tracing events, so this layer reads
 /// those.
 pub struct ClaimLog;
 

@@ -1,10 +1,15 @@
 //! [`ApiKey`]: a secret that never prints.
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// An API key. Its `Debug` output is redacted and it has no `Display`, so it cannot reach
 /// a log line, an error message or a panic by accident.
-#[derive(Clone, PartialEq, Eq)]
+///
+/// It reads from and writes to configuration (an agent file's `api_key`) as a plain
+/// string: only what the user wrote there is ever written back.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct ApiKey(String);
 
 impl ApiKey {

@@ -151,7 +151,7 @@ pub use compaction::{
     TRIMMED_NOTE_PREFIX, TokenEstimator,
 };
 pub use cost::{CostTracker, ModelCost};
-pub use durable::{Durability, ResumePlan, StoredInput, Worker, plan_resume};
+pub use durable::{Durability, QueueWorker, ResumePlan, StoredInput, plan_resume};
 pub use error::RuntimeError;
 pub use handle::{EVENT_BUFFER, RunEvents, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
 pub use live_spec::{AppliedSpec, LiveSpec, SpecRevision, SpecUpdate, changed_fields, validate_limits};

@@ -10,7 +10,7 @@
 //! - applies signals through the store, in append order, each exactly once.
 //!
 //! [`Runner::resume_run`](crate::Runner::resume_run) continues a stored run by
-//! [`plan_resume`]; a [`Worker`] claims queued runs and runs them; [`fire_due`] starts
+//! [`plan_resume`]; a [`QueueWorker`] claims queued runs and runs them; [`fire_due`] starts
 //! scheduled runs.
 
 mod evidence;
@@ -26,7 +26,7 @@ pub use input::{StoredInput, state_from_value};
 pub use journal::{activity, stored_status};
 pub use plan::{CallPlan, CallResume, ResumePlan, UNCERTAIN_REASON, plan_resume};
 pub use schedule::{ScheduleFired, fire_due, next_tick, schedule_agent, schedule_wake};
-pub use worker::{Worker, WorkerReport};
+pub use worker::{QueueWorker, WorkerReport};
 
 use crate::error::RuntimeError;
 use crate::signal::Signal;

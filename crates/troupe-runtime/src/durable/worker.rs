@@ -1,4 +1,4 @@
-//! [`Worker`]: claims queued runs from a shared store and runs them; any number of
+//! [`QueueWorker`]: claims queued runs from a shared store and runs them; any number of
 //! workers, on any number of machines, may share one store.
 //!
 //! A claimed run is held by a lease the run renews while it works. A worker that dies
@@ -31,21 +31,21 @@ pub struct WorkerReport {
 
 /// Claims queued runs and runs them.
 #[derive(Clone, Debug)]
-pub struct Worker {
+pub struct QueueWorker {
     runner: Runner,
     concurrency: usize,
     idle_poll: Duration,
     schedules: bool,
 }
 
-impl Worker {
+impl QueueWorker {
     /// A worker running claimed runs on `runner`, whose store it takes them from (it
     /// must have one: [`Runner::with_store`]).
     pub fn new(runner: Runner) -> Result<Self, RuntimeError> {
         if runner.durability().is_none() {
             return Err(RuntimeError::NoStore);
         }
-        Ok(Worker { runner, concurrency: 4, idle_poll: DEFAULT_IDLE_POLL, schedules: true })
+        Ok(QueueWorker { runner, concurrency: 4, idle_poll: DEFAULT_IDLE_POLL, schedules: true })
     }
 
     /// Runs at most `n` runs at once (0 counts as 1).

@@ -14,8 +14,8 @@ use tokio::runtime::Runtime;
 use troupe_core::{AgentEventKind, ConversationId, Message, PauseReason, RunId};
 use troupe_runtime::durable::{UNCERTAIN_REASON, fire_due, schedule_agent, send_signal};
 use troupe_runtime::{
-    AgentSpec, ApprovalDecision, ApprovalPolicy, Durability, FixedModel, RunInput, RunOutcome, Runner, RuntimeError,
-    Signal, Worker,
+    AgentSpec, ApprovalDecision, ApprovalPolicy, Durability, FixedModel, QueueWorker, RunInput, RunOutcome, Runner,
+    RuntimeError, Signal,
 };
 use troupe_store::{EvidenceKind, Flush, RunStatus, Store, Trigger, verify_chain};
 use troupe_testkit::{MockTurn, ScriptedModel};
@@ -434,7 +434,7 @@ fn a_paused_run_is_decided_later_and_finished_by_a_worker() {
         assert!(store.queue().await.expect("queue").is_empty(), "a paused run waits outside the queue");
 
         send_signal(store.as_ref(), &run_id, &Signal::approval("c1", ApprovalDecision::Approve)).await.expect("stored");
-        let worker = Worker::new(world.runner("worker").await).expect("a worker");
+        let worker = QueueWorker::new(world.runner("worker").await).expect("a worker");
         let output = worker.run_one().await.expect("works").expect("the decided run was queued");
         assert!(output.is_completed(), "{:?}", output.outcome);
         assert_eq!(output.run_id.as_str(), run_id);
@@ -451,7 +451,7 @@ fn a_worker_takes_over_a_run_whose_worker_died() {
     let run_id = first.block_on(async {
         let runner = world.runner("worker-a").await;
         let run_id = runner.enqueue(&spec(ApprovalPolicy::auto()), RunInput::new("put")).await.expect("queued");
-        let worker = Worker::new(runner).expect("a worker").idle_poll(Duration::from_millis(10));
+        let worker = QueueWorker::new(runner).expect("a worker").idle_poll(Duration::from_millis(10));
         tokio::spawn(async move { worker.run_until(tokio_util::sync::CancellationToken::new()).await });
         until("worker a is in the call", async || world.file("kv.txt") == "3\n").await;
         run_id
@@ -459,7 +459,7 @@ fn a_worker_takes_over_a_run_whose_worker_died() {
     first.shutdown_background();
     world.gate.hang_after.store(false, Ordering::SeqCst);
     process().block_on(async {
-        let worker = Worker::new(world.runner("worker-b").await).expect("a worker");
+        let worker = QueueWorker::new(world.runner("worker-b").await).expect("a worker");
         let start = Instant::now();
         let output = loop {
             if let Some(output) = worker.run_one().await.expect("works") {
@@ -528,7 +528,7 @@ fn a_schedule_tick_starts_one_run_however_many_fire_it() {
         assert_eq!(fired.len(), 1, "one tick, one run: {fired:?}");
         let schedules = store.schedules().await.expect("schedules");
         assert_eq!(schedules[0].next_fire_at, 120_000);
-        let worker = Worker::new(world.runner("worker").await).expect("a worker");
+        let worker = QueueWorker::new(world.runner("worker").await).expect("a worker");
         let output = worker.run_one().await.expect("works").expect("the scheduled run");
         assert_eq!(output.run_id.as_str(), fired[0].run_id);
         assert_eq!(output.text, "tick done");

@@ -9,7 +9,7 @@ use super::placeholders;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
-use std::fmt;
+pub use troupe_model::ApiKey;
 
 /// `[agent]`: who the agent is and how it runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,29 +97,6 @@ impl Default for Execution {
             working_dir: None,
             env: BTreeMap::new(),
         }
-    }
-}
-
-/// An API key. Never shown: `Debug` prints `ApiKey(<redacted>)` and there is no `Display`.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    /// Wraps a key.
-    pub fn new(key: impl Into<String>) -> Self {
-        ApiKey(key.into())
-    }
-
-    /// The key itself, to hand to a provider.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey(<redacted>)")
     }
 }
 
@@ -301,7 +278,7 @@ fn api_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ApiKey>, D::Error> 
     if key.trim().is_empty() {
         return Err(D::Error::custom("is empty; remove `api_key` to inherit the provider's key"));
     }
-    Ok(Some(ApiKey(key)))
+    Ok(Some(ApiKey::new(key)))
 }
 
 fn temperature<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f32>, D::Error> {
