@@ -12,7 +12,7 @@
 //! `agents.d/**/*.toml` are looked for, instead of `./.troupe` and `~/.config/troupe`.
 //! `agent run --worker` is the worker side of subprocess agents ([`crate::agent_worker`]).
 
-pub mod build;
+pub(crate) mod build;
 
 use crate::run::{Approve, Follow};
 use crate::{Failure, agent_worker, setup};
@@ -31,21 +31,21 @@ const REDACTED: &str = "<redacted>";
 
 /// The config directories option every `agent` and `team` subcommand takes.
 #[derive(Clone, Debug, Default, clap::Args)]
-pub struct ConfigDirs {
+pub(crate) struct ConfigDirs {
     /// A config directory holding agents/*.toml and agents.d/**/*.toml (repeatable) [default:
     /// ./.troupe, then $XDG_CONFIG_HOME/troupe or ~/.config/troupe].
     #[arg(long = "config-dir", value_name = "DIR", global = true)]
-    pub dirs: Vec<PathBuf>,
+    pub(crate) dirs: Vec<PathBuf>,
 }
 
 impl ConfigDirs {
     /// Whether directories were given.
-    pub fn given(&self) -> bool {
+    pub(crate) fn given(&self) -> bool {
         !self.dirs.is_empty()
     }
 
     /// The directories given, else the default ones.
-    pub fn resolve(&self) -> Result<Vec<PathBuf>, Failure> {
+    pub(crate) fn resolve(&self) -> Result<Vec<PathBuf>, Failure> {
         if self.given() {
             return Ok(self.dirs.clone());
         }
@@ -56,7 +56,7 @@ impl ConfigDirs {
 }
 
 /// Every agent of `dirs`, or every problem found (a configuration error).
-pub fn discover(dirs: &[PathBuf]) -> Result<AgentRegistry, Failure> {
+pub(crate) fn discover(dirs: &[PathBuf]) -> Result<AgentRegistry, Failure> {
     AgentRegistry::discover(dirs)
         .map_err(|e| Failure::Usage(anyhow!("{e}\n(run `troupe agent validate` to check the agent files)")))
 }
@@ -67,14 +67,14 @@ fn shown(dirs: &[PathBuf]) -> String {
 
 /// Arguments of `troupe agent list`.
 #[derive(Debug, clap::Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// One JSON object per line instead of a table.
     #[arg(long)]
     json: bool,
 }
 
 /// Runs `troupe agent list`.
-pub fn list(dirs: &ConfigDirs, args: &ListArgs) -> Result<(), Failure> {
+pub(crate) fn list(dirs: &ConfigDirs, args: &ListArgs) -> Result<(), Failure> {
     let dirs = dirs.resolve()?;
     let registry = discover(&dirs)?;
     if registry.is_empty() {
@@ -118,7 +118,7 @@ fn summary_json(agent: &RegisteredAgent) -> Value {
 
 /// Arguments of `troupe agent show`.
 #[derive(Debug, clap::Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// The agent's id, or the path of an agent file.
     #[arg(value_name = "ID|FILE")]
     agent: String,
@@ -153,7 +153,7 @@ fn unknown_agent(id: &str, registry: &AgentRegistry, dirs: &[PathBuf]) -> Failur
 }
 
 /// Runs `troupe agent show`.
-pub fn show(dirs: &ConfigDirs, args: &ShowArgs) -> Result<(), Failure> {
+pub(crate) fn show(dirs: &ConfigDirs, args: &ShowArgs) -> Result<(), Failure> {
     let mut definition = find(dirs, &args.agent)?;
     if definition.provider.api_key.is_some() {
         definition.provider.api_key = Some(ApiKey::new(REDACTED));
@@ -187,7 +187,7 @@ pub fn show(dirs: &ConfigDirs, args: &ShowArgs) -> Result<(), Failure> {
 
 /// Arguments of `troupe agent create`.
 #[derive(Debug, clap::Args)]
-pub struct CreateArgs {
+pub(crate) struct CreateArgs {
     /// The new agent's id: letters, digits, `-` and `_`.
     #[arg(long)]
     id: String,
@@ -205,7 +205,7 @@ pub struct CreateArgs {
 }
 
 /// Runs `troupe agent create`.
-pub fn create(dirs: &ConfigDirs, args: &CreateArgs) -> Result<(), Failure> {
+pub(crate) fn create(dirs: &ConfigDirs, args: &CreateArgs) -> Result<(), Failure> {
     // The error's path is made up by the template: only its message is the user's.
     let text = AgentDefinition::template(&args.id, &args.name, args.from.as_deref())
         .map_err(|e| Failure::Usage(anyhow!("{}", e.message)))?;
@@ -250,14 +250,14 @@ pub fn create(dirs: &ConfigDirs, args: &CreateArgs) -> Result<(), Failure> {
 
 /// Arguments of `troupe agent validate`.
 #[derive(Debug, clap::Args)]
-pub struct ValidateArgs {
+pub(crate) struct ValidateArgs {
     /// One agent id or file [default: every agent file of the config directories].
     #[arg(value_name = "ID|FILE")]
     agent: Option<String>,
 }
 
 /// Runs `troupe agent validate`: `ok: N agent files`, or every problem and exit 1.
-pub fn validate(dirs: &ConfigDirs, args: &ValidateArgs) -> Result<(), Failure> {
+pub(crate) fn validate(dirs: &ConfigDirs, args: &ValidateArgs) -> Result<(), Failure> {
     let ok = |n: usize| crate::print_lines(&[format!("ok: {n} agent file{}", if n == 1 { "" } else { "s" })]);
     if let Some(target) = args.agent.as_deref().filter(|t| is_file(t)) {
         return match AgentDefinition::load(target) {
@@ -298,10 +298,10 @@ pub fn validate(dirs: &ConfigDirs, args: &ValidateArgs) -> Result<(), Failure> {
 instructions, model, tools and denied tools come from its file; the tools are the built-in ones, confined to the \
 workspace.\n\nExit codes: 0 the run completed; 1 it did not; 2 a usage or configuration error (an unknown agent, an \
 invalid file, a missing API key).")]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// `--worker`, `--agent-file` and `--workspace`, shared with the worker.
     #[command(flatten)]
-    pub worker: agent_worker::AgentRunArgs,
+    pub(crate) worker: agent_worker::AgentRunArgs,
     /// The agent to run, by id (see `troupe agent list`).
     #[arg(long, value_name = "ID", conflicts_with_all = ["worker", "agent_file"])]
     agent_id: Option<String>,
@@ -319,13 +319,13 @@ pub struct RunArgs {
 
 impl RunArgs {
     /// The worker's arguments, when this is `--worker`.
-    pub fn worker_mode(&self) -> Option<&agent_worker::AgentRunArgs> {
+    pub(crate) fn worker_mode(&self) -> Option<&agent_worker::AgentRunArgs> {
         self.worker.worker.then_some(&self.worker)
     }
 }
 
 /// Runs `troupe agent run` in the foreground (the worker mode never gets here).
-pub async fn run(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
+pub(crate) async fn run(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
     let definition = match (&args.agent_id, &args.worker.agent_file) {
         (Some(id), None) => {
             let search = dirs.resolve()?;

@@ -26,17 +26,17 @@ use troupe_workers::process::{SandboxPolicy, ServeOptions, confine, serve};
 
 /// The arguments of `troupe agent run` that its worker mode reads.
 #[derive(Clone, Debug, clap::Args)]
-pub struct AgentRunArgs {
+pub(crate) struct AgentRunArgs {
     /// Serve one task over stdin and stdout with the worker protocol (a coordinator starts
     /// this; it is not for typing).
     #[arg(long)]
-    pub worker: bool,
+    pub(crate) worker: bool,
     /// The agent file (`agents/*.toml`) to run.
     #[arg(long, value_name = "PATH")]
-    pub agent_file: Option<PathBuf>,
+    pub(crate) agent_file: Option<PathBuf>,
     /// The workspace the agent's tools, and its writes, are confined to [default: .].
     #[arg(long, short, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
+    pub(crate) workspace: Option<PathBuf>,
 }
 
 /// What a worker reads before it confines itself.
@@ -49,7 +49,7 @@ struct Prepared {
 /// Runs the worker: reads what it needs, confines itself, then serves one task on its own
 /// runtime. Called before any other thread exists, since Landlock binds only the calling
 /// thread and the threads it starts afterwards.
-pub fn main(args: &AgentRunArgs) -> ExitCode {
+pub(crate) fn main(args: &AgentRunArgs) -> ExitCode {
     let prepared = match prepare(args) {
         Ok(prepared) => prepared,
         Err(Failure::Usage(e)) => {

@@ -14,7 +14,7 @@ const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// Arguments of `troupe chat`.
 #[derive(Debug, clap::Args)]
-pub struct ChatArgs {
+pub(crate) struct ChatArgs {
     /// The model, `provider/model` or `demo` [default: $TROUPE_MODEL, then default_model in
     /// ./troupe.toml, then the first vendor whose key is set, else demo].
     #[arg(long, short)]
@@ -55,7 +55,7 @@ pub(crate) fn choose_model(
 }
 
 /// Runs `troupe chat`.
-pub async fn run(args: ChatArgs) -> Result<(), Failure> {
+pub(crate) async fn run(args: ChatArgs) -> Result<(), Failure> {
     let config = crate::load_config()?;
     let providers = crate::providers(&config)?;
     let environment = std::env::var("TROUPE_MODEL").ok();

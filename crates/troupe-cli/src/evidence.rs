@@ -7,7 +7,7 @@ use troupe::runtime::durable::{ActionCompleted, ActionStarted, ModelTurn};
 use troupe::store::{EvidenceEntry, EvidenceKind};
 
 /// `   3  2025-01-01T00:00:00.000Z  action_started    toolu_1  fs.write (non_idempotent)`.
-pub fn line(entry: &EvidenceEntry) -> String {
+pub(crate) fn line(entry: &EvidenceEntry) -> String {
     format!(
         "{:>4}  {}  {:<16}  {:<10}  {}",
         entry.seq,
@@ -19,7 +19,7 @@ pub fn line(entry: &EvidenceEntry) -> String {
 }
 
 /// What an entry of `kind` says, in a few words.
-pub fn summary(kind: EvidenceKind, payload: &Value) -> String {
+pub(crate) fn summary(kind: EvidenceKind, payload: &Value) -> String {
     let text = |key: &str| payload.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
     let known = match kind {
         EvidenceKind::RunStarted => {

@@ -42,6 +42,9 @@
 //! configuration error (a missing API key, an unknown model, a bad `troupe.toml`, a store
 //! that cannot be opened, an unknown run).
 
+// Everything here serves `main`: nothing is public beyond the crate.
+#![deny(unreachable_pub)]
+
 mod agent;
 mod agent_worker;
 mod chat;
@@ -149,7 +152,7 @@ enum ModelsCommand {
 
 /// How a command failed, which decides the exit code.
 #[derive(Debug)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// A usage or configuration error: exit code 2.
     Usage(anyhow::Error),
     /// The run itself failed: exit code 1.
@@ -167,7 +170,7 @@ impl std::fmt::Display for Failure {
 impl Failure {
     /// Sorts a model error: what the user can fix by changing the command or the
     /// configuration is a usage error, the rest a run failure.
-    pub fn from_model(error: troupe_model::Error) -> Self {
+    pub(crate) fn from_model(error: troupe_model::Error) -> Self {
         match error {
             troupe_model::Error::MissingApiKey { .. }
             | troupe_model::Error::UnknownModel { .. }
@@ -181,7 +184,7 @@ impl Failure {
 const CONFIG_FILE: &str = "troupe.toml";
 
 /// `./troupe.toml` (or the default when there is none).
-pub fn load_config() -> Result<ModelConfig, Failure> {
+pub(crate) fn load_config() -> Result<ModelConfig, Failure> {
     let path = Path::new(CONFIG_FILE);
     if !path.exists() {
         return Ok(ModelConfig::default());
@@ -190,18 +193,18 @@ pub fn load_config() -> Result<ModelConfig, Failure> {
 }
 
 /// The providers, with `config` applied, reading the process environment.
-pub fn providers(config: &ModelConfig) -> Result<Providers, Failure> {
+pub(crate) fn providers(config: &ModelConfig) -> Result<Providers, Failure> {
     config.providers(ProcessEnv).map_err(Failure::from_model)
 }
 
 /// Prints `lines` on stdout, each ending a line; a reader that stopped early (`| head`)
 /// is not a failure.
-pub fn print_lines(lines: &[String]) -> Result<(), Failure> {
+pub(crate) fn print_lines(lines: &[String]) -> Result<(), Failure> {
     print_lines_or_stop(lines).map(|_| ())
 }
 
 /// Prints `lines` on stdout; false once stdout is closed (nobody reads the rest).
-pub fn print_lines_or_stop(lines: &[String]) -> Result<bool, Failure> {
+pub(crate) fn print_lines_or_stop(lines: &[String]) -> Result<bool, Failure> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let written = lines.iter().try_for_each(|line| writeln!(out, "{line}")).and_then(|()| out.flush());

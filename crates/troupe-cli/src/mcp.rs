@@ -18,7 +18,7 @@ use troupe_workers::registry::RegisteredAgent;
 
 /// `troupe mcp` subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum McpCommand {
+pub(crate) enum McpCommand {
     /// Serve agents as MCP tools on stdin and stdout, for MCP clients that start servers
     /// (one tool per agent: a prompt in, the agent's answer out).
     Serve(ServeArgs),
@@ -26,7 +26,7 @@ pub enum McpCommand {
 
 /// What a call that needs approval does: nobody can be asked over MCP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ServeApprove {
+pub(crate) enum ServeApprove {
     /// It is refused; the agent is told and carries on without it.
     Never,
     /// It runs.
@@ -35,7 +35,7 @@ pub enum ServeApprove {
 
 /// Arguments of `troupe mcp serve`.
 #[derive(Debug, clap::Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Serve this agent (repeatable) [default: every agent of the config directories].
     #[arg(long = "agent", value_name = "ID")]
     agents: Vec<String>,
@@ -48,7 +48,7 @@ pub struct ServeArgs {
 }
 
 /// Runs a `troupe mcp` subcommand.
-pub async fn run(dirs: &ConfigDirs, command: McpCommand) -> Result<(), Failure> {
+pub(crate) async fn run(dirs: &ConfigDirs, command: McpCommand) -> Result<(), Failure> {
     match command {
         McpCommand::Serve(args) => serve(dirs, args).await,
     }

@@ -6,7 +6,7 @@ use std::io::Write;
 use troupe_model::{ModelInfo, ProviderConfig, Providers};
 
 /// Runs `troupe models list`.
-pub fn list(json: bool) -> Result<(), Failure> {
+pub(crate) fn list(json: bool) -> Result<(), Failure> {
     let config = crate::load_config()?;
     let providers = crate::providers(&config)?;
     let text = if json { json_lines(&providers) } else { table(&providers) };

@@ -16,16 +16,16 @@ use troupe_core::{AgentEvent, AgentEventKind, Budget, ToolCallId, Usage};
 
 /// How stderr may be decorated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Style {
+pub(crate) struct Style {
     /// ANSI colours (a terminal, and `NO_COLOR` unset).
-    pub colour: bool,
+    pub(crate) colour: bool,
     /// Animated spinners (a terminal).
-    pub spinners: bool,
+    pub(crate) spinners: bool,
 }
 
 impl Style {
     /// The style stderr allows.
-    pub fn detect() -> Self {
+    pub(crate) fn detect() -> Self {
         use std::io::IsTerminal;
         let terminal = std::io::stderr().is_terminal();
         Style { colour: terminal && std::env::var_os("NO_COLOR").is_none(), spinners: terminal }
@@ -36,22 +36,22 @@ impl Style {
     }
 
     /// Green.
-    pub fn ok(self, text: &str) -> String {
+    pub(crate) fn ok(self, text: &str) -> String {
         self.paint("32", text)
     }
 
     /// Red.
-    pub fn bad(self, text: &str) -> String {
+    pub(crate) fn bad(self, text: &str) -> String {
         self.paint("31", text)
     }
 
     /// Yellow.
-    pub fn warn(self, text: &str) -> String {
+    pub(crate) fn warn(self, text: &str) -> String {
         self.paint("33", text)
     }
 
     /// Dim.
-    pub fn dim(self, text: &str) -> String {
+    pub(crate) fn dim(self, text: &str) -> String {
         self.paint("2", text)
     }
 }
@@ -67,7 +67,7 @@ struct Call {
 }
 
 /// Renders one run's events.
-pub struct Renderer {
+pub(crate) struct Renderer {
     json: bool,
     style: Style,
     multi: MultiProgress,
@@ -80,7 +80,7 @@ pub struct Renderer {
 
 impl Renderer {
     /// A renderer printing text (or JSON lines) to stdout, decorating stderr as `style` allows.
-    pub fn new(json: bool, style: Style) -> Self {
+    pub(crate) fn new(json: bool, style: Style) -> Self {
         let target = if style.spinners { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
         Renderer {
             json,
@@ -93,12 +93,12 @@ impl Renderer {
     }
 
     /// The style of stderr.
-    pub fn style(&self) -> Style {
+    pub(crate) fn style(&self) -> Style {
         self.style
     }
 
     /// Renders `event`; false once stdout is closed (nobody reads the rest).
-    pub fn event(&mut self, event: &AgentEvent) -> bool {
+    pub(crate) fn event(&mut self, event: &AgentEvent) -> bool {
         let mut written = if self.json { self.write_json(event) } else { Ok(()) };
         match &event.kind {
             AgentEventKind::MessageDelta { delta, .. } if !self.json => written = self.write_text(delta),
@@ -165,7 +165,7 @@ impl Renderer {
     }
 
     /// Writes a line to stderr above any spinners, after ending stdout's line.
-    pub fn note(&mut self, line: &str) {
+    pub(crate) fn note(&mut self, line: &str) {
         if !self.json && !self.at_line_start {
             // A terminal shows both streams in one place: start the note on its own line.
             let _ = self.write_text("\n");
@@ -175,7 +175,7 @@ impl Renderer {
 
     /// Makes a call announced before this process saw the run (a resumed run's waiting
     /// calls) known, so its result is labelled like any other.
-    pub fn known_call(&mut self, call_id: ToolCallId, tool: &str, arguments: &Value) {
+    pub(crate) fn known_call(&mut self, call_id: ToolCallId, tool: &str, arguments: &Value) {
         let call = Call {
             tool: tool.to_owned(),
             arguments: arguments.to_string(),
@@ -187,7 +187,7 @@ impl Renderer {
     }
 
     /// Records that a person replaced the arguments of `call_id`.
-    pub fn modified(&mut self, call_id: &ToolCallId, arguments: &Value) {
+    pub(crate) fn modified(&mut self, call_id: &ToolCallId, arguments: &Value) {
         if let Some(call) = self.calls.get_mut(call_id) {
             call.arguments = arguments.to_string();
             call.modified = true;
@@ -195,7 +195,7 @@ impl Renderer {
     }
 
     /// Stops every spinner, for a prompt: no call runs while one waits for approval.
-    pub fn hold_spinners(&mut self) {
+    pub(crate) fn hold_spinners(&mut self) {
         self.clear_spinners();
         if !self.json && !self.at_line_start {
             let _ = self.write_text("\n");
@@ -203,7 +203,7 @@ impl Renderer {
     }
 
     /// Restarts the spinners of the calls that are still to finish.
-    pub fn resume_spinners(&mut self) {
+    pub(crate) fn resume_spinners(&mut self) {
         let ready: Vec<ToolCallId> =
             self.calls.iter().filter(|(_, c)| c.ended && c.spinner.is_none()).map(|(id, _)| id.clone()).collect();
         for id in ready {
@@ -212,7 +212,7 @@ impl Renderer {
     }
 
     /// The human label of a call: `fs.read README.md`.
-    pub fn label(&self, call_id: &ToolCallId, tool: &str, arguments: &Value) -> String {
+    pub(crate) fn label(&self, call_id: &ToolCallId, tool: &str, arguments: &Value) -> String {
         match self.calls.get(call_id) {
             Some(call) => call_label(&call.tool, &call.arguments),
             None => call_label(tool, &arguments.to_string()),
@@ -220,7 +220,7 @@ impl Renderer {
     }
 
     /// Starts the spinner of a call that will run now.
-    pub fn spin(&mut self, call_id: &ToolCallId) {
+    pub(crate) fn spin(&mut self, call_id: &ToolCallId) {
         if !self.style.spinners {
             return;
         }
@@ -247,7 +247,7 @@ impl Renderer {
     }
 
     /// Ends stdout's text on a line of its own.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         self.clear_spinners();
         if !self.json && !self.at_line_start {
             let _ = self.write_text("\n");
@@ -255,7 +255,7 @@ impl Renderer {
     }
 
     /// Whether every model call of the run had a known price.
-    pub fn priced(&self) -> bool {
+    pub(crate) fn priced(&self) -> bool {
         self.priced
     }
 
@@ -278,7 +278,7 @@ impl Renderer {
 }
 
 /// `fs.read README.md`: the tool and its main argument, else its arguments, shortened.
-pub fn call_label(tool: &str, arguments: &str) -> String {
+pub(crate) fn call_label(tool: &str, arguments: &str) -> String {
     let value: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
     let main = ["path", "command", "pattern", "url", "query"]
         .iter()
@@ -296,7 +296,7 @@ pub fn call_label(tool: &str, arguments: &str) -> String {
 }
 
 /// What a successful result amounts to: `12 lines`, `3 entries`, its one line.
-pub fn result_detail(tool: &str, content: &str) -> String {
+pub(crate) fn result_detail(tool: &str, content: &str) -> String {
     let numbered = |line: &&str| line.split_once('\t').is_some_and(|(n, _)| n.trim().parse::<u64>().is_ok());
     let notes = |line: &&str| line.starts_with('(') || line.starts_with('[');
     match tool {
@@ -326,12 +326,12 @@ fn plural(n: usize, noun: &str) -> String {
 }
 
 /// The first non-blank line of `text`, at most `chars` characters.
-pub fn first_line(text: &str, chars: usize) -> String {
+pub(crate) fn first_line(text: &str, chars: usize) -> String {
     shorten(text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default(), chars)
 }
 
 /// `text`, cut to `chars` characters with an ellipsis.
-pub fn shorten(text: &str, chars: usize) -> String {
+pub(crate) fn shorten(text: &str, chars: usize) -> String {
     match text.char_indices().nth(chars) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_owned(),
@@ -339,7 +339,7 @@ pub fn shorten(text: &str, chars: usize) -> String {
 }
 
 /// The one-line reason a run that did not complete gives for exit code 1.
-pub fn outcome_message(outcome: &RunOutcome) -> String {
+pub(crate) fn outcome_message(outcome: &RunOutcome) -> String {
     match outcome {
         RunOutcome::Completed { .. } => "the run completed".to_owned(),
         RunOutcome::Failed { error, .. } => format!("the run failed: {error}"),
@@ -366,7 +366,7 @@ pub fn outcome_message(outcome: &RunOutcome) -> String {
 }
 
 /// The summary table: outcome, model, steps, tool calls, tokens, cost, duration.
-pub fn summary_table(output: &RunOutput, priced: bool) -> String {
+pub(crate) fn summary_table(output: &RunOutput, priced: bool) -> String {
     let steps = output.events.iter().filter(|e| matches!(e.kind, AgentEventKind::StepStarted { .. })).count();
     let outcome = serde_json::to_value(output.outcome.kind())
         .ok()

@@ -23,7 +23,7 @@ const UNCERTAIN_SKIPPED: &str = "it may have happened already and nobody can be 
 
 /// How tool calls that need approval are decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Approve {
+pub(crate) enum Approve {
     /// Ask on the terminal before each call with a side effect; without a terminal, pause
     /// the recorded run for `troupe runs approve` (with --no-store, reject them as `never` does).
     Ask,
@@ -47,7 +47,7 @@ Output: the agent's text on stdout (with --json, every event as one JSON line in
 table (outcome, steps, tokens, cost, duration) on stderr. Ctrl-C cancels the run.\n\n\
 Exit codes: 0 the run completed (or was queued); 1 it did not (failed, cancelled, over budget, out of \
 iterations, incomplete, paused); 2 a usage or configuration error (a store that cannot be opened included).")]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The model, `provider/model` or `demo` [default: $TROUPE_MODEL, then default_model in
     /// ./troupe.toml, then the first vendor whose key is set, else demo].
     #[arg(long, short)]
@@ -88,7 +88,7 @@ fn parse_budget(text: &str) -> Result<f64, String> {
 }
 
 /// Runs `troupe run`.
-pub async fn run(args: RunArgs) -> Result<(), Failure> {
+pub(crate) async fn run(args: RunArgs) -> Result<(), Failure> {
     let config = crate::load_config()?;
     let providers = crate::providers(&config)?;
     let environment = std::env::var("TROUPE_MODEL").ok();
@@ -131,20 +131,20 @@ pub async fn run(args: RunArgs) -> Result<(), Failure> {
 }
 
 /// How a run is followed in the foreground.
-pub struct Follow {
+pub(crate) struct Follow {
     /// Every event as a JSON line on stdout instead of text.
-    pub json: bool,
+    pub(crate) json: bool,
     /// How calls that need approval are decided.
-    pub approve: Approve,
+    pub(crate) approve: Approve,
     /// Whether the run is recorded in a store (so it can pause and be decided later).
-    pub recorded: bool,
+    pub(crate) recorded: bool,
     /// Calls announced before this process saw the run (tool and arguments), for their labels.
-    pub known: Vec<(ToolCallId, String, serde_json::Value)>,
+    pub(crate) known: Vec<(ToolCallId, String, serde_json::Value)>,
 }
 
 /// Renders a started run's events, decides its approvals as `options` say, and prints
 /// the summary table; the run's output once it ends.
-pub async fn follow(handle: RunHandle, options: &Follow) -> Result<RunOutput, Failure> {
+pub(crate) async fn follow(handle: RunHandle, options: &Follow) -> Result<RunOutput, Failure> {
     let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let mut approver = Approver { mode: options.approve, terminal, recorded: options.recorded, lines: None };
     let mut renderer = Renderer::new(options.json, Style::detect());
@@ -199,7 +199,7 @@ pub async fn follow(handle: RunHandle, options: &Follow) -> Result<RunOutput, Fa
 }
 
 /// Exit code 0 for a completed run, else 1 with the outcome's reason.
-pub fn completed(output: &RunOutput) -> Result<(), Failure> {
+pub(crate) fn completed(output: &RunOutput) -> Result<(), Failure> {
     match &output.outcome {
         RunOutcome::Completed { .. } => Ok(()),
         outcome => Err(Failure::Run(anyhow::anyhow!(outcome_message(outcome)))),

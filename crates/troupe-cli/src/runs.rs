@@ -20,7 +20,7 @@ const FOLLOW_POLL: Duration = Duration::from_millis(500);
 
 /// The subcommands of `troupe runs`.
 #[derive(Debug, Subcommand)]
-pub enum RunsCommand {
+pub(crate) enum RunsCommand {
     /// The recorded runs, newest first: id, agent, status, activity, last change.
     List(ListArgs),
     /// One run: its task, model, usage, cost, outcome, the calls waiting for a person, its
@@ -42,7 +42,7 @@ pub enum RunsCommand {
 
 /// Arguments of `troupe runs list`.
 #[derive(Debug, clap::Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     #[command(flatten)]
     place: StoreArgs,
     /// Only runs with this status (queued, running, paused, completed, cancelled, failed,
@@ -62,7 +62,7 @@ pub struct ListArgs {
 
 /// Arguments of `troupe runs show`.
 #[derive(Debug, clap::Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     #[command(flatten)]
     place: StoreArgs,
     /// The run's id.
@@ -74,7 +74,7 @@ pub struct ShowArgs {
 
 /// Arguments of `troupe runs events`.
 #[derive(Debug, clap::Args)]
-pub struct EventsArgs {
+pub(crate) struct EventsArgs {
     #[command(flatten)]
     place: StoreArgs,
     /// The run's id.
@@ -89,7 +89,7 @@ pub struct EventsArgs {
 
 /// How a run resumed in the foreground is shown and decided.
 #[derive(Debug, clap::Args)]
-pub struct ForegroundArgs {
+pub(crate) struct ForegroundArgs {
     /// How further calls that need approval are decided (without a terminal, `ask`
     /// pauses the run again).
     #[arg(long, value_enum, default_value_t = Approve::Ask, value_name = "MODE")]
@@ -101,7 +101,7 @@ pub struct ForegroundArgs {
 
 /// Arguments of `troupe runs resume`.
 #[derive(Debug, clap::Args)]
-pub struct ResumeArgs {
+pub(crate) struct ResumeArgs {
     #[command(flatten)]
     place: StoreArgs,
     /// The run's id.
@@ -112,7 +112,7 @@ pub struct ResumeArgs {
 
 /// Arguments of `troupe runs approve`.
 #[derive(Debug, clap::Args)]
-pub struct ApproveArgs {
+pub(crate) struct ApproveArgs {
     #[command(flatten)]
     place: StoreArgs,
     /// The run's id.
@@ -128,7 +128,7 @@ pub struct ApproveArgs {
 
 /// Arguments of `troupe runs reject`.
 #[derive(Debug, clap::Args)]
-pub struct RejectArgs {
+pub(crate) struct RejectArgs {
     #[command(flatten)]
     place: StoreArgs,
     /// The run's id.
@@ -147,7 +147,7 @@ pub struct RejectArgs {
 
 /// Arguments of `troupe runs cancel`.
 #[derive(Debug, clap::Args)]
-pub struct CancelArgs {
+pub(crate) struct CancelArgs {
     #[command(flatten)]
     place: StoreArgs,
     /// The run's id.
@@ -164,7 +164,7 @@ pub struct CancelArgs {
 
 /// Arguments of `troupe runs verify`.
 #[derive(Debug, clap::Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     #[command(flatten)]
     place: StoreArgs,
     /// The run's id.
@@ -179,7 +179,7 @@ fn parse_status(name: &str) -> Result<RunStatus, String> {
 }
 
 /// Runs `troupe runs …`.
-pub async fn run(command: RunsCommand) -> Result<(), Failure> {
+pub(crate) async fn run(command: RunsCommand) -> Result<(), Failure> {
     match command {
         RunsCommand::List(args) => list(args).await,
         RunsCommand::Show(args) => show(args).await,

@@ -15,7 +15,7 @@ use troupe::store::{Schedule, ScheduleTarget, Trigger, now_millis};
 
 /// The subcommands of `troupe schedule`.
 #[derive(Debug, Subcommand)]
-pub enum ScheduleCommand {
+pub(crate) enum ScheduleCommand {
     /// Adds (or replaces) a schedule starting a run of the coding agent at each tick.
     Add(AddArgs),
     /// The schedules: trigger, task, next and last tick.
@@ -30,7 +30,7 @@ pub enum ScheduleCommand {
 #[command(after_help = "Each tick queues a run for `troupe worker`, which runs it in its workspace. Nobody \
 watches a scheduled run: with --approve ask (the default) a call with a side effect pauses it, to be decided with \
 `troupe runs approve`; --approve never denies such calls; --approve auto runs them.")]
-pub struct AddArgs {
+pub(crate) struct AddArgs {
     #[command(flatten)]
     place: StoreArgs,
     /// The schedule's name.
@@ -60,7 +60,7 @@ pub struct AddArgs {
 
 /// Arguments of `troupe schedule list`.
 #[derive(Debug, clap::Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     #[command(flatten)]
     place: StoreArgs,
     /// One JSON object (a schedule) per line instead of a table.
@@ -70,7 +70,7 @@ pub struct ListArgs {
 
 /// Arguments of `troupe schedule rm`.
 #[derive(Debug, clap::Args)]
-pub struct RmArgs {
+pub(crate) struct RmArgs {
     #[command(flatten)]
     place: StoreArgs,
     /// The schedule's name.
@@ -126,7 +126,7 @@ fn one_line(text: &str) -> String {
 }
 
 /// Runs `troupe schedule …`.
-pub async fn run(command: ScheduleCommand) -> Result<(), Failure> {
+pub(crate) async fn run(command: ScheduleCommand) -> Result<(), Failure> {
     match command {
         ScheduleCommand::Add(args) => add(args).await,
         ScheduleCommand::List(args) => list(args).await,

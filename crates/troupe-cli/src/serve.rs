@@ -27,7 +27,7 @@ use troupe_workers::team_run::TeamSpend;
 
 /// Arguments of `troupe serve`.
 #[derive(Debug, clap::Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// The address to listen on; without a token only a loopback address is allowed.
     #[arg(long, default_value = troupe::server::DEFAULT_ADDR, value_name = "ADDR")]
     addr: SocketAddr,
@@ -61,7 +61,7 @@ pub struct ServeArgs {
 }
 
 /// Runs `troupe serve` until Ctrl-C or SIGTERM.
-pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
+pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let config = crate::load_config()?;
     let providers = crate::providers(&config)?;
     let workspace = args.place.workspace()?;

@@ -12,10 +12,10 @@ use troupe::tools::{ToolCatalog, Workspace};
 use troupe_model::Providers;
 
 /// The name every run of the coding agent is recorded under.
-pub const AGENT_NAME: &str = "troupe";
+pub(crate) const AGENT_NAME: &str = "troupe";
 
 /// What a careful coding agent is told, whatever its model.
-pub const INSTRUCTIONS: &str = "You are a careful coding agent working in a workspace directory; every path you give a \
+pub(crate) const INSTRUCTIONS: &str = "You are a careful coding agent working in a workspace directory; every path you give a \
 tool is relative to it. Look before you act: list and read the relevant files first, and take every fact about \
 them from the tools, never from guesses. Make the smallest change that does the task, preferring fs.edit for \
 existing files. Where the project has checks (tests, linters, a build), run them with the shell and report what \
@@ -24,7 +24,7 @@ unchanged: adjust your approach or explain what you need. End with a short summa
 left to do.";
 
 /// `dir` (or the current directory), once it is known to be a directory.
-pub fn workspace_dir(dir: Option<&Path>) -> Result<PathBuf, Failure> {
+pub(crate) fn workspace_dir(dir: Option<&Path>) -> Result<PathBuf, Failure> {
     let workspace = dir.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     if !workspace.is_dir() {
         let problem = if workspace.exists() { "is not a directory" } else { "does not exist" };
@@ -36,7 +36,7 @@ pub fn workspace_dir(dir: Option<&Path>) -> Result<PathBuf, Failure> {
 /// The runner of every coding agent: the built-in tools confined to `workspace`, models
 /// resolved by `providers`. It records nothing until given a store
 /// ([`Runner::with_store`]).
-pub fn runner(workspace: &Path, providers: Providers) -> Result<Runner, Failure> {
+pub(crate) fn runner(workspace: &Path, providers: Providers) -> Result<Runner, Failure> {
     let workspace = Workspace::new(workspace).map_err(|e| Failure::Usage(RuntimeError::Workspace(e).into()))?;
     let catalog = ToolCatalog::with_tools(troupe::tools::coding_tools())
         .map_err(|source| Failure::Usage(RuntimeError::Catalog { agent: AGENT_NAME.to_owned(), source }.into()))?;
@@ -44,7 +44,7 @@ pub fn runner(workspace: &Path, providers: Providers) -> Result<Runner, Failure>
 }
 
 /// The coding agent's declaration.
-pub fn coding_spec(
+pub(crate) fn coding_spec(
     model: String,
     policy: ApprovalPolicy,
     max_iterations: Option<u32>,
@@ -67,7 +67,7 @@ pub fn coding_spec(
 
 /// The policy of a run nobody watches (`--detach`, a schedule): `never` cannot be left
 /// to a person, so it becomes a rule denying every tool that would need approval.
-pub fn unattended_policy(never: bool, auto: bool) -> ApprovalPolicy {
+pub(crate) fn unattended_policy(never: bool, auto: bool) -> ApprovalPolicy {
     if auto {
         return ApprovalPolicy::auto();
     }
@@ -85,12 +85,12 @@ pub fn unattended_policy(never: bool, auto: bool) -> ApprovalPolicy {
 
 /// Checks that `runner` can run `spec`: its tools exist, its model resolves (a missing key
 /// is found here, not at the first call).
-pub fn validate(runner: &Runner, spec: &AgentSpec) -> Result<(), Failure> {
+pub(crate) fn validate(runner: &Runner, spec: &AgentSpec) -> Result<(), Failure> {
     runner.validate(spec).map_err(build_failure)
 }
 
 /// `spec` bound to `runner`, recording its runs in `durability`'s store when given.
-pub fn agent(runner: Runner, spec: AgentSpec, durability: Option<Durability>) -> Agent {
+pub(crate) fn agent(runner: Runner, spec: AgentSpec, durability: Option<Durability>) -> Agent {
     let runner = match durability {
         Some(durability) => runner.with_store(durability),
         None => runner,
@@ -100,7 +100,7 @@ pub fn agent(runner: Runner, spec: AgentSpec, durability: Option<Durability>) ->
 
 /// Sorts an agent that could not be built: a model error by its kind, anything else
 /// (a bad workspace, a bad spec) is the user's to fix.
-pub fn build_failure(error: RuntimeError) -> Failure {
+pub(crate) fn build_failure(error: RuntimeError) -> Failure {
     match error {
         RuntimeError::Model(error) => Failure::from_model(error),
         other => Failure::Usage(other.into()),

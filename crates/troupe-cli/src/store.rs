@@ -8,21 +8,21 @@ use troupe::store::{Millis, Store, StoreLocation};
 
 /// Where runs are recorded and where the agent works.
 #[derive(Clone, Debug, Default, clap::Args)]
-pub struct StoreArgs {
+pub(crate) struct StoreArgs {
     /// The store: `sqlite://PATH` (or a file path) or `postgres://USER@HOST/DB` [default:
     /// .troupe/troupe.db in the workspace].
     // A PostgreSQL URL may hold a password: `--help` must not show it.
     #[arg(long, env = "TROUPE_STORE", hide_env_values = true, value_name = "URL")]
-    pub store: Option<String>,
+    pub(crate) store: Option<String>,
     /// The directory the agent works in (its tools cannot reach outside it), which also
     /// holds the default store [default: the current directory].
     #[arg(long, short, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
+    pub(crate) workspace: Option<PathBuf>,
 }
 
 impl StoreArgs {
     /// The store's URL: `--store`, else the workspace's SQLite file.
-    pub fn url(&self, workspace: &Path) -> String {
+    pub(crate) fn url(&self, workspace: &Path) -> String {
         match self.store.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
             Some(url) => url.to_owned(),
             None => troupe::store::default_sqlite_path(workspace).display().to_string(),
@@ -30,19 +30,19 @@ impl StoreArgs {
     }
 
     /// The workspace, checked to be a directory.
-    pub fn workspace(&self) -> Result<PathBuf, Failure> {
+    pub(crate) fn workspace(&self) -> Result<PathBuf, Failure> {
         crate::setup::workspace_dir(self.workspace.as_deref())
     }
 
     /// Opens (creating where needed) the store.
-    pub async fn open(&self) -> Result<Arc<dyn Store>, Failure> {
+    pub(crate) async fn open(&self) -> Result<Arc<dyn Store>, Failure> {
         let workspace = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         open(&self.url(&workspace)).await
     }
 
     /// Opens a store that must exist already: reading a SQLite file that is not there
     /// would create one, which helps nobody looking for their runs.
-    pub async fn open_existing(&self) -> Result<Arc<dyn Store>, Failure> {
+    pub(crate) async fn open_existing(&self) -> Result<Arc<dyn Store>, Failure> {
         let workspace = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
         let url = self.url(&workspace);
         if let Ok(StoreLocation::Sqlite(path)) = StoreLocation::parse(&url)
@@ -59,12 +59,12 @@ impl StoreArgs {
 
 /// Opens the store at `url`; one that cannot be opened is a configuration error, told in
 /// the store's one line.
-pub async fn open(url: &str) -> Result<Arc<dyn Store>, Failure> {
+pub(crate) async fn open(url: &str) -> Result<Arc<dyn Store>, Failure> {
     troupe::store::open(url).await.map_err(|e| Failure::Usage(e.into()))
 }
 
 /// A store timestamp in RFC 3339 (UTC, milliseconds).
-pub fn rfc3339(at: Millis) -> String {
+pub(crate) fn rfc3339(at: Millis) -> String {
     chrono::DateTime::<chrono::Utc>::from_timestamp_millis(at)
         .map_or_else(|| format!("{at} ms"), |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }

@@ -54,7 +54,7 @@ const EVENT_BUFFER: usize = 4096;
 
 /// `troupe team` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum TeamCommand {
+pub(crate) enum TeamCommand {
     /// Run a team file's agents on a task.
     Run(RunArgs),
     /// Check a team file and the agent files it names: `ok: …` or every problem.
@@ -63,7 +63,7 @@ pub enum TeamCommand {
 
 /// What becomes of a member's call that needs approval (nobody can be asked).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum TeamApprove {
+pub(crate) enum TeamApprove {
     /// It runs.
     Auto,
     /// It is refused; the model is told why.
@@ -77,7 +77,7 @@ a `team_finished` line); on stderr, a line per member event (started, tool calls
 finished with outcome, tokens and cost), then a summary table per member.\n\nExit codes: 0 every member call \
 completed; 1 one did not, the team's budget ran out, or it was cancelled (Ctrl-C); 2 a usage or configuration error \
 (a bad team or agent file, an unknown agent, a missing API key).")]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The team file.
     #[arg(value_name = "TEAM.toml")]
     team: PathBuf,
@@ -98,14 +98,14 @@ pub struct RunArgs {
 
 /// Arguments of `troupe team validate`.
 #[derive(Debug, clap::Args)]
-pub struct ValidateArgs {
+pub(crate) struct ValidateArgs {
     /// The team file.
     #[arg(value_name = "TEAM.toml")]
     team: PathBuf,
 }
 
 /// Runs a `troupe team` subcommand.
-pub async fn run(dirs: &ConfigDirs, command: TeamCommand) -> Result<(), Failure> {
+pub(crate) async fn run(dirs: &ConfigDirs, command: TeamCommand) -> Result<(), Failure> {
     match command {
         TeamCommand::Run(args) => run_team(dirs, args).await,
         TeamCommand::Validate(args) => {

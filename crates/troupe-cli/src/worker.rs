@@ -29,7 +29,7 @@ may share one store (PostgreSQL for several machines); a run whose worker dies i
 lapses. Every worker runs the runs' tools in its own --workspace, with the providers of ./troupe.toml.\n\n\
 Ctrl-C or SIGTERM stops claiming; the runs in hand finish first (a second Ctrl-C quits at once). Claims and ends \
 are logged on stderr: `claimed RUN`, `ended RUN STATUS`.")]
-pub struct WorkerArgs {
+pub(crate) struct WorkerArgs {
     #[command(flatten)]
     place: StoreArgs,
     /// The most runs at once.
@@ -56,7 +56,7 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
 }
 
 /// Runs `troupe worker`.
-pub async fn run(args: WorkerArgs) -> Result<(), Failure> {
+pub(crate) async fn run(args: WorkerArgs) -> Result<(), Failure> {
     let config = crate::load_config()?;
     let providers = crate::providers(&config)?;
     let workspace = args.place.workspace()?;
@@ -156,11 +156,11 @@ fn stop_on_signals(shutdown: CancellationToken) {
 ///
 /// The runtime's [`QueueWorker`] reports them only as tracing events, so this layer reads
 /// those.
-pub struct ClaimLog;
+pub(crate) struct ClaimLog;
 
 impl ClaimLog {
     /// The layer, seeing only the worker's events at info level.
-    pub fn layer<S>() -> impl Layer<S>
+    pub(crate) fn layer<S>() -> impl Layer<S>
     where
         S: Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
     {

@@ -10,27 +10,27 @@ use troupe_mcp::McpToolset;
 use troupe_workers::build::BuildError;
 use troupe_workers::definition::AgentDefinition;
 
-pub use troupe_workers::build::{AgentBuild, Approvals, Built, Ceilings};
+pub(crate) use troupe_workers::build::{AgentBuild, Approvals, Built, Ceilings};
 
 /// A build error as a failure of the command.
-pub fn failure(error: BuildError) -> Failure {
+pub(crate) fn failure(error: BuildError) -> Failure {
     if error.is_usage() { Failure::Usage(anyhow::Error::new(error)) } else { Failure::Run(anyhow::Error::new(error)) }
 }
 
 /// Connects the MCP servers of each of `definitions`, by agent id (a team's local agents).
-pub async fn connect_mcp_each<'a>(
+pub(crate) async fn connect_mcp_each<'a>(
     definitions: impl IntoIterator<Item = &'a AgentDefinition>,
 ) -> Result<BTreeMap<String, McpToolset>, Failure> {
     troupe_workers::build::connect_mcp_each(definitions).await.map_err(failure)
 }
 
 /// Connects the MCP servers of `definition` (none: an empty toolset, at no cost).
-pub async fn connect_mcp(definition: &AgentDefinition) -> Result<McpToolset, Failure> {
+pub(crate) async fn connect_mcp(definition: &AgentDefinition) -> Result<McpToolset, Failure> {
     troupe_workers::build::connect_mcp(definition).await.map_err(failure)
 }
 
 /// The workspace's store, opened when `definitions` give some agent a memory tool.
-pub async fn memory_store<'a>(
+pub(crate) async fn memory_store<'a>(
     workspace: &Path,
     definitions: impl Iterator<Item = &'a AgentDefinition>,
 ) -> Result<Option<Arc<dyn Store>>, Failure> {
@@ -38,11 +38,11 @@ pub async fn memory_store<'a>(
 }
 
 /// Builds the agent `build` describes, validated (its model resolves, its key is set).
-pub fn build(build: AgentBuild<'_>) -> Result<Built, Failure> {
+pub(crate) fn build(build: AgentBuild<'_>) -> Result<Built, Failure> {
     troupe_workers::build::build(build).map_err(failure)
 }
 
 /// Loads the agent file at `path` as a usage error when it is not valid.
-pub fn load(path: &Path) -> Result<AgentDefinition, Failure> {
+pub(crate) fn load(path: &Path) -> Result<AgentDefinition, Failure> {
     troupe_workers::build::load(path).map_err(failure)
 }

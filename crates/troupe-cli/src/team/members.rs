@@ -3,9 +3,9 @@
 use crate::Failure;
 use crate::agent::build;
 
-pub use troupe_workers::team::{Assembled, Record, Row, Setting, TeamResult};
+pub(crate) use troupe_workers::team::{Assembled, Record, Row, Setting, TeamResult};
 
 /// Builds the team `setting` describes.
-pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, Failure> {
+pub(crate) fn assemble(setting: &Setting<'_>) -> Result<Assembled, Failure> {
     troupe_workers::team::assemble(setting).map_err(build::failure)
 }

@@ -16,15 +16,15 @@ use troupe_workers::process::SANDBOX_EVENT;
 
 /// What one agent did, from its events.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Activity {
+pub(crate) struct Activity {
     /// Tool calls that ended.
-    pub tool_calls: u64,
+    pub(crate) tool_calls: u64,
     /// Whether every model call had a price.
-    pub priced: bool,
+    pub(crate) priced: bool,
 }
 
 /// Follows every member's events.
-pub struct Progress {
+pub(crate) struct Progress {
     json: bool,
     style: Style,
     /// Calls in flight: the tool and its arguments so far.
@@ -35,16 +35,16 @@ pub struct Progress {
     unpriced_runs: Vec<RunId>,
     activity: BTreeMap<String, Activity>,
     /// Tokens of every model call so far.
-    pub tokens: u64,
+    pub(crate) tokens: u64,
     /// Cost of every model call so far.
-    pub cost_usd: f64,
+    pub(crate) cost_usd: f64,
     /// Whether stdout still takes lines.
     stdout_open: bool,
 }
 
 impl Progress {
     /// Progress printed as `style` allows, with events on stdout when `json`.
-    pub fn new(json: bool, style: Style) -> Self {
+    pub(crate) fn new(json: bool, style: Style) -> Self {
         Progress {
             json,
             style,
@@ -59,12 +59,12 @@ impl Progress {
     }
 
     /// What `agent` did so far.
-    pub fn activity(&self, agent: &str) -> Activity {
+    pub(crate) fn activity(&self, agent: &str) -> Activity {
         self.activity.get(agent).copied().unwrap_or(Activity { tool_calls: 0, priced: true })
     }
 
     /// Takes one event.
-    pub fn event(&mut self, event: &AgentEvent) {
+    pub(crate) fn event(&mut self, event: &AgentEvent) {
         if self.json && self.stdout_open {
             self.stdout_open = write_json(event);
         }
@@ -203,7 +203,7 @@ struct Sum {
 
 /// The summary: a row per member (calls, outcome, tool calls, tokens, cost, time) and the
 /// team's total.
-pub fn summary_table(rows: &[Row], records: &[Record], progress: &Progress) -> String {
+pub(crate) fn summary_table(rows: &[Row], records: &[Record], progress: &Progress) -> String {
     let mut sums: BTreeMap<&str, Sum> = BTreeMap::new();
     for record in records {
         let sum = sums.entry(record.name.as_str()).or_default();
