@@ -22,6 +22,9 @@
 //! assert_eq!(request.tools[0].name, "get_weather");
 //! ```
 
+// Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod budget;
 pub mod duration_ms;
 mod error;

@@ -37,6 +37,9 @@
 //! # Ok::<(), troupe_model::Error>(())
 //! ```
 
+// Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod accumulator;
 mod api_key;
 mod config;

@@ -149,6 +149,7 @@ struct Table {
 
 const BUILTIN_TABLE: &str = include_str!("models.toml");
 
+#[expect(clippy::expect_used, reason = "the table is part of the build, checked by a unit test")]
 static BUILTIN: LazyLock<ModelRegistry> = LazyLock::new(|| {
     // The table ships inside the crate and a unit test parses it, so failure here is a
     // build defect, not bad input.

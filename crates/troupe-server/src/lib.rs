@@ -52,6 +52,9 @@
 //! # }
 //! ```
 
+// Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod a2a;
 pub mod agui;
 mod auth;

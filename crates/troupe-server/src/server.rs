@@ -150,7 +150,7 @@ fn cors(origins: &[String]) -> Result<CorsLayer, ServerError> {
             header::AUTHORIZATION,
             header::CONTENT_TYPE,
             header::ACCEPT,
-            "last-event-id".parse().expect("a valid header name"),
+            header::HeaderName::from_static("last-event-id"),
         ])
-        .expose_headers(["x-troupe-run-id".parse().expect("a valid header name")]))
+        .expose_headers([header::HeaderName::from_static("x-troupe-run-id")]))
 }

@@ -62,6 +62,9 @@
 //! # Ok::<(), troupe_telemetry::TelemetryError>(())
 //! ```
 
+// Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod error;
 mod exporter;
 mod histogram;

@@ -350,6 +350,7 @@ pub fn outcome_label(outcome: RunOutcomeKind) -> &'static str {
 }
 
 // `entry(name.to_owned())` would allocate on every event; look up first.
+#[expect(clippy::expect_used, reason = "the key was inserted just above")]
 fn agent_mut<'m>(map: &'m mut BTreeMap<String, AgentState>, name: &str) -> &'m mut AgentState {
     if !map.contains_key(name) {
         map.insert(name.to_owned(), AgentState::default());
@@ -357,6 +358,7 @@ fn agent_mut<'m>(map: &'m mut BTreeMap<String, AgentState>, name: &str) -> &'m m
     map.get_mut(name).expect("inserted above")
 }
 
+#[expect(clippy::expect_used, reason = "the key was inserted just above")]
 fn model_mut<'m>(map: &'m mut BTreeMap<String, ModelState>, name: &str) -> &'m mut ModelState {
     if !map.contains_key(name) {
         map.insert(name.to_owned(), ModelState::default());
@@ -364,6 +366,7 @@ fn model_mut<'m>(map: &'m mut BTreeMap<String, ModelState>, name: &str) -> &'m m
     map.get_mut(name).expect("inserted above")
 }
 
+#[expect(clippy::expect_used, reason = "the key was inserted just above")]
 fn tool_mut<'m>(map: &'m mut BTreeMap<String, ToolTelemetry>, name: &str) -> &'m mut ToolTelemetry {
     if !map.contains_key(name) {
         map.insert(name.to_owned(), ToolTelemetry::default());

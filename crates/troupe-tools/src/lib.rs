@@ -60,6 +60,9 @@
 //! # }
 //! ```
 
+// Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod audit;
 mod builtin;
 mod capability;

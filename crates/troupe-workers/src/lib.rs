@@ -12,6 +12,9 @@
 //! - [`team`]: a team file assembled into members and the strategy that runs them.
 //! - [`team_run`]: a team file run on a task from code, its team budget watched.
 
+// Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod build;
 pub mod definition;
 pub mod ipc;

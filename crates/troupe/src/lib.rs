@@ -52,6 +52,9 @@
 //! # tokio::runtime::Runtime::new().expect("runtime").block_on(demo()).expect("demo runs");
 //! ```
 
+// Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod error;
 pub mod prelude;
 
