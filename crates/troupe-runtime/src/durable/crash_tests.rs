@@ -1,0 +1,336 @@
+//! Property test of a run under crashes: random model turns, random decisions of a
+//! person, and crashes at random points of the recording protocol. After each crash the
+//! run is restored from its last checkpoint and its evidence, and resumed by
+//! [`plan_resume`], as `Runner::resume_run` does.
+//!
+//! The shell below performs the run's actions the way the runner records them: a model
+//! turn is saved with the checkpoint before the run acts on it; a call with side effects
+//! runs between its `action started` (appended, or saved with the state when a person's
+//! decision is not on record yet) and a checkpoint with its `action completed`; read-only
+//! calls run without a boundary of their own; the end is the last checkpoint.
+//!
+//! Invariants, whatever the crashes:
+//! - a call with side effects runs at most once, plus once per retry a person chose after
+//!   it was put to them as interrupted;
+//! - the run ends, and every tool call of its conversation is answered exactly once;
+//! - the evidence is a gap-free chain that verifies.
+
+use super::{ActionCompleted, ActionStarted, ModelTurn, UNCERTAIN_REASON, plan_resume};
+use crate::approval::{ApprovalDecision, ApprovalPolicy};
+use crate::outcome::RunOutcome;
+use crate::signal::Signal;
+use crate::spec::AgentSpec;
+use crate::state::{Action, RunState};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use troupe_core::{ContentBlock, Message, Role, RunId, StopReason, ToolCallId, Usage};
+use troupe_model::ModelResponse;
+use troupe_store::{EvidenceChain, EvidenceEntry, NewEvidence, verify_chain};
+use troupe_tools::{Effect, Tool, ToolCatalog, ToolContext, ToolDeclaration, ToolError, ToolOutput, ToolResultOutcome};
+
+/// A tool that only declares itself: the shell runs calls, not the catalog.
+struct Declared(ToolDeclaration);
+
+impl Tool for Declared {
+    fn declaration(&self) -> &ToolDeclaration {
+        &self.0
+    }
+
+    fn call<'a>(&'a self, _ctx: &'a ToolContext, _args: Value) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        async { Ok(ToolOutput::text("not run by this test")) }.boxed()
+    }
+}
+
+fn catalog() -> ToolCatalog {
+    let tool = |name: &str, effect| -> Arc<dyn Tool> {
+        Arc::new(Declared(ToolDeclaration::new(name, "a tool", json!({"type": "object"}), effect)))
+    };
+    ToolCatalog::with_tools([tool("read", Effect::ReadOnly), tool("append", Effect::ExternalSideEffect)])
+        .expect("the catalog")
+}
+
+/// What a person answers when asked.
+#[derive(Clone, Copy, Debug)]
+enum Answer {
+    Approve,
+    Reject,
+    AlwaysAllow,
+}
+
+/// One generated case.
+#[derive(Clone, Debug)]
+struct Case {
+    /// The model's turns, by iteration: each the tools it calls (`true` for `append`); an
+    /// empty turn, or the end of the list, is the final answer.
+    turns: Vec<Vec<bool>>,
+    /// Whether calls with side effects need a person's approval.
+    ask: bool,
+    /// The person's answers, taken in turn (the last repeats).
+    answers: Vec<Answer>,
+    /// The ticks of the recording protocol at which the process dies.
+    crashes: BTreeSet<u32>,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    let answer = prop_oneof![Just(Answer::Approve), Just(Answer::Reject), Just(Answer::AlwaysAllow)];
+    (
+        prop::collection::vec(prop::collection::vec(any::<bool>(), 0..4), 0..5),
+        any::<bool>(),
+        prop::collection::vec(answer, 1..6),
+        prop::collection::btree_set(0u32..60, 0..12),
+    )
+        .prop_map(|(turns, ask, answers, crashes)| Case { turns, ask, answers, crashes })
+}
+
+/// The store as a crash leaves it: the last checkpoint and the evidence on record.
+struct Stored {
+    state: String,
+    evidence: Vec<EvidenceEntry>,
+}
+
+/// The process: the run's state, what the shell has noted but not saved, and the world.
+struct Shell<'c> {
+    case: &'c Case,
+    spec: AgentSpec,
+    catalog: ToolCatalog,
+    stored: Stored,
+    chain: EvidenceChain,
+    /// Evidence kept for the next checkpoint (a model turn that ended nothing).
+    buffered: Vec<NewEvidence>,
+    /// A person's decision applied since the last checkpoint.
+    decision_unsaved: bool,
+    /// Every tick of the protocol so far, across crashes.
+    tick: u32,
+    /// The answers given so far.
+    asked: usize,
+    /// The world: how often each call with side effects ran.
+    ran: BTreeMap<ToolCallId, u32>,
+    /// How often a person chose to retry each interrupted call.
+    retries_chosen: BTreeMap<ToolCallId, u32>,
+}
+
+/// The process died at this tick.
+struct Crash;
+
+impl<'c> Shell<'c> {
+    fn new(case: &'c Case, state: &RunState) -> Self {
+        let mut spec = AgentSpec::new("tester", "fake/model");
+        spec.approval = if case.ask { ApprovalPolicy::default() } else { ApprovalPolicy::auto() };
+        let run_id = state.run_id.as_str().to_owned();
+        Shell {
+            case,
+            spec,
+            catalog: catalog(),
+            stored: Stored { state: serde_json::to_string(state).expect("the state encodes"), evidence: Vec::new() },
+            chain: EvidenceChain::new(run_id),
+            buffered: Vec::new(),
+            decision_unsaved: false,
+            tick: 0,
+            asked: 0,
+            ran: BTreeMap::new(),
+            retries_chosen: BTreeMap::new(),
+        }
+    }
+
+    /// A point where the process may die.
+    fn tick(&mut self) -> Result<(), Crash> {
+        self.tick += 1;
+        if self.case.crashes.contains(&self.tick) { Err(Crash) } else { Ok(()) }
+    }
+
+    fn append(&mut self, entries: Vec<NewEvidence>) {
+        let sealed = self.chain.seal(entries, 1);
+        self.chain.advance(&sealed);
+        self.stored.evidence.extend(sealed);
+    }
+
+    /// Saves `state` with the buffered evidence and `entries`, in one transaction.
+    fn checkpoint(&mut self, state: &RunState, entries: Vec<NewEvidence>) {
+        let mut all = std::mem::take(&mut self.buffered);
+        all.extend(entries);
+        self.append(all);
+        self.stored.state = serde_json::to_string(state).expect("the state encodes");
+        self.decision_unsaved = false;
+    }
+
+    /// The model's response at the state's iteration (the same one again when a crash
+    /// lost the turn: the model is asked the same question).
+    fn response(&self, state: &RunState) -> ModelResponse {
+        let turn = state.iteration as usize - 1;
+        let calls = self.case.turns.get(turn).filter(|calls| !calls.is_empty());
+        let blocks = match calls {
+            Some(calls) => calls
+                .iter()
+                .enumerate()
+                .map(|(i, append)| {
+                    let tool = if *append { "append" } else { "read" };
+                    ContentBlock::tool_use(format!("t{turn}c{i}"), tool, json!({"line": format!("{turn}.{i}")}))
+                })
+                .collect(),
+            None => vec![ContentBlock::text("done")],
+        };
+        let stop_reason = if calls.is_some() { StopReason::ToolUse } else { StopReason::EndTurn };
+        ModelResponse {
+            message: Message::new(Role::Assistant, blocks),
+            stop_reason,
+            usage: Usage { input_tokens: 1, output_tokens: 1, ..Default::default() },
+            model: None,
+            id: None,
+        }
+    }
+
+    /// Runs the state until it ends or the process dies.
+    fn drive(&mut self, state: &mut RunState) -> Result<RunOutcome, Crash> {
+        loop {
+            match state.next_action(&self.spec, &self.catalog) {
+                Action::CallModel(_) => {
+                    let response = self.response(state);
+                    let turn = ModelTurn {
+                        iteration: state.iteration,
+                        model: "fake/model".into(),
+                        message: response.message.clone(),
+                        stop_reason: response.stop_reason.clone(),
+                        usage: response.usage,
+                        cost_usd: 0.0,
+                    };
+                    state.apply_model_response(response, 0.0);
+                    self.buffered.push(turn.evidence());
+                    self.tick()?;
+                    if !state.pending_calls.is_empty() {
+                        // Saved before the run acts on it.
+                        self.checkpoint(state, Vec::new());
+                        self.tick()?;
+                    }
+                }
+                Action::AwaitApproval(requests) => {
+                    for request in requests {
+                        let answer = self.case.answers[self.asked.min(self.case.answers.len() - 1)];
+                        self.asked += 1;
+                        let decision = match answer {
+                            Answer::Approve => ApprovalDecision::Approve,
+                            Answer::Reject => ApprovalDecision::Reject { reason: None },
+                            Answer::AlwaysAllow => ApprovalDecision::AlwaysAllow,
+                        };
+                        if request.reason == UNCERTAIN_REASON && !matches!(answer, Answer::Reject) {
+                            *self.retries_chosen.entry(request.call_id.clone()).or_default() += 1;
+                        }
+                        state
+                            .apply_signal(Signal::Approval { call_id: request.call_id, decision })
+                            .expect("a waiting call takes a decision");
+                        self.decision_unsaved = true;
+                        self.tick()?;
+                    }
+                }
+                Action::RunTools(calls) => {
+                    for call in calls {
+                        let declaration = self.catalog.get(&call.name).expect("a known tool").declaration().clone();
+                        if declaration.is_read_only() {
+                            state.apply_tool_results(vec![(call.id.clone(), ok("read"))]);
+                            continue;
+                        }
+                        let started = ActionStarted::evidence(call.id.as_str(), &declaration, &call.args);
+                        if self.decision_unsaved {
+                            self.checkpoint(state, vec![started]);
+                        } else {
+                            self.append(vec![started]);
+                        }
+                        self.tick()?;
+                        *self.ran.entry(call.id.clone()).or_default() += 1;
+                        self.tick()?;
+                        let outcome = ok("appended");
+                        let completed =
+                            ActionCompleted::evidence(call.id.as_str(), &declaration, &outcome.content, false);
+                        state.apply_tool_results(vec![(call.id.clone(), outcome)]);
+                        self.checkpoint(state, vec![completed]);
+                        self.tick()?;
+                    }
+                }
+                Action::Finish(outcome) => {
+                    self.checkpoint(state, Vec::new());
+                    return Ok(outcome);
+                }
+            }
+        }
+    }
+
+    /// The process starts again: the state of the last checkpoint, the evidence on
+    /// record, and the resume plan applied.
+    fn restore(&mut self) -> RunState {
+        self.buffered.clear();
+        self.decision_unsaved = false;
+        let mut state: RunState = serde_json::from_str(&self.stored.state).expect("the stored state decodes");
+        self.chain = EvidenceChain::after(state.run_id.as_str(), self.stored.evidence.last());
+        plan_resume(&state, &self.stored.evidence, &[]).apply(&mut state);
+        state
+    }
+}
+
+fn ok(content: &str) -> ToolResultOutcome {
+    ToolResultOutcome::success(ToolOutput::text(content), Duration::ZERO)
+}
+
+/// Every tool use of the conversation answered exactly once, in the message after it.
+fn every_call_answered_once(messages: &[Message]) -> Result<(), String> {
+    for (i, message) in messages.iter().enumerate() {
+        let uses: Vec<&ToolCallId> = message.tool_uses().map(|(id, _, _)| id).collect();
+        if uses.is_empty() {
+            continue;
+        }
+        let next = messages.get(i + 1).ok_or(format!("message {i}'s calls are never answered"))?;
+        let answers: Vec<&ToolCallId> = next
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::ToolResult { tool_use_id, .. } => Some(tool_use_id),
+                _ => None,
+            })
+            .collect();
+        for id in &uses {
+            let times = answers.iter().filter(|a| *a == id).count();
+            if times != 1 {
+                return Err(format!("call {id} answered {times} times"));
+            }
+        }
+        if answers.len() != uses.len() {
+            return Err(format!("message {} answers {} calls, {} were made", i + 1, answers.len(), uses.len()));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_run_survives_any_crashes_without_repeating_a_side_effect(case in case()) {
+        let first = RunState::new(RunId::new("run_p"), "tester", "fake/model", "model").with_instruction("go");
+        let mut shell = Shell::new(&case, &first);
+        let mut state = first;
+        let mut lives = 0;
+        let outcome = loop {
+            lives += 1;
+            prop_assert!(lives <= case.crashes.len() + 1, "more lives than crashes");
+            match shell.drive(&mut state) {
+                Ok(outcome) => break outcome,
+                Err(Crash) => state = shell.restore(),
+            }
+        };
+        prop_assert!(!matches!(outcome, RunOutcome::Paused { .. } | RunOutcome::Failed { .. }), "{outcome:?}");
+        for (call, runs) in &shell.ran {
+            let retries = shell.retries_chosen.get(call).copied().unwrap_or(0);
+            prop_assert!(*runs <= 1 + retries, "{call} ran {runs} times with {retries} retries chosen by a person");
+        }
+        // The state on record is the state the run ended with.
+        let stored: RunState = serde_json::from_str(&shell.stored.state).expect("decodes");
+        prop_assert_eq!(&stored, &state);
+        if let Err(problem) = every_call_answered_once(&state.messages) {
+            prop_assert!(false, "{}", problem);
+        }
+        prop_assert!(verify_chain(&shell.stored.evidence).is_ok(), "the evidence chain verifies");
+    }
+}
