@@ -5,7 +5,6 @@
 use crate::agent::ConfigDirs;
 use crate::agent::build::{self, AgentBuild, Approvals, Ceilings};
 use crate::store::StoreArgs;
-use crate::team::members::{self, Assembled, Setting};
 use crate::{Failure, setup};
 use anyhow::anyhow;
 use futures::StreamExt;
@@ -20,10 +19,8 @@ use troupe::runtime::durable::{Durability, is_dead_local_owner, unique_owner};
 use troupe::runtime::{Agent, ApprovalPolicy, EVENT_BUFFER, RunInput};
 use troupe::server::{LaunchError, LaunchedRun, Launcher, RunEnd, Server, ServerConfig, Target, TargetKind, Token};
 use troupe::store::{RunFilter, RunStatus, Store};
-use troupe_model::ModelConfig;
 use troupe_workers::registry::AgentRegistry;
-use troupe_workers::team_file::{Isolation, TeamFile};
-use troupe_workers::team_run::TeamSpend;
+use troupe_workers::team_run::{TeamFiles, TeamRun, TeamService};
 
 /// Arguments of `troupe serve`.
 #[derive(Debug, clap::Args)]
@@ -144,19 +141,16 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
     }
     for path in &args.teams {
         let (team, registry) = crate::team::load(&args.config, path)?;
-        let local = team.team.members.iter().filter(|m| m.isolation == Isolation::Local).map(|m| m.agent.as_str());
-        let leader_and_local: Vec<&str> = team.leader().into_iter().chain(local).collect();
-        let mcp = build::connect_mcp_each(leader_and_local.iter().filter_map(|id| registry.get(id))).await?;
-        let name = team.name().to_owned();
-        let shared = TeamServing {
-            team,
-            registry,
-            workspace: workspace.clone(),
-            config: config.clone(),
-            memory: memory.clone(),
-            mcp,
-        };
-        launcher.teams.insert(name, Arc::new(shared));
+        let files = TeamFiles::new(team, registry, &[]).map_err(build::failure)?;
+        let service = TeamRun::new(&files, workspace.clone())
+            .config(config.clone())
+            // Members cannot be asked: the team file's approval mode is auto or refuse.
+            .approvals(Approvals::Refuse)
+            .memory(memory.clone())
+            .service()
+            .await
+            .map_err(build::failure)?;
+        launcher.teams.insert(files.team().name().to_owned(), service);
     }
 
     let launcher = Arc::new(launcher);
@@ -296,26 +290,15 @@ async fn recover(server: &Server, launcher: &ServeLauncher, store: &dyn Store) {
 /// What `troupe serve` runs: agents by id, teams by name.
 struct ServeLauncher {
     agents: BTreeMap<String, (Agent, String)>,
-    teams: BTreeMap<String, Arc<TeamServing>>,
-}
-
-/// A team file, ready to be assembled for each run.
-struct TeamServing {
-    team: TeamFile,
-    registry: AgentRegistry,
-    workspace: PathBuf,
-    config: ModelConfig,
-    memory: Option<Arc<dyn Store>>,
-    /// The local agents' MCP servers, connected once and shared by every run.
-    mcp: BTreeMap<String, troupe_mcp::McpToolset>,
+    teams: BTreeMap<String, TeamService>,
 }
 
 impl Launcher for ServeLauncher {
     fn targets(&self) -> Vec<Target> {
         let agents = self.agents.iter().map(|(name, (agent, description))| Target::agent(name, agent, description));
-        let teams = self.teams.iter().map(|(name, serving)| Target {
+        let teams = self.teams.iter().map(|(name, service)| Target {
             name: name.clone(),
-            description: serving.team.team.description.clone(),
+            description: service.team().team.description.clone(),
             kind: TargetKind::Team,
             model: None,
             tools: Vec::new(),
@@ -327,123 +310,52 @@ impl Launcher for ServeLauncher {
         if let Some((agent, _)) = self.agents.get(target) {
             return Ok(LaunchedRun::from_handle(agent.start(input)));
         }
-        let serving = self.teams.get(target).ok_or_else(|| LaunchError::UnknownTarget(target.to_owned()))?;
-        serving.launch(input)
+        let service = self.teams.get(target).ok_or_else(|| LaunchError::UnknownTarget(target.to_owned()))?;
+        launch_team(service, input)
     }
 }
 
-impl TeamServing {
-    /// One run of the team: its own `run_started` and `run_finished` around every
-    /// member's events, which keep their own attribution (agent, run, parent run).
-    fn launch(self: &Arc<Self>, input: RunInput) -> Result<LaunchedRun, LaunchError> {
-        let (sink, members_events) = mpsc::channel(EVENT_BUFFER);
-        let setting = Setting {
-            team: &self.team,
-            registry: &self.registry,
-            workspace: &self.workspace,
-            config: &self.config,
-            // Members cannot be asked: the team file's approval mode is auto or refuse.
-            approvals: Approvals::Refuse,
-            events: sink,
-            memory: self.memory.clone(),
-            mcp: self.mcp.clone(),
+/// One run of a served team, members of its own assembled for it: the team run's own
+/// `run_started` and `run_finished` around every member's events, which keep their own
+/// attribution (agent, run, parent run). The team's budgets and its outcome are the
+/// library's, as for `troupe team run`.
+fn launch_team(service: &TeamService, input: RunInput) -> Result<LaunchedRun, LaunchError> {
+    let prepared = service.prepare().map_err(|e| LaunchError::Refused(e.to_string()))?;
+    let run_id = input.run_id.clone().unwrap_or_else(RunId::generate);
+    let cancel = CancellationToken::new();
+    let (events, forwarded) = mpsc::channel::<AgentEvent>(EVENT_BUFFER);
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<RunEnd>();
+    let stamp = TeamStamp {
+        agent: AgentId::new(service.team().name()),
+        run_id: run_id.clone(),
+        conversation_id: input.conversation_id.clone(),
+    };
+    let task = input.instruction;
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        let started = AgentEventKind::RunStarted { instruction: task.clone(), model: "team".to_owned() };
+        let _ = events.send(stamp.event(0, started)).await;
+        let report = prepared.run(&task, Some(events.clone()), stop).await;
+        let error = report.failure();
+        let outcome = match &error {
+            None => RunOutcomeKind::Completed,
+            Some(_) if report.cancelled && report.exceeded.is_none() => RunOutcomeKind::Cancelled,
+            Some(_) => RunOutcomeKind::Failed,
         };
-        let Assembled { work, .. } = members::assemble(&setting).map_err(|e| LaunchError::Refused(e.to_string()))?;
-        drop(setting);
-        let run_id = input.run_id.clone().unwrap_or_else(RunId::generate);
-        let team = self.team.name().to_owned();
-        let cancel = CancellationToken::new();
-        let budget = self.team.budget().unwrap_or_default();
-        let deadline = budget.max_wall_time;
-        let (events, forwarded) = mpsc::channel::<AgentEvent>(EVENT_BUFFER);
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<RunEnd>();
-        let stamp = TeamStamp {
-            agent: AgentId::new(team.clone()),
-            run_id: run_id.clone(),
-            conversation_id: input.conversation_id.clone(),
-        };
-        let task = input.instruction.clone();
-        let stop = cancel.clone();
-        tokio::spawn(async move {
-            let _ = events
-                .send(
-                    stamp.event(0, AgentEventKind::RunStarted { instruction: task.clone(), model: "team".to_owned() }),
-                )
-                .await;
-            let mut members_events = tokio_stream_of(members_events);
-            let work = work.run(team, task, stop.clone());
-            let timed_out = stop.clone();
-            let work = async move {
-                match deadline {
-                    Some(limit) => match tokio::time::timeout(limit, work).await {
-                        Ok(result) => result,
-                        Err(_) => {
-                            timed_out.cancel();
-                            members::TeamResult {
-                                output: String::new(),
-                                error: Some("its time budget ran out".to_owned()),
-                            }
-                        }
-                    },
-                    None => work.await,
-                }
-            };
-            tokio::pin!(work);
-            // What every member spent together, counted as `troupe team run` counts it, so
-            // the team's usd and token budgets stop it here too.
-            let mut spent = TeamSpend::default();
-            let mut exceeded = None;
-            let result = loop {
-                tokio::select! {
-                    Some(event) = members_events.next() => {
-                        spent.observe(&event);
-                        if exceeded.is_none() && let Some(which) = spent.over(&budget) {
-                            exceeded = Some(which);
-                            stop.cancel();
-                        }
-                        let _ = events.send(event).await;
-                    }
-                    result = &mut work => break result,
-                }
-            };
-            while let Ok(Some(event)) =
-                tokio::time::timeout(std::time::Duration::from_millis(10), members_events.next()).await
-            {
-                spent.observe(&event);
-                let _ = events.send(event).await;
-            }
-            let result = match exceeded {
-                Some(which) => {
-                    members::TeamResult { output: result.output, error: Some(format!("its {which} budget ran out")) }
-                }
-                None => result,
-            };
-            let outcome = match &result.error {
-                None => RunOutcomeKind::Completed,
-                Some(e) if e == "cancelled" => RunOutcomeKind::Cancelled,
-                Some(_) => RunOutcomeKind::Failed,
-            };
-            let output = (!result.output.is_empty()).then(|| result.output.clone());
-            let end = RunEnd {
-                outcome,
-                output: output.clone(),
-                error: result.error.clone(),
-                usage: spent.usage,
-                cost_usd: spent.cost_usd,
-            };
-            let finished =
-                AgentEventKind::RunFinished { outcome, output, usage: spent.usage, cost_usd: spent.cost_usd };
-            let _ = events.send(stamp.event(1, finished)).await;
-            let _ = done_tx.send(end);
-        });
-        Ok(LaunchedRun {
-            run_id,
-            events: tokio_stream_of(forwarded).boxed(),
-            signals: None,
-            cancel,
-            end: Box::pin(async move { done_rx.await.unwrap_or_else(|_| RunEnd::failed("the team's task crashed")) }),
-        })
-    }
+        let output = (!report.output.is_empty()).then(|| report.output.clone());
+        let (usage, cost_usd) = (report.usage, report.cost_usd);
+        let end = RunEnd { outcome, output: output.clone(), error, usage, cost_usd };
+        let finished = AgentEventKind::RunFinished { outcome, output, usage, cost_usd };
+        let _ = events.send(stamp.event(1, finished)).await;
+        let _ = done_tx.send(end);
+    });
+    Ok(LaunchedRun {
+        run_id,
+        events: tokio_stream_of(forwarded).boxed(),
+        signals: None,
+        cancel,
+        end: Box::pin(async move { done_rx.await.unwrap_or_else(|_| RunEnd::failed("the team's task crashed")) }),
+    })
 }
 
 /// The attribution of the team run's own events.

@@ -31,7 +31,6 @@
 //! (or the budget ran out, or the team was cancelled); 2 a usage or configuration error (a
 //! bad team or agent file, an unknown agent, a missing API key).
 
-pub(crate) mod members;
 mod progress;
 
 use crate::agent::ConfigDirs;

@@ -2,7 +2,10 @@
 //! and checks the team and its agents, [`TeamRun`] builds and assembles its members, and
 //! [`PreparedTeam::run`] runs them, passing every member's events on, watching the
 //! team's budget (tokens and USD across every member, and wall time), and reporting what
-//! each member call came to.
+//! each member call came to. A team run many times, as `troupe serve` serves one, is a
+//! [`TeamService`] ([`TeamRun::service`]): what every run shares (MCP connections, the
+//! memory store) is opened once, and [`TeamService::prepare`] assembles each run's
+//! members.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), troupe_workers::build::BuildError> {
@@ -24,11 +27,15 @@ use crate::build::{self, Approvals, BuildError};
 use crate::registry::AgentRegistry;
 use crate::team::{Assembled, Record, Row, Setting, TeamResult, Work};
 use crate::team_file::{Isolation, TeamFile};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, AgentEventKind, Usage};
+use troupe_mcp::McpToolset;
 use troupe_model::ModelConfig;
+use troupe_store::Store;
 use troupe_team::firewall::FirewallStats;
 use troupe_team::{EventSink, TeamBudget};
 
@@ -36,7 +43,7 @@ use troupe_team::{EventSink, TeamBudget};
 const EVENT_BUFFER: usize = 4096;
 
 /// A team file and the agents it names, found and checked against each other.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct TeamFiles {
     team: TeamFile,
     registry: AgentRegistry,
@@ -84,13 +91,20 @@ pub struct TeamRun<'a> {
     workspace: PathBuf,
     config: ModelConfig,
     approvals: Approvals,
+    memory: Option<Option<Arc<dyn Store>>>,
 }
 
 impl<'a> TeamRun<'a> {
     /// The team of `files`, its members working in `workspace`, with the default model
     /// configuration, refusing every call that needs approval (nobody is asked).
     pub fn new(files: &'a TeamFiles, workspace: impl Into<PathBuf>) -> Self {
-        TeamRun { files, workspace: workspace.into(), config: ModelConfig::default(), approvals: Approvals::Refuse }
+        TeamRun {
+            files,
+            workspace: workspace.into(),
+            config: ModelConfig::default(),
+            approvals: Approvals::Refuse,
+            memory: None,
+        }
     }
 
     /// Providers and models as `config` (a workspace's `troupe.toml`) says.
@@ -105,24 +119,71 @@ impl<'a> TeamRun<'a> {
         self
     }
 
-    /// Builds the members: opens the store for memories when one needs it, connects the
-    /// local agents' MCP servers, and assembles the team.
-    pub async fn prepare(self) -> Result<PreparedTeam, BuildError> {
+    /// The store the members' memories live in (`None`: no memory tools), shared with
+    /// whoever else holds it, instead of the one the agent files name.
+    pub fn memory(mut self, memory: Option<Arc<dyn Store>>) -> Self {
+        self.memory = Some(memory);
+        self
+    }
+
+    /// Opens what every run of the team shares: the store for memories when a member
+    /// needs it, the local agents' MCP servers, connected once.
+    pub async fn service(self) -> Result<TeamService, BuildError> {
         let TeamFiles { team, registry } = self.files;
-        let memory = build::memory_store(&self.workspace, registry.iter().map(|entry| &entry.definition)).await?;
+        let memory = match self.memory {
+            Some(memory) => memory,
+            None => build::memory_store(&self.workspace, registry.iter().map(|entry| &entry.definition)).await?,
+        };
         let local = team.team.members.iter().filter(|m| m.isolation == Isolation::Local).map(|m| m.agent.as_str());
         let leader_and_local = team.leader().into_iter().chain(local).filter_map(|id| registry.get(id));
         let mcp = build::connect_mcp_each(leader_and_local).await?;
+        Ok(TeamService {
+            files: self.files.clone(),
+            workspace: self.workspace,
+            config: self.config,
+            approvals: self.approvals,
+            memory,
+            mcp,
+        })
+    }
+
+    /// Builds the members for one run: [`service`](Self::service), then
+    /// [`TeamService::prepare`].
+    pub async fn prepare(self) -> Result<PreparedTeam, BuildError> {
+        self.service().await?.prepare()
+    }
+}
+
+/// A team file ready to run any number of times, each run with members of its own (as
+/// `troupe serve` serves a team): what every run shares is opened once.
+pub struct TeamService {
+    files: TeamFiles,
+    workspace: PathBuf,
+    config: ModelConfig,
+    approvals: Approvals,
+    memory: Option<Arc<dyn Store>>,
+    mcp: BTreeMap<String, McpToolset>,
+}
+
+impl TeamService {
+    /// The team file.
+    pub fn team(&self) -> &TeamFile {
+        &self.files.team
+    }
+
+    /// Assembles the team's members for one run.
+    pub fn prepare(&self) -> Result<PreparedTeam, BuildError> {
         let (events, received) = mpsc::channel(EVENT_BUFFER);
+        let team = &self.files.team;
         let setting = Setting {
             team,
-            registry,
+            registry: &self.files.registry,
             workspace: &self.workspace,
             config: &self.config,
             approvals: self.approvals,
             events,
-            memory,
-            mcp,
+            memory: self.memory.clone(),
+            mcp: self.mcp.clone(),
         };
         let assembled = crate::team::assemble(&setting)?;
         Ok(PreparedTeam {
@@ -204,6 +265,7 @@ impl PreparedTeam {
             cancelled: cancel.is_cancelled(),
             crashed,
             tokens: spend.usage.total(),
+            usage: spend.usage,
             cost_usd: spend.cost_usd,
         }
     }
@@ -278,6 +340,8 @@ pub struct TeamReport {
     pub crashed: Option<String>,
     /// Tokens every member spent together.
     pub tokens: u64,
+    /// The same, by kind.
+    pub usage: Usage,
     /// USD every member spent together (priced models only).
     pub cost_usd: f64,
 }

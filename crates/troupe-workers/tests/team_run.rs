@@ -91,3 +91,23 @@ fn a_team_naming_an_agent_that_is_not_there_is_refused_with_where_it_looked() {
     assert!(message.contains("critic") && message.contains(&dir.path().display().to_string()), "{message}");
     assert!(error.is_usage());
 }
+
+/// A served team: one service, many runs, each with members of its own, at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_team_service_runs_the_team_many_times_at_once() {
+    let (dir, workspace) = (example_team(str::to_owned), workspace());
+    let files = files(&dir);
+    let service = TeamRun::new(&files, workspace.path()).memory(None).service().await.expect("the service opens");
+    assert_eq!(service.team().name(), files.team().name());
+    let runs = ["Describe this repository", "List this repository's files"].map(|task| {
+        let team = service.prepare().expect("the members build for each run");
+        tokio::spawn(async move { (task, team.run(task, None, CancellationToken::new()).await) })
+    });
+    for run in runs {
+        let (task, report) = run.await.expect("the run's task ends");
+        assert_eq!(report.failure(), None, "{report:?}");
+        assert!(report.output.contains(task), "each run answers its own task: {}", report.output);
+        assert_eq!(report.records.len(), 3, "each run has members of its own: {:?}", report.records);
+        assert_eq!(report.usage.total(), report.tokens, "usage and tokens agree");
+    }
+}

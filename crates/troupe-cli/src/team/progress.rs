@@ -2,7 +2,6 @@
 //! the agent the event is attributed to — its events as JSON lines on stdout with
 //! `--json`, and the per-member summary table.
 
-use super::members::{Record, Row};
 use crate::render::{Style, call_label, first_line, result_detail, shorten};
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 use serde_json::Value;
@@ -13,6 +12,7 @@ use troupe::core::{AgentEvent, AgentEventKind, RunId, ToolCallId, Usage};
 use troupe::team::DELEGATE_TOOL;
 use troupe::team::firewall::{DropReason, FIREWALL_DROP_EVENT};
 use troupe_workers::process::SANDBOX_EVENT;
+use troupe_workers::team::{Record, Row};
 
 /// What one agent did, from its events.
 #[derive(Clone, Copy, Debug, Default)]
