@@ -169,4 +169,4 @@ pub use resolver::{FixedModel, ModelResolver};
 pub use runner::{DEFAULT_TOOL_CONCURRENCY, Runner};
 pub use signal::{Signal, SignalHook, SignalHooks, SignalKind};
 pub use spec::{AgentSpec, Limits};
-pub use state::{Action, CallResult, PendingCall, Phase, RESUME_INSTRUCTION, RunState, RunStatus};
+pub use state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState};

@@ -36,10 +36,12 @@ use troupe_tools::{ToolCall, ToolCatalog, ToolResultOutcome};
 /// The user message appended when a response stops at the output token limit.
 pub const RESUME_INSTRUCTION: &str = "Output token limit hit. Resume directly from where you stopped.";
 
-/// Where a run stands.
+/// Where a run stands in its loop: working, waiting for a person, stopping, or ended.
+/// The status a run is stored and listed under is [`troupe_store::RunStatus`], derived
+/// from this and the outcome ([`stored_status`](crate::durable::stored_status)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", content = "outcome", rename_all = "snake_case")]
-pub enum RunStatus {
+pub enum LoopStatus {
     /// Working: calling the model or running tools.
     Running,
     /// Waiting for a person's decisions about tool calls.
@@ -191,7 +193,7 @@ pub struct RunState {
     /// What the model calls cost, in USD.
     pub cost_usd: f64,
     /// Where the run stands.
-    pub status: RunStatus,
+    pub status: LoopStatus,
     /// What the loop does next.
     pub phase: Phase,
     /// Output-limit recoveries made in a row.
@@ -249,7 +251,7 @@ impl RunState {
             usage: Usage::default(),
             last_usage: None,
             cost_usd: 0.0,
-            status: RunStatus::Running,
+            status: LoopStatus::Running,
             phase: Phase::CallModel,
             recoveries: 0,
             always_allowed: BTreeSet::new(),
@@ -302,7 +304,7 @@ impl RunState {
         if let Some(outcome) = &self.outcome {
             return Action::Finish(outcome.clone());
         }
-        if self.status == RunStatus::Cancelling {
+        if self.status == LoopStatus::Cancelling {
             let reason = self.cancel_reason.clone();
             return Action::Finish(self.finish(RunOutcome::Cancelled { reason }));
         }
@@ -335,7 +337,7 @@ impl RunState {
             return Action::Finish(outcome);
         }
         self.iteration += 1;
-        self.status = RunStatus::Running;
+        self.status = LoopStatus::Running;
         Action::CallModel(self.request(spec, tools))
     }
 
@@ -407,10 +409,10 @@ impl RunState {
         self.apply_policy(spec, tools);
         let waiting = self.awaiting_approval();
         if !waiting.is_empty() {
-            self.status = RunStatus::AwaitingApproval;
+            self.status = LoopStatus::AwaitingApproval;
             return Some(Action::AwaitApproval(waiting));
         }
-        self.status = RunStatus::Running;
+        self.status = LoopStatus::Running;
         let runnable: Vec<ToolCall> = self
             .pending_calls
             .iter()
@@ -476,7 +478,7 @@ impl RunState {
     /// Feeds back the model's response to the last [`Action::CallModel`] and its cost.
     pub fn apply_model_response(&mut self, response: ModelResponse, cost_usd: f64) {
         self.record_usage(response.usage, cost_usd);
-        if self.outcome.is_some() || self.status == RunStatus::Cancelling {
+        if self.outcome.is_some() || self.status == LoopStatus::Cancelling {
             return;
         }
         let message = response.message;
@@ -611,7 +613,7 @@ impl RunState {
         if self.outcome.is_some() {
             return;
         }
-        self.status = RunStatus::Cancelling;
+        self.status = LoopStatus::Cancelling;
         if self.cancel_reason.is_none() {
             self.cancel_reason = reason;
         }
@@ -638,7 +640,7 @@ impl RunState {
             self.commit_results(&format!("The tool call was not run: the run ended first ({kind})."));
             self.phase = Phase::Done;
         }
-        self.status = RunStatus::Finished(outcome.kind());
+        self.status = LoopStatus::Finished(outcome.kind());
         self.outcome = Some(outcome.clone());
         outcome
     }
@@ -650,7 +652,7 @@ impl RunState {
             self.answer.clone_from(output);
             self.outcome = None;
             self.phase = Phase::Answered;
-            self.status = RunStatus::Running;
+            self.status = LoopStatus::Running;
         }
     }
 
@@ -658,7 +660,7 @@ impl RunState {
     pub fn reopen(&mut self) {
         if matches!(self.outcome, Some(RunOutcome::Paused { .. })) {
             self.outcome = None;
-            self.status = RunStatus::AwaitingApproval;
+            self.status = LoopStatus::AwaitingApproval;
         }
     }
 }

@@ -119,7 +119,7 @@ fn a_plain_answer_completes() {
     assert_eq!(request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["read", "write"]);
     state.apply_model_response(text_response("done", StopReason::EndTurn), 0.01);
     assert_eq!(state.next_action(&spec, &tools), Action::Finish(RunOutcome::Completed { output: "done".into() }));
-    assert_eq!(state.status, RunStatus::Finished(RunOutcomeKind::Completed));
+    assert_eq!(state.status, LoopStatus::Finished(RunOutcomeKind::Completed));
     assert_eq!((state.iteration, state.usage.input_tokens), (1, 10));
     assert!((state.cost_usd - 0.01).abs() < 1e-12);
     // Asking again changes nothing.
@@ -162,12 +162,12 @@ fn side_effects_wait_for_approval_and_run_once_approved() {
     assert_eq!(requests.len(), 1, "only the write is asked about");
     assert_eq!((requests[0].call_id.as_str(), requests[0].tool.as_str()), ("w", "write"));
     assert!(requests[0].reason.contains("write state"), "{}", requests[0].reason);
-    assert_eq!(state.status, RunStatus::AwaitingApproval);
+    assert_eq!(state.status, LoopStatus::AwaitingApproval);
     assert_eq!(expect_approval(state.next_action(&spec, &tools)), requests, "still waiting");
     state.apply_signal(Signal::approval("w", ApprovalDecision::Approve)).expect("decision taken");
     let calls = expect_tools(state.next_action(&spec, &tools));
     assert_eq!(calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["r", "w"], "the turn runs in order");
-    assert_eq!(state.status, RunStatus::Running);
+    assert_eq!(state.status, LoopStatus::Running);
 }
 
 #[test]
@@ -250,7 +250,7 @@ fn cancelling_at_approval_ends_the_run_with_every_call_answered() {
     );
     expect_approval(state.next_action(&spec, &tools));
     state.apply_signal(Signal::approval("w", ApprovalDecision::Cancel)).expect("decision taken");
-    assert_eq!(state.status, RunStatus::Cancelling);
+    assert_eq!(state.status, LoopStatus::Cancelling);
     let Action::Finish(RunOutcome::Cancelled { reason }) = state.next_action(&spec, &tools) else {
         panic!("cancelled")
     };
@@ -420,7 +420,7 @@ fn a_paused_state_serializes_and_resumes_identically() {
     let mut restored: RunState = serde_json::from_str(&text).expect("parses");
     assert_eq!(restored, state);
     restored.apply_signal(Signal::approval("w", ApprovalDecision::Approve)).expect("reopens and decides");
-    assert_eq!(restored.status, RunStatus::AwaitingApproval);
+    assert_eq!(restored.status, LoopStatus::AwaitingApproval);
     let calls = expect_tools(restored.next_action(&spec, &tools));
     assert_eq!(calls[0].args, json!({"k": "v"}));
     restored.apply_tool_results(vec![(ToolCallId::new("w"), ok("done"))]);
@@ -462,7 +462,7 @@ fn the_first_outcome_wins() {
     let again = state.finish(RunOutcome::Cancelled { reason: None });
     assert_eq!(again, RunOutcome::BudgetExceeded { budget: Budget::Time });
     state.request_cancel(Some("late".into()));
-    assert_eq!(state.status, RunStatus::Finished(RunOutcomeKind::BudgetExceeded));
+    assert_eq!(state.status, LoopStatus::Finished(RunOutcomeKind::BudgetExceeded));
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use super::evidence::to_value;
 use crate::outcome::RunOutcome;
 use crate::signal::Signal;
-use crate::state::{Phase, RunState, RunStatus as StateStatus};
+use crate::state::{LoopStatus, Phase, RunState};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +29,7 @@ pub fn stored_status(state: &RunState) -> RunStatus {
             RunOutcomeKind::Incomplete => RunStatus::Incomplete,
             _ => RunStatus::Failed,
         },
-        None if state.status == StateStatus::AwaitingApproval => RunStatus::Paused,
+        None if state.status == LoopStatus::AwaitingApproval => RunStatus::Paused,
         None => RunStatus::Running,
     }
 }

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use troupe_core::Budget;
 use troupe_core::{AgentEventKind, ToolCallId, Usage};
 use troupe_runtime::{
-    Agent, AgentSpec, ApprovalDecision, ApprovalRequest, Phase, RunHandle, RunInput, RunOutcome, RunState, RunStatus,
+    Agent, AgentSpec, ApprovalDecision, ApprovalRequest, LoopStatus, Phase, RunHandle, RunInput, RunOutcome, RunState,
     Signal, SignalSender,
 };
 
@@ -463,7 +463,7 @@ fn reopen(mut state: RunState) -> RunState {
     if matches!(state.outcome, Some(RunOutcome::Cancelled { .. })) {
         state.outcome = None;
         state.cancel_reason = None;
-        state.status = RunStatus::Running;
+        state.status = LoopStatus::Running;
         let last_is_answer = state.messages.last().is_some_and(|m| m.role == troupe_core::Role::Assistant);
         state.phase = if !state.answer.is_empty() {
             Phase::Answered
