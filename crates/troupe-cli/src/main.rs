@@ -23,7 +23,7 @@
 //! troupe agent validate [ID|FILE]
 //! troupe agent run (--agent-id ID | --agent-file FILE) --prompt P [-w DIR] [--approve MODE] [--json]
 //! troupe agent run --worker [--agent-file PATH] [--workspace DIR]   (started by a coordinator)
-//! troupe team run TEAM.toml TASK… [-w DIR] [--approve auto|never] [--json]
+//! troupe team run TEAM.toml TASK… [-w DIR] [--approve auto|never] [--store URL | --no-store] [--json]
 //! troupe team validate TEAM.toml
 //! troupe mcp serve [--agent ID]… [-w DIR] [--approve never|auto]
 //! troupe serve [--addr 127.0.0.1:8787] [--store URL | --no-store] [--team TEAM.toml]… [--cors-origin O]…

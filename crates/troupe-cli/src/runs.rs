@@ -466,6 +466,9 @@ async fn foreground(
     if record.status.is_terminal() {
         return Err(finished(record));
     }
+    if let Err(error @ RuntimeError::TeamRun { .. }) = state_from_value(&record.id, record.state.clone()) {
+        return Err(Failure::Usage(error.into()));
+    }
     let stored = Stored::read(record);
     let Some(input) = &stored.input else {
         return Err(Failure::Run(anyhow!("the stored input of run {} cannot be read by this troupe", record.id)));

@@ -1,7 +1,8 @@
 //! `troupe team`: teams of agent files.
 //!
 //! ```text
-//! troupe team run TEAM.toml TASK… [-w DIR] [--approve auto|never] [--json] [--config-dir DIR]
+//! troupe team run TEAM.toml TASK… [-w DIR] [--approve auto|never] [--store URL | --no-store] [--json]
+//!                 [--config-dir DIR]
 //! troupe team validate TEAM.toml [--config-dir DIR]
 //! ```
 //!
@@ -22,6 +23,9 @@
 //! - **Budget**: `[team.budget]` is counted live from every member's usage events; crossing
 //!   `max_usd` or `max_total_tokens`, or running past `max_seconds`, stops the whole team.
 //!   Each member's own limits are also capped at the team's (and its report timeout).
+//! - **Record**: the team's run is recorded in the store (`--store`, else the workspace's
+//!   `.troupe/troupe.db`; `--no-store` records nothing) with its local members' runs as
+//!   its children, each durable like any run; `troupe runs list` shows them.
 //! - **Approvals**: nobody can be asked about a member's call, so a call that needs
 //!   approval runs (`--approve auto`) or is refused with the reason (`never`, the default).
 //!
@@ -36,6 +40,7 @@ mod progress;
 use crate::agent::ConfigDirs;
 use crate::agent::build::{self, Approvals};
 use crate::render::Style;
+use crate::store::StoreArgs;
 use crate::{Failure, setup};
 use anyhow::anyhow;
 use clap::Subcommand;
@@ -44,6 +49,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use troupe::runtime::durable::{Durability, unique_owner};
 use troupe_workers::registry::AgentRegistry;
 use troupe_workers::team_file::TeamFile;
 use troupe_workers::team_run::{TeamFiles, TeamRun};
@@ -93,6 +99,15 @@ pub(crate) struct RunArgs {
     /// Print every member's events as JSON lines on stdout, then a `team_finished` line.
     #[arg(long)]
     json: bool,
+    /// Where the team's run and its members' runs are recorded: `sqlite://PATH` (or a
+    /// file path) or `postgres://USER@HOST/DB` [default: .troupe/troupe.db in the
+    /// workspace].
+    // A PostgreSQL URL may hold a password: `--help` must not show it.
+    #[arg(long, env = "TROUPE_STORE", hide_env_values = true, value_name = "URL")]
+    store: Option<String>,
+    /// Record nothing.
+    #[arg(long, conflicts_with = "store")]
+    no_store: bool,
 }
 
 /// Arguments of `troupe team validate`.
@@ -159,8 +174,18 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         TeamApprove::Auto => Approvals::Auto,
         TeamApprove::Never => Approvals::Refuse,
     };
-    let prepared =
-        TeamRun::new(&files, &workspace).config(config).approvals(approvals).prepare().await.map_err(build::failure)?;
+    let durability = match args.no_store {
+        true => None,
+        false => {
+            let place = StoreArgs { store: args.store.clone(), workspace: Some(workspace.clone()) };
+            Some(Durability::new(crate::store::open(&place.url(&workspace)).await?).with_owner(unique_owner("team")))
+        }
+    };
+    let mut run = TeamRun::new(&files, &workspace).config(config).approvals(approvals);
+    if let Some(durability) = &durability {
+        run = run.store(durability.clone());
+    }
+    let prepared = run.prepare().await.map_err(build::failure)?;
     for note in prepared.notes() {
         eprintln!("note: {note}");
     }
@@ -201,6 +226,7 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         let line = json!({
             "type": "team_finished",
             "team": team.name(),
+            "run_id": report.run_id,
             "output": report.output,
             "error": report.error,
             "members": members,
@@ -219,6 +245,13 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         stats.secrets_redacted,
         if stats.secrets_redacted == 1 { "" } else { "s" },
     );
+    if let Some(run_id) = &report.run_id {
+        eprintln!("team run {run_id} recorded with its members' runs: `troupe runs list` shows them");
+    }
+    if let Some(durability) = durability {
+        // Every write was answered; closing ends the store's writer cleanly.
+        let _ = durability.store().close().await;
+    }
     match report.failure() {
         None => Ok(()),
         Some(failure) => Err(Failure::Run(anyhow!(failure))),

@@ -254,3 +254,43 @@ fn an_orchestrated_team_reads_the_leaders_plan_through_the_firewall() {
     // Two calls of 1000 × $3 + 100 × $15 per million tokens.
     assert_eq!(boss_row.get(7).map(String::as_str), Some("$0.0090"), "{err}");
 }
+
+/// `troupe team run` records the team's run in the workspace's store, its local members'
+/// runs as children; `troupe runs list` shows them.
+#[test]
+fn a_team_run_is_recorded_with_its_members_runs_as_children() {
+    let workspace = workspace("# Gadget");
+    let team_file = example().join("team.toml");
+    let output = team(workspace.path(), &["run", text(&team_file), "Describe", "-w", text(workspace.path()), "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let finished: serde_json::Value = stdout(&output)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "team_finished")
+        .expect("a team_finished line");
+    let root = finished["run_id"].as_str().expect("the team's run id").to_owned();
+    assert!(stderr(&output).contains(&format!("team run {root} recorded")), "{}", stderr(&output));
+
+    let runs_cli = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_troupe"))
+            .arg("runs")
+            .args(args)
+            .args(["-w", text(workspace.path())])
+            .current_dir(workspace.path())
+            .env_clear()
+            .output()
+            .expect("the binary runs")
+    };
+    let listed = runs_cli(&["list", "--json"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+    let runs: Vec<serde_json::Value> =
+        stdout(&listed).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let by_agent =
+        |agent: &str| runs.iter().find(|r| r["agent"] == agent).unwrap_or_else(|| panic!("{agent}: {runs:?}"));
+    let (team_run, lead) = (by_agent("project"), by_agent("lead"));
+    assert_eq!((team_run["id"].as_str(), team_run["status"].as_str()), (Some(root.as_str()), Some("completed")));
+    assert_eq!(lead["parent_run_id"].as_str(), Some(root.as_str()), "the leader's run is the team's child");
+    assert_eq!(by_agent("reviewer")["parent_run_id"], lead["id"], "a delegated member's run is the leader's child");
+    assert!(runs.iter().all(|r| r["agent"] != "researcher"), "a process member's run is not recorded here: {runs:?}");
+    assert_eq!(runs.len(), 3, "{runs:?}");
+}

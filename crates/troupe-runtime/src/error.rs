@@ -56,6 +56,15 @@ pub enum RuntimeError {
     /// The store failed or refused an operation.
     #[error(transparent)]
     Store(#[from] troupe_store::StoreError),
+    /// The stored run is a team's run: its members' runs are its children, and it is not
+    /// resumed as an agent's run.
+    #[error("run `{run_id}` is the run of team `{team}`, not an agent's run: it cannot be resumed as one")]
+    TeamRun {
+        /// The run.
+        run_id: String,
+        /// Its team.
+        team: String,
+    },
     /// The operation needs a store and the runner has none ([`Runner::with_store`](crate::Runner::with_store)).
     #[error("this runner records no runs: it has no store")]
     NoStore,

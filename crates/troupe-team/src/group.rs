@@ -218,6 +218,18 @@ impl AgentGroup {
         self.run_inner(task, None, events, cancel).await
     }
 
+    /// [`run_with`](Self::run_with), the members' runs recorded as children of `parent`
+    /// (the run of the team this group works for).
+    pub async fn run_under(
+        &self,
+        task: &str,
+        parent: Option<RunId>,
+        events: Option<EventSink>,
+        cancel: CancellationToken,
+    ) -> Result<GroupOutput, TeamError> {
+        self.run_inner(task, parent, events, cancel).await
+    }
+
     async fn run_inner(
         &self,
         task: &str,

@@ -13,8 +13,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use troupe_core::Usage;
+use troupe_core::{RunId, Usage};
 use troupe_model::ModelConfig;
+use troupe_runtime::Durability;
 use troupe_store::Store;
 use troupe_team::firewall::{FirewallDrop, redact_secrets};
 use troupe_team::message::AgentMessage;
@@ -74,13 +75,26 @@ pub struct TeamResult {
 impl Work {
     /// Runs the team on `task` until it ends or `cancel` is cancelled.
     pub async fn run(self, team: String, task: String, cancel: CancellationToken) -> TeamResult {
+        self.run_under(team, task, None, cancel).await
+    }
+
+    /// [`run`](Self::run), the first members' runs recorded as children of `parent`
+    /// (the team's own run).
+    pub async fn run_under(
+        self,
+        team: String,
+        task: String,
+        parent: Option<RunId>,
+        cancel: CancellationToken,
+    ) -> TeamResult {
         match self {
             Work::Delegate(leader) => {
-                let task = MemberTask::new(format!("{team}/task"), "user", task);
+                let mut task = MemberTask::new(format!("{team}/task"), "user", task);
+                task.parent_run_id = parent;
                 let result = leader.run(task, None, cancel).await;
                 TeamResult { output: result.content, error: result.error.or((!result.success).then(String::new)) }
             }
-            Work::Group(group) => match group.run_with(&task, None, cancel).await {
+            Work::Group(group) => match group.run_under(&task, parent, None, cancel).await {
                 Ok(output) => TeamResult { output: output.output, error: None },
                 Err(TeamError::Cancelled) => TeamResult { output: String::new(), error: Some("cancelled".to_owned()) },
                 Err(error) => TeamResult { output: String::new(), error: Some(error.to_string()) },
@@ -121,6 +135,9 @@ pub struct Setting<'a> {
     pub memory: Option<Arc<dyn Store>>,
     /// The connected MCP servers of the local agents, by agent id.
     pub mcp: std::collections::BTreeMap<String, troupe_mcp::McpToolset>,
+    /// Where the local members' runs are recorded, each a child of the run that gave it
+    /// its task; `None` records nothing.
+    pub durability: Option<Durability>,
 }
 
 /// Builds the team `setting` describes.
@@ -258,7 +275,12 @@ fn local(
         mcp: setting.mcp.get(definition.id()),
     })?;
     // Member runs are followed through their events; their outputs need not keep them too.
-    let agent = troupe_runtime::Agent::new(built.agent.runner().clone().keep_events(false), built.agent.spec().clone());
+    let runner = built.agent.runner().clone().keep_events(false);
+    let runner = match &setting.durability {
+        Some(durability) => runner.with_store(durability.clone()),
+        None => runner,
+    };
+    let agent = troupe_runtime::Agent::new(runner, built.agent.spec().clone());
     Ok(build::Built { agent, notes: built.notes })
 }
 

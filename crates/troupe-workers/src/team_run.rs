@@ -27,15 +27,19 @@ use crate::build::{self, Approvals, BuildError};
 use crate::registry::AgentRegistry;
 use crate::team::{Assembled, Record, Row, Setting, TeamResult, Work};
 use crate::team_file::{Isolation, TeamFile};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use troupe_core::RunId;
 use troupe_core::{AgentEvent, AgentEventKind, Usage};
 use troupe_mcp::McpToolset;
 use troupe_model::ModelConfig;
-use troupe_store::Store;
+use troupe_runtime::Durability;
+use troupe_runtime::durable::TEAM_RUN_KIND;
+use troupe_store::{Checkpoint, Flush, NewRun, RunStatus, Store, StoreError, now_millis};
 use troupe_team::firewall::FirewallStats;
 use troupe_team::{EventSink, TeamBudget};
 
@@ -92,6 +96,7 @@ pub struct TeamRun<'a> {
     config: ModelConfig,
     approvals: Approvals,
     memory: Option<Option<Arc<dyn Store>>>,
+    durability: Option<Durability>,
 }
 
 impl<'a> TeamRun<'a> {
@@ -104,7 +109,16 @@ impl<'a> TeamRun<'a> {
             config: ModelConfig::default(),
             approvals: Approvals::Refuse,
             memory: None,
+            durability: None,
         }
+    }
+
+    /// Records each run of the team in `durability`'s store: the team's own run, its
+    /// local members' runs as its children (a member's run a child of the run that gave
+    /// it its task), each durable like any run.
+    pub fn store(mut self, durability: Durability) -> Self {
+        self.durability = Some(durability);
+        self
     }
 
     /// Providers and models as `config` (a workspace's `troupe.toml`) says.
@@ -144,6 +158,7 @@ impl<'a> TeamRun<'a> {
             approvals: self.approvals,
             memory,
             mcp,
+            durability: self.durability,
         })
     }
 
@@ -163,6 +178,7 @@ pub struct TeamService {
     approvals: Approvals,
     memory: Option<Arc<dyn Store>>,
     mcp: BTreeMap<String, McpToolset>,
+    durability: Option<Durability>,
 }
 
 impl TeamService {
@@ -184,6 +200,7 @@ impl TeamService {
             events,
             memory: self.memory.clone(),
             mcp: self.mcp.clone(),
+            durability: self.durability.clone(),
         };
         let assembled = crate::team::assemble(&setting)?;
         Ok(PreparedTeam {
@@ -191,6 +208,7 @@ impl TeamService {
             budget: team.budget().unwrap_or_default(),
             assembled,
             received,
+            durability: self.durability.clone(),
         })
     }
 }
@@ -201,6 +219,7 @@ pub struct PreparedTeam {
     budget: TeamBudget,
     assembled: Assembled,
     received: mpsc::Receiver<AgentEvent>,
+    durability: Option<Durability>,
 }
 
 impl PreparedTeam {
@@ -217,10 +236,20 @@ impl PreparedTeam {
     /// Runs the team on `task` until it ends, `cancel` is cancelled, or a team budget
     /// runs out (then every member is stopped). Every member's events go to `events`.
     pub async fn run(self, task: &str, events: Option<EventSink>, cancel: CancellationToken) -> TeamReport {
-        let PreparedTeam { name, budget, assembled, mut received } = self;
+        let PreparedTeam { name, budget, assembled, mut received, durability } = self;
         let Assembled { work, firewall, records, .. } = assembled;
+        let store = durability.as_ref().map(|d| Arc::clone(d.store()));
+        let run_id = RunId::generate();
+        if let Some(store) = &store
+            && let Err(error) = store.create_run(team_run(&run_id, &name, task), now_millis()).await
+        {
+            let mut report = TeamReport::unrun(&cancel);
+            report.unrecorded = Some(error.to_string());
+            return report;
+        }
         let deadline = budget.max_wall_time.map(|t| tokio::time::Instant::now() + t);
-        let mut work = tokio::spawn(Work::run(work, name, task.to_owned(), cancel.clone()));
+        let parent = store.is_some().then(|| run_id.clone());
+        let mut work = tokio::spawn(Work::run_under(work, name.clone(), task.to_owned(), parent, cancel.clone()));
         let mut spend = TeamSpend::default();
         let mut exceeded: Option<String> = None;
         let joined = loop {
@@ -256,7 +285,9 @@ impl PreparedTeam {
             Err(error) => (TeamResult { output: String::new(), error: None }, Some(error.to_string())),
         };
         let records = records.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
-        TeamReport {
+        let mut report = TeamReport {
+            run_id: store.is_some().then_some(run_id),
+            unrecorded: None,
             output: result.output,
             error: result.error,
             records,
@@ -267,8 +298,72 @@ impl PreparedTeam {
             tokens: spend.usage.total(),
             usage: spend.usage,
             cost_usd: spend.cost_usd,
+        };
+        if let (Some(store), Some(run_id)) = (&store, report.run_id.clone()) {
+            let saved = match team_end(&run_id, &name, task, &report) {
+                Ok(end) => store.checkpoint(end, now_millis()).await.map(drop),
+                Err(error) => Err(error),
+            };
+            if let Err(error) = saved {
+                report.unrecorded = Some(error.to_string());
+            }
         }
+        report
     }
+}
+
+/// The team's own run as it starts: its task as input, and a state that says it is a
+/// team's (so it is never taken for an agent's run).
+fn team_run(run_id: &RunId, team: &str, task: &str) -> NewRun {
+    NewRun {
+        id: run_id.to_string(),
+        agent: team.to_owned(),
+        status: RunStatus::Running,
+        conversation_id: None,
+        parent_run_id: None,
+        input: json!({"kind": TEAM_RUN_KIND, "team": team, "instruction": task}),
+        state: json!({"kind": TEAM_RUN_KIND, "team": team, "instruction": task}),
+    }
+}
+
+/// The team's own run as it ended: its status, and what it came to in its state.
+fn team_end(run_id: &RunId, team: &str, task: &str, report: &TeamReport) -> Result<Checkpoint, StoreError> {
+    let failure = report.failure();
+    let status = match (&failure, &report.exceeded) {
+        (None, _) => RunStatus::Completed,
+        (Some(_), Some(_)) => RunStatus::BudgetExceeded,
+        (Some(_), None) if report.cancelled => RunStatus::Cancelled,
+        (Some(_), None) => RunStatus::Failed,
+    };
+    let members: Vec<serde_json::Value> = report
+        .records
+        .iter()
+        .map(|r| json!({"agent": r.name, "success": r.success, "error": r.error, "tokens": r.usage.total(), "cost_usd": r.cost_usd}))
+        .collect();
+    let state = json!({
+        "kind": TEAM_RUN_KIND,
+        "team": team,
+        "instruction": task,
+        "output": report.output,
+        "error": failure,
+        "members": members,
+        "tokens": report.tokens,
+        "cost_usd": report.cost_usd,
+    });
+    let state = serde_json::value::to_raw_value(&state)
+        .map_err(|e| StoreError::database(format!("cannot encode the team run's state: {e}")))?;
+    Ok(Checkpoint {
+        run_id: run_id.to_string(),
+        status,
+        activity: None,
+        state,
+        evidence: Vec::new(),
+        signals_consumed_through: None,
+        fence: None,
+        require_signals_consumed: false,
+        release: false,
+        flush: Flush::BeforeAnswer,
+    })
 }
 
 async fn forward(events: Option<&EventSink>, event: AgentEvent) {
@@ -324,6 +419,11 @@ pub fn over_budget(budget: &TeamBudget, tokens: u64, cost_usd: f64) -> Option<St
 /// What a team run came to.
 #[derive(Clone, Debug)]
 pub struct TeamReport {
+    /// The team's own run in the store, when the team was run with one
+    /// ([`TeamRun::store`]): its members' runs are its children.
+    pub run_id: Option<RunId>,
+    /// Why the team's run could not be recorded in its store, if it could not.
+    pub unrecorded: Option<String>,
     /// The answer (possibly partial).
     pub output: String,
     /// Why the team's strategy did not complete, when it did not.
@@ -347,9 +447,30 @@ pub struct TeamReport {
 }
 
 impl TeamReport {
+    /// The report of a team that never started.
+    fn unrun(cancel: &CancellationToken) -> Self {
+        TeamReport {
+            run_id: None,
+            unrecorded: None,
+            output: String::new(),
+            error: None,
+            records: Vec::new(),
+            firewall: FirewallStats::default(),
+            exceeded: None,
+            cancelled: cancel.is_cancelled(),
+            crashed: None,
+            tokens: 0,
+            usage: Usage::default(),
+            cost_usd: 0.0,
+        }
+    }
+
     /// Why the team did not complete its task; `None` when it did, every member call
     /// included.
     pub fn failure(&self) -> Option<String> {
+        if let Some(why) = &self.unrecorded {
+            return Some(format!("the team's run could not be recorded: {why}"));
+        }
         if let Some(crash) = &self.crashed {
             return Some(format!("the team's task crashed: {crash}"));
         }

@@ -111,3 +111,54 @@ async fn one_team_service_runs_the_team_many_times_at_once() {
         assert_eq!(report.usage.total(), report.tokens, "usage and tokens agree");
     }
 }
+
+/// With a store, a team run is recorded as a run of its own, and its members' runs as
+/// its children: the leader's run under the team's, each delegated member's run under
+/// the leader's. A team's run is never taken for an agent's run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_run_with_a_store_is_recorded_as_a_tree_of_runs() {
+    use troupe_runtime::Durability;
+    use troupe_runtime::durable::state_from_value;
+    use troupe_store::{RunFilter, RunStatus};
+    let (dir, workspace) = (example_team(str::to_owned), workspace());
+    let files = files(&dir);
+    let store = troupe_store::open(&format!("sqlite://{}", workspace.path().join("runs.db").display()))
+        .await
+        .expect("the store opens");
+    let team = TeamRun::new(&files, workspace.path())
+        .store(Durability::new(store.clone()))
+        .prepare()
+        .await
+        .expect("the members build");
+    let report = team.run("Describe this repository", None, CancellationToken::new()).await;
+    assert_eq!(report.failure(), None, "{report:?}");
+    let root = report.run_id.clone().expect("the team's run is recorded").to_string();
+
+    let record = store.load_run(&root).await.expect("load_run").expect("the team's run is stored");
+    assert_eq!(
+        (record.agent.as_str(), record.status, record.parent_run_id),
+        (files.team().name(), RunStatus::Completed, None)
+    );
+    assert_eq!(record.state["output"], report.output.as_str(), "what the team answered is its run's state");
+    assert_eq!(record.state["members"].as_array().map(Vec::len), Some(3));
+    let refused = state_from_value(&root, record.state.clone()).expect_err("a team run is not an agent's run");
+    assert!(refused.to_string().contains("is the run of team"), "{refused}");
+
+    let runs = store.list_runs(&RunFilter::default()).await.expect("list_runs");
+    let children = |parent: &str| -> Vec<(String, String)> {
+        let mut found: Vec<(String, String)> = runs
+            .iter()
+            .filter(|r| r.parent_run_id.as_deref() == Some(parent))
+            .map(|r| (r.agent.clone(), r.id.clone()))
+            .collect();
+        found.sort();
+        found
+    };
+    let under_team = children(&root);
+    assert_eq!(under_team.iter().map(|(agent, _)| agent.as_str()).collect::<Vec<_>>(), ["lead"], "{runs:?}");
+    let under_lead: Vec<String> = children(&under_team[0].1).into_iter().map(|(agent, _)| agent).collect();
+    assert_eq!(under_lead, ["researcher", "reviewer"], "{runs:?}");
+    assert!(runs.iter().all(|r| r.status == RunStatus::Completed), "every run of the tree ended: {runs:?}");
+    assert_eq!(runs.len(), 4, "the team's run and its three members' runs: {runs:?}");
+    store.close().await.expect("the store closes");
+}

@@ -85,8 +85,15 @@ impl StoredInput {
     }
 }
 
-/// Reads a stored run state.
+/// The `kind` of a team's run in its stored state (an agent's run state has none).
+pub const TEAM_RUN_KIND: &str = "team";
+
+/// Reads a stored run state; a team's run is refused ([`RuntimeError::TeamRun`]).
 pub fn state_from_value(run_id: &str, value: serde_json::Value) -> Result<RunState, RuntimeError> {
+    if value.get("kind").and_then(serde_json::Value::as_str) == Some(TEAM_RUN_KIND) {
+        let team = value.get("team").and_then(serde_json::Value::as_str).unwrap_or_default().to_owned();
+        return Err(RuntimeError::TeamRun { run_id: run_id.to_owned(), team });
+    }
     serde_json::from_value(value)
         .map_err(|e| RuntimeError::Store(troupe_store::StoreError::decode(format!("state of run `{run_id}`"), e)))
 }

@@ -22,7 +22,7 @@ mod schedule;
 mod worker;
 
 pub use evidence::{ActionCompleted, ActionStarted, ModelTurn, SUMMARY_CHARS, digest};
-pub use input::{StoredInput, state_from_value};
+pub use input::{StoredInput, TEAM_RUN_KIND, state_from_value};
 pub use journal::{activity, stored_status};
 pub use plan::{CallPlan, CallResume, ResumePlan, UNCERTAIN_REASON, plan_resume};
 pub use schedule::{ScheduleFired, fire_due, next_tick, schedule_agent, schedule_wake};
