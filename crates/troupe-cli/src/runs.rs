@@ -1,6 +1,8 @@
 //! `troupe runs …`: the recorded runs — list and inspect them, read and verify their
 //! evidence, resume them, and decide or cancel the ones waiting for a person.
 
+mod tree;
+
 use crate::Failure;
 use crate::render::{first_line, outcome_message, shorten};
 use crate::run::{Approve, Follow, completed, follow};
@@ -222,10 +224,22 @@ async fn load(store: &dyn Store, run_id: &str) -> Result<RunRecord, Failure> {
 
 async fn list(args: ListArgs) -> Result<(), Failure> {
     let store = args.place.open_existing().await?;
-    let filter = RunFilter { status: args.status, agent: args.agent, conversation_id: None, limit: args.limit };
+    let filter = RunFilter { status: args.status, agent: args.agent, limit: args.limit, ..RunFilter::default() };
     let runs = store.list_runs(&filter).await.map_err(store_failure)?;
+    let mut under = Vec::with_capacity(runs.len());
+    for run in &runs {
+        under.push(tree::count(store.as_ref(), &run.id).await.map_err(store_failure)?);
+    }
     if args.json {
-        let lines: Vec<String> = runs.iter().filter_map(|run| serde_json::to_string(run).ok()).collect();
+        let lines: Vec<String> = runs
+            .iter()
+            .zip(&under)
+            .filter_map(|(run, under)| {
+                let mut value = serde_json::to_value(run).ok()?;
+                value.as_object_mut()?.insert("runs_under".into(), (*under).into());
+                Some(value.to_string())
+            })
+            .collect();
         return crate::print_lines(&lines);
     }
     if runs.is_empty() {
@@ -234,10 +248,12 @@ async fn list(args: ListArgs) -> Result<(), Failure> {
     }
     let mut table = Table::new();
     table.load_preset(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Disabled);
-    table.set_header(["id", "agent", "status", "activity", "updated"]);
-    for run in &runs {
+    table.set_header(["id", "agent", "status", "runs under", "activity", "updated"]);
+    for (run, under) in runs.iter().zip(&under) {
         let activity = run.activity.as_deref().map(|a| shorten(a, 60)).unwrap_or_default();
-        table.add_row([run.id.clone(), run.agent.clone(), run.status.to_string(), activity, rfc3339(run.updated_at)]);
+        let under = if *under == 0 { String::new() } else { under.to_string() };
+        let row = [run.id.clone(), run.agent.clone(), run.status.to_string(), under, activity, rfc3339(run.updated_at)];
+        table.add_row(row);
     }
     crate::print_lines(&[table.to_string()])
 }
@@ -266,10 +282,12 @@ async fn show(args: ShowArgs) -> Result<(), Failure> {
     let store = args.place.open_existing().await?;
     let record = load(store.as_ref(), &args.run).await?;
     let transitions = store.transitions(&args.run).await.map_err(store_failure)?;
+    let under = tree::descendants(store.as_ref(), &record.id).await.map_err(store_failure)?;
     if args.json {
         let mut value = serde_json::to_value(&record).map_err(|e| Failure::Run(e.into()))?;
         if let Some(object) = value.as_object_mut() {
             object.insert("transitions".into(), serde_json::to_value(&transitions).unwrap_or_default());
+            object.insert("runs_under".into(), under.iter().map(tree::Node::json).collect());
         }
         return crate::print_lines(&[value.to_string()]);
     }
@@ -284,6 +302,7 @@ async fn show(args: ShowArgs) -> Result<(), Failure> {
     ];
     match &stored.input {
         Some(input) => rows.push(("task", input.instruction.clone())),
+        None if tree::is_team(&record) => rows.extend(tree::team_rows(&record)),
         None => rows.push(("task", "(the stored input cannot be read by this troupe)".into())),
     }
     if let Some(state) = &stored.state {
@@ -327,6 +346,13 @@ async fn show(args: ShowArgs) -> Result<(), Failure> {
                 id = record.id,
                 call = call.call_id
             ));
+        }
+    }
+    if !under.is_empty() {
+        text.push_str("runs under it:\n");
+        for line in tree::lines(&under) {
+            text.push_str(&line);
+            text.push('\n');
         }
     }
     text.push_str("transitions:\n");

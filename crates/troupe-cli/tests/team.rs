@@ -293,4 +293,25 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
     assert_eq!(by_agent("reviewer")["parent_run_id"], lead["id"], "a delegated member's run is the leader's child");
     assert!(runs.iter().all(|r| r["agent"] != "researcher"), "a process member's run is not recorded here: {runs:?}");
     assert_eq!(runs.len(), 3, "{runs:?}");
+    assert_eq!((team_run["runs_under"].as_u64(), lead["runs_under"].as_u64()), (Some(2), Some(1)), "{runs:?}");
+
+    let shown = runs_cli(&["show", &root]);
+    let text = stdout(&shown);
+    assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
+    assert!(text.contains("task       Describe"), "a team run shows its task: {text}");
+    assert!(text.contains("answer     The team worked on"), "and its answer: {text}");
+    let tree: Vec<&str> = text.lines().skip_while(|l| *l != "runs under it:").skip(1).take(2).collect();
+    assert!(tree[0].starts_with("  lead  completed  "), "the leader's run under the team's: {tree:?}");
+    assert!(
+        tree[1].starts_with("    reviewer  completed  2 tool calls  "),
+        "the reviewer's under the leader's: {tree:?}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&stdout(&runs_cli(&["show", &root, "--json"]))).expect("JSON");
+    let depths: Vec<(u64, &str)> = json["runs_under"]
+        .as_array()
+        .expect("the runs under it")
+        .iter()
+        .map(|n| (n["depth"].as_u64().unwrap_or(0), n["agent"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(depths, [(1, "lead"), (2, "reviewer")]);
 }

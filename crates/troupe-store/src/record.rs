@@ -167,6 +167,8 @@ pub struct RunFilter {
     pub agent: Option<String>,
     /// Only runs of this conversation.
     pub conversation_id: Option<String>,
+    /// Only the runs this run started (its team's members, its delegations).
+    pub parent_run_id: Option<String>,
     /// At most this many (0 for no limit).
     pub limit: u32,
 }

@@ -267,7 +267,11 @@ async fn a_version_2_database_migrates_to_the_work_queue() {
             .await
             .expect("the indexes");
     let named: Vec<&str> = indexes.iter().map(String::as_str).filter(|n| !n.starts_with("sqlite_")).collect();
-    assert_eq!(named, ["runs_by_creation", "runs_by_status"], "no index on the column every checkpoint changes");
+    assert_eq!(
+        named,
+        ["runs_by_creation", "runs_by_parent", "runs_by_status"],
+        "none on a column every checkpoint changes"
+    );
     assert!(store.load_run("run-old").await.expect("load_run").is_some(), "the old run is kept");
     assert_eq!(store.search_memory("agent:coder", "kept", 0).await.expect("search").len(), 1, "so is the memory");
     let item = NewWork {

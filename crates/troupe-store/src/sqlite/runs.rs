@@ -42,13 +42,14 @@ impl RunRepository for SqliteStore {
                 "SELECT id, agent, status, activity, conversation_id, parent_run_id, created_at, updated_at \
                  FROM runs \
                  WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR agent = ?2) \
-                   AND (?3 IS NULL OR conversation_id = ?3) \
+                   AND (?3 IS NULL OR conversation_id = ?3) AND (?5 IS NULL OR parent_run_id = ?5) \
                  ORDER BY created_at DESC, id DESC LIMIT ?4",
             )
             .bind(filter.status.map(RunStatus::as_str))
             .bind(filter.agent.as_deref())
             .bind(filter.conversation_id.as_deref())
             .bind(limit)
+            .bind(filter.parent_run_id.as_deref())
             .fetch_all(&self.pool)
             .await
             .map_err(StoreError::database)?;

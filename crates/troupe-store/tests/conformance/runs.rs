@@ -86,7 +86,8 @@ pub async fn runs_are_listed_newest_first_with_filters(backend: Arc<dyn Backend>
             status: Some(RunStatus::Running),
             agent: Some("coder".into()),
             conversation_id: None,
-            limit: 1
+            limit: 1,
+            ..RunFilter::default()
         })
         .await,
         ["run-4"]
@@ -96,7 +97,8 @@ pub async fn runs_are_listed_newest_first_with_filters(backend: Arc<dyn Backend>
             status: Some(RunStatus::Running),
             agent: Some("reviewer".into()),
             conversation_id: Some("conv-a".into()),
-            limit: 0
+            limit: 0,
+            ..RunFilter::default()
         })
         .await,
         ["run-5"]
@@ -256,4 +258,29 @@ pub async fn a_deferred_checkpoint_saves_and_orders_with_flushed_writes(backend:
         .expect("a flushed checkpoint after a deferred one is saved");
     let record = store.load_run("run-d").await.expect("load").expect("stored");
     assert_eq!((record.status, record.state), (RunStatus::Completed, json!({"step": 3})));
+}
+
+/// The runs a run started are listed by their parent, newest first, and no other.
+pub async fn child_runs_are_listed_by_their_parent(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let tree = [("team", None), ("lead", Some("team")), ("a", Some("lead")), ("b", Some("lead")), ("other", None)];
+    for (i, (id, parent)) in tree.iter().enumerate() {
+        let mut run = new_run(id, id, RunStatus::Running);
+        run.parent_run_id = parent.map(str::to_owned);
+        let offset = i64::try_from(i).expect("a small index") * 1_000;
+        store.create_run(run, T0 + offset).await.expect("the run is created");
+    }
+    let children = |parent: &str| {
+        let (store, filter) = (store.clone(), RunFilter { parent_run_id: Some(parent.into()), ..RunFilter::default() });
+        async move { store.list_runs(&filter).await.expect("list_runs").into_iter().map(|run| run.id).collect::<Vec<_>>() }
+    };
+    assert_eq!(children("team").await, ["lead"]);
+    assert_eq!(children("lead").await, ["b", "a"]);
+    assert!(children("a").await.is_empty());
+    assert!(children("missing").await.is_empty());
+    let under_lead = store
+        .list_runs(&RunFilter { parent_run_id: Some("lead".into()), agent: Some("a".into()), ..RunFilter::default() })
+        .await
+        .expect("list_runs");
+    assert_eq!(under_lead.iter().map(|r| r.parent_run_id.as_deref()).collect::<Vec<_>>(), [Some("lead")]);
 }
