@@ -11,6 +11,7 @@ use crate::store::{StoreArgs, rfc3339};
 use anyhow::anyhow;
 use clap::Subcommand;
 use comfy_table::{ContentArrangement, Table, presets};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use troupe::runtime::durable::{Durability, StoredInput, send_signal, state_from_value};
@@ -365,20 +366,38 @@ async fn show(args: ShowArgs) -> Result<(), Failure> {
 
 async fn events(args: EventsArgs) -> Result<(), Failure> {
     let store = args.place.open_existing().await?;
-    load(store.as_ref(), &args.run).await?;
-    let mut after = 0;
+    let root = load(store.as_ref(), &args.run).await?;
+    // Each run of the tree (the run, and the runs under it: a team's members') and how far
+    // its evidence was printed.
+    let mut after: BTreeMap<String, i64> = BTreeMap::new();
     loop {
         // The status is read before the entries: the entry that ends a run is stored with
-        // its final status, so once that is seen, one more read has every entry.
+        // its final status, so once that is seen, one more read has every entry. A team's
+        // run ends after every run under it.
         let ended = !args.follow || load(store.as_ref(), &args.run).await?.status.is_terminal();
-        let entries = store.evidence(&args.run, after).await.map_err(store_failure)?;
+        let mut runs = vec![(root.id.clone(), root.agent.clone())];
+        let under = tree::descendants(store.as_ref(), &root.id).await.map_err(store_failure)?;
+        runs.extend(under.into_iter().map(|n| (n.id, n.agent)));
+        let named = runs.len() > 1;
+        let mut entries = Vec::new();
+        for (run_id, agent) in runs {
+            let seen = after.entry(run_id.clone()).or_insert(0);
+            let new = store.evidence(&run_id, *seen).await.map_err(store_failure)?;
+            if let Some(last) = new.last() {
+                *seen = last.seq;
+            }
+            entries.extend(new.into_iter().map(|e| (agent.clone(), e)));
+        }
+        // Across the runs of a tree, in the order they were written.
+        entries.sort_by_key(|(_, e)| e.recorded_at);
         let lines: Vec<String> = entries
             .iter()
-            .map(|e| if args.json { serde_json::to_string(e).unwrap_or_default() } else { crate::evidence::line(e) })
+            .map(|(agent, e)| match (args.json, named) {
+                (true, _) => serde_json::to_string(e).unwrap_or_default(),
+                (false, true) => format!("[{agent}] {}", crate::evidence::line(e)),
+                (false, false) => crate::evidence::line(e),
+            })
             .collect();
-        if let Some(last) = entries.last() {
-            after = last.seq;
-        }
         if !crate::print_lines_or_stop(&lines)? || ended {
             return Ok(());
         }
@@ -388,17 +407,31 @@ async fn events(args: EventsArgs) -> Result<(), Failure> {
 
 async fn verify(args: VerifyArgs) -> Result<(), Failure> {
     let store = args.place.open_existing().await?;
-    load(store.as_ref(), &args.run).await?;
-    let entries = store.evidence(&args.run, 0).await.map_err(store_failure)?;
-    match verify_chain(&entries) {
-        Ok(()) => crate::print_lines(&[format!("ok: {} entries, hash chain intact", entries.len())]),
-        Err(broken) => {
-            crate::print_lines(&[format!("broken: {broken}")])?;
-            Err(Failure::Run(anyhow!(
-                "the evidence of run {} does not verify: it was changed after it was written",
-                args.run
-            )))
+    let root = load(store.as_ref(), &args.run).await?;
+    let under = tree::descendants(store.as_ref(), &root.id).await.map_err(store_failure)?;
+    let named = !under.is_empty();
+    let runs = std::iter::once((root.id, root.agent)).chain(under.into_iter().map(|n| (n.id, n.agent)));
+    let mut broken_runs = Vec::new();
+    for (run_id, agent) in runs {
+        let entries = store.evidence(&run_id, 0).await.map_err(store_failure)?;
+        let line = match verify_chain(&entries) {
+            Ok(()) => format!("ok: {} entries, hash chain intact", entries.len()),
+            Err(broken) => {
+                broken_runs.push(run_id.clone());
+                format!("broken: {broken}")
+            }
+        };
+        crate::print_lines(&[if named { format!("{run_id} ({agent}) {line}") } else { line }])?;
+    }
+    match broken_runs.as_slice() {
+        [] => Ok(()),
+        [one] => {
+            Err(Failure::Run(anyhow!("the evidence of run {one} does not verify: it was changed after it was written")))
         }
+        many => Err(Failure::Run(anyhow!(
+            "the evidence of runs {} does not verify: it was changed after it was written",
+            many.join(", ")
+        ))),
     }
 }
 

@@ -314,4 +314,13 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
         .map(|n| (n["depth"].as_u64().unwrap_or(0), n["agent"].as_str().unwrap_or("")))
         .collect();
     assert_eq!(depths, [(1, "lead"), (2, "reviewer")]);
+
+    let events = stdout(&runs_cli(&["events", &root]));
+    for agent in ["lead", "reviewer"] {
+        assert!(events.lines().any(|l| l.starts_with(&format!("[{agent}] "))), "{agent}'s evidence: {events}");
+    }
+    let verified = runs_cli(&["verify", &root]);
+    let lines = stdout(&verified);
+    assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
+    assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 3, "every run of the tree verifies: {lines}");
 }
