@@ -221,6 +221,25 @@ pub struct Checkpoint {
     pub flush: Flush,
 }
 
+impl Checkpoint {
+    /// A checkpoint of `run_id` to `status` with `state`, and nothing else: no evidence, no
+    /// signals taken, no lease, flushed before the store answers.
+    pub fn new(run_id: impl Into<String>, status: RunStatus, state: Box<RawValue>) -> Self {
+        Checkpoint {
+            run_id: run_id.into(),
+            status,
+            activity: None,
+            state,
+            evidence: Vec::new(),
+            signals_consumed_through: None,
+            fence: None,
+            require_signals_consumed: false,
+            release: false,
+            flush: Flush::BeforeAnswer,
+        }
+    }
+}
+
 /// When a write must reach the disk.
 ///
 /// Either way a write is atomic and survives a crash of the process the moment the store

@@ -215,7 +215,7 @@ impl AgentGroup {
         events: Option<EventSink>,
         cancel: CancellationToken,
     ) -> Result<GroupOutput, TeamError> {
-        self.run_inner(task, None, events, cancel).await
+        self.run_under(task, None, events, cancel).await
     }
 
     /// [`run_with`](Self::run_with), the members' runs recorded as children of `parent`

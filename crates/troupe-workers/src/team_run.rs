@@ -39,7 +39,7 @@ use troupe_mcp::McpToolset;
 use troupe_model::ModelConfig;
 use troupe_runtime::Durability;
 use troupe_runtime::durable::TEAM_RUN_KIND;
-use troupe_store::{Checkpoint, Flush, NewRun, RunStatus, Store, StoreError, now_millis};
+use troupe_store::{Checkpoint, NewRun, RunStatus, Store, StoreError, now_millis};
 use troupe_team::firewall::FirewallStats;
 use troupe_team::{EventSink, TeamBudget};
 
@@ -352,18 +352,7 @@ fn team_end(run_id: &RunId, team: &str, task: &str, report: &TeamReport) -> Resu
     });
     let state = serde_json::value::to_raw_value(&state)
         .map_err(|e| StoreError::database(format!("cannot encode the team run's state: {e}")))?;
-    Ok(Checkpoint {
-        run_id: run_id.to_string(),
-        status,
-        activity: None,
-        state,
-        evidence: Vec::new(),
-        signals_consumed_through: None,
-        fence: None,
-        require_signals_consumed: false,
-        release: false,
-        flush: Flush::BeforeAnswer,
-    })
+    Ok(Checkpoint::new(run_id.to_string(), status, state))
 }
 
 async fn forward(events: Option<&EventSink>, event: AgentEvent) {

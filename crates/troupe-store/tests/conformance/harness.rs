@@ -6,7 +6,7 @@ use serde_json::json;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use troupe_store::{Checkpoint, Flush, Millis, NewRun, RunStatus, Store};
+use troupe_store::{Checkpoint, Millis, NewRun, RunStatus, Store};
 
 /// A boxed future, as the backends' fixtures return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -45,18 +45,7 @@ pub fn new_run(id: &str, agent: &str, status: RunStatus) -> NewRun {
 
 /// A checkpoint of `run_id` to `status` with `state`, without evidence, signals or fence.
 pub fn checkpoint(run_id: &str, status: RunStatus, state: serde_json::Value) -> Checkpoint {
-    Checkpoint {
-        run_id: run_id.to_owned(),
-        status,
-        activity: None,
-        state: serde_json::value::to_raw_value(&state).expect("a JSON value encodes"),
-        evidence: Vec::new(),
-        signals_consumed_through: None,
-        fence: None,
-        require_signals_consumed: false,
-        release: false,
-        flush: Flush::BeforeAnswer,
-    }
+    Checkpoint::new(run_id, status, serde_json::value::to_raw_value(&state).expect("a JSON value encodes"))
 }
 
 /// Runs `body` on its own task, so a failing assertion still lets the caller clean up,
