@@ -34,8 +34,11 @@
 //!   (`agents/*.toml`, `team.toml`), built and run from code
 //!   ([`workers::team_run`]), and worker processes.
 //!
-//! The features `team`, `server`, `telemetry` and `workers` are on by default; without them the
-//! facade is the runtime, the store, the models and the tools alone.
+//! - `mcp` (`troupe-mcp`, feature `mcp`): MCP servers' tools as an agent's tools (stdio
+//!   and streamable HTTP), and agents served as MCP tools.
+//!
+//! The features `team`, `server`, `telemetry`, `workers` and `mcp` are on by default;
+//! without them the facade is the runtime, the store, the models and the tools alone.
 //!
 //! Errors from every layer convert into one [`Error`], so applications handle a single
 //! [`Result`] type while keeping the typed variants underneath.
@@ -60,6 +63,8 @@ pub mod prelude;
 
 pub use error::{Error, Result};
 pub use troupe_core as core;
+#[cfg(feature = "mcp")]
+pub use troupe_mcp as mcp;
 pub use troupe_model as model;
 pub use troupe_runtime as runtime;
 #[cfg(feature = "server")]
