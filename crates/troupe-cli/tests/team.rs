@@ -324,3 +324,41 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
     assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
     assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 3, "every run of the tree verifies: {lines}");
 }
+
+/// A team's run left running (its process died) is not taken for an agent's run:
+/// `troupe runs resume` refuses it with a message that says so (exit 2), and changes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_a_team_run_is_refused_as_an_agent_run() {
+    use troupe::runtime::durable::TEAM_RUN_KIND;
+    use troupe::store::{NewRun, RunStatus};
+    let workspace = workspace("# Gadget");
+    let path = troupe::store::default_sqlite_path(workspace.path());
+    std::fs::create_dir_all(path.parent().expect("a directory")).expect("creates .troupe");
+    let store = troupe::store::open(text(&path)).await.expect("the store opens");
+    let state = serde_json::json!({"kind": TEAM_RUN_KIND, "team": "project", "instruction": "Describe"});
+    let run = NewRun {
+        id: "run_team_crashed".into(),
+        agent: "project".into(),
+        status: RunStatus::Running,
+        conversation_id: None,
+        parent_run_id: None,
+        input: state.clone(),
+        state,
+    };
+    store.create_run(run, 1).await.expect("the team's run is stored");
+    store.close().await.expect("the store closes");
+
+    let output = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["runs", "resume", "run_team_crashed", "-w", text(workspace.path())])
+        .current_dir(workspace.path())
+        .env_clear()
+        .output()
+        .expect("the binary runs");
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains("run `run_team_crashed` is the run of team `project`, not an agent's run"), "{err}");
+    let store = troupe::store::open(text(&path)).await.expect("the store opens again");
+    let kept = store.load_run("run_team_crashed").await.expect("load_run").expect("kept");
+    assert_eq!(kept.status, RunStatus::Running, "nothing changed");
+}
