@@ -2,7 +2,7 @@
 //! port: listing and calling, headers filled in from variables, and a server that goes away
 //! and comes back on the same port.
 
-mod common;
+use crate::common;
 
 use common::everything_script;
 use serde_json::json;

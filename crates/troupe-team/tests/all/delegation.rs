@@ -8,7 +8,7 @@ use troupe_runtime::{Agent, RunOutcome};
 use troupe_team::DelegateTool;
 use troupe_testkit::{Fault, MockTurn};
 
-mod common;
+use crate::common;
 use common::{Mock, Wire, offered_tools, watched};
 
 per_wire!(

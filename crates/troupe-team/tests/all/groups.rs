@@ -19,7 +19,7 @@ use troupe_team::{
 };
 use troupe_testkit::{Fault, MockTurn};
 
-mod common;
+use crate::common;
 use common::{Mock, Watched, Wire, offered_tools};
 
 per_wire!(

@@ -3,7 +3,7 @@
 //! person's approval, because MCP tools are side effects by default; once approved it
 //! reaches the real server, and the model answers with what the server said.
 
-mod common;
+use crate::common;
 
 use common::everything;
 use serde_json::{Value, json};

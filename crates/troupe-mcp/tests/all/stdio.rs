@@ -2,7 +2,7 @@
 //! declarations, calls, the child's environment, allow and deny, timeouts, lazy loading,
 //! a server that dies (and one that cannot come back), and servers that never start.
 
-mod common;
+use crate::common;
 
 use common::{everything, everything_script};
 use serde_json::{Value, json};
