@@ -2,7 +2,7 @@
 //! with its schema check and event verifier) in a Node process: a text answer, an
 //! approval interrupt and its resume, model selection, and the JSON errors.
 
-mod common;
+use crate::common;
 
 use common::{Served, SseReader, write_call};
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! The native API over real loopback HTTP: runs streamed as SSE, approvals through
 //! signals, lossless reconnects, the WebSocket, the OpenAPI document, shutdown.
 
-mod common;
+use crate::common;
 
 use common::{Frame, SseReader, serve, write_call};
 use futures::{SinkExt, StreamExt};

@@ -2,7 +2,7 @@
 //! process by `tests/a2a/client.py`) against the server, then the server's own
 //! [`RemoteAgent`] as a team member against the server.
 
-mod common;
+use crate::common;
 
 use common::{Served, serve, write_call};
 use serde_json::{Value, json};

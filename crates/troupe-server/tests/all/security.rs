@@ -1,6 +1,6 @@
 //! What the server refuses: each a clear 4xx with a JSON error, and no effect on any run.
 
-mod common;
+use crate::common;
 
 use common::{Served, serve, write_call};
 use std::time::Duration;

@@ -1,0 +1,9 @@
+//! troupe-server's integration tests, as one binary: each module was a test binary of its
+//! own, and each linked the whole stack. `common` starts a server over the mock model;
+//! the real protocol clients the tests drive live in `tests/a2a` and `tests/agui`.
+
+mod a2a;
+mod agui;
+mod common;
+mod native;
+mod security;
