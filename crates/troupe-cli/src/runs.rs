@@ -229,7 +229,7 @@ async fn list(args: ListArgs) -> Result<(), Failure> {
     let runs = store.list_runs(&filter).await.map_err(store_failure)?;
     let mut under = Vec::with_capacity(runs.len());
     for run in &runs {
-        under.push(tree::count(store.as_ref(), &run.id).await.map_err(store_failure)?);
+        under.push(tree::walk(store.as_ref(), &run.id).await.map_err(store_failure)?.len());
     }
     if args.json {
         let lines: Vec<String> = runs
@@ -376,8 +376,8 @@ async fn events(args: EventsArgs) -> Result<(), Failure> {
         // run ends after every run under it.
         let ended = !args.follow || load(store.as_ref(), &args.run).await?.status.is_terminal();
         let mut runs = vec![(root.id.clone(), root.agent.clone())];
-        let under = tree::descendants(store.as_ref(), &root.id).await.map_err(store_failure)?;
-        runs.extend(under.into_iter().map(|n| (n.id, n.agent)));
+        let under = tree::walk(store.as_ref(), &root.id).await.map_err(store_failure)?;
+        runs.extend(under.into_iter().map(|(_, run)| (run.id, run.agent)));
         let named = runs.len() > 1;
         let mut entries = Vec::new();
         for (run_id, agent) in runs {
@@ -408,9 +408,9 @@ async fn events(args: EventsArgs) -> Result<(), Failure> {
 async fn verify(args: VerifyArgs) -> Result<(), Failure> {
     let store = args.place.open_existing().await?;
     let root = load(store.as_ref(), &args.run).await?;
-    let under = tree::descendants(store.as_ref(), &root.id).await.map_err(store_failure)?;
+    let under = tree::walk(store.as_ref(), &root.id).await.map_err(store_failure)?;
     let named = !under.is_empty();
-    let runs = std::iter::once((root.id, root.agent)).chain(under.into_iter().map(|n| (n.id, n.agent)));
+    let runs = std::iter::once((root.id, root.agent)).chain(under.into_iter().map(|(_, run)| (run.id, run.agent)));
     let mut broken_runs = Vec::new();
     for (run_id, agent) in runs {
         let entries = store.evidence(&run_id, 0).await.map_err(store_failure)?;
@@ -525,7 +525,10 @@ async fn foreground(
     if record.status.is_terminal() {
         return Err(finished(record));
     }
-    if let Err(error @ RuntimeError::TeamRun { .. }) = state_from_value(&record.id, record.state.clone()) {
+    // A team's run is refused with the runtime's word for it; an agent's state is read once, below.
+    if tree::is_team(record)
+        && let Err(error) = state_from_value(&record.id, record.state.clone())
+    {
         return Err(Failure::Usage(error.into()));
     }
     let stored = Stored::read(record);

@@ -323,6 +323,28 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
     let lines = stdout(&verified);
     assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
     assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 3, "every run of the tree verifies: {lines}");
+
+    // A member's log changed after it was written breaks the team's verification.
+    let reviewer = by_agent("reviewer")["id"].as_str().expect("the reviewer's run id").to_owned();
+    let path = workspace.path().join(".troupe/troupe.db");
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime").block_on(async {
+        use sqlx::Connection;
+        let url = format!("sqlite://{}", path.display());
+        let mut raw = sqlx::SqliteConnection::connect(&url).await.expect("the store file opens");
+        sqlx::query("DROP TRIGGER evidence_is_append_only_update").execute(&mut raw).await.expect("drops the guard");
+        sqlx::query("UPDATE evidence SET payload = '{\"forged\":true}' WHERE run_id = ? AND seq = 2")
+            .bind(&reviewer)
+            .execute(&mut raw)
+            .await
+            .expect("forges an entry");
+        raw.close().await.expect("closes");
+    });
+    let verified = runs_cli(&["verify", &root]);
+    let lines = stdout(&verified);
+    assert_eq!(verified.status.code(), Some(1), "{lines}");
+    assert!(lines.contains(&format!("{reviewer} (reviewer) broken: evidence entry 2")), "{lines}");
+    assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 2, "the other runs still verify: {lines}");
+    assert!(stderr(&verified).contains(&reviewer), "the error names the broken run: {}", stderr(&verified));
 }
 
 /// A team's run left running (its process died) is not taken for an agent's run:

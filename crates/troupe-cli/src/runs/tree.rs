@@ -42,10 +42,11 @@ impl Node {
     }
 }
 
-/// The runs that `root` started, and theirs, depth first, oldest first among siblings.
-pub(super) async fn descendants(store: &dyn Store, root: &str) -> Result<Vec<Node>, StoreError> {
+/// The runs that `root` started, and theirs, depth first, oldest first among siblings,
+/// each with its depth (1 for `root`'s own children). Reads only the run list.
+pub(super) async fn walk(store: &dyn Store, root: &str) -> Result<Vec<(usize, RunSummary)>, StoreError> {
     let mut seen = BTreeSet::from([root.to_owned()]);
-    let mut nodes = Vec::new();
+    let mut found = Vec::new();
     let mut stack: Vec<(usize, RunSummary)> = children(store, root).await?.into_iter().rev().map(|c| (1, c)).collect();
     while let Some((depth, run)) = stack.pop() {
         if !seen.insert(run.id.clone()) {
@@ -54,27 +55,19 @@ pub(super) async fn descendants(store: &dyn Store, root: &str) -> Result<Vec<Nod
         if depth < MAX_DEPTH {
             stack.extend(children(store, &run.id).await?.into_iter().rev().map(|c| (depth + 1, c)));
         }
+        found.push((depth, run));
+    }
+    Ok(found)
+}
+
+/// [`walk`], each run with what it spent (read from its state).
+pub(super) async fn descendants(store: &dyn Store, root: &str) -> Result<Vec<Node>, StoreError> {
+    let mut nodes = Vec::new();
+    for (depth, run) in walk(store, root).await? {
         let record = store.load_run(&run.id).await?;
         nodes.push(node(depth, run, record.as_ref()));
     }
     Ok(nodes)
-}
-
-/// How many runs are under `root`, at any depth.
-pub(super) async fn count(store: &dyn Store, root: &str) -> Result<usize, StoreError> {
-    let mut seen = BTreeSet::from([root.to_owned()]);
-    let mut stack = vec![(0, root.to_owned())];
-    while let Some((depth, id)) = stack.pop() {
-        if depth >= MAX_DEPTH {
-            continue;
-        }
-        for child in children(store, &id).await? {
-            if seen.insert(child.id.clone()) {
-                stack.push((depth + 1, child.id));
-            }
-        }
-    }
-    Ok(seen.len() - 1)
 }
 
 async fn children(store: &dyn Store, parent: &str) -> Result<Vec<RunSummary>, StoreError> {
