@@ -296,7 +296,7 @@ impl Approver {
 }
 
 /// Asks `Allow shell {"command": …}? [y]es / [n]o / [a]lways / [e]dit` until answered.
-async fn prompt(
+pub(crate) async fn prompt(
     lines: &mut Lines,
     tool: &str,
     arguments: &serde_json::Value,
@@ -352,12 +352,12 @@ async fn edit(lines: &mut Lines, cancel: &CancellationToken) -> Option<Option<se
 
 /// Lines of stdin, read on a thread of their own so that waiting for an answer never
 /// blocks the runtime (nor its shutdown: the thread is left behind at exit).
-struct Lines {
+pub(crate) struct Lines {
     rx: mpsc::UnboundedReceiver<String>,
 }
 
 impl Lines {
-    fn spawn() -> Self {
+    pub(crate) fn spawn() -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         std::thread::spawn(move || {
             for line in std::io::stdin().lines() {

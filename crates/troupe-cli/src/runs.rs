@@ -107,8 +107,11 @@ pub(crate) struct ForegroundArgs {
 pub(crate) struct ResumeArgs {
     #[command(flatten)]
     place: StoreArgs,
-    /// The run's id.
+    /// The run's id (a team's run, or any run of its tree, resumes the whole team).
     run: String,
+    /// Resume a team run even though its team or agent files changed since it started.
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     foreground: ForegroundArgs,
 }
@@ -438,6 +441,9 @@ async fn verify(args: VerifyArgs) -> Result<(), Failure> {
 async fn resume(args: ResumeArgs) -> Result<(), Failure> {
     let store = args.place.open_existing().await?;
     let record = load(store.as_ref(), &args.run).await?;
+    if let Some(team) = tree::team_root(store.as_ref(), &record).await.map_err(store_failure)? {
+        return crate::team::resume(store, &team, args.force, team_foreground(&args.foreground)).await;
+    }
     match foreground(&args.place, store, &record, &args.foreground).await? {
         Resumed::Ran(output) => completed(&output),
         Resumed::Leased(error) => Err(Failure::Run(error.into())),
@@ -456,6 +462,9 @@ async fn decide(
 ) -> Result<(), Failure> {
     let store = place.open_existing().await?;
     let record = load(store.as_ref(), run_id).await?;
+    if let Some(team) = tree::team_root(store.as_ref(), &record).await.map_err(store_failure)? {
+        return decide_in_team(store, &team, call, signal, no_resume, options).await;
+    }
     if record.status.is_terminal() {
         return Err(finished(&record));
     }
@@ -499,6 +508,84 @@ async fn decide(
         }
         Resumed::Leased(other) => Err(Failure::Run(other.into())),
     }
+}
+
+/// [`decide`] for a run of a team's tree (`team` is its team's run): the decision goes
+/// to the member run whose call waits (a cancellation to every run of the tree still
+/// going), then the team resumes here unless told not to.
+async fn decide_in_team(
+    store: Arc<dyn Store>,
+    team: &RunRecord,
+    call: Option<&str>,
+    signal: Signal,
+    no_resume: bool,
+    options: &ForegroundArgs,
+) -> Result<(), Failure> {
+    if team.status.is_terminal() {
+        return Err(finished(team));
+    }
+    let mut going = Vec::new();
+    for (_, run) in tree::walk(store.as_ref(), &team.id).await.map_err(store_failure)? {
+        if !run.status.is_terminal() {
+            going.push(load(store.as_ref(), &run.id).await?);
+        }
+    }
+    let targets: Vec<&RunRecord> = match call {
+        None => going.iter().collect(),
+        Some(call) => {
+            let waiting: Vec<(&RunRecord, String, String)> = going
+                .iter()
+                .flat_map(|record| {
+                    let stored = Stored::read(record);
+                    let calls: Vec<(String, String)> =
+                        stored.waiting().iter().map(|c| (c.call_id.to_string(), c.tool.clone())).collect();
+                    calls.into_iter().map(move |(id, tool)| (record, id, tool))
+                })
+                .collect();
+            match waiting.iter().find(|(_, id, _)| id == call) {
+                Some((record, _, _)) => vec![*record],
+                None => {
+                    let listed: Vec<String> = waiting
+                        .iter()
+                        .map(|(r, id, tool)| format!("{id} ({tool}, {} run {})", r.agent, r.id))
+                        .collect();
+                    let which = match listed.is_empty() {
+                        true => {
+                            format!("no call of team run {} is waiting for a person (it is {})", team.id, team.status)
+                        }
+                        false => format!("the calls waiting are: {}", listed.join(", ")),
+                    };
+                    return Err(Failure::Usage(anyhow!(
+                        "call `{call}` of team run {} is not waiting for a decision; {which}",
+                        team.id
+                    )));
+                }
+            }
+        }
+    };
+    for target in targets {
+        let seq = send_signal(store.as_ref(), &target.id, &signal).await.map_err(|e| match e {
+            RuntimeError::RunFinished => finished(target),
+            RuntimeError::Store(error) => store_failure(error),
+            other => Failure::Run(other.into()),
+        })?;
+        eprintln!("signal {seq} stored for run {} ({})", target.id, target.agent);
+    }
+    if no_resume {
+        eprintln!("team run {} takes it when `troupe runs resume {}` resumes it", team.id, team.id);
+        return Ok(());
+    }
+    crate::team::resume(store, team, false, team_foreground(options)).await
+}
+
+/// A team resumed in the foreground, decided as `options` say.
+fn team_foreground(options: &ForegroundArgs) -> crate::team::Foreground {
+    let approve = match options.approve {
+        Approve::Ask => crate::team::TeamApprove::Ask,
+        Approve::Auto => crate::team::TeamApprove::Auto,
+        Approve::Never => crate::team::TeamApprove::Never,
+    };
+    crate::team::Foreground { json: options.json, approve }
 }
 
 /// Exit 2: a finished run takes nothing more.

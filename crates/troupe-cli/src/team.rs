@@ -1,7 +1,7 @@
 //! `troupe team`: teams of agent files.
 //!
 //! ```text
-//! troupe team run TEAM.toml TASK… [-w DIR] [--approve auto|never] [--store URL | --no-store] [--json]
+//! troupe team run TEAM.toml TASK… [-w DIR] [--approve ask|auto|never] [--store URL | --no-store] [--json]
 //!                 [--config-dir DIR]
 //! troupe team validate TEAM.toml [--config-dir DIR]
 //! ```
@@ -26,8 +26,15 @@
 //! - **Record**: the team's run is recorded in the store (`--store`, else the workspace's
 //!   `.troupe/troupe.db`; `--no-store` records nothing) with its local members' runs as
 //!   its children, each durable like any run; `troupe runs list` shows them.
-//! - **Approvals**: nobody can be asked about a member's call, so a call that needs
-//!   approval runs (`--approve auto`) or is refused with the reason (`never`, the default).
+//! - **Approvals** (`--approve ask`, the default): a local member's call that needs approval
+//!   is put to the person at the terminal, the question naming the member's path
+//!   (`lead → coder: shell {…}`), answered yes / no / always / edit. Without a terminal,
+//!   the member's run pauses, every other member is halted where it stands, and the team's
+//!   run is recorded paused: `troupe runs approve TEAM_RUN CALL` (or the member run's id)
+//!   decides the call and resumes the team, whose finished members are answered from
+//!   their records, not run again. `auto` runs such calls, `never` refuses them (the model
+//!   is told why); with `--no-store` and no terminal, `ask` refuses them. A process
+//!   member's worker cannot ask anyone yet: its calls that need approval end its task.
 //!
 //! Output: the team's answer on stdout (with `--json`, every member's events as JSON lines,
 //! then one `team_finished` line), a line per member event of interest on stderr, then a
@@ -35,6 +42,7 @@
 //! (or the budget ran out, or the team was cancelled); 2 a usage or configuration error (a
 //! bad team or agent file, an unknown agent, a missing API key).
 
+mod ask;
 mod progress;
 
 use crate::agent::ConfigDirs;
@@ -43,16 +51,19 @@ use crate::render::Style;
 use crate::store::StoreArgs;
 use crate::{Failure, setup};
 use anyhow::anyhow;
+use ask::Asker;
 use clap::Subcommand;
 use progress::Progress;
 use serde_json::json;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use troupe::runtime::durable::{Durability, unique_owner};
 use troupe_workers::registry::AgentRegistry;
 use troupe_workers::team_file::TeamFile;
-use troupe_workers::team_run::{TeamFiles, TeamRun};
+use troupe_workers::team_record::{TeamInput, TeamResumeError};
+use troupe_workers::team_run::{PreparedTeam, TeamFiles, TeamRun, TeamService};
 
 /// Events buffered between the members and the progress printer.
 const EVENT_BUFFER: usize = 4096;
@@ -66,9 +77,12 @@ pub(crate) enum TeamCommand {
     Validate(ValidateArgs),
 }
 
-/// What becomes of a member's call that needs approval (nobody can be asked).
+/// What becomes of a member's call that needs approval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum TeamApprove {
+    /// It is put to you on the terminal, naming the member's path; without a terminal the
+    /// team pauses, recorded, for `troupe runs approve` (with --no-store, it is refused).
+    Ask,
     /// It runs.
     Auto,
     /// It is refused; the model is told why.
@@ -92,9 +106,9 @@ pub(crate) struct RunArgs {
     /// The directory every member works in [default: the current directory].
     #[arg(long, short, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// What becomes of a member's call that needs approval: nobody can be asked, so it
-    /// runs (auto) or is refused (never).
-    #[arg(long, value_enum, default_value_t = TeamApprove::Never, value_name = "MODE")]
+    /// What becomes of a member's call that needs approval: asked on the terminal (ask;
+    /// without one the team pauses, recorded), run (auto) or refused (never).
+    #[arg(long, value_enum, default_value_t = TeamApprove::Ask, value_name = "MODE")]
     approve: TeamApprove,
     /// Print every member's events as JSON lines on stdout, then a `team_finished` line.
     #[arg(long)]
@@ -163,17 +177,11 @@ fn team_files(dirs: &ConfigDirs, path: &Path) -> Result<TeamFiles, Failure> {
 
 async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
     let files = team_files(dirs, &args.team)?;
-    let team = files.team();
     let workspace = setup::workspace_dir(args.workspace.as_deref())?;
-    let config = crate::load_config()?;
     let task = args.task.join(" ");
     if task.trim().is_empty() {
         return Err(Failure::Usage(anyhow!("the task is empty; say what the team should do")));
     }
-    let approvals = match args.approve {
-        TeamApprove::Auto => Approvals::Auto,
-        TeamApprove::Never => Approvals::Refuse,
-    };
     let durability = match args.no_store {
         true => None,
         false => {
@@ -181,11 +189,58 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
             Some(Durability::new(crate::store::open(&place.url(&workspace)).await?).with_owner(unique_owner("team")))
         }
     };
-    let mut run = TeamRun::new(&files, &workspace).config(config).approvals(approvals);
-    if let Some(durability) = &durability {
+    let how = Foreground { json: args.json, approve: args.approve };
+    let service = service(&files, &workspace, durability.as_ref(), how).await?;
+    let prepared = service.prepare().map_err(build::failure)?;
+    follow(&files, prepared, Some(task), durability, how).await
+}
+
+/// How a team is followed in the foreground.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Foreground {
+    /// Every member's events as JSON lines on stdout.
+    pub(crate) json: bool,
+    /// What becomes of a member's call that needs approval.
+    pub(crate) approve: TeamApprove,
+}
+
+/// Whether a person can be asked here (stdin and stderr are a terminal).
+fn at_terminal() -> bool {
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// The team of `files`, ready to run in `workspace`, recorded in `durability`, its
+/// members' approvals as `how` says.
+async fn service(
+    files: &TeamFiles,
+    workspace: &Path,
+    durability: Option<&Durability>,
+    how: Foreground,
+) -> Result<TeamService, Failure> {
+    let approvals = match how.approve {
+        TeamApprove::Auto => Approvals::Auto,
+        TeamApprove::Never => Approvals::Refuse,
+        // Someone answers: a person at the terminal, or later, from the record.
+        TeamApprove::Ask if at_terminal() || durability.is_some() => Approvals::Approver,
+        TeamApprove::Ask => Approvals::Refuse,
+    };
+    let mut run = TeamRun::new(files, workspace).config(crate::load_config()?).approvals(approvals);
+    if let Some(durability) = durability {
         run = run.store(durability.clone());
     }
-    let prepared = run.prepare().await.map_err(build::failure)?;
+    run.service().await.map_err(build::failure)
+}
+
+/// Runs (or resumes, with no `task`) the prepared team in the foreground: its progress on
+/// stderr, its members' approvals asked or deferred, its answer on stdout.
+pub(crate) async fn follow(
+    files: &TeamFiles,
+    prepared: PreparedTeam,
+    task: Option<String>,
+    durability: Option<Durability>,
+    how: Foreground,
+) -> Result<(), Failure> {
+    let team = files.team();
     for note in prepared.notes() {
         eprintln!("note: {note}");
     }
@@ -193,23 +248,42 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
     let names: Vec<&str> = rows.iter().filter(|r| r.role == "member").map(|r| r.name.as_str()).collect();
     let leader = team.leader().map(|l| format!("leader {l}; ")).unwrap_or_default();
     eprintln!("team `{}` ({}): {leader}members {}", team.name(), team.team.strategy, names.join(", "));
+    if let Some(run_id) = prepared.resumes() {
+        eprintln!("resuming team run {run_id}");
+    }
+    let control = prepared.control();
+    let asking = how.approve == TeamApprove::Ask && at_terminal();
+    if how.approve == TeamApprove::Ask && !asking && durability.is_some() {
+        // Nobody to ask here: a member that needs a decision pauses the team, recorded.
+        control.defer_approvals();
+    }
 
     let cancel = CancellationToken::new();
     cancel_on_interrupt(cancel.clone());
     let (events, mut received) = mpsc::channel(EVENT_BUFFER);
-    let mut progress = Progress::new(args.json, Style::detect());
+    let mut progress = Progress::new(how.json, Style::detect());
+    let mut asker = Asker::new(control);
     let render = async {
         while let Some(event) = received.recv().await {
             progress.event(&event);
+            if asking {
+                asker.event(&event, &cancel).await;
+            }
         }
     };
-    let (report, ()) = tokio::join!(prepared.run(&task, Some(events), cancel), render);
+    let going = async {
+        match &task {
+            Some(task) => prepared.run(task, Some(events), cancel.clone()).await,
+            None => prepared.resume(Some(events), cancel.clone()).await,
+        }
+    };
+    let (report, ()) = tokio::join!(going, render);
     if let Some(which) = &report.exceeded {
         eprintln!("[team] its {which} budget ran out: every member was stopped");
     }
     let stats = &report.firewall;
 
-    if args.json {
+    if how.json {
         let members: Vec<_> = report
             .records
             .iter()
@@ -223,6 +297,8 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
                 })
             })
             .collect();
+        let paused: Vec<_> =
+            report.paused.iter().map(|p| json!({"member": p.member, "run_id": p.run_id, "calls": p.pending})).collect();
         let line = json!({
             "type": "team_finished",
             "team": team.name(),
@@ -230,10 +306,11 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
             "output": report.output,
             "error": report.error,
             "members": members,
+            "paused": paused,
             "firewall": stats,
         });
         crate::print_lines(&[line.to_string()])?;
-    } else if report.error.is_none() && !report.output.trim().is_empty() {
+    } else if report.error.is_none() && report.paused.is_empty() && !report.output.trim().is_empty() {
         crate::print_lines(&[report.output.trim_end().to_owned()])?;
     }
     eprintln!("{}", progress::summary_table(&rows, &report.records, &progress));
@@ -246,6 +323,18 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         if stats.secrets_redacted == 1 { "" } else { "s" },
     );
     if let Some(run_id) = &report.run_id {
+        for paused in &report.paused {
+            for call in &paused.pending {
+                eprintln!(
+                    "paused: {} wants {} {}: approve with `troupe runs approve {run_id} {}` or reject with `troupe runs reject {run_id} {}`",
+                    paused.member,
+                    call.tool,
+                    crate::render::shorten(&call.arguments.to_string(), 200),
+                    call.call_id,
+                    call.call_id
+                );
+            }
+        }
         eprintln!("team run {run_id} recorded with its members' runs: `troupe runs list` shows them");
     }
     if let Some(durability) = durability {
@@ -256,6 +345,36 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         None => Ok(()),
         Some(failure) => Err(Failure::Run(anyhow!(failure))),
     }
+}
+
+/// Resumes the stored team run `record` in the foreground, built again from the files it
+/// recorded (refused when they changed since, unless `force`).
+pub(crate) async fn resume(
+    store: std::sync::Arc<dyn troupe::store::Store>,
+    record: &troupe::store::RunRecord,
+    force: bool,
+    how: Foreground,
+) -> Result<(), Failure> {
+    let input = TeamInput::read(record)
+        .map_err(|e| Failure::Run(anyhow!(e)))?
+        .ok_or_else(|| Failure::Usage(anyhow!("run {} is not a team's run", record.id)))?;
+    let file = input.file.clone().ok_or_else(|| {
+        Failure::Usage(anyhow!("team run {} does not say which team file it ran, so it cannot be resumed", record.id))
+    })?;
+    let files = TeamFiles::load(&file, &input.agent_dirs).map_err(|e| {
+        Failure::Usage(anyhow!("team run {} cannot be resumed: its team file {}: {e}", record.id, file.display()))
+    })?;
+    let workspace = match &input.workspace {
+        Some(dir) => dir.clone(),
+        None => setup::workspace_dir(None)?,
+    };
+    let durability = Durability::new(store).with_owner(unique_owner("team"));
+    let service = service(&files, &workspace, Some(&durability), how).await?;
+    let prepared = service.resume(&record.id, force).await.map_err(|e| match e {
+        TeamResumeError::Store(_) | TeamResumeError::Build(_) => Failure::Run(anyhow!(e)),
+        _ => Failure::Usage(anyhow!(e)),
+    })?;
+    follow(&files, prepared, None, Some(durability), how).await
 }
 
 /// Cancels the team on Ctrl-C; a second Ctrl-C quits at once.

@@ -347,11 +347,10 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
     assert!(stderr(&verified).contains(&reviewer), "the error names the broken run: {}", stderr(&verified));
 }
 
-/// A team's run left running (its process died) is not taken for an agent's run:
-/// `troupe runs resume` refuses it with a message that says so (exit 2), and changes
-/// nothing.
+/// A team's run that an older troupe recorded (its input does not name its team file)
+/// cannot be built again: `troupe runs resume` says so (exit 2) and changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resuming_a_team_run_is_refused_as_an_agent_run() {
+async fn a_team_run_recorded_without_its_file_is_not_resumed() {
     use troupe::runtime::durable::TEAM_RUN_KIND;
     use troupe::store::{NewRun, RunStatus};
     let workspace = workspace("# Gadget");
@@ -379,8 +378,161 @@ async fn resuming_a_team_run_is_refused_as_an_agent_run() {
         .expect("the binary runs");
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{err}");
-    assert!(err.contains("run `run_team_crashed` is the run of team `project`, not an agent's run"), "{err}");
+    assert!(err.contains("team run run_team_crashed does not say which team file it ran"), "{err}");
     let store = troupe::store::open(text(&path)).await.expect("the store opens again");
     let kept = store.load_run("run_team_crashed").await.expect("load_run").expect("kept");
     assert_eq!(kept.status, RunStatus::Running, "nothing changed");
+}
+
+/// A delegate team whose leader `lead` hands work to `coder`, which has `shell`; both on
+/// the Anthropic wire (the mock server's), in a directory of their own.
+fn approval_team() -> TempDir {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let team = "[team]\nname = \"ledger\"\nstrategy = \"delegate\"\nleader = \"lead\"\n\n\
+                [[team.members]]\nagent = \"coder\"\n";
+    std::fs::write(dir.path().join("team.toml"), team).expect("writes the team file");
+    std::fs::create_dir_all(dir.path().join("agents")).expect("creates agents/");
+    let agent = |id: &str, tool: &str| {
+        format!(
+            "[agent]\nid = \"{id}\"\nname = \"{id}\"\ndescription = \"Keeps the ledger.\"\n\n\
+             [provider]\nmodel = \"anthropic/claude-sonnet-4-5\"\n\n[[tools]]\nname = \"{tool}\"\n"
+        )
+    };
+    std::fs::write(dir.path().join("agents/lead.toml"), agent("lead", "fs.read")).expect("writes the leader");
+    std::fs::write(dir.path().join("agents/coder.toml"), agent("coder", "shell")).expect("writes the coder");
+    dir
+}
+
+/// `troupe runs ARGS` in `cwd` with only `env` set.
+fn runs_with(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command.arg("runs").args(args).current_dir(cwd).env_clear();
+    if let Some(path) = std::env::var_os("PATH") {
+        command.env("PATH", path);
+    }
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("the binary runs")
+}
+
+/// Without a terminal, a member's call that needs approval pauses the whole team,
+/// recorded, and says how to go on; `troupe runs approve TEAM_RUN CALL` sends the
+/// decision to the member's run and resumes the team, which completes: the leader's
+/// delegation is not started again, the approved command runs once, and every run of the
+/// tree verifies.
+#[test]
+fn a_team_paused_for_a_members_call_goes_on_after_runs_approve() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    server.push(MockTurn::tool_call("call_d1", "delegate", serde_json::json!({"to": "coder", "brief": "Add a line"})));
+    server.push(MockTurn::tool_call("call_s1", "shell", serde_json::json!({"command": "echo one >> ledger.txt"})));
+    server.push(MockTurn::text("Appended one line."));
+    server.push(MockTurn::text("The coder appended one line."));
+    let dir = approval_team();
+    let workspace = workspace("# Ledger");
+    let url = server.url();
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+    let ws = text(workspace.path());
+
+    let output = team_with(dir.path(), &["run", "team.toml", "Keep the ledger", "-w", ws, "--json"], &env);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(err.contains("the team paused: 1 call of coder waits for a person"), "{err}");
+    let finished: serde_json::Value =
+        serde_json::from_str(stdout(&output).lines().last().expect("a last line")).expect("team_finished");
+    let team_run = finished["run_id"].as_str().expect("the team's run id").to_owned();
+    assert!(
+        err.contains(&format!("approve with `troupe runs approve {team_run} call_s1`")),
+        "it says how to go on: {err}"
+    );
+    assert!(!workspace.path().join("ledger.txt").exists(), "nothing ran before the decision");
+    assert_eq!(server.requests().len(), 2, "the leader's delegation and the coder's call");
+    let shown = runs_with(dir.path(), &["list", "--json", "-w", ws], &[]);
+    let runs: Vec<serde_json::Value> =
+        stdout(&shown).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let status = |agent: &str| runs.iter().find(|r| r["agent"] == agent).map(|r| r["status"].clone());
+    assert_eq!(status("ledger"), Some("paused".into()), "{runs:?}");
+    assert_eq!(status("coder"), Some("paused".into()), "{runs:?}");
+
+    // A call that is not waiting is refused, naming the one that is.
+    let wrong = runs_with(dir.path(), &["approve", &team_run, "call_nope", "-w", ws], &env);
+    assert_eq!(wrong.status.code(), Some(2), "{}", stderr(&wrong));
+    assert!(stderr(&wrong).contains("the calls waiting are: call_s1 (shell, coder run"), "{}", stderr(&wrong));
+
+    let approved = runs_with(dir.path(), &["approve", &team_run, "call_s1", "-w", ws], &env);
+    let err = stderr(&approved);
+    assert_eq!(approved.status.code(), Some(0), "{err}");
+    assert_eq!(stdout(&approved), "The coder appended one line.\n", "{err}");
+    assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "no model call was made twice: {:?}", requests.len());
+
+    let listed = runs_with(dir.path(), &["list", "--json", "-w", ws], &[]);
+    let runs: Vec<serde_json::Value> =
+        stdout(&listed).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(runs.len(), 3, "the team's run, the leader's and the coder's, none started twice: {runs:?}");
+    assert!(runs.iter().all(|r| r["status"] == "completed"), "{runs:?}");
+    let verified = runs_with(dir.path(), &["verify", &team_run, "-w", ws], &[]);
+    assert_eq!(verified.status.code(), Some(0), "{}", stdout(&verified));
+    assert_eq!(stdout(&verified).lines().filter(|l| l.contains(") ok: ")).count(), 3, "{}", stdout(&verified));
+}
+
+/// At a terminal (a pseudo-terminal here), a member's call that needs approval is put to
+/// the person, the question naming the path from the leader to the member; the answer
+/// reaches the member's run and the team goes on to complete.
+#[test]
+fn at_a_terminal_a_members_call_is_asked_about_naming_its_path() {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    use std::sync::{Arc, Mutex};
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    server.push(MockTurn::tool_call("call_d1", "delegate", serde_json::json!({"to": "coder", "brief": "Add a line"})));
+    server.push(MockTurn::tool_call("call_s1", "shell", serde_json::json!({"command": "echo one >> ledger.txt"})));
+    server.push(MockTurn::text("Appended one line."));
+    server.push(MockTurn::text("The coder appended one line."));
+    let dir = approval_team();
+    let workspace = workspace("# Ledger");
+    let url = server.url();
+
+    let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
+    let terminal = || Stdio::from(pty.slave.try_clone().expect("the terminal's other end"));
+    let child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["team", "run", "team.toml", "Keep the ledger", "-w", text(workspace.path())])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("ANTHROPIC_API_KEY", "sk-ant-fake")
+        .env("ANTHROPIC_BASE_URL", &url)
+        .stdin(terminal())
+        .stderr(terminal())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    drop(pty.slave);
+    let screen = Arc::new(Mutex::new(String::new()));
+    let mut master = std::fs::File::from(pty.master);
+    let mut reader = master.try_clone().expect("the terminal's reading end");
+    let seen = Arc::clone(&screen);
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        // Reading fails (EIO) once the child has closed the terminal.
+        while let Ok(n @ 1..) = reader.read(&mut buffer) {
+            seen.lock().expect("the screen").push_str(&String::from_utf8_lossy(&buffer[..n]));
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !screen.lock().expect("the screen").contains("[e]dit") {
+        assert!(std::time::Instant::now() < deadline, "no question came: {}", screen.lock().expect("the screen"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    master.write_all(b"y\n").expect("answers");
+    let output = child.wait_with_output().expect("the team ends");
+    let shown = screen.lock().expect("the screen").clone();
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("lead → coder: shell {\"command\":\"echo one >> ledger.txt\"} needs approval"), "{shown}");
+    assert_eq!(stdout(&output), "The coder appended one line.\n", "{shown}");
+    assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
+    assert_eq!(server.requests().len(), 4);
 }

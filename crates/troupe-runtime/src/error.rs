@@ -50,9 +50,14 @@ pub enum RuntimeError {
     /// Compaction of the conversation failed.
     #[error("compaction failed: {0}")]
     Compaction(String),
-    /// The run's task panicked or was aborted; the panic was contained.
+    /// The run's task panicked; the panic was contained.
     #[error("the run task failed: {0}")]
     TaskFailed(String),
+    /// The run was halted where it stood ([`RunHalt::halt`](crate::RunHalt::halt)), as a
+    /// crash would stop it: nothing more was recorded, and a recorded run resumes from its
+    /// last checkpoint.
+    #[error("the run was halted where it stood; a recorded run resumes from its last checkpoint")]
+    Halted,
     /// The store failed or refused an operation.
     #[error(transparent)]
     Store(#[from] troupe_store::StoreError),

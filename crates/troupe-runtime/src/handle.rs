@@ -196,13 +196,41 @@ impl RunResult {
     pub(crate) fn new(join: JoinHandle<RunOutput>) -> Self {
         RunResult { join }
     }
+
+    /// A way to halt the run where it stands, kept apart from this result.
+    pub fn halter(&self) -> RunHalt {
+        RunHalt { abort: self.join.abort_handle() }
+    }
+}
+
+/// Halts a run where it stands, as a crash of its process would: its task is dropped at
+/// once (its model stream, its tools, its lease's heartbeat), nothing more is recorded,
+/// and its result is [`RuntimeError::Halted`]. A recorded run is left as its last
+/// checkpoint says, to be resumed ([`Runner::resume_run`](crate::Runner::resume_run)) —
+/// which is what a team does with its members' runs when it pauses for a person. To
+/// stop a run for good, cancel it instead.
+#[derive(Clone, Debug)]
+pub struct RunHalt {
+    abort: tokio::task::AbortHandle,
+}
+
+impl RunHalt {
+    /// Halts the run (nothing happens when it has ended already).
+    pub fn halt(&self) {
+        self.abort.abort();
+    }
 }
 
 impl Future for RunResult {
     type Output = Result<RunOutput, RuntimeError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.join).poll(cx).map(|joined| joined.map_err(|e| RuntimeError::TaskFailed(e.to_string())))
+        Pin::new(&mut self.join).poll(cx).map(|joined| {
+            joined.map_err(|e| match e.is_cancelled() {
+                true => RuntimeError::Halted,
+                false => RuntimeError::TaskFailed(e.to_string()),
+            })
+        })
     }
 }
 

@@ -156,7 +156,7 @@ pub use compaction::{
 pub use cost::{CostTracker, ModelCost};
 pub use durable::{Durability, QueueWorker, ResumePlan, StoredInput, plan_resume};
 pub use error::RuntimeError;
-pub use handle::{EVENT_BUFFER, RunEvents, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
+pub use handle::{EVENT_BUFFER, RunEvents, RunHalt, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
 pub use live_spec::{AppliedSpec, LiveSpec, SpecRevision, SpecUpdate, changed_fields, validate_limits};
 pub use metrics::{AgentMetrics, Metrics, MetricsSnapshot};
 pub use middleware::{

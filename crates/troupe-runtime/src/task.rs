@@ -100,7 +100,8 @@ impl Run {
                 .emit(AgentEventKind::RunStarted { instruction: instruction.clone(), model: state.model.clone() })
                 .await;
         }
-        let heartbeat = self.open_recorder(&mut state, recorder, &instruction, fresh).await;
+        // A run halted mid-way drops this future: the guard stops the heartbeat with it.
+        let _heartbeat = self.open_recorder(&mut state, recorder, &instruction, fresh).await.map(AbortOnDrop);
         let catalog = match (&self.catalog, resolved) {
             (Err(error), _) => {
                 state.finish(RunOutcome::failed(error.to_string(), FailureCode::UnknownTool));
@@ -126,9 +127,6 @@ impl Run {
             }
         }
         let output = self.end(state, started).await;
-        if let Some(heartbeat) = heartbeat {
-            heartbeat.abort();
-        }
         agent_metrics.run_finished(&output);
         output
     }
@@ -530,5 +528,14 @@ impl Run {
             events: self.emitter.take_events(),
             state,
         }
+    }
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -45,6 +45,7 @@
 
 pub mod brief;
 pub mod bus;
+pub mod control;
 pub mod coordination;
 pub mod delegation;
 mod error;
@@ -57,6 +58,7 @@ pub mod supervisor;
 
 pub use brief::{BriefContext, BriefTask, ExpectedOutput, SharedContext, SubagentBrief};
 pub use bus::{MessageBus, Subscription};
+pub use control::{PausedRun, TeamControl};
 pub use coordination::{Consensus, DelegationChain, DurableWorkQueue, SharedMemory, WorkQueue};
 pub use delegation::{
     DELEGATE_TOOL, DelegateArgs, DelegateTool, Delegation, DelegationError, DelegationParser, JsonDelegationParser,

@@ -1,13 +1,15 @@
 //! [`Member`]: anything that can take a task for a team — a local agent, a worker
 //! process defined by a file, a remote agent — and what it gives back ([`MemberResult`]).
 
+use crate::control::{PausedRun, TeamControl};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, RunId, Usage};
-use troupe_runtime::{Agent, RunInput, RunOutcome};
+use troupe_runtime::durable::{child_run_id, finished_output};
+use troupe_runtime::{Agent, RunHandle, RunInput, RunOutcome, RunOutput, RuntimeError};
 
 /// A task given to a member.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -94,6 +96,14 @@ pub trait Member: Send + Sync {
     /// What it is good at, shown to a leader choosing whom to delegate to.
     fn description(&self) -> &str;
 
+    /// Whether the member's runs are recorded so that a task given again under the same
+    /// parent run is found rather than run again (a resumed team's member replays what it
+    /// did); a tool that starts such a member may then be retried without repeating its
+    /// effects.
+    fn resumable(&self) -> bool {
+        false
+    }
+
     /// Runs `task` to its end; live events go to `events` when given. Never panics and
     /// never fails the caller: every problem is a failed [`MemberResult`].
     fn run(
@@ -105,16 +115,30 @@ pub trait Member: Send + Sync {
 }
 
 /// A local [`Agent`] as a member.
+///
+/// When its agent records runs ([`Runner::with_store`](troupe_runtime::Runner::with_store))
+/// and a task names the run that gives it (`parent_run_id`), the member's run for that
+/// task has one id ([`child_run_id`] of the parent, the member's name and the task's id):
+/// a task whose run already finished is answered from the record without running again,
+/// and one whose run was interrupted resumes it from its last checkpoint. That is how a
+/// team resumed after a crash replays what its members did.
 #[derive(Clone, Debug)]
 pub struct AgentMember {
     agent: Agent,
     description: String,
+    control: Option<TeamControl>,
 }
 
 impl AgentMember {
     /// `agent` as a member, described by `description`.
     pub fn new(agent: Agent, description: impl Into<String>) -> Self {
-        AgentMember { agent, description: description.into() }
+        AgentMember { agent, description: description.into(), control: None }
+    }
+
+    /// The same member, its runs followed by `control` (decisions, deferral, halt).
+    pub fn with_control(mut self, control: TeamControl) -> Self {
+        self.control = Some(control);
+        self
     }
 
     /// The agent.
@@ -126,6 +150,32 @@ impl AgentMember {
     pub fn shared(self) -> Arc<dyn Member> {
         Arc::new(self)
     }
+
+    /// The run for `task`: its record when it has finished, else a handle on it, started
+    /// or resumed.
+    async fn open(&self, task: &MemberTask) -> Result<Opened, RuntimeError> {
+        let mut input = RunInput::new(task.full_prompt());
+        input.parent_run_id.clone_from(&task.parent_run_id);
+        let (Some(parent), Some(durability)) = (&task.parent_run_id, self.agent.runner().durability()) else {
+            return Ok(Opened::Going(self.agent.start(input)));
+        };
+        let run_id = child_run_id(parent, &format!("{}\0{}", self.name(), task.task_id));
+        match durability.store().load_run(run_id.as_str()).await? {
+            None => Ok(Opened::Going(self.agent.start(input.run_id(run_id)))),
+            Some(record) => match finished_output(record)? {
+                Some(output) => Ok(Opened::Finished(Box::new(output))),
+                None => Ok(Opened::Going(self.agent.resume_run(run_id.as_str()).await?)),
+            },
+        }
+    }
+}
+
+/// A member's run for a task, as found.
+enum Opened {
+    /// It had finished: its record.
+    Finished(Box<RunOutput>),
+    /// It goes on (started or resumed).
+    Going(RunHandle),
 }
 
 impl Member for AgentMember {
@@ -137,6 +187,10 @@ impl Member for AgentMember {
         &self.description
     }
 
+    fn resumable(&self) -> bool {
+        self.agent.runner().durability().is_some()
+    }
+
     fn run(
         &self,
         task: MemberTask,
@@ -144,13 +198,20 @@ impl Member for AgentMember {
         cancel: CancellationToken,
     ) -> BoxFuture<'_, MemberResult> {
         Box::pin(async move {
-            let mut input = RunInput::new(task.full_prompt());
-            input.parent_run_id.clone_from(&task.parent_run_id);
-            let mut handle = self.agent.start(input);
+            let name = self.name().to_owned();
+            let mut handle = match self.open(&task).await {
+                Ok(Opened::Going(handle)) => handle,
+                Ok(Opened::Finished(output)) => return result_of(name, task.task_id, *output),
+                Err(error) => return MemberResult::failed(name, task.task_id, error.to_string()),
+            };
             let run_id = handle.run_id.clone();
             let stop = handle.cancel.clone();
-            // Dropping this future (a cancelled group, a timed-out delegation) stops the run.
-            let _stop_on_drop = handle.cancel.clone().drop_guard();
+            if let Some(control) = &self.control {
+                control.enter(&name, &run_id, &handle.signals, handle.result.halter());
+            }
+            // Dropping this future (a cancelled group, a timed-out delegation) stops the
+            // run, unless the team was halted: then the run stays as recorded, to resume.
+            let _stop_on_drop = StopOnDrop { cancel: stop.clone(), control: self.control.clone() };
             let forward = async {
                 while let Some(event) = handle.events.next_event().await {
                     if let Some(sink) = &events {
@@ -163,27 +224,58 @@ impl Member for AgentMember {
                 () = forward => {}
                 () = cancel.cancelled() => stop.cancel(),
             }
-            let name = self.name().to_owned();
-            match handle.output().await {
-                Ok(output) => {
-                    let (success, error) = match &output.outcome {
-                        RunOutcome::Completed { .. } => (true, None),
-                        other => (false, Some(describe(other))),
-                    };
-                    MemberResult {
-                        name,
-                        task_id: task.task_id,
-                        content: output.text,
-                        success,
-                        error,
-                        usage: output.usage,
-                        cost_usd: output.cost_usd,
-                        run_id: Some(run_id),
-                    }
+            let output = handle.output().await;
+            let Some(control) = &self.control else {
+                return match output {
+                    Ok(output) => result_of(name, task.task_id, output),
+                    Err(error) => MemberResult::failed(name, task.task_id, error.to_string()),
+                };
+            };
+            control.leave(&run_id);
+            match output {
+                // A halted member never answers: whoever waits for it is being stopped too.
+                Err(RuntimeError::Halted) => std::future::pending().await,
+                Ok(RunOutput { outcome: RunOutcome::Paused { pending }, .. }) if control.defers_approvals() => {
+                    control.note_paused(PausedRun { member: name, run_id, pending });
+                    control.halted().await;
+                    std::future::pending().await
                 }
+                Ok(output) => result_of(name, task.task_id, output),
                 Err(error) => MemberResult::failed(name, task.task_id, error.to_string()),
             }
         })
+    }
+}
+
+/// Cancels a member's run when its future is dropped, unless its team was halted.
+struct StopOnDrop {
+    cancel: CancellationToken,
+    control: Option<TeamControl>,
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if !self.control.as_ref().is_some_and(TeamControl::is_halted) {
+            self.cancel.cancel();
+        }
+    }
+}
+
+/// What a member's run came to, as its result.
+fn result_of(name: String, task_id: String, output: RunOutput) -> MemberResult {
+    let (success, error) = match &output.outcome {
+        RunOutcome::Completed { .. } => (true, None),
+        other => (false, Some(describe(other))),
+    };
+    MemberResult {
+        name,
+        task_id,
+        content: output.text,
+        success,
+        error,
+        usage: output.usage,
+        cost_usd: output.cost_usd,
+        run_id: Some(output.run_id),
     }
 }
 

@@ -23,6 +23,7 @@ pub mod registry;
 pub mod reload;
 pub mod team;
 pub mod team_file;
+pub mod team_record;
 pub mod team_run;
 
 pub use definition::{AgentDefinition, DefinitionError, ResolvedExecution};

@@ -21,7 +21,7 @@ use troupe_team::firewall::{FirewallDrop, redact_secrets};
 use troupe_team::message::AgentMessage;
 use troupe_team::{
     AgentGroup, AgentMember, ContextFirewall, DelegateTool, EventSink, Member, MemberResult, MemberTask, Strategy,
-    TeamBudget, TeamError,
+    TeamBudget, TeamControl, TeamError,
 };
 use troupe_tools::Tool;
 
@@ -138,6 +138,8 @@ pub struct Setting<'a> {
     /// Where the local members' runs are recorded, each a child of the run that gave it
     /// its task; `None` records nothing.
     pub durability: Option<Durability>,
+    /// What the team's caller holds over the local members' runs.
+    pub control: TeamControl,
 }
 
 /// Builds the team `setting` describes.
@@ -174,7 +176,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
                 };
                 let built = local(setting, &agent.definition, Vec::new(), ceilings)?;
                 notes.extend(built.notes);
-                AgentMember::new(built.agent, description).shared()
+                AgentMember::new(built.agent, description).with_control(setting.control.clone()).shared()
             }
             Isolation::Process => {
                 let (config, note) = worker(agent, setting, &budget)?;
@@ -209,14 +211,15 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
             let delegate = DelegateTool::new(leader, members).map_err(invalid)?;
             let built = local(setting, definition, vec![delegate.into_arc()], leader_ceilings)?;
             notes.extend(built.notes);
-            Work::Delegate(track(AgentMember::new(built.agent, describe(definition)).shared()))
+            let leader = AgentMember::new(built.agent, describe(definition)).with_control(setting.control.clone());
+            Work::Delegate(track(leader.shared()))
         }
         (TeamStrategy::Orchestrated, Some(leader)) => {
             let definition = &registered(setting.registry, leader)?.definition;
             let built = local(setting, definition, Vec::new(), leader_ceilings)?;
             notes.extend(built.notes);
-            let mut orchestrated =
-                Strategy::orchestrated(track(AgentMember::new(built.agent, describe(definition)).shared()));
+            let leader = AgentMember::new(built.agent, describe(definition)).with_control(setting.control.clone());
+            let mut orchestrated = Strategy::orchestrated(track(leader.shared()));
             if let (Strategy::Orchestrated { max_concurrency, .. }, Some(n)) =
                 (&mut orchestrated, team.team.max_concurrency)
             {
@@ -369,6 +372,10 @@ impl Member for Tracked {
 
     fn description(&self) -> &str {
         self.inner.description()
+    }
+
+    fn resumable(&self) -> bool {
+        self.inner.resumable()
     }
 
     fn run(

@@ -27,6 +27,7 @@ use crate::build::{self, Approvals, BuildError};
 use crate::registry::AgentRegistry;
 use crate::team::{Assembled, Record, Row, Setting, TeamResult, Work};
 use crate::team_file::{Isolation, TeamFile};
+use crate::team_record::{TeamInput, TeamResumeError};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,7 +42,7 @@ use troupe_runtime::Durability;
 use troupe_runtime::durable::TEAM_RUN_KIND;
 use troupe_store::{Checkpoint, NewRun, RunStatus, Store, StoreError, now_millis};
 use troupe_team::firewall::FirewallStats;
-use troupe_team::{EventSink, TeamBudget};
+use troupe_team::{EventSink, PausedRun, TeamBudget, TeamControl};
 
 /// How many member events may wait for the team's watcher.
 const EVENT_BUFFER: usize = 4096;
@@ -191,6 +192,7 @@ impl TeamService {
     pub fn prepare(&self) -> Result<PreparedTeam, BuildError> {
         let (events, received) = mpsc::channel(EVENT_BUFFER);
         let team = &self.files.team;
+        let control = TeamControl::new();
         let setting = Setting {
             team,
             registry: &self.files.registry,
@@ -201,6 +203,7 @@ impl TeamService {
             memory: self.memory.clone(),
             mcp: self.mcp.clone(),
             durability: self.durability.clone(),
+            control: control.clone(),
         };
         let assembled = crate::team::assemble(&setting)?;
         Ok(PreparedTeam {
@@ -209,17 +212,59 @@ impl TeamService {
             assembled,
             received,
             durability: self.durability.clone(),
+            control,
+            input: TeamInput::new(&self.files, "", &self.workspace),
+            resumed: None,
         })
+    }
+
+    /// Assembles the team's members to resume its stored run `run_id`: a team paused for
+    /// a person, or stopped by a crash. The members whose runs finished are answered from
+    /// the store without running again; an interrupted member's run resumes from its last
+    /// checkpoint (the single run's rule: a call that may or may not have happened waits
+    /// for a person). Refused for a run that is not this team's, that has finished, or
+    /// whose files changed since it started (unless `force`).
+    pub async fn resume(&self, run_id: &str, force: bool) -> Result<PreparedTeam, TeamResumeError> {
+        let durability = self.durability.as_ref().ok_or(TeamResumeError::NoStore)?;
+        let record =
+            durability.store().load_run(run_id).await?.ok_or_else(|| TeamResumeError::UnknownRun(run_id.to_owned()))?;
+        let Some(recorded) = TeamInput::read(&record)? else {
+            return Err(TeamResumeError::NotTeamRun { run_id: record.id, agent: record.agent });
+        };
+        let name = self.files.team.name();
+        if recorded.team != name {
+            return Err(TeamResumeError::OtherTeam {
+                run_id: record.id,
+                recorded: recorded.team,
+                this: name.to_owned(),
+            });
+        }
+        if record.status.is_terminal() {
+            return Err(TeamResumeError::Finished { run_id: record.id, status: record.status });
+        }
+        let now = TeamInput::new(&self.files, &recorded.instruction, &self.workspace);
+        let changes = recorded.changes(&now);
+        if !changes.is_empty() && !force {
+            return Err(TeamResumeError::Changed { run_id: record.id, changes });
+        }
+        let mut prepared = self.prepare()?;
+        prepared.input = recorded;
+        prepared.resumed = Some(RunId::new(record.id));
+        Ok(prepared)
     }
 }
 
-/// A team whose members are built, ready to run one task.
+/// A team whose members are built, ready to run one task (or to resume one stored run,
+/// [`TeamService::resume`]).
 pub struct PreparedTeam {
     name: String,
     budget: TeamBudget,
     assembled: Assembled,
     received: mpsc::Receiver<AgentEvent>,
     durability: Option<Durability>,
+    control: TeamControl,
+    input: TeamInput,
+    resumed: Option<RunId>,
 }
 
 impl PreparedTeam {
@@ -233,23 +278,61 @@ impl PreparedTeam {
         &self.assembled.notes
     }
 
+    /// The handle on the members' runs: decide a member's waiting call (its `RunPaused`
+    /// event names the member's run), defer approvals so that the team pauses instead of
+    /// waiting, halt the team.
+    pub fn control(&self) -> TeamControl {
+        self.control.clone()
+    }
+
+    /// The stored run this team resumes, when it was prepared to resume one.
+    pub fn resumes(&self) -> Option<&RunId> {
+        self.resumed.as_ref()
+    }
+
+    /// The task of the stored run this team resumes.
+    pub fn resumed_task(&self) -> Option<&str> {
+        self.resumed.as_ref().map(|_| self.input.instruction.as_str())
+    }
+
+    /// Resumes the stored run it was prepared for ([`TeamService::resume`]) on its
+    /// recorded task, as [`run`](Self::run) runs a new one.
+    pub async fn resume(self, events: Option<EventSink>, cancel: CancellationToken) -> TeamReport {
+        let task = self.input.instruction.clone();
+        self.run(&task, events, cancel).await
+    }
+
     /// Runs the team on `task` until it ends, `cancel` is cancelled, or a team budget
     /// runs out (then every member is stopped). Every member's events go to `events`.
+    ///
+    /// When a member needs a decision nobody gives live ([`TeamControl::defer_approvals`]),
+    /// the member's run pauses, every other member is halted where it stands, and the
+    /// team's run is recorded paused ([`TeamReport::paused`]), to be resumed
+    /// ([`TeamService::resume`]) once the calls are decided.
     pub async fn run(self, task: &str, events: Option<EventSink>, cancel: CancellationToken) -> TeamReport {
-        let PreparedTeam { name, budget, assembled, mut received, durability } = self;
+        let PreparedTeam { name, budget, assembled, mut received, durability, control, mut input, resumed } = self;
         let Assembled { work, firewall, records, .. } = assembled;
         let store = durability.as_ref().map(|d| Arc::clone(d.store()));
-        let run_id = RunId::generate();
-        if let Some(store) = &store
-            && let Err(error) = store.create_run(team_run(&run_id, &name, task), now_millis()).await
-        {
-            let mut report = TeamReport::unrun(&cancel);
-            report.unrecorded = Some(error.to_string());
-            return report;
+        input.instruction = task.to_owned();
+        let run_id = resumed.clone().unwrap_or_else(RunId::generate);
+        if let Some(store) = &store {
+            let opened = match &resumed {
+                None => store.create_run(team_run(&run_id, &input), now_millis()).await.map(drop),
+                Some(_) => match team_state(&run_id, RunStatus::Running, &input, json!({})) {
+                    Ok(going) => store.checkpoint(going, now_millis()).await.map(drop),
+                    Err(error) => Err(error),
+                },
+            };
+            if let Err(error) = opened {
+                let mut report = TeamReport::unrun(&cancel);
+                report.unrecorded = Some(error.to_string());
+                return report;
+            }
         }
         let deadline = budget.max_wall_time.map(|t| tokio::time::Instant::now() + t);
         let parent = store.is_some().then(|| run_id.clone());
         let mut work = tokio::spawn(Work::run_under(work, name.clone(), task.to_owned(), parent, cancel.clone()));
+        let mut paused = Vec::new();
         let mut spend = TeamSpend::default();
         let mut exceeded: Option<String> = None;
         let joined = loop {
@@ -273,6 +356,13 @@ impl PreparedTeam {
                         Some(format!("time (max_seconds = {})", budget.max_wall_time.map_or(0, |t| t.as_secs())));
                     cancel.cancel();
                 }
+                () = control.pause_noticed(), if paused.is_empty() => {
+                    // A member waits for a person nobody is there to be: stop every member
+                    // where it stands; the team resumes from their records.
+                    control.halt();
+                    work.abort();
+                    paused = control.paused();
+                }
                 joined = &mut work => break joined,
             }
         };
@@ -282,12 +372,16 @@ impl PreparedTeam {
         }
         let (result, crashed) = match joined {
             Ok(result) => (result, None),
+            Err(error) if error.is_cancelled() && !paused.is_empty() => {
+                (TeamResult { output: String::new(), error: None }, None)
+            }
             Err(error) => (TeamResult { output: String::new(), error: None }, Some(error.to_string())),
         };
         let records = records.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         let mut report = TeamReport {
             run_id: store.is_some().then_some(run_id),
             unrecorded: None,
+            paused,
             output: result.output,
             error: result.error,
             records,
@@ -300,7 +394,7 @@ impl PreparedTeam {
             cost_usd: spend.cost_usd,
         };
         if let (Some(store), Some(run_id)) = (&store, report.run_id.clone()) {
-            let saved = match team_end(&run_id, &name, task, &report) {
+            let saved = match team_end(&run_id, &input, &report) {
                 Ok(end) => store.checkpoint(end, now_millis()).await.map(drop),
                 Err(error) => Err(error),
             };
@@ -312,25 +406,43 @@ impl PreparedTeam {
     }
 }
 
-/// The team's own run as it starts: its task as input, and a state that says it is a
-/// team's (so it is never taken for an agent's run).
-fn team_run(run_id: &RunId, team: &str, task: &str) -> NewRun {
+/// The team's own run as it starts: its input, and a state that says it is a team's (so
+/// it is never taken for an agent's run).
+fn team_run(run_id: &RunId, input: &TeamInput) -> NewRun {
     NewRun {
         id: run_id.to_string(),
-        agent: team.to_owned(),
+        agent: input.team.clone(),
         status: RunStatus::Running,
         conversation_id: None,
         parent_run_id: None,
-        input: json!({"kind": TEAM_RUN_KIND, "team": team, "instruction": task}),
-        state: json!({"kind": TEAM_RUN_KIND, "team": team, "instruction": task}),
+        input: serde_json::to_value(input).unwrap_or_default(),
+        state: json!({"kind": TEAM_RUN_KIND, "team": input.team, "instruction": input.instruction}),
     }
 }
 
-/// The team's own run as it ended: its status, and what it came to in its state.
-fn team_end(run_id: &RunId, team: &str, task: &str, report: &TeamReport) -> Result<Checkpoint, StoreError> {
+/// The team's own run in `status`, with `more` in its state.
+fn team_state(
+    run_id: &RunId,
+    status: RunStatus,
+    input: &TeamInput,
+    more: serde_json::Value,
+) -> Result<Checkpoint, StoreError> {
+    let mut state = json!({"kind": TEAM_RUN_KIND, "team": input.team, "instruction": input.instruction});
+    if let (Some(state), serde_json::Value::Object(more)) = (state.as_object_mut(), more) {
+        state.extend(more);
+    }
+    let state = serde_json::value::to_raw_value(&state)
+        .map_err(|e| StoreError::database(format!("cannot encode the team run's state: {e}")))?;
+    Ok(Checkpoint::new(run_id.to_string(), status, state))
+}
+
+/// The team's own run as it ended (or paused): its status, and what it came to in its
+/// state.
+fn team_end(run_id: &RunId, input: &TeamInput, report: &TeamReport) -> Result<Checkpoint, StoreError> {
     let failure = report.failure();
     let status = match (&failure, &report.exceeded) {
         (None, _) => RunStatus::Completed,
+        (Some(_), _) if !report.paused.is_empty() => RunStatus::Paused,
         (Some(_), Some(_)) => RunStatus::BudgetExceeded,
         (Some(_), None) if report.cancelled => RunStatus::Cancelled,
         (Some(_), None) => RunStatus::Failed,
@@ -340,19 +452,17 @@ fn team_end(run_id: &RunId, team: &str, task: &str, report: &TeamReport) -> Resu
         .iter()
         .map(|r| json!({"agent": r.name, "success": r.success, "error": r.error, "tokens": r.usage.total(), "cost_usd": r.cost_usd}))
         .collect();
-    let state = json!({
-        "kind": TEAM_RUN_KIND,
-        "team": team,
-        "instruction": task,
+    let paused: Vec<serde_json::Value> =
+        report.paused.iter().map(|p| json!({"member": p.member, "run_id": p.run_id, "calls": p.pending})).collect();
+    let more = json!({
         "output": report.output,
         "error": failure,
         "members": members,
+        "paused": paused,
         "tokens": report.tokens,
         "cost_usd": report.cost_usd,
     });
-    let state = serde_json::value::to_raw_value(&state)
-        .map_err(|e| StoreError::database(format!("cannot encode the team run's state: {e}")))?;
-    Ok(Checkpoint::new(run_id.to_string(), status, state))
+    team_state(run_id, status, input, more)
 }
 
 async fn forward(events: Option<&EventSink>, event: AgentEvent) {
@@ -413,6 +523,9 @@ pub struct TeamReport {
     pub run_id: Option<RunId>,
     /// Why the team's run could not be recorded in its store, if it could not.
     pub unrecorded: Option<String>,
+    /// The member runs that paused for a person nobody was there to be: the team stopped
+    /// and its run is recorded paused, to resume once their calls are decided.
+    pub paused: Vec<PausedRun>,
     /// The answer (possibly partial).
     pub output: String,
     /// Why the team's strategy did not complete, when it did not.
@@ -441,6 +554,7 @@ impl TeamReport {
         TeamReport {
             run_id: None,
             unrecorded: None,
+            paused: Vec::new(),
             output: String::new(),
             error: None,
             records: Vec::new(),
@@ -459,6 +573,16 @@ impl TeamReport {
     pub fn failure(&self) -> Option<String> {
         if let Some(why) = &self.unrecorded {
             return Some(format!("the team's run could not be recorded: {why}"));
+        }
+        if !self.paused.is_empty() {
+            let calls: usize = self.paused.iter().map(|p| p.pending.len()).sum();
+            let who: Vec<&str> = self.paused.iter().map(|p| p.member.as_str()).collect();
+            return Some(format!(
+                "the team paused: {calls} call{} of {} wait{} for a person",
+                if calls == 1 { "" } else { "s" },
+                who.join(", "),
+                if calls == 1 { "s" } else { "" }
+            ));
         }
         if let Some(crash) = &self.crashed {
             return Some(format!("the team's task crashed: {crash}"));

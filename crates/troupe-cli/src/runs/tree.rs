@@ -97,6 +97,23 @@ pub(super) fn is_team(record: &RunRecord) -> bool {
     record.state.get("kind").and_then(serde_json::Value::as_str) == Some(TEAM_RUN_KIND)
 }
 
+/// The team's run at the top of `record`'s tree (`record` itself when it is one), if the
+/// run belongs to a team.
+pub(super) async fn team_root(store: &dyn Store, record: &RunRecord) -> Result<Option<RunRecord>, StoreError> {
+    let mut at = record.clone();
+    for _ in 0..MAX_DEPTH {
+        if is_team(&at) {
+            return Ok(Some(at));
+        }
+        let Some(parent) = at.parent_run_id.clone() else { return Ok(None) };
+        match store.load_run(&parent).await? {
+            Some(up) => at = up,
+            None => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
 /// The rows `runs show` prints for a team's own run: its task, and what it came to.
 pub(super) fn team_rows(record: &RunRecord) -> Vec<(&'static str, String)> {
     let text = |value: &serde_json::Value| value.as_str().map(str::to_owned);

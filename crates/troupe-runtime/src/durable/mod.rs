@@ -13,6 +13,7 @@
 //! [`plan_resume`]; a [`QueueWorker`] claims queued runs and runs them; [`fire_due`] starts
 //! scheduled runs.
 
+mod child;
 mod evidence;
 mod input;
 pub(crate) mod journal;
@@ -21,6 +22,7 @@ pub(crate) mod recorder;
 mod schedule;
 mod worker;
 
+pub use child::{child_run_id, finished_output};
 pub use evidence::{ActionCompleted, ActionStarted, ModelTurn, SUMMARY_CHARS, digest};
 pub use input::{StoredInput, TEAM_RUN_KIND, state_from_value};
 pub use journal::{activity, stored_status};

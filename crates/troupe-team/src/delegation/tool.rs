@@ -8,7 +8,6 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use troupe_tools::{
@@ -63,7 +62,6 @@ pub struct DelegateTool {
     declaration: ToolDeclaration,
     caller: String,
     teammates: Vec<Arc<dyn Member>>,
-    calls: AtomicU64,
     results: Mutex<Vec<MemberResult>>,
 }
 
@@ -107,12 +105,17 @@ impl DelegateTool {
         // for the delegation itself, because each teammate's own side effects pass its own
         // approval policy; asking twice would only train people to click through. Running
         // a teammate twice may apply its effects twice: non-idempotent, so an interrupted
-        // delegation is put to a person on resume rather than retried blindly.
+        // delegation is put to a person on resume rather than retried blindly — unless
+        // every teammate is resumable: then the call's id names the teammate's run, and
+        // calling again finds that run (its answer, or where it stopped) instead.
         let mut declaration = ToolDeclaration::new(DELEGATE_TOOL, description, schema, Effect::ExternalSideEffect);
         declaration.approval = ApprovalRequirement::NotRequired;
-        declaration.idempotency = Idempotency::NonIdempotent;
+        declaration.idempotency = match teammates.iter().all(|t| t.resumable()) {
+            true => Idempotency::Idempotent,
+            false => Idempotency::NonIdempotent,
+        };
         declaration.evidence = EvidenceCapture::Summary;
-        Ok(DelegateTool { declaration, caller, teammates, calls: AtomicU64::new(0), results: Mutex::new(Vec::new()) })
+        Ok(DelegateTool { declaration, caller, teammates, results: Mutex::new(Vec::new()) })
     }
 
     /// Stops a teammate that has not answered within `timeout` (the call then fails with
@@ -154,9 +157,10 @@ impl DelegateTool {
         if brief.is_empty() {
             return Err(ToolError::invalid_arguments("`brief` is empty; say what the teammate must do"));
         }
-        let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let caller = ctx.agent.as_deref().unwrap_or(&self.caller);
-        let mut task = MemberTask::new(format!("{caller}/delegate/{n}"), caller, brief);
+        // The model's call id is recorded with the call: a delegation retried on resume
+        // gives the same task, which a resumable teammate finds again.
+        let mut task = MemberTask::new(format!("{caller}/delegate/{}", ctx.call_id), caller, brief);
         // The teammate's run hangs under the delegating run.
         task.parent_run_id.clone_from(&ctx.run_id);
         // The catalog drops this future on timeout or cancellation; the guard turns that

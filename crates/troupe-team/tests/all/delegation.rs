@@ -58,7 +58,7 @@ async fn the_leader_delegates_and_reads_the_teammates_answer(wire: Wire) {
     assert!(writer.bodies().is_empty());
     let results = delegate.results();
     assert_eq!(results.len(), 1);
-    assert!(results[0].success && results[0].name == "researcher" && results[0].task_id == "lead/delegate/1");
+    assert!(results[0].success && results[0].name == "researcher" && results[0].task_id.starts_with("lead/delegate/"));
     assert_eq!(results[0].usage.input_tokens, 10, "the teammate's usage is kept for the caller");
 }
 

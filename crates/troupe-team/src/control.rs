@@ -1,0 +1,168 @@
+//! [`TeamControl`]: what whoever watches a team holds over its members' runs while the
+//! team works — a decision for any member's waiting call, approvals deferred to later,
+//! and a halt that stops every member where it stands.
+//!
+//! A team's caller sees each member's `RunPaused` event (attributed to the member's run)
+//! and answers it here with [`TeamControl::decide`]. When nobody can answer (no terminal,
+//! no client), [`TeamControl::defer_approvals`] makes a member that needs a decision end
+//! its run paused instead; the member then reports the pause here
+//! ([`TeamControl::paused`]) and waits, so that the caller can [`halt`](TeamControl::halt)
+//! the whole team and record it paused. Halting stops each member's run as a crash
+//! would: nothing more is recorded, and a recorded team resumes from its members' last
+//! checkpoints.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use troupe_core::{RunId, ToolCallId};
+use troupe_runtime::{ApprovalDecision, ApprovalRequest, RunHalt, SignalSender};
+
+use crate::error::TeamError;
+
+/// A handle on a team's members' runs, shared by every member built with it
+/// ([`AgentMember::with_control`](crate::AgentMember::with_control)); cheap to clone.
+#[derive(Clone, Default)]
+pub struct TeamControl {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    live: Mutex<BTreeMap<RunId, LiveRun>>,
+    paused: Mutex<Vec<PausedRun>>,
+    pause_noticed: Notify,
+    defer: CancellationToken,
+    halt: CancellationToken,
+}
+
+struct LiveRun {
+    member: String,
+    signals: SignalSender,
+    halt: RunHalt,
+}
+
+/// A member's run that ended paused, waiting for decisions nobody was there to give.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PausedRun {
+    /// The member.
+    pub member: String,
+    /// Its run.
+    pub run_id: RunId,
+    /// The calls waiting for a decision.
+    pub pending: Vec<ApprovalRequest>,
+}
+
+impl TeamControl {
+    /// A control with no member runs yet.
+    pub fn new() -> Self {
+        TeamControl::default()
+    }
+
+    /// Sends `decision` about the call `call_id` to the member run `run_id`, which waits
+    /// for it. Fails when no member run of the team by that id is going.
+    pub async fn decide(
+        &self,
+        run_id: &RunId,
+        call_id: impl Into<ToolCallId>,
+        decision: ApprovalDecision,
+    ) -> Result<(), TeamError> {
+        let signals = lock(&self.inner.live).get(run_id).map(|run| run.signals.clone());
+        let signals = signals.ok_or_else(|| TeamError::Invalid(format!("no member run `{run_id}` is going")))?;
+        signals.decide(call_id, decision).await.map_err(TeamError::Runtime)
+    }
+
+    /// The member whose run `run_id` is going, if one is.
+    pub fn member_of(&self, run_id: &RunId) -> Option<String> {
+        lock(&self.inner.live).get(run_id).map(|run| run.member.clone())
+    }
+
+    /// From now on, a member's run that needs a decision ends paused (recorded, with a
+    /// store) instead of waiting for one; the member reports it ([`paused`](Self::paused)).
+    pub fn defer_approvals(&self) {
+        self.inner.defer.cancel();
+        for run in lock(&self.inner.live).values() {
+            run.signals.defer_approvals();
+        }
+    }
+
+    /// Whether approvals are deferred.
+    pub fn defers_approvals(&self) -> bool {
+        self.inner.defer.is_cancelled()
+    }
+
+    /// The member runs that ended paused so far.
+    pub fn paused(&self) -> Vec<PausedRun> {
+        lock(&self.inner.paused).clone()
+    }
+
+    /// Waits until some member's run has ended paused.
+    pub async fn pause_noticed(&self) {
+        loop {
+            let noticed = self.inner.pause_noticed.notified();
+            if !lock(&self.inner.paused).is_empty() {
+                return;
+            }
+            noticed.await;
+        }
+    }
+
+    /// Halts every member's run where it stands, now and from now on (see
+    /// [`RunHalt`]); a halted member never answers its caller, which is being stopped too.
+    pub fn halt(&self) {
+        self.inner.halt.cancel();
+        for run in lock(&self.inner.live).values() {
+            run.halt.halt();
+        }
+    }
+
+    /// Whether the team was halted.
+    pub fn is_halted(&self) -> bool {
+        self.inner.halt.is_cancelled()
+    }
+
+    /// Waits until the team is halted.
+    pub async fn halted(&self) {
+        self.inner.halt.cancelled().await;
+    }
+
+    /// Follows a member's run that has started: decisions can reach it, deferral and a
+    /// halt apply to it.
+    pub(crate) fn enter(&self, member: &str, run_id: &RunId, signals: &SignalSender, halt: RunHalt) {
+        if self.defers_approvals() {
+            signals.defer_approvals();
+        }
+        if self.is_halted() {
+            halt.halt();
+        }
+        let run = LiveRun { member: member.to_owned(), signals: signals.clone(), halt };
+        lock(&self.inner.live).insert(run_id.clone(), run);
+    }
+
+    /// Forgets a member's run that has ended.
+    pub(crate) fn leave(&self, run_id: &RunId) {
+        lock(&self.inner.live).remove(run_id);
+    }
+
+    /// Notes a member's run that ended paused.
+    pub(crate) fn note_paused(&self, paused: PausedRun) {
+        lock(&self.inner.paused).push(paused);
+        self.inner.pause_noticed.notify_waiters();
+    }
+}
+
+impl std::fmt::Debug for TeamControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TeamControl")
+            .field("live", &lock(&self.inner.live).len())
+            .field("paused", &lock(&self.inner.paused).len())
+            .field("defer", &self.defers_approvals())
+            .field("halted", &self.is_halted())
+            .finish()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Plain maps of handles: a panic elsewhere leaves them usable.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
