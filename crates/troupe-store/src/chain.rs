@@ -178,6 +178,29 @@ mod tests {
         first.into_iter().chain(rest).collect()
     }
 
+    /// A cost summed over many calls has a long decimal expansion: read back from a store
+    /// (its text parsed again), it must hash as it was sealed.
+    #[test]
+    fn a_log_read_back_from_its_text_verifies_whatever_its_floats() {
+        let mut cost = 0.0_f64;
+        let mut chain = EvidenceChain::new("r1");
+        let mut sealed = Vec::new();
+        for _ in 0..40 {
+            cost += 0.000105;
+            let entries = chain.seal(vec![NewEvidence::new(EvidenceKind::RunFinished, json!({"cost_usd": cost}))], 1);
+            chain.advance(&entries);
+            sealed.extend(entries);
+        }
+        let read_back: Vec<EvidenceEntry> = sealed
+            .into_iter()
+            .map(|mut e| {
+                e.payload = serde_json::from_str(&e.payload.to_string()).expect("the payload parses");
+                e
+            })
+            .collect();
+        assert_eq!(verify_chain(&read_back), Ok(()));
+    }
+
     #[test]
     fn a_sealed_log_verifies() {
         let log = log();
