@@ -190,7 +190,7 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         }
     };
     let how = Foreground { json: args.json, approve: args.approve };
-    let service = service(&files, &workspace, durability.as_ref(), how).await?;
+    let service = service(&files, &workspace, durability.as_ref(), approvals(how, durability.is_some())).await?;
     let prepared = service.prepare().map_err(build::failure)?;
     follow(&files, prepared, Some(task), durability, how).await
 }
@@ -209,21 +209,24 @@ fn at_terminal() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }
 
-/// The team of `files`, ready to run in `workspace`, recorded in `durability`, its
-/// members' approvals as `how` says.
+/// What a new team's members' calls that need approval do, as `how` says.
+fn approvals(how: Foreground, recorded: bool) -> Approvals {
+    match how.approve {
+        TeamApprove::Auto => Approvals::Auto,
+        TeamApprove::Never => Approvals::Refuse,
+        // Someone answers: a person at the terminal, or later, from the record.
+        TeamApprove::Ask if at_terminal() || recorded => Approvals::Approver,
+        TeamApprove::Ask => Approvals::Refuse,
+    }
+}
+
+/// The team of `files`, ready to run in `workspace`, recorded in `durability`.
 async fn service(
     files: &TeamFiles,
     workspace: &Path,
     durability: Option<&Durability>,
-    how: Foreground,
+    approvals: Approvals,
 ) -> Result<TeamService, Failure> {
-    let approvals = match how.approve {
-        TeamApprove::Auto => Approvals::Auto,
-        TeamApprove::Never => Approvals::Refuse,
-        // Someone answers: a person at the terminal, or later, from the record.
-        TeamApprove::Ask if at_terminal() || durability.is_some() => Approvals::Approver,
-        TeamApprove::Ask => Approvals::Refuse,
-    };
     let mut run = TeamRun::new(files, workspace).config(crate::load_config()?).approvals(approvals);
     if let Some(durability) = durability {
         run = run.store(durability.clone());
@@ -252,9 +255,10 @@ pub(crate) async fn follow(
         eprintln!("resuming team run {run_id}");
     }
     let control = prepared.control();
-    let asking = how.approve == TeamApprove::Ask && at_terminal();
-    if how.approve == TeamApprove::Ask && !asking && durability.is_some() {
-        // Nobody to ask here: a member that needs a decision pauses the team, recorded.
+    let asking = how.approve != TeamApprove::Never && at_terminal();
+    if !asking && durability.is_some() {
+        // Nobody to ask here: a member that needs a decision (under `auto`, about a call a
+        // crash interrupted) pauses the team, recorded.
         control.defer_approvals();
     }
 
@@ -369,7 +373,9 @@ pub(crate) async fn resume(
         None => setup::workspace_dir(None)?,
     };
     let durability = Durability::new(store).with_owner(unique_owner("team"));
-    let service = service(&files, &workspace, Some(&durability), how).await?;
+    // The members decide as they did when the team started; `how` says who answers.
+    let approvals = input.approvals.unwrap_or(Approvals::Approver);
+    let service = service(&files, &workspace, Some(&durability), approvals).await?;
     let prepared = service.resume(&record.id, force).await.map_err(|e| match e {
         TeamResumeError::Store(_) | TeamResumeError::Build(_) => Failure::Run(anyhow!(e)),
         _ => Failure::Usage(anyhow!(e)),

@@ -9,6 +9,13 @@
 //! Against PostgreSQL (when `TROUPE_TEST_DATABASE_URL` is set), two `troupe worker`
 //! processes share the queue and the one holding the run's lease is killed each time.
 //!
+//! The same for a team: `troupe team run` of a leader that appends lines, delegates to a
+//! local member that appends its own, and appends more; its coordinator is killed at
+//! random (20 times on SQLite, 10 on PostgreSQL) and the team resumed with `troupe runs
+//! resume TEAM_RUN`, interrupted calls decided with `troupe runs approve|reject TEAM_RUN
+//! CALL`. At the end every line is in the file once and in order, the tree holds one run
+//! per agent (no member's run started twice), and every run's evidence verifies.
+//!
 //! The person deciding an interrupted call looks at the file, as a person would, after
 //! waiting for a command the killed process left running to end. The seed of the kill
 //! schedule is printed; `TROUPE_KILL_SEED=N` replays one.
@@ -404,6 +411,188 @@ fn killed_at_random_the_run_completes_with_every_side_effect_once_postgres_worke
     setup.block_on(async {
         let statement = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
         // The schema name is the test's own (`troupe_kill_<pid>`), not input.
+        sqlx::query(sqlx::AssertSqlSafe(statement)).execute(admin.pool()).await.expect("the test schema is dropped");
+        admin.pool().close().await;
+    });
+}
+
+/// Lines the team's leader appends before it delegates, and after.
+const LEAD_LINES: usize = 5;
+/// Lines the leader's teammate appends.
+const CODER_LINES: usize = 30;
+
+/// The team's model: the leader (offered `delegate`) appends `lead-1..5`, delegates to
+/// `coder`, appends `lead-6..10` and answers; the coder appends `coder-1..30` and answers.
+fn team_responder() -> impl Fn(&RecordedRequest) -> MockTurn + Send + Sync + 'static {
+    move |request| {
+        let n = tool_results(request);
+        let leader =
+            request.body["tools"].as_array().is_some_and(|tools| tools.iter().any(|t| t["name"] == "delegate"));
+        let append = |who: &str, line: usize| {
+            MockTurn::text(format!("Appending {who}-{line}.")).with_tool_call(
+                format!("toolu_{who}_{line:03}"),
+                "shell",
+                json!({"command": format!("sleep 0.03; echo {who}-{line} >> {LINES_FILE}; sleep 0.03")}),
+            )
+        };
+        let turn = match (leader, n) {
+            (true, n) if n < LEAD_LINES => append("lead", n + 1),
+            (true, n) if n == LEAD_LINES => MockTurn::text("Handing over.").with_tool_call(
+                "toolu_lead_delegate",
+                "delegate",
+                json!({"to": "coder", "brief": "Append your lines."}),
+            ),
+            (true, n) if n <= 2 * LEAD_LINES => append("lead", n),
+            (true, _) => MockTurn::text("The ledger is complete."),
+            (false, n) if n < CODER_LINES => append("coder", n + 1),
+            (false, _) => MockTurn::text("My lines are appended."),
+        };
+        turn.with_delta_chars(6).with_event_delay(Duration::from_millis(3))
+    }
+}
+
+/// `troupe team run` of the ledger team.
+const TEAM_START: &[&str] = &["team", "run", "team.toml", "--approve", "auto", "Keep the ledger."];
+
+impl Scene {
+    /// The scene of a team: its files in the working directory, the team's model.
+    fn team(store_url: Option<String>) -> Self {
+        let scene = Scene::new(0, store_url);
+        scene.server.respond_with(team_responder());
+        let dir = scene.cwd.path();
+        let team = "[team]\nname = \"ledger\"\nstrategy = \"delegate\"\nleader = \"lead\"\n\n\
+                    [[team.members]]\nagent = \"coder\"\n";
+        std::fs::write(dir.join("team.toml"), team).expect("writes the team file");
+        std::fs::create_dir_all(dir.join("agents")).expect("creates agents/");
+        for id in ["lead", "coder"] {
+            let agent = format!(
+                "[agent]\nid = \"{id}\"\nname = \"{id}\"\ndescription = \"Appends lines.\"\n\n\
+                 [provider]\nmodel = \"anthropic/claude-sonnet-4-5\"\n\n\
+                 [[tools]]\nname = \"shell\"\n"
+            );
+            std::fs::write(dir.join(format!("agents/{id}.toml")), agent).expect("writes an agent file");
+        }
+        scene
+    }
+
+    /// Every run in the store.
+    fn runs(&self) -> Vec<troupe::store::RunSummary> {
+        self.runtime.block_on(self.store.list_runs(&RunFilter::default())).expect("lists runs")
+    }
+
+    /// The member run most recently written, where a kill lands.
+    fn busiest_member(&self) -> Option<String> {
+        let runs = self.runs();
+        runs.into_iter().filter(|r| r.agent != "ledger").max_by_key(|r| r.updated_at).map(|r| r.id)
+    }
+
+    /// The interrupted call some paused run of the team waits on, with its line.
+    fn uncertain_in_team(&self) -> Option<(String, String)> {
+        self.runs().iter().filter(|r| r.status == RunStatus::Paused && r.agent != "ledger").find_map(|r| {
+            let (_, state) = self.state(&r.id);
+            self.uncertain_call(&state)
+        })
+    }
+}
+
+/// Kills the coordinator of a team run `kills` times at random instants and resumes the
+/// team each time; at the end the team has completed, every line is in the file exactly
+/// once and in order, no member's run was started twice, and every run's evidence holds.
+///
+/// `window` is the range of milliseconds a process is given before it is killed (a
+/// process on PostgreSQL takes longer to connect). Only kills that land once the team's
+/// run exists count.
+fn team_killed_at_random(store_url: Option<String>, kills: usize, window: (u64, u64)) {
+    let mut scene = Scene::team(store_url);
+    let mut team_run: Option<String> = None;
+    let mut deciding = false;
+    let mut decided = 0;
+    let mut team_kills = 0;
+    let started = Instant::now();
+    let mut child = scene.spawn(TEAM_START);
+    loop {
+        assert!(started.elapsed() < Duration::from_secs(300), "the test took too long; log:\n{}", scene.log());
+        let limit = match (team_kills < kills, deciding) {
+            (false, _) => Duration::from_secs(60),
+            (true, true) => scene.dice.millis(window.0 + 150, window.1 + 200),
+            (true, false) => scene.dice.millis(window.0, window.1),
+        };
+        if wait_or_timeout(&mut child, limit).is_none() {
+            let busiest = scene.busiest_member();
+            scene.kill(&mut child, busiest.as_deref());
+            team_kills += usize::from(team_run.is_some() || scene.runs().iter().any(|r| r.agent == "ledger"));
+        }
+        team_run = team_run.or_else(|| scene.runs().into_iter().find(|r| r.agent == "ledger").map(|r| r.id));
+        let Some(id) = team_run.clone() else {
+            // Killed before the team's run was recorded: start it again.
+            child = scene.spawn(TEAM_START);
+            continue;
+        };
+        let (status, _) = scene.state(&id);
+        if status == RunStatus::Completed {
+            break;
+        }
+        assert!(!status.is_terminal(), "the team ended {status}; log:\n{}", scene.log());
+        let uncertain = scene.uncertain_in_team().filter(|_| status == RunStatus::Paused);
+        deciding = uncertain.is_some();
+        child = match uncertain {
+            Some((call, line)) => {
+                decided += 1;
+                let verb = if scene.decide(&line) { "approve" } else { "reject" };
+                scene.spawn(&["runs", verb, &id, &call, "--approve", "auto"])
+            }
+            None => scene.spawn(&["runs", "resume", &id, "--approve", "auto"]),
+        };
+    }
+    let mut expected: Vec<String> = (1..=LEAD_LINES).map(|n| format!("lead-{n}")).collect();
+    expected.extend((1..=CODER_LINES).map(|n| format!("coder-{n}")));
+    expected.extend((LEAD_LINES + 1..=2 * LEAD_LINES).map(|n| format!("lead-{n}")));
+    assert_eq!(scene.lines(), expected, "every line exactly once, in order; log:\n{}", scene.log());
+    let runs = scene.runs();
+    let mut agents: Vec<&str> = runs.iter().map(|r| r.agent.as_str()).collect();
+    agents.sort_unstable();
+    assert_eq!(agents, ["coder", "lead", "ledger"], "no member's run was started twice: {runs:?}");
+    assert!(runs.iter().all(|r| r.status == RunStatus::Completed), "{runs:?}");
+    for run in &runs {
+        let log = scene.runtime.block_on(scene.store.evidence(&run.id, 0)).expect("evidence");
+        troupe::store::verify_chain(&log).unwrap_or_else(|e| {
+            let entries: Vec<String> = log.iter().map(|e| format!("{} {:?} {}", e.seq, e.kind, e.payload)).collect();
+            panic!("run {} ({}): {e}\n{}", run.id, run.agent, entries.join("\n"))
+        });
+    }
+    let verified = scene.command(&["runs", "verify", team_run.as_deref().expect("the team's run")]).output();
+    let verified = verified.expect("the binary runs");
+    assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stdout));
+    assert!(team_kills >= kills, "{team_kills} kills of the team");
+    println!(
+        "{} kills ({team_kills} of the running team), {decided} interrupted calls decided by a person; killed while: {:?}",
+        scene.kills, scene.killed_while
+    );
+    let in_tool = scene.killed_while.iter().filter(|a| a.starts_with("running")).count();
+    assert!(in_tool > 0, "some kills landed in tool calls: {:?}", scene.killed_while);
+}
+
+#[test]
+fn a_team_killed_at_random_completes_with_every_side_effect_once_sqlite() {
+    team_killed_at_random(None, KILLS, (20, 500));
+}
+
+#[test]
+fn a_team_killed_at_random_completes_with_every_side_effect_once_postgres() {
+    let Ok(base) = std::env::var("TROUPE_TEST_DATABASE_URL") else {
+        troupe_testkit::skip("the PostgreSQL team kill test", "TROUPE_TEST_DATABASE_URL is not set");
+        return;
+    };
+    let schema = format!("troupe_kill_team_{}", std::process::id());
+    let setup = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let admin = setup
+        .block_on(troupe::store::postgres::PostgresStore::connect_in_schema(&base, &schema))
+        .expect("a fresh schema");
+    let separator = if base.contains('?') { '&' } else { '?' };
+    team_killed_at_random(Some(format!("{base}{separator}options=-csearch_path%3D{schema}")), 10, (100, 1500));
+    setup.block_on(async {
+        let statement = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
+        // The schema name is the test's own (`troupe_kill_team_<pid>`), not input.
         sqlx::query(sqlx::AssertSqlSafe(statement)).execute(admin.pool()).await.expect("the test schema is dropped");
         admin.pool().close().await;
     });

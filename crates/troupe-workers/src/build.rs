@@ -79,7 +79,8 @@ impl BuildError {
 }
 
 /// What becomes of a call that needs approval.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Approvals {
     /// It waits for whoever approves the run's calls (a person at a terminal, a client).
     Approver,

@@ -3,6 +3,7 @@
 //! pauses, and what a resume checks first ([`TeamInput::changes`]: a team whose files
 //! changed since it started is not resumed as if they had not, unless forced).
 
+use crate::build::Approvals;
 use crate::team_run::TeamFiles;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -49,11 +50,15 @@ pub struct TeamInput {
     /// The team file and each agent file it names, with their digests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<Source>,
+    /// What its members' calls that need approval did (a resumed team does the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<Approvals>,
 }
 
 impl TeamInput {
-    /// The input of a run of `files`' team on `task`, its members working in `workspace`.
-    pub fn new(files: &TeamFiles, task: &str, workspace: &Path) -> Self {
+    /// The input of a run of `files`' team on `task`, its members working in `workspace`,
+    /// their calls that need approval doing as `approvals` says.
+    pub fn new(files: &TeamFiles, task: &str, workspace: &Path, approvals: Approvals) -> Self {
         let absolute = |path: &Path| std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
         let team = files.team();
         let file = (!team.path().as_os_str().is_empty()).then(|| absolute(team.path()));
@@ -70,6 +75,7 @@ impl TeamInput {
             agent_dirs: agent_dirs.into_iter().collect(),
             workspace: Some(absolute(workspace)),
             sources: paths.iter().filter_map(|p| Source::read(p)).collect::<BTreeSet<_>>().into_iter().collect(),
+            approvals: Some(approvals),
         }
     }
 

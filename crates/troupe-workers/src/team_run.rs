@@ -213,7 +213,7 @@ impl TeamService {
             received,
             durability: self.durability.clone(),
             control,
-            input: TeamInput::new(&self.files, "", &self.workspace),
+            input: TeamInput::new(&self.files, "", &self.workspace, self.approvals),
             resumed: None,
         })
     }
@@ -242,7 +242,7 @@ impl TeamService {
         if record.status.is_terminal() {
             return Err(TeamResumeError::Finished { run_id: record.id, status: record.status });
         }
-        let now = TeamInput::new(&self.files, &recorded.instruction, &self.workspace);
+        let now = TeamInput::new(&self.files, &recorded.instruction, &self.workspace, self.approvals);
         let changes = recorded.changes(&now);
         if !changes.is_empty() && !force {
             return Err(TeamResumeError::Changed { run_id: record.id, changes });
