@@ -162,3 +162,166 @@ async fn a_team_run_with_a_store_is_recorded_as_a_tree_of_runs() {
     assert_eq!(runs.len(), 4, "the team's run and its three members' runs: {runs:?}");
     store.close().await.expect("the store closes");
 }
+
+/// The example team (every member local) whose reviewer may write: the demo model then
+/// writes its summary, a call that needs approval.
+fn writing_team() -> TempDir {
+    let dir = example_team(str::to_owned);
+    let reviewer = dir.path().join("agents/reviewer.toml");
+    let text = std::fs::read_to_string(&reviewer).expect("reads the reviewer");
+    let writing = text.replace(
+        "[[tools.deny]]\nname = \"fs.write\"\nreason = \"reviewers comment, they do not edit\"\n",
+        "[[tools]]\nname = \"fs.write\"\n",
+    );
+    assert_ne!(writing, text, "the reviewer's file denies fs.write");
+    std::fs::write(&reviewer, writing).expect("writes the reviewer");
+    dir
+}
+
+async fn sqlite(workspace: &TempDir) -> std::sync::Arc<dyn troupe_store::Store> {
+    troupe_store::open(&format!("sqlite://{}", workspace.path().join("runs.db").display()))
+        .await
+        .expect("the store opens")
+}
+
+/// From code, with nobody to ask: the member's call pauses the team (its run recorded
+/// paused, with the waiting call), a decision stored for the member's run is applied when
+/// the same service resumes the team by id, and the team completes — the members that
+/// had finished are not run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_paused_for_a_person_resumes_by_id_once_decided() {
+    use troupe_runtime::durable::send_signal;
+    use troupe_runtime::{ApprovalDecision, Durability, Signal};
+    use troupe_store::{RunFilter, RunStatus};
+    use troupe_workers::build::Approvals;
+    let (dir, workspace) = (writing_team(), workspace());
+    let files = files(&dir);
+    let store = sqlite(&workspace).await;
+    let service = TeamRun::new(&files, workspace.path())
+        .approvals(Approvals::Approver)
+        .store(Durability::new(store.clone()))
+        .service()
+        .await
+        .expect("the service opens");
+    let team = service.prepare().expect("the members build");
+    team.control().defer_approvals();
+    let report = team.run("Describe this repository", None, CancellationToken::new()).await;
+    let root = report.run_id.clone().expect("recorded").to_string();
+    assert_eq!(report.paused.len(), 1, "{report:?}");
+    let paused = &report.paused[0];
+    assert_eq!((paused.member.as_str(), paused.pending.len()), ("reviewer", 1));
+    assert_eq!(paused.pending[0].tool, "fs.write");
+    assert!(report.failure().is_some_and(|f| f.contains("1 call of reviewer waits for a person")));
+    assert!(!workspace.path().join("TROUPE_DEMO.md").exists(), "nothing was written before the decision");
+    let record = store.load_run(&root).await.expect("load_run").expect("stored");
+    assert_eq!(record.status, RunStatus::Paused);
+    assert_eq!(record.state["paused"][0]["calls"][0]["tool"], "fs.write", "{}", record.state);
+    let before = store.list_runs(&RunFilter::default()).await.expect("list_runs");
+
+    let approve = Signal::approval(paused.pending[0].call_id.clone(), ApprovalDecision::Approve);
+    send_signal(store.as_ref(), paused.run_id.as_str(), &approve).await.expect("the decision is stored");
+    let resumed = service.resume(&root, false).await.expect("the team resumes");
+    assert_eq!(resumed.resumed_task(), Some("Describe this repository"));
+    let report = resumed.resume(None, CancellationToken::new()).await;
+    assert_eq!(report.failure(), None, "{report:?}");
+    assert_eq!(report.run_id.as_ref().map(ToString::to_string).as_deref(), Some(root.as_str()));
+    assert!(workspace.path().join("TROUPE_DEMO.md").exists(), "the approved write ran");
+    let after = store.list_runs(&RunFilter::default()).await.expect("list_runs");
+    let ids = |runs: &[troupe_store::RunSummary]| {
+        let mut ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(&after), ids(&before), "the same runs, none started again: {after:?}");
+    assert!(after.iter().all(|r| r.status == RunStatus::Completed), "{after:?}");
+
+    // A finished team run takes nothing more.
+    let finished = service.resume(&root, false).await.err().expect("a finished run is refused");
+    assert!(finished.to_string().contains("has finished (completed)"), "{finished}");
+    store.close().await.expect("the store closes");
+}
+
+/// From code, with a person watching: the member's `RunPaused` event names its run, and
+/// the decision sent through the team's control reaches it; the team never pauses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_call_is_decided_live_through_the_teams_control() {
+    use troupe_runtime::ApprovalDecision;
+    use troupe_workers::build::Approvals;
+    let (dir, workspace) = (writing_team(), workspace());
+    let files = files(&dir);
+    let team = TeamRun::new(&files, workspace.path())
+        .approvals(Approvals::Approver)
+        .prepare()
+        .await
+        .expect("the members build");
+    let control = team.control();
+    let (events, mut received) = mpsc::channel::<troupe_core::AgentEvent>(1024);
+    let person = tokio::spawn(async move {
+        let mut asked = Vec::new();
+        while let Some(event) = received.recv().await {
+            if let AgentEventKind::RunPaused { reason: troupe_core::PauseReason::Approval { call_id, tool, .. } } =
+                event.kind
+            {
+                asked.push((event.attribution.agent_id.to_string(), tool));
+                let member = control.member_of(&event.attribution.run_id);
+                assert_eq!(member.as_deref(), Some("reviewer"));
+                control.decide(&event.attribution.run_id, call_id, ApprovalDecision::Approve).await.expect("decides");
+            }
+        }
+        asked
+    });
+    let report = team.run("Describe this repository", Some(events), CancellationToken::new()).await;
+    assert_eq!(report.failure(), None, "{report:?}");
+    assert!(report.paused.is_empty());
+    assert_eq!(person.await.expect("the person"), [("reviewer".to_owned(), "fs.write".to_owned())]);
+    assert!(workspace.path().join("TROUPE_DEMO.md").exists(), "the approved write ran");
+}
+
+/// Bad input to a resume: an unknown id, an agent's run, files changed since the start
+/// (refused, naming the file, unless forced).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_refuses_what_it_cannot_honestly_resume() {
+    use troupe_runtime::Durability;
+    use troupe_store::RunFilter;
+    use troupe_workers::build::Approvals;
+    use troupe_workers::team_record::TeamResumeError;
+    let (dir, workspace) = (writing_team(), workspace());
+    let files = files(&dir);
+    let store = sqlite(&workspace).await;
+    let service = TeamRun::new(&files, workspace.path())
+        .approvals(Approvals::Approver)
+        .store(Durability::new(store.clone()))
+        .service()
+        .await
+        .expect("the service opens");
+    let team = service.prepare().expect("the members build");
+    team.control().defer_approvals();
+    let report = team.run("Describe this repository", None, CancellationToken::new()).await;
+    let root = report.run_id.clone().expect("recorded").to_string();
+    assert_eq!(report.paused.len(), 1, "{report:?}");
+
+    let unknown = service.resume("run_nope", false).await.err().expect("an unknown run");
+    assert!(matches!(unknown, TeamResumeError::UnknownRun(_)), "{unknown}");
+    let runs = store.list_runs(&RunFilter::default()).await.expect("list_runs");
+    let lead = runs.iter().find(|r| r.agent == "lead").expect("the leader's run");
+    let agent = service.resume(&lead.id, false).await.err().expect("an agent's run");
+    assert!(agent.to_string().contains("is a run of agent `lead`, not a team's run"), "{agent}");
+
+    let lead_file = dir.path().join("agents/lead.toml");
+    let text = std::fs::read_to_string(&lead_file).expect("reads the leader");
+    std::fs::write(&lead_file, format!("{text}\n# edited\n")).expect("edits the leader");
+    // The service was built from the files as they were; a new one reads them as they are.
+    let files = self::files(&dir);
+    let service = TeamRun::new(&files, workspace.path())
+        .approvals(Approvals::Approver)
+        .store(Durability::new(store.clone()))
+        .service()
+        .await
+        .expect("the service opens");
+    let changed = service.resume(&root, false).await.err().expect("changed files are refused");
+    let message = changed.to_string();
+    assert!(message.contains(&format!("{} changed", lead_file.display())), "{message}");
+    assert!(message.contains("force"), "it says how to go on anyway: {message}");
+    assert!(service.resume(&root, true).await.is_ok(), "forced, it resumes");
+    store.close().await.expect("the store closes");
+}
