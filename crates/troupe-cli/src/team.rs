@@ -317,7 +317,8 @@ pub(crate) async fn follow(
     } else if report.error.is_none() && report.paused.is_empty() && !report.output.trim().is_empty() {
         crate::print_lines(&[report.output.trim_end().to_owned()])?;
     }
-    eprintln!("{}", progress::summary_table(&rows, &report.records, &progress));
+    let paused: Vec<&str> = report.paused.iter().map(|p| p.member.as_str()).collect();
+    eprintln!("{}", progress::summary_table(&rows, &report.records, &paused, &progress));
     eprintln!(
         "firewall: {} report{} passed, {} dropped, {} secret{} redacted",
         stats.passed,

@@ -84,12 +84,12 @@ fn the_shipped_example_delegates_to_each_teammate() {
     let team_file = example().join("team.toml");
     let output = team(
         workspace.path(),
-        &["run", text(&team_file), "Describe", "this", "repository", "-w", text(workspace.path())],
+        &["run", text(&team_file), "Describe", "this", "repository", "-w", text(workspace.path()), "--approve", "auto"],
     );
     let (out, err) = (stdout(&output), stderr(&output));
     assert_eq!(output.status.code(), Some(0), "{err}");
     assert!(out.starts_with("The team worked on “Describe this repository”"), "{out}");
-    for teammate in ["researcher", "reviewer"] {
+    for teammate in ["researcher", "reviewer", "writer"] {
         let report = out.lines().find(|l| l.starts_with(&format!("- {teammate}: "))).unwrap_or_default();
         assert!(report.contains(&format!("as {teammate}")), "{teammate}'s report reached the leader: {out}");
         assert!(err.contains(&format!("[{teammate}] started on demo, delegated by lead")), "{err}");
@@ -104,18 +104,24 @@ fn the_shipped_example_delegates_to_each_teammate() {
     assert!(err.contains("[researcher] worker sandbox:"), "the worker reports its sandbox: {err}");
     assert!(err.contains("[lead] started on demo") && err.contains("[lead] finished: completed"), "{err}");
     assert_eq!(row(&err, "lead").get(1..5), Some(&["leader", "local", "1", "completed"].map(String::from)[..]));
-    assert_eq!(row(&err, "team").get(1), Some(&"3".to_owned()), "three member calls in all: {err}");
-    assert!(err.contains("firewall: 2 reports passed, 0 dropped"), "{err}");
+    assert_eq!(row(&err, "team").get(1), Some(&"4".to_owned()), "four member calls in all: {err}");
+    assert!(err.contains("[writer] ✓ fs.write TROUPE_DEMO.md"), "{err}");
+    assert!(workspace.path().join("TROUPE_DEMO.md").exists(), "the writer wrote its summary");
+    assert!(err.contains("firewall: 3 reports passed, 0 dropped"), "{err}");
     assert!(!out.contains('✓') && !out.contains("[lead]"), "progress stays on stderr: {out}");
 }
 
 #[test]
 fn an_undeclared_channel_withholds_the_report() {
     let dir = edited_example(|team| {
-        team.replace(r#"channels = ["researcher -> lead", "reviewer -> lead"]"#, r#"channels = ["researcher -> lead"]"#)
+        team.replace(
+            r#"channels = ["researcher -> lead", "reviewer -> lead", "writer -> lead"]"#,
+            r#"channels = ["researcher -> lead", "writer -> lead"]"#,
+        )
     });
     let workspace = workspace("# Gadget");
-    let output = team(dir.path(), &["run", "team.toml", "Describe this", "-w", text(workspace.path())]);
+    let output =
+        team(dir.path(), &["run", "team.toml", "Describe this", "-w", text(workspace.path()), "--approve", "never"]);
     let (out, err) = (stdout(&output), stderr(&output));
     assert_eq!(output.status.code(), Some(0), "{err}");
     assert!(out.contains("- researcher: Done."), "the declared channel passes: {out}");
@@ -124,7 +130,7 @@ fn an_undeclared_channel_withholds_the_report() {
         "the leader read a notice instead of the report: {out}"
     );
     assert!(err.contains("[firewall] dropped a report reviewer -> lead: no channel is declared"), "{err}");
-    assert!(err.contains("firewall: 1 report passed, 1 dropped"), "{err}");
+    assert!(err.contains("firewall: 2 reports passed, 1 dropped"), "{err}");
 }
 
 #[test]
@@ -132,7 +138,10 @@ fn secrets_are_redacted_before_the_leader_reads_a_report() {
     let secret = "sk-ant-api03-abcdefghijklmnopqrstuv";
     let workspace = workspace(&format!("# Gadget {secret}"));
     let team_file = example().join("team.toml");
-    let output = team(workspace.path(), &["run", text(&team_file), "Describe", "-w", text(workspace.path()), "--json"]);
+    let output = team(
+        workspace.path(),
+        &["run", text(&team_file), "Describe", "-w", text(workspace.path()), "--json", "--approve", "never"],
+    );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let events: Vec<serde_json::Value> =
         stdout(&output).lines().map(|l| serde_json::from_str(l).expect("JSON lines only")).collect();
@@ -141,13 +150,13 @@ fn secrets_are_redacted_before_the_leader_reads_a_report() {
         .filter(|e| e["agent_id"] == "lead" && e["type"] == "tool_call_result")
         .filter_map(|e| e["content"].as_str())
         .collect();
-    assert_eq!(seen_by_lead.len(), 2, "{seen_by_lead:?}");
+    assert_eq!(seen_by_lead.len(), 3, "{seen_by_lead:?}");
     for report in seen_by_lead {
         assert!(!report.contains(secret) && report.contains("[REDACTED]"), "{report}");
     }
     let last = events.last().expect("a last line");
     assert_eq!(last["type"], "team_finished");
-    assert_eq!(last["firewall"]["passed"], 2);
+    assert_eq!(last["firewall"]["passed"], 3);
     assert!(last["firewall"]["secrets_redacted"].as_u64() >= Some(2), "{last}");
 }
 
@@ -197,7 +206,8 @@ fn a_process_member_runs_in_a_worker() {
         team.replace("agent = \"reviewer\"\nisolation = \"local\"", "agent = \"reviewer\"\nisolation = \"process\"")
     });
     let workspace = workspace("# Gadget");
-    let output = team(dir.path(), &["run", "team.toml", "Describe this", "-w", text(workspace.path())]);
+    let output =
+        team(dir.path(), &["run", "team.toml", "Describe this", "-w", text(workspace.path()), "--approve", "never"]);
     let (out, err) = (stdout(&output), stderr(&output));
     assert_eq!(output.status.code(), Some(0), "{err}");
     assert!(out.contains("- reviewer: Done.") && out.contains("- researcher: Done."), "{out}");
@@ -261,7 +271,10 @@ fn an_orchestrated_team_reads_the_leaders_plan_through_the_firewall() {
 fn a_team_run_is_recorded_with_its_members_runs_as_children() {
     let workspace = workspace("# Gadget");
     let team_file = example().join("team.toml");
-    let output = team(workspace.path(), &["run", text(&team_file), "Describe", "-w", text(workspace.path()), "--json"]);
+    let output = team(
+        workspace.path(),
+        &["run", text(&team_file), "Describe", "-w", text(workspace.path()), "--json", "--approve", "never"],
+    );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let finished: serde_json::Value = stdout(&output)
         .lines()
@@ -292,8 +305,8 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
     assert_eq!(lead["parent_run_id"].as_str(), Some(root.as_str()), "the leader's run is the team's child");
     assert_eq!(by_agent("reviewer")["parent_run_id"], lead["id"], "a delegated member's run is the leader's child");
     assert!(runs.iter().all(|r| r["agent"] != "researcher"), "a process member's run is not recorded here: {runs:?}");
-    assert_eq!(runs.len(), 3, "{runs:?}");
-    assert_eq!((team_run["runs_under"].as_u64(), lead["runs_under"].as_u64()), (Some(2), Some(1)), "{runs:?}");
+    assert_eq!(runs.len(), 4, "{runs:?}");
+    assert_eq!((team_run["runs_under"].as_u64(), lead["runs_under"].as_u64()), (Some(3), Some(2)), "{runs:?}");
 
     let shown = runs_cli(&["show", &root]);
     let text = stdout(&shown);
@@ -313,16 +326,16 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
         .iter()
         .map(|n| (n["depth"].as_u64().unwrap_or(0), n["agent"].as_str().unwrap_or("")))
         .collect();
-    assert_eq!(depths, [(1, "lead"), (2, "reviewer")]);
+    assert_eq!(depths, [(1, "lead"), (2, "reviewer"), (2, "writer")]);
 
     let events = stdout(&runs_cli(&["events", &root]));
-    for agent in ["lead", "reviewer"] {
+    for agent in ["lead", "reviewer", "writer"] {
         assert!(events.lines().any(|l| l.starts_with(&format!("[{agent}] "))), "{agent}'s evidence: {events}");
     }
     let verified = runs_cli(&["verify", &root]);
     let lines = stdout(&verified);
     assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
-    assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 3, "every run of the tree verifies: {lines}");
+    assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 4, "every run of the tree verifies: {lines}");
 
     // A member's log changed after it was written breaks the team's verification.
     let reviewer = by_agent("reviewer")["id"].as_str().expect("the reviewer's run id").to_owned();
@@ -343,7 +356,7 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
     let lines = stdout(&verified);
     assert_eq!(verified.status.code(), Some(1), "{lines}");
     assert!(lines.contains(&format!("{reviewer} (reviewer) broken: evidence entry 2")), "{lines}");
-    assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 2, "the other runs still verify: {lines}");
+    assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 3, "the other runs still verify: {lines}");
     assert!(stderr(&verified).contains(&reviewer), "the error names the broken run: {}", stderr(&verified));
 }
 
@@ -478,38 +491,21 @@ fn a_team_paused_for_a_members_call_goes_on_after_runs_approve() {
     assert_eq!(stdout(&verified).lines().filter(|l| l.contains(") ok: ")).count(), 3, "{}", stdout(&verified));
 }
 
-/// At a terminal (a pseudo-terminal here), a member's call that needs approval is put to
-/// the person, the question naming the path from the leader to the member; the answer
-/// reaches the member's run and the team goes on to complete.
-#[test]
-fn at_a_terminal_a_members_call_is_asked_about_naming_its_path() {
+/// `troupe ARGS` in `cwd` with `env`, its stdin and stderr a pseudo-terminal: each time
+/// the screen shows a new `[e]dit` question, the next of `answers` is typed. Returns the
+/// output (stdout captured) and everything the terminal showed.
+fn at_a_terminal(cwd: &Path, args: &[&str], env: &[(&str, &str)], answers: &[&str]) -> (Output, String) {
     use std::io::{Read, Write};
     use std::process::Stdio;
     use std::sync::{Arc, Mutex};
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
-    server.push(MockTurn::tool_call("call_d1", "delegate", serde_json::json!({"to": "coder", "brief": "Add a line"})));
-    server.push(MockTurn::tool_call("call_s1", "shell", serde_json::json!({"command": "echo one >> ledger.txt"})));
-    server.push(MockTurn::text("Appended one line."));
-    server.push(MockTurn::text("The coder appended one line."));
-    let dir = approval_team();
-    let workspace = workspace("# Ledger");
-    let url = server.url();
-
     let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
     let terminal = || Stdio::from(pty.slave.try_clone().expect("the terminal's other end"));
-    let child = Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args(["team", "run", "team.toml", "Keep the ledger", "-w", text(workspace.path())])
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("ANTHROPIC_API_KEY", "sk-ant-fake")
-        .env("ANTHROPIC_BASE_URL", &url)
-        .stdin(terminal())
-        .stderr(terminal())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command.args(args).current_dir(cwd).env_clear().env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let child = command.stdin(terminal()).stderr(terminal()).stdout(Stdio::piped()).spawn().expect("the binary starts");
     drop(pty.slave);
     let screen = Arc::new(Mutex::new(String::new()));
     let mut master = std::fs::File::from(pty.master);
@@ -522,17 +518,54 @@ fn at_a_terminal_a_members_call_is_asked_about_naming_its_path() {
             seen.lock().expect("the screen").push_str(&String::from_utf8_lossy(&buffer[..n]));
         }
     });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !screen.lock().expect("the screen").contains("[e]dit") {
-        assert!(std::time::Instant::now() < deadline, "no question came: {}", screen.lock().expect("the screen"));
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    for (n, answer) in answers.iter().enumerate() {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while screen.lock().expect("the screen").matches("[e]dit").count() <= n {
+            assert!(std::time::Instant::now() < deadline, "no question came: {}", screen.lock().expect("the screen"));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        master.write_all(format!("{answer}\n").as_bytes()).expect("answers");
     }
-    master.write_all(b"y\n").expect("answers");
-    let output = child.wait_with_output().expect("the team ends");
+    let output = child.wait_with_output().expect("the command ends");
     let shown = screen.lock().expect("the screen").clone();
+    (output, shown)
+}
+
+/// At a terminal (a pseudo-terminal here), a member's call that needs approval is put to
+/// the person, the question naming the path from the leader to the member; the answer
+/// reaches the member's run and the team goes on to complete.
+#[test]
+fn at_a_terminal_a_members_call_is_asked_about_naming_its_path() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    server.push(MockTurn::tool_call("call_d1", "delegate", serde_json::json!({"to": "coder", "brief": "Add a line"})));
+    server.push(MockTurn::tool_call("call_s1", "shell", serde_json::json!({"command": "echo one >> ledger.txt"})));
+    server.push(MockTurn::text("Appended one line."));
+    server.push(MockTurn::text("The coder appended one line."));
+    let dir = approval_team();
+    let workspace = workspace("# Ledger");
+    let url = server.url();
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+    let args = ["team", "run", "team.toml", "Keep the ledger", "-w", text(workspace.path())];
+    let (output, shown) = at_a_terminal(dir.path(), &args, &env, &["y"]);
     assert_eq!(output.status.code(), Some(0), "{shown}");
     assert!(shown.contains("lead → coder: shell {\"command\":\"echo one >> ledger.txt\"} needs approval"), "{shown}");
     assert_eq!(stdout(&output), "The coder appended one line.\n", "{shown}");
     assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
     assert_eq!(server.requests().len(), 4);
+}
+
+/// The README's main job at a terminal: the example team asks before its writer writes,
+/// and a `no` is told to the writer, which writes nothing.
+#[test]
+fn the_shipped_example_asks_before_a_members_write_at_a_terminal() {
+    let workspace = workspace("# Gadget");
+    let team_file = example().join("team.toml");
+    let args = ["team", "run", text(&team_file), "Describe this repository", "-w", text(workspace.path())];
+    let (output, shown) = at_a_terminal(workspace.path(), &args, &[], &["n"]);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("? lead → writer: fs.write {"), "the question names the path: {shown}");
+    assert!(shown.contains("Allow fs.write"), "{shown}");
+    assert!(!workspace.path().join("TROUPE_DEMO.md").exists(), "refused, nothing was written");
+    assert!(stdout(&output).contains("- writer: "), "the writer still reported: {}", stdout(&output));
 }

@@ -26,6 +26,16 @@ pub trait Tool: Send + Sync {
         ctx: &'a ToolContext,
         args: serde_json::Value,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+
+    /// Whether a call with `args` may be run again without repeating its effect, when
+    /// that depends on the arguments (a `delegate` to a teammate whose runs are recorded
+    /// may be, one to a worker process may not). Recorded as the call starts, it decides
+    /// what a resume does with the call if it never completed. By default the
+    /// declaration's.
+    fn idempotency(&self, args: &serde_json::Value) -> crate::Idempotency {
+        let _ = args;
+        self.declaration().idempotency
+    }
 }
 
 /// What a call may use: the confined workspace, the run's cancellation, its own id.

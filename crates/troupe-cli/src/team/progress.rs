@@ -202,8 +202,8 @@ struct Sum {
 }
 
 /// The summary: a row per member (calls, outcome, tool calls, tokens, cost, time) and the
-/// team's total.
-pub(crate) fn summary_table(rows: &[Row], records: &[Record], progress: &Progress) -> String {
+/// team's total; the members in `paused` wait for a person.
+pub(crate) fn summary_table(rows: &[Row], records: &[Record], paused: &[&str], progress: &Progress) -> String {
     let mut sums: BTreeMap<&str, Sum> = BTreeMap::new();
     for record in records {
         let sum = sums.entry(record.name.as_str()).or_default();
@@ -223,6 +223,7 @@ pub(crate) fn summary_table(rows: &[Row], records: &[Record], progress: &Progres
         let sum = sums.remove(row.name.as_str()).unwrap_or_default();
         let activity = progress.activity(&row.name);
         let outcome = match (&sum.failed, sum.tasks) {
+            _ if paused.contains(&row.name.as_str()) => "paused".to_owned(),
             (_, 0) => "not asked".to_owned(),
             (Some(error), _) => format!("failed: {}", shorten(&first_line(error, 60), 60)),
             (None, _) => "completed".to_owned(),

@@ -29,13 +29,25 @@ pub struct ActionStarted {
 }
 
 impl ActionStarted {
-    /// The entry for a call of `declaration` with `arguments`.
+    /// The entry for a call of `declaration` with `arguments`, of the declared
+    /// idempotency.
     pub fn evidence(call_id: &str, declaration: &ToolDeclaration, arguments: &Value) -> NewEvidence {
+        Self::of_call(call_id, declaration, declaration.idempotency, arguments)
+    }
+
+    /// The entry for a call of `declaration` with `arguments` whose idempotency the tool
+    /// told for these arguments ([`Tool::idempotency`](troupe_tools::Tool::idempotency)).
+    pub fn of_call(
+        call_id: &str,
+        declaration: &ToolDeclaration,
+        idempotency: Idempotency,
+        arguments: &Value,
+    ) -> NewEvidence {
         let payload = ActionStarted {
             tool: declaration.name.clone(),
             arguments_digest: digest(&arguments.to_string()),
             effect: declaration.effect,
-            idempotency: declaration.idempotency,
+            idempotency,
         };
         NewEvidence::new(EvidenceKind::ActionStarted, to_value(&payload)).for_call(call_id)
     }

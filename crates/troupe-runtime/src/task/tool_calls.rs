@@ -67,7 +67,9 @@ impl Run {
         let (prepared, mut timed_out) = bounded(self.deadline, &cancel, pipeline.prepare(call)).await;
         let runs = prepared.refused.is_none();
         if runs {
-            let started = ActionStarted::evidence(call.id.as_str(), declaration, &prepared.call.args);
+            let args = &prepared.call.args;
+            let idempotency = catalog.get(&call.name).map_or(declaration.idempotency, |tool| tool.idempotency(args));
+            let started = ActionStarted::of_call(call.id.as_str(), declaration, idempotency, args);
             // What allowed the call (an approval, an always-allow) must be on record with
             // its start: else a resume would apply the decision again to a call that may
             // have happened, instead of asking a person.

@@ -201,6 +201,16 @@ impl Tool for DelegateTool {
     fn call<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(self.delegate(ctx, args))
     }
+
+    /// A delegation to a resumable teammate may be made again: the call's id names the
+    /// teammate's run, which is found rather than started twice.
+    fn idempotency(&self, args: &Value) -> Idempotency {
+        let to = args.get("to").and_then(Value::as_str);
+        match to.and_then(|to| self.teammates.iter().find(|t| t.name() == to)) {
+            Some(teammate) if teammate.resumable() => Idempotency::Idempotent,
+            _ => Idempotency::NonIdempotent,
+        }
+    }
 }
 
 impl fmt::Debug for DelegateTool {
