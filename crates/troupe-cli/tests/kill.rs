@@ -486,11 +486,12 @@ impl Scene {
         runs.into_iter().filter(|r| r.agent != "ledger").max_by_key(|r| r.updated_at).map(|r| r.id)
     }
 
-    /// The interrupted call some paused run of the team waits on, with its line.
-    fn uncertain_in_team(&self) -> Option<(String, String)> {
+    /// The interrupted call some paused run of the team waits on: the run, the call and
+    /// its line.
+    fn uncertain_in_team(&self) -> Option<(String, String, String)> {
         self.runs().iter().filter(|r| r.status == RunStatus::Paused && r.agent != "ledger").find_map(|r| {
             let (_, state) = self.state(&r.id);
-            self.uncertain_call(&state)
+            self.uncertain_call(&state).map(|(call, line)| (r.id.clone(), call, line))
         })
     }
 }
@@ -536,10 +537,12 @@ fn team_killed_at_random(store_url: Option<String>, kills: usize, window: (u64, 
         let uncertain = scene.uncertain_in_team().filter(|_| status == RunStatus::Paused);
         deciding = uncertain.is_some();
         child = match uncertain {
-            Some((call, line)) => {
+            Some((member_run, call, line)) => {
                 decided += 1;
                 let verb = if scene.decide(&line) { "approve" } else { "reject" };
-                scene.spawn(&["runs", verb, &id, &call, "--approve", "auto"])
+                // The team's run or the member's own: either decides and resumes the team.
+                let target = if scene.dice.below(2) == 0 { &id } else { &member_run };
+                scene.spawn(&["runs", verb, target, &call, "--approve", "auto"])
             }
             None => scene.spawn(&["runs", "resume", &id, "--approve", "auto"]),
         };

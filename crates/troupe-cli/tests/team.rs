@@ -468,6 +468,15 @@ fn a_team_paused_for_a_members_call_goes_on_after_runs_approve() {
     assert_eq!(status("ledger"), Some("paused".into()), "{runs:?}");
     assert_eq!(status("coder"), Some("paused".into()), "{runs:?}");
 
+    let shown = runs_with(dir.path(), &["show", &team_run, "-w", ws], &[]);
+    assert!(
+        stdout(&shown).lines().any(
+            |l| l.trim_start().starts_with("coder  paused") && l.ends_with("waiting for a person: call_s1 (shell)")
+        ),
+        "the tree says which call waits where: {}",
+        stdout(&shown)
+    );
+
     // A call that is not waiting is refused, naming the one that is.
     let wrong = runs_with(dir.path(), &["approve", &team_run, "call_nope", "-w", ws], &env);
     assert_eq!(wrong.status.code(), Some(2), "{}", stderr(&wrong));

@@ -23,6 +23,8 @@ pub(super) struct Node {
     pub(super) cost_usd: Option<f64>,
     /// From its creation to its last write.
     pub(super) elapsed_ms: i64,
+    /// The calls it waits on a person for: id and tool.
+    pub(super) waiting: Vec<(String, String)>,
 }
 
 impl Node {
@@ -38,6 +40,7 @@ impl Node {
             "tokens": self.tokens,
             "cost_usd": self.cost_usd,
             "elapsed_ms": self.elapsed_ms,
+            "waiting": self.waiting.iter().map(|(call, tool)| serde_json::json!({"call_id": call, "tool": tool})).collect::<Vec<_>>(),
         })
     }
 }
@@ -85,6 +88,11 @@ fn node(depth: usize, run: RunSummary, record: Option<&RunRecord>) -> Node {
         tokens: state.as_ref().map(|s| s.usage.total()),
         cost_usd: state.as_ref().map(|s| s.cost_usd),
         elapsed_ms: run.updated_at.saturating_sub(run.created_at),
+        waiting: state
+            .iter()
+            .flat_map(|s| s.pending_calls.iter().filter(|c| c.is_awaiting()))
+            .map(|c| (c.call_id.to_string(), c.tool.clone()))
+            .collect(),
         id: run.id,
         agent: run.agent,
         parent_run_id: run.parent_run_id,
@@ -148,7 +156,12 @@ pub(super) fn lines(nodes: &[Node]) -> Vec<String> {
             let tokens = n.tokens.map_or_else(|| "-".to_owned(), |t| format!("{t} tokens"));
             let cost = n.cost_usd.map_or_else(|| "-".to_owned(), |c| format!("${c:.4}"));
             let seconds = n.elapsed_ms as f64 / 1000.0;
-            format!("{indent}{name}  {}  {calls}  {tokens}  {cost}  {seconds:.1} s  {}", n.status, n.id)
+            let waiting: Vec<String> = n.waiting.iter().map(|(call, tool)| format!("{call} ({tool})")).collect();
+            let waiting = match waiting.is_empty() {
+                true => String::new(),
+                false => format!("  waiting for a person: {}", waiting.join(", ")),
+            };
+            format!("{indent}{name}  {}  {calls}  {tokens}  {cost}  {seconds:.1} s  {}{waiting}", n.status, n.id)
         })
         .collect()
 }
