@@ -14,11 +14,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use troupe::core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId, RunOutcomeKind};
+use troupe::core::{AgentEvent, AgentEventKind, AgentId, Attribution, PauseReason, RunId, RunOutcomeKind};
 use troupe::runtime::durable::{Durability, is_dead_local_owner, unique_owner};
 use troupe::runtime::{Agent, ApprovalPolicy, EVENT_BUFFER, RunInput};
-use troupe::server::{LaunchError, LaunchedRun, Launcher, RunEnd, Server, ServerConfig, Target, TargetKind, Token};
+use troupe::server::{
+    LaunchError, LaunchedRun, Launcher, RunEnd, RunSignals, Server, ServerConfig, Target, TargetKind, Token,
+};
 use troupe::store::{RunFilter, RunStatus, Store};
+use troupe::team::team_call_id;
 use troupe_workers::registry::AgentRegistry;
 use troupe_workers::team_run::{TeamFiles, TeamRun, TeamService};
 
@@ -142,14 +145,16 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
     for path in &args.teams {
         let (team, registry) = crate::team::load(&args.config, path)?;
         let files = TeamFiles::new(team, registry, &[]).map_err(build::failure)?;
-        let service = TeamRun::new(&files, workspace.clone())
+        // A member's call that needs approval waits for a decision over HTTP, as an
+        // agent's does; the team's run and its members' runs are recorded in the store.
+        let mut run = TeamRun::new(&files, workspace.clone())
             .config(config.clone())
-            // Members cannot be asked: the team file's approval mode is auto or refuse.
-            .approvals(Approvals::Refuse)
-            .memory(memory.clone())
-            .service()
-            .await
-            .map_err(build::failure)?;
+            .approvals(Approvals::Approver)
+            .memory(memory.clone());
+        if let Some(durability) = &durability {
+            run = run.store(durability.clone());
+        }
+        let service = run.service().await.map_err(build::failure)?;
         launcher.teams.insert(files.team().name().to_owned(), service);
     }
 
@@ -320,8 +325,9 @@ impl Launcher for ServeLauncher {
 /// attribution (agent, run, parent run). The team's budgets and its outcome are the
 /// library's, as for `troupe team run`.
 fn launch_team(service: &TeamService, input: RunInput) -> Result<LaunchedRun, LaunchError> {
-    let prepared = service.prepare().map_err(|e| LaunchError::Refused(e.to_string()))?;
     let run_id = input.run_id.clone().unwrap_or_else(RunId::generate);
+    let prepared = service.prepare().map_err(|e| LaunchError::Refused(e.to_string()))?.with_run_id(run_id.clone());
+    let control = prepared.control();
     let cancel = CancellationToken::new();
     let (events, forwarded) = mpsc::channel::<AgentEvent>(EVENT_BUFFER);
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<RunEnd>();
@@ -335,7 +341,17 @@ fn launch_team(service: &TeamService, input: RunInput) -> Result<LaunchedRun, La
     tokio::spawn(async move {
         let started = AgentEventKind::RunStarted { instruction: task.clone(), model: "team".to_owned() };
         let _ = events.send(stamp.event(0, started)).await;
-        let report = prepared.run(&task, Some(events.clone()), stop).await;
+        let (members, mut from_members) = mpsc::channel::<AgentEvent>(EVENT_BUFFER);
+        let (into_stream, conversation) = (events.clone(), stamp.conversation_id.clone());
+        let relay = tokio::spawn(async move {
+            while let Some(event) = from_members.recv().await {
+                if into_stream.send(on_the_teams_stream(event, conversation.as_ref())).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let report = prepared.run(&task, Some(members), stop).await;
+        let _ = relay.await;
         let error = report.failure();
         let outcome = match &error {
             None => RunOutcomeKind::Completed,
@@ -352,10 +368,32 @@ fn launch_team(service: &TeamService, input: RunInput) -> Result<LaunchedRun, La
     Ok(LaunchedRun {
         run_id,
         events: tokio_stream_of(forwarded).boxed(),
-        signals: None,
+        signals: Some(RunSignals::Team(control)),
         cancel,
         end: Box::pin(async move { done_rx.await.unwrap_or_else(|_| RunEnd::failed("the team's task crashed")) }),
     })
+}
+
+/// A member's event as the team's one stream carries it: on the team's thread, its call
+/// ids made unique across members ([`team_call_id`]), so that a client following the
+/// whole team (AG-UI) tells two members' calls apart and a decision names the member.
+fn on_the_teams_stream(mut event: AgentEvent, conversation: Option<&troupe::core::ConversationId>) -> AgentEvent {
+    if event.attribution.conversation_id.is_none() {
+        event.attribution.conversation_id = conversation.cloned();
+    }
+    let run = event.attribution.run_id.clone();
+    let unique = |call_id: &mut troupe::core::ToolCallId| *call_id = team_call_id(&run, call_id);
+    match &mut event.kind {
+        AgentEventKind::ToolCallStart { call_id, .. }
+        | AgentEventKind::ToolCallArgs { call_id, .. }
+        | AgentEventKind::ToolCallEnd { call_id }
+        | AgentEventKind::ToolCallResult { call_id, .. } => unique(call_id),
+        AgentEventKind::RunPaused {
+            reason: PauseReason::Approval { call_id, .. } | PauseReason::UncertainAction { call_id, .. },
+        } => unique(call_id),
+        _ => {}
+    }
+    event
 }
 
 /// The attribution of the team run's own events.

@@ -140,13 +140,16 @@ fn a_public_address_without_a_token_is_refused() {
     assert!(stderr.contains("TROUPE_SERVER_TOKEN"), "{stderr}");
 }
 
+/// A served team is one run carrying every member's events; a member's call that needs
+/// approval pauses that member, announced on the team's stream, and a decision posted to
+/// the team's run reaches the member; the team's run and its members' runs are recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_team_file_is_served_as_one_run_carrying_every_members_events() {
     let workspace = tempfile::tempdir().expect("workspace");
     std::fs::write(workspace.path().join("README.md"), "# A small project\n").expect("write");
     let team = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team/team.toml");
     let team = team.to_str().expect("a UTF-8 path");
-    let serving = start(workspace.path(), &["--no-store", "--team", team]);
+    let serving = start(workspace.path(), &["--team", team]);
     let client = reqwest::Client::new();
 
     let agents: serde_json::Value =
@@ -154,27 +157,48 @@ async fn a_team_file_is_served_as_one_run_carrying_every_members_events() {
     let project = agents["agents"].as_array().and_then(|a| a.iter().find(|t| t["name"] == "project")).cloned();
     assert_eq!(project.expect("the team is listed")["kind"], "team");
 
-    let response = client
+    let mut response = client
         .post(format!("{}/v1/runs", serving.url))
         .json(&serde_json::json!({"team": "project", "instruction": "Describe this repository"}))
         .send()
         .await
         .expect("request");
     assert_eq!(response.status(), 200);
-    let body =
-        tokio::time::timeout(Duration::from_secs(120), response.text()).await.expect("the team ends").expect("body");
-    let events: Vec<serde_json::Value> = body
-        .lines()
-        .filter_map(|line| line.strip_prefix("data: "))
-        .map(|data| serde_json::from_str(data).expect("JSON"))
-        .collect();
+    let mut events: Vec<serde_json::Value> = Vec::new();
+    let mut pending = String::new();
+    let mut decided = Vec::new();
+    let read = async {
+        while let Some(chunk) = response.chunk().await.expect("the stream") {
+            pending.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = pending.find('\n') {
+                let line: String = pending.drain(..=end).collect();
+                let Some(data) = line.trim_end().strip_prefix("data: ") else { continue };
+                let event: serde_json::Value = serde_json::from_str(data).expect("JSON");
+                if event["type"] == "run_paused" {
+                    // The person approves the member's call through the team's run.
+                    let team_run = events.first().map(|e| e["run_id"].clone()).expect("the team's run started");
+                    let call_id = event["reason"]["call_id"].clone();
+                    let signal =
+                        serde_json::json!({"type": "approval", "call_id": call_id, "decision": {"type": "approve"}});
+                    let url = format!("{}/v1/runs/{}/signals", serving.url, team_run.as_str().expect("an id"));
+                    let sent = client.post(url).json(&signal).send().await.expect("the signal is posted");
+                    assert!(sent.status().is_success(), "{}", sent.text().await.unwrap_or_default());
+                    decided.push((event["agent_id"].clone(), event["reason"]["tool"].clone()));
+                }
+                events.push(event);
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), read).await.expect("the team ends");
+    assert_eq!(decided, [(serde_json::json!("writer"), serde_json::json!("fs.write"))], "the writer asked once");
+    assert!(workspace.path().join("TROUPE_DEMO.md").exists(), "the approved write ran");
     let first = events.first().expect("events");
     let last = events.last().expect("events");
     assert_eq!((first["type"].as_str(), first["agent_id"].as_str()), (Some("run_started"), Some("project")));
     assert_eq!((last["type"].as_str(), last["agent_id"].as_str()), (Some("run_finished"), Some("project")));
     assert_eq!(last["outcome"], "completed", "{last}");
     assert_eq!(first["run_id"], last["run_id"]);
-    for member in ["lead", "researcher", "reviewer"] {
+    for member in ["lead", "researcher", "reviewer", "writer"] {
         assert!(events.iter().any(|e| e["agent_id"] == member), "{member}'s events are carried");
     }
     assert!(last["output"].as_str().is_some_and(|o| !o.trim().is_empty()), "the team answered: {last}");
@@ -188,6 +212,22 @@ async fn a_team_file_is_served_as_one_run_carrying_every_members_events() {
         last["usage"]["input_tokens"].as_u64().unwrap_or(0) + last["usage"]["output_tokens"].as_u64().unwrap_or(0);
     assert_eq!(team_tokens, member_tokens, "the team's end sums every member's usage: {last}");
     serving.stop();
+
+    // The team's run, under the server's run id, with its local members' runs under it.
+    let listed = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["runs", "list", "--json", "-w"])
+        .arg(workspace.path())
+        .env_remove("TROUPE_STORE")
+        .output()
+        .expect("the binary runs");
+    let runs: Vec<serde_json::Value> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let team_run = runs.iter().find(|r| r["agent"] == "project").expect("the team's run is recorded");
+    assert_eq!(team_run["id"], first["run_id"], "recorded under the server's run id: {runs:?}");
+    assert_eq!(team_run["status"], "completed");
+    assert_eq!(team_run["runs_under"], 3, "the leader, the reviewer and the writer: {runs:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -367,5 +407,69 @@ async fn metrics_report_the_runs_waiting_in_the_stores_queue() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(text.lines().any(|l| l == "troupe_queue_depth 1"), "{text}");
+    serving.stop();
+}
+
+/// Over AG-UI, with the real `@ag-ui/client`: a served team's member call that needs
+/// approval ends the client's run with an interrupt naming the member's call; resuming it
+/// approved reaches the member, and the team completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_approval_is_an_ag_ui_interrupt_the_real_client_resumes() {
+    use troupe_testkit::test_deps;
+    let Some(modules) = test_deps::node_modules("@ag-ui/client") else {
+        test_deps::skip("a_members_approval_is_an_ag_ui_interrupt", "node or @ag-ui/client is not installed");
+        return;
+    };
+    let workspace = tempfile::tempdir().expect("workspace");
+    std::fs::write(workspace.path().join("README.md"), "# A small project\n").expect("write");
+    let team = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team/team.toml");
+    let serving = start(workspace.path(), &["--team", team.to_str().expect("a UTF-8 path")]);
+    let plan = serde_json::json!({
+        "modules": modules,
+        "url": format!("{}/agui/project", serving.url),
+        "threadId": "thread-team",
+        "runs": [
+            {"message": "Describe this repository", "runId": "run-1"},
+            {"runId": "run-2", "resume": {"status": "resolved", "payload": {"approved": true}}}
+        ]
+    });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../troupe-server/tests/agui/client.mjs");
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("node").arg(script).arg(plan.to_string()).kill_on_drop(true).output(),
+    )
+    .await
+    .expect("the client finishes")
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    let trouble: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l.get("warning").is_some() || l.get("error").is_some()).collect();
+    assert!(trouble.is_empty(), "the client warned or failed: {trouble:#?}");
+    let finished = |n: u64| {
+        lines
+            .iter()
+            .filter(|l| l["run"] == n)
+            .filter_map(|l| l.get("event"))
+            .rfind(|e| e["type"] == "RUN_FINISHED")
+            .cloned()
+            .unwrap_or_else(|| panic!("run {n} did not finish: {lines:#?}"))
+    };
+    let interrupted = finished(0);
+    assert_eq!(interrupted["outcome"]["type"], "interrupt", "{interrupted}");
+    let interrupt = &interrupted["outcome"]["interrupts"][0];
+    assert_eq!(interrupt["reason"], "approval", "{interrupt}");
+    assert!(interrupt["message"].as_str().is_some_and(|m| m.contains("fs.write")), "{interrupt}");
+    let id = interrupt["id"].as_str().expect("an interrupt id");
+    assert!(id.contains("@run_"), "a member's call is named with its run, unique in the team's stream: {id}");
+    assert_eq!(interrupt["toolCallId"].as_str(), Some(id), "{interrupt}");
+    let resumed = finished(1);
+    assert_ne!(resumed["outcome"]["type"], "interrupt", "{resumed}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !workspace.path().join("TROUPE_DEMO.md").exists() {
+        assert!(std::time::Instant::now() < deadline, "the approved write never ran: {lines:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     serving.stop();
 }

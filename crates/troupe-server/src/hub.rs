@@ -8,7 +8,7 @@
 //! team's run, made of many agents' runs, is one sequence too.
 
 use crate::error::ApiError;
-use crate::launcher::{LaunchedRun, RunEnd};
+use crate::launcher::{LaunchedRun, RunEnd, RunSignals};
 use futures::{Stream, StreamExt};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, AgentEventKind, PauseReason, RunId, ToolCallId, now_ms};
-use troupe_runtime::{Signal, SignalSender};
+use troupe_runtime::Signal;
 use troupe_telemetry::TelemetryMetrics;
 
 /// How many ended runs a hub keeps for late readers, by default.
@@ -71,7 +71,7 @@ pub struct HubRun {
     /// The number of events in the log, bumped on every append and once more at the end,
     /// so a subscriber wakes for both.
     changed: watch::Sender<u64>,
-    signals: Option<SignalSender>,
+    signals: Option<RunSignals>,
     cancel: CancellationToken,
 }
 
@@ -212,10 +212,26 @@ impl HubRun {
                 ));
             }
         }
-        sender
-            .send(signal)
-            .await
-            .map_err(|_| ApiError::conflict("run_ended", format!("run `{}` has ended", self.run_id)))
+        let ended = || ApiError::conflict("run_ended", format!("run `{}` has ended", self.run_id));
+        match (sender, signal) {
+            (RunSignals::Run(sender), signal) => sender.send(signal).await.map_err(|_| ended()),
+            (RunSignals::Team(control), Signal::Approval { call_id, decision }) => control
+                .decide_call(&call_id, decision)
+                .await
+                .map_err(|error| ApiError::conflict("no_such_call", format!("run `{}`: {error}", self.run_id))),
+            (RunSignals::Team(_), Signal::Cancel { .. }) => {
+                self.cancel.cancel();
+                Ok(())
+            }
+            (RunSignals::Team(_), other) => Err(ApiError::conflict(
+                "signals_not_accepted",
+                format!(
+                    "run `{}` is a team's: it takes decisions about its members' calls and cancel, not {}",
+                    self.run_id,
+                    other.kind()
+                ),
+            )),
+        }
     }
 }
 

@@ -112,7 +112,7 @@ pub struct LaunchedRun {
     /// Its events, live, ending after its last one.
     pub events: BoxStream<'static, AgentEvent>,
     /// Sends it signals, when it takes them.
-    pub signals: Option<SignalSender>,
+    pub signals: Option<RunSignals>,
     /// Stops it.
     pub cancel: CancellationToken,
     /// Resolves when it has ended.
@@ -132,11 +132,23 @@ impl LaunchedRun {
         LaunchedRun {
             run_id,
             events: events.boxed(),
-            signals: Some(signals),
+            signals: Some(RunSignals::Run(signals)),
             cancel,
             end: Box::pin(async move { RunEnd::from(result.await) }),
         }
     }
+}
+
+/// Where a launched run's signals go.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum RunSignals {
+    /// An agent's run: every signal, to the run.
+    Run(SignalSender),
+    /// A team's run: a decision about a member's call goes to the member run that waits
+    /// on it, through the team's control; a cancellation stops the team; other signals
+    /// are not taken.
+    Team(troupe_team::TeamControl),
 }
 
 /// Why a run could not be started.

@@ -73,6 +73,6 @@ pub use config::{DEFAULT_ADDR, DEFAULT_BODY_LIMIT, ServerConfig, TOKEN_ENV, Toke
 pub use error::{ApiError, ServerError};
 pub use hub::{DEFAULT_RETAINED_RUNS, HubRun, RunHub, RunPhase, RunView};
 pub use ids::{MAX_ID_LEN, checked_id};
-pub use launcher::{AgentLauncher, LaunchError, LaunchedRun, Launcher, RunEnd, Target, TargetKind};
+pub use launcher::{AgentLauncher, LaunchError, LaunchedRun, Launcher, RunEnd, RunSignals, Target, TargetKind};
 pub use server::{LISTEN_BACKLOG, Server, bind};
 pub use state::AppState;

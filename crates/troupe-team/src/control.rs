@@ -30,6 +30,8 @@ pub struct TeamControl {
 #[derive(Default)]
 struct Inner {
     live: Mutex<BTreeMap<RunId, LiveRun>>,
+    /// Which member run waits on each call announced as waiting for a decision.
+    waiting: Mutex<BTreeMap<ToolCallId, RunId>>,
     paused: Mutex<Vec<PausedRun>>,
     pause_noticed: Notify,
     defer: CancellationToken,
@@ -70,6 +72,28 @@ impl TeamControl {
         let signals = lock(&self.inner.live).get(run_id).map(|run| run.signals.clone());
         let signals = signals.ok_or_else(|| TeamError::Invalid(format!("no member run `{run_id}` is going")))?;
         signals.decide(call_id, decision).await.map_err(TeamError::Runtime)
+    }
+
+    /// Sends `decision` about the call `call_id` to whichever member run waits on it (the
+    /// run whose `RunPaused` event announced it). Fails when no member run waits on it.
+    ///
+    /// `call_id` may also be the call as a team's stream names it ([`team_call_id`]),
+    /// which names the member's run too.
+    pub async fn decide_call(&self, call_id: &ToolCallId, decision: ApprovalDecision) -> Result<(), TeamError> {
+        if let Some((call, run)) = call_id.as_str().rsplit_once('@') {
+            let run = RunId::new(run);
+            if lock(&self.inner.live).contains_key(&run) {
+                let call = ToolCallId::new(call);
+                self.decide(&run, call.clone(), decision).await?;
+                lock(&self.inner.waiting).remove(&call);
+                return Ok(());
+            }
+        }
+        let run = lock(&self.inner.waiting).get(call_id).cloned();
+        let run = run.ok_or_else(|| TeamError::Invalid(format!("no member run waits on call `{call_id}`")))?;
+        self.decide(&run, call_id.clone(), decision).await?;
+        lock(&self.inner.waiting).remove(call_id);
+        Ok(())
     }
 
     /// The member whose run `run_id` is going, if one is.
@@ -142,6 +166,12 @@ impl TeamControl {
     /// Forgets a member's run that has ended.
     pub(crate) fn leave(&self, run_id: &RunId) {
         lock(&self.inner.live).remove(run_id);
+        lock(&self.inner.waiting).retain(|_, run| run != run_id);
+    }
+
+    /// Notes that the member run `run_id` waits for a decision about `call_id`.
+    pub(crate) fn note_waiting(&self, run_id: &RunId, call_id: &ToolCallId) {
+        lock(&self.inner.waiting).insert(call_id.clone(), run_id.clone());
     }
 
     /// Notes a member's run that ended paused.
@@ -149,6 +179,13 @@ impl TeamControl {
         lock(&self.inner.paused).push(paused);
         self.inner.pause_noticed.notify_waiters();
     }
+}
+
+/// A member's call as one stream of a whole team names it (`call@run`): the model's call
+/// ids are unique within a run, not across a team's members, and a client that follows
+/// the whole team (AG-UI) needs them unique. [`TeamControl::decide_call`] reads it back.
+pub fn team_call_id(run_id: &RunId, call_id: &ToolCallId) -> ToolCallId {
+    ToolCallId::new(format!("{call_id}@{run_id}"))
 }
 
 impl std::fmt::Debug for TeamControl {

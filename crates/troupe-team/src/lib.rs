@@ -58,7 +58,7 @@ pub mod supervisor;
 
 pub use brief::{BriefContext, BriefTask, ExpectedOutput, SharedContext, SubagentBrief};
 pub use bus::{MessageBus, Subscription};
-pub use control::{PausedRun, TeamControl};
+pub use control::{PausedRun, TeamControl, team_call_id};
 pub use coordination::{Consensus, DelegationChain, DurableWorkQueue, SharedMemory, WorkQueue};
 pub use delegation::{
     DELEGATE_TOOL, DelegateArgs, DelegateTool, Delegation, DelegationError, DelegationParser, JsonDelegationParser,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use troupe_core::{AgentEvent, RunId, Usage};
+use troupe_core::{AgentEvent, AgentEventKind, PauseReason, RunId, Usage};
 use troupe_runtime::durable::{child_run_id, finished_output};
 use troupe_runtime::{Agent, RunHandle, RunInput, RunOutcome, RunOutput, RuntimeError};
 
@@ -212,8 +212,15 @@ impl Member for AgentMember {
             // Dropping this future (a cancelled group, a timed-out delegation) stops the
             // run, unless the team was halted: then the run stays as recorded, to resume.
             let _stop_on_drop = StopOnDrop { cancel: stop.clone(), control: self.control.clone() };
+            let control = self.control.as_ref();
             let forward = async {
                 while let Some(event) = handle.events.next_event().await {
+                    if let (Some(control), AgentEventKind::RunPaused { reason }) = (control, &event.kind)
+                        && let PauseReason::Approval { call_id, .. } | PauseReason::UncertainAction { call_id, .. } =
+                            reason
+                    {
+                        control.note_waiting(&run_id, call_id);
+                    }
                     if let Some(sink) = &events {
                         // A closed sink means nobody watches: the run goes on.
                         let _ = sink.send(event).await;

@@ -215,6 +215,7 @@ impl TeamService {
             control,
             input: TeamInput::new(&self.files, "", &self.workspace, self.approvals),
             resumed: None,
+            run_id: None,
         })
     }
 
@@ -265,6 +266,7 @@ pub struct PreparedTeam {
     control: TeamControl,
     input: TeamInput,
     resumed: Option<RunId>,
+    run_id: Option<RunId>,
 }
 
 impl PreparedTeam {
@@ -283,6 +285,13 @@ impl PreparedTeam {
     /// waiting, halt the team.
     pub fn control(&self) -> TeamControl {
         self.control.clone()
+    }
+
+    /// The same team, its run recorded under `run_id` (a server's run id, say) instead of
+    /// a generated one. Ignored when the team resumes a stored run.
+    pub fn with_run_id(mut self, run_id: RunId) -> Self {
+        self.run_id = Some(run_id);
+        self
     }
 
     /// The stored run this team resumes, when it was prepared to resume one.
@@ -310,11 +319,12 @@ impl PreparedTeam {
     /// team's run is recorded paused ([`TeamReport::paused`]), to be resumed
     /// ([`TeamService::resume`]) once the calls are decided.
     pub async fn run(self, task: &str, events: Option<EventSink>, cancel: CancellationToken) -> TeamReport {
-        let PreparedTeam { name, budget, assembled, mut received, durability, control, mut input, resumed } = self;
+        let PreparedTeam { name, budget, assembled, mut received, durability, control, mut input, resumed, run_id } =
+            self;
         let Assembled { work, firewall, records, .. } = assembled;
         let store = durability.as_ref().map(|d| Arc::clone(d.store()));
         input.instruction = task.to_owned();
-        let run_id = resumed.clone().unwrap_or_else(RunId::generate);
+        let run_id = resumed.clone().or(run_id).unwrap_or_else(RunId::generate);
         if let Some(store) = &store {
             let opened = match &resumed {
                 None => store.create_run(team_run(&run_id, &input), now_millis()).await.map(drop),
