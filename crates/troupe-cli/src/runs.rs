@@ -564,15 +564,20 @@ async fn decide_in_team(
         }
     };
     for target in targets {
-        let seq = send_signal(store.as_ref(), &target.id, &signal).await.map_err(|e| match e {
-            RuntimeError::RunFinished => finished(target),
-            RuntimeError::Store(error) => store_failure(error),
-            other => Failure::Run(other.into()),
-        })?;
+        // Stored for the member's run, which is not queued on its own: the team resumes it.
+        let payload = serde_json::to_value(&signal).map_err(|e| Failure::Run(e.into()))?;
+        let seq = store
+            .send_signal(&target.id, &signal.kind().to_string(), payload, troupe::store::now_millis())
+            .await
+            .map_err(store_failure)?;
         eprintln!("signal {seq} stored for run {} ({})", target.id, target.agent);
     }
     if no_resume {
-        eprintln!("team run {} takes it when `troupe runs resume {}` resumes it", team.id, team.id);
+        if team.status == RunStatus::Paused {
+            // A worker takes the team up again, as it would a paused run whose decision came.
+            store.enqueue(&team.id, troupe::store::now_millis()).await.map_err(store_failure)?;
+        }
+        eprintln!("team run {} takes it when a worker or `troupe runs resume {}` resumes it", team.id, team.id);
         return Ok(());
     }
     crate::team::resume(store, team, false, team_foreground(options)).await

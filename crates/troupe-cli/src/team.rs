@@ -53,13 +53,16 @@ use crate::{Failure, setup};
 use anyhow::anyhow;
 use ask::Asker;
 use clap::Subcommand;
+use futures::future::BoxFuture;
 use progress::Progress;
 use serde_json::json;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use troupe::runtime::durable::{Durability, unique_owner};
+use troupe::runtime::RuntimeError;
+use troupe::runtime::durable::{ClaimedRuns, Durability, unique_owner};
+use troupe::store::{Lease, RunStatus};
 use troupe_workers::registry::AgentRegistry;
 use troupe_workers::team_file::TeamFile;
 use troupe_workers::team_record::{TeamInput, TeamResumeError};
@@ -122,6 +125,10 @@ pub(crate) struct RunArgs {
     /// Record nothing.
     #[arg(long, conflicts_with = "store")]
     no_store: bool,
+    /// Queue the team's run for `troupe worker` instead of running it; print its id on
+    /// stdout.
+    #[arg(long, conflicts_with = "no_store")]
+    detach: bool,
 }
 
 /// Arguments of `troupe team validate`.
@@ -191,8 +198,21 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
     };
     let how = Foreground { json: args.json, approve: args.approve };
     let service = service(&files, &workspace, durability.as_ref(), approvals(how, durability.is_some())).await?;
+    if args.detach {
+        let run_id = service.enqueue(&task).await.map_err(|e| Failure::Run(anyhow!(e)))?;
+        println!("{run_id}");
+        eprintln!(
+            "queued team run {run_id}: `troupe worker` runs it; watch it with `troupe runs events {run_id} --follow`"
+        );
+        return Ok(());
+    }
     let prepared = service.prepare().map_err(build::failure)?;
-    follow(&files, prepared, Some(task), durability, how).await
+    let followed = follow(&files, prepared, Some(task), durability.clone(), how).await;
+    if let Some(durability) = durability {
+        // Every write was answered; closing ends the store's writer cleanly.
+        let _ = durability.store().close().await;
+    }
+    followed
 }
 
 /// How a team is followed in the foreground.
@@ -342,13 +362,70 @@ pub(crate) async fn follow(
         }
         eprintln!("team run {run_id} recorded with its members' runs: `troupe runs list` shows them");
     }
-    if let Some(durability) = durability {
-        // Every write was answered; closing ends the store's writer cleanly.
-        let _ = durability.store().close().await;
-    }
+    drop(durability);
     match report.failure() {
         None => Ok(()),
         Some(failure) => Err(Failure::Run(anyhow!(failure))),
+    }
+}
+
+/// Queued team runs, for `troupe worker`: a claimed team run is built again from the
+/// files it recorded and resumed (nobody watches it: a member's call that needs a person
+/// pauses it), its lease renewed while it works and released when it ends.
+pub(crate) struct QueuedTeams {
+    /// The worker's store.
+    pub(crate) store: std::sync::Arc<dyn troupe::store::Store>,
+    /// How long the lease lasts without a heartbeat.
+    pub(crate) lease_ttl: std::time::Duration,
+}
+
+impl ClaimedRuns for QueuedTeams {
+    fn takes(&self, record: &troupe::store::RunRecord) -> bool {
+        matches!(TeamInput::read(record), Ok(Some(_)))
+    }
+
+    fn run(&self, lease: Lease) -> BoxFuture<'static, Result<RunStatus, RuntimeError>> {
+        let (store, ttl) = (std::sync::Arc::clone(&self.store), self.lease_ttl);
+        Box::pin(async move {
+            let renewing = {
+                let (store, mut held) = (std::sync::Arc::clone(&store), lease.clone());
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(ttl / 3).await;
+                        match store.heartbeat(&held, ttl, troupe::store::now_millis()).await {
+                            Ok(Some(renewed)) => held = renewed,
+                            Ok(None) => return,
+                            Err(error) => tracing::warn!(%error, "the team run's heartbeat failed; retrying"),
+                        }
+                    }
+                })
+            };
+            let (runtime, claimed, run_id) =
+                (tokio::runtime::Handle::current(), std::sync::Arc::clone(&store), lease.run_id.clone());
+            // The team's foreground is not a `Send` future: it runs on a thread of its own,
+            // on this runtime.
+            let ran = tokio::task::spawn_blocking(move || {
+                runtime.block_on(async move {
+                    let record = claimed
+                        .load_run(&run_id)
+                        .await?
+                        .ok_or_else(|| troupe::store::StoreError::UnknownRun { run_id: run_id.clone() })?;
+                    let how = Foreground { json: false, approve: TeamApprove::Ask };
+                    match resume(claimed, &record, false, how).await {
+                        // A team that paused or failed is recorded so; the worker reads its status.
+                        Ok(()) | Err(Failure::Run(_)) => Ok(()),
+                        Err(failure) => Err(RuntimeError::TaskFailed(failure.to_string())),
+                    }
+                })
+            })
+            .await
+            .unwrap_or_else(|e| Err(RuntimeError::TaskFailed(e.to_string())));
+            renewing.abort();
+            let _ = store.release(&lease, None).await;
+            ran?;
+            let record = store.load_run(&lease.run_id).await?;
+            Ok(record.map_or(RunStatus::Failed, |r| r.status))
+        })
     }
 }
 

@@ -23,7 +23,8 @@ const WORKER_TARGET: &str = "troupe_runtime::durable::worker";
 
 /// Arguments of `troupe worker`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Runs are taken from the store's queue: `troupe run --detach`, schedules, and paused runs \
+#[command(after_help = "Runs are taken from the store's queue: `troupe run --detach`, `troupe team run --detach` \
+(a team's run: its team and agent files are read again from where they were when it was queued), schedules, and paused runs \
 whose decision was stored (`troupe runs approve --no-resume`). Any number of workers, on any number of machines, \
 may share one store (PostgreSQL for several machines); a run whose worker dies is taken over once its lease \
 lapses. Every worker runs the runs' tools in its own --workspace, with the providers of ./troupe.toml.\n\n\
@@ -66,10 +67,12 @@ pub(crate) async fn run(args: WorkerArgs) -> Result<(), Failure> {
     // Nobody reads a worker's runs live: their events need not be kept.
     let runner = setup::runner(&workspace, providers)?.with_store(durability).keep_events(false);
     let poll = Duration::from_millis(args.poll_ms);
+    let teams = crate::team::QueuedTeams { store: Arc::clone(&store), lease_ttl: args.lease_ttl };
     let mut worker = QueueWorker::new(runner)
         .map_err(|e| Failure::Usage(e.into()))?
         .concurrency(usize::try_from(args.concurrency).unwrap_or(1))
-        .idle_poll(poll);
+        .idle_poll(poll)
+        .with_claimed_runs(Arc::new(teams));
     let shutdown = CancellationToken::new();
     stop_on_signals(shutdown.clone());
     let mut fired = 0;

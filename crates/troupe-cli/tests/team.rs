@@ -578,3 +578,78 @@ fn the_shipped_example_asks_before_a_members_write_at_a_terminal() {
     assert!(!workspace.path().join("TROUPE_DEMO.md").exists(), "refused, nothing was written");
     assert!(stdout(&output).contains("- writer: "), "the writer still reported: {}", stdout(&output));
 }
+
+/// `troupe team run --detach` queues the team's run; `troupe worker` claims it like a
+/// single run, builds the team again from its files and runs it to its end.
+#[test]
+fn a_queued_team_run_is_run_by_a_worker() {
+    let workspace = workspace("# Gadget");
+    let ws = text(workspace.path());
+    let team_file = example().join("team.toml");
+    let queued =
+        team(workspace.path(), &["run", text(&team_file), "Describe this", "-w", ws, "--detach", "--approve", "auto"]);
+    assert_eq!(queued.status.code(), Some(0), "{}", stderr(&queued));
+    let run_id = stdout(&queued).trim().to_owned();
+    assert!(run_id.starts_with("run_"), "the id on stdout: {run_id}");
+    assert!(!workspace.path().join("TROUPE_DEMO.md").exists(), "nothing ran yet");
+
+    let worker = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["worker", "--once", "--poll-ms", "50", "-w", ws])
+        .current_dir(workspace.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .expect("the worker runs");
+    let err = stderr(&worker);
+    assert_eq!(worker.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("claimed {run_id}")) && err.contains(&format!("ended {run_id} completed")), "{err}");
+    assert!(workspace.path().join("TROUPE_DEMO.md").exists(), "the team's writer wrote (--approve auto): {err}");
+    let listed = runs_with(workspace.path(), &["list", "--json", "-w", ws], &[]);
+    let runs: Vec<serde_json::Value> =
+        stdout(&listed).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let team_run = runs.iter().find(|r| r["id"] == run_id.as_str()).expect("the team's run");
+    assert_eq!(
+        (team_run["status"].as_str(), team_run["runs_under"].as_u64()),
+        (Some("completed"), Some(3)),
+        "the leader, the reviewer and the writer (a process member's run is not recorded): {runs:?}"
+    );
+}
+
+/// A decision stored with `--no-resume` for a paused team's member puts the team (not
+/// the member alone) back in the queue; a worker resumes the whole team.
+#[test]
+fn a_paused_team_decided_without_resuming_is_taken_up_by_a_worker() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    server.push(MockTurn::tool_call("call_d1", "delegate", serde_json::json!({"to": "coder", "brief": "Add a line"})));
+    server.push(MockTurn::tool_call("call_s1", "shell", serde_json::json!({"command": "echo one >> ledger.txt"})));
+    server.push(MockTurn::text("Appended one line."));
+    server.push(MockTurn::text("The coder appended one line."));
+    let dir = approval_team();
+    let workspace = workspace("# Ledger");
+    let url = server.url();
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+    let ws = text(workspace.path());
+    let paused = team_with(dir.path(), &["run", "team.toml", "Keep the ledger", "-w", ws, "--json"], &env);
+    assert_eq!(paused.status.code(), Some(1), "{}", stderr(&paused));
+    let finished: serde_json::Value =
+        serde_json::from_str(stdout(&paused).lines().last().expect("a last line")).expect("team_finished");
+    let team_run = finished["run_id"].as_str().expect("the team's run id").to_owned();
+
+    let stored = runs_with(dir.path(), &["approve", &team_run, "call_s1", "--no-resume", "-w", ws], &env);
+    assert_eq!(stored.status.code(), Some(0), "{}", stderr(&stored));
+    assert!(!workspace.path().join("ledger.txt").exists(), "stored, not applied");
+    let worker = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["worker", "--once", "--poll-ms", "50", "-w", ws])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env)
+        .output()
+        .expect("the worker runs");
+    let err = stderr(&worker);
+    assert_eq!(worker.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("ended {team_run} completed")), "the worker took the team, not the member: {err}");
+    assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
+    assert_eq!(server.requests().len(), 4, "no model call made twice");
+}

@@ -219,6 +219,18 @@ impl TeamService {
         })
     }
 
+    /// Records a run of the team on `task` in the store's queue, for a worker to run
+    /// ([`troupe_runtime::QueueWorker::with_claimed_runs`]); returns its id.
+    pub async fn enqueue(&self, task: &str) -> Result<RunId, TeamResumeError> {
+        let durability = self.durability.as_ref().ok_or(TeamResumeError::NoStore)?;
+        let run_id = RunId::generate();
+        let input = TeamInput::new(&self.files, task, &self.workspace, self.approvals);
+        let mut queued = team_run(&run_id, &input);
+        queued.status = RunStatus::Queued;
+        durability.store().create_run(queued, now_millis()).await?;
+        Ok(run_id)
+    }
+
     /// Assembles the team's members to resume its stored run `run_id`: a team paused for
     /// a person, or stopped by a crash. The members whose runs finished are answered from
     /// the store without running again; an interrupted member's run resumes from its last

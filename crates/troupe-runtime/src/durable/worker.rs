@@ -10,10 +10,26 @@ use super::schedule::fire_due;
 use crate::error::RuntimeError;
 use crate::outcome::RunOutput;
 use crate::runner::Runner;
+use futures::future::BoxFuture;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use troupe_store::now_millis;
+use troupe_store::{Lease, RunRecord, RunStatus, now_millis};
+
+/// Runs claimed runs that are not an agent's (a team's own run), for a [`QueueWorker`]
+/// whose runner cannot: the worker hands over the lease, which the run renews while it
+/// works and releases when it ends.
+pub trait ClaimedRuns: Send + Sync {
+    /// Whether the stored run `record` is one of those.
+    fn takes(&self, record: &RunRecord) -> bool;
+
+    /// Runs the claimed run to its outcome, as stored.
+    fn run(&self, lease: Lease) -> BoxFuture<'static, Result<RunStatus, RuntimeError>>;
+}
+
+/// How a claimed run ended: its id, whether it completed, its outcome in a word.
+type Ended = (String, bool, String);
 
 /// How long an idle worker waits before looking at the queue again, by default.
 pub const DEFAULT_IDLE_POLL: Duration = Duration::from_millis(500);
@@ -30,12 +46,24 @@ pub struct WorkerReport {
 }
 
 /// Claims queued runs and runs them.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct QueueWorker {
     runner: Runner,
     concurrency: usize,
     idle_poll: Duration,
     schedules: bool,
+    others: Option<Arc<dyn ClaimedRuns>>,
+}
+
+impl std::fmt::Debug for QueueWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueWorker")
+            .field("concurrency", &self.concurrency)
+            .field("idle_poll", &self.idle_poll)
+            .field("schedules", &self.schedules)
+            .field("others", &self.others.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl QueueWorker {
@@ -45,7 +73,34 @@ impl QueueWorker {
         if runner.durability().is_none() {
             return Err(RuntimeError::NoStore);
         }
-        Ok(QueueWorker { runner, concurrency: 4, idle_poll: DEFAULT_IDLE_POLL, schedules: true })
+        Ok(QueueWorker { runner, concurrency: 4, idle_poll: DEFAULT_IDLE_POLL, schedules: true, others: None })
+    }
+
+    /// Claimed runs that `others` takes (a team's) are run by it instead of the runner.
+    pub fn with_claimed_runs(mut self, others: Arc<dyn ClaimedRuns>) -> Self {
+        self.others = Some(others);
+        self
+    }
+
+    /// Starts the claimed run of `lease`: by `others` when it takes it, else by the runner.
+    async fn start(&self, lease: Lease) -> Result<BoxFuture<'static, Result<Ended, RuntimeError>>, RuntimeError> {
+        if let Some(others) = &self.others {
+            let durability = self.runner.durability().ok_or(RuntimeError::NoStore)?;
+            let record = durability.store().load_run(&lease.run_id).await?;
+            if record.as_ref().is_some_and(|r| others.takes(r)) {
+                let run_id = lease.run_id.clone();
+                let run = others.run(lease);
+                return Ok(Box::pin(async move {
+                    let status = run.await?;
+                    Ok((run_id, status == RunStatus::Completed, status.as_str().to_owned()))
+                }));
+            }
+        }
+        let handle = self.runner.resume_leased(lease, None).await?;
+        Ok(Box::pin(async move {
+            let output: RunOutput = handle.output().await?;
+            Ok((output.run_id.to_string(), output.is_completed(), format!("{:?}", output.outcome.kind())))
+        }))
     }
 
     /// Runs at most `n` runs at once (0 counts as 1).
@@ -82,7 +137,7 @@ impl QueueWorker {
     pub async fn run_until(&self, shutdown: CancellationToken) -> Result<WorkerReport, RuntimeError> {
         let durability = self.runner.durability().ok_or(RuntimeError::NoStore)?.clone();
         let mut report = WorkerReport::default();
-        let mut running: JoinSet<Result<RunOutput, RuntimeError>> = JoinSet::new();
+        let mut running: JoinSet<Result<Ended, RuntimeError>> = JoinSet::new();
         while !shutdown.is_cancelled() {
             if self.schedules {
                 match fire_due(durability.store().as_ref(), now_millis()).await {
@@ -101,10 +156,10 @@ impl QueueWorker {
                     }
                 };
                 let run_id = lease.run_id.clone();
-                match self.runner.resume_leased(lease, None).await {
-                    Ok(handle) => {
+                match self.start(lease).await {
+                    Ok(run) => {
                         tracing::info!(run = %run_id, "claimed");
-                        running.spawn(async move { handle.output().await });
+                        running.spawn(run);
                     }
                     Err(error) => tracing::warn!(run = %run_id, %error, "a claimed run could not be resumed"),
                 }
@@ -122,12 +177,12 @@ impl QueueWorker {
     }
 }
 
-fn tally(report: &mut WorkerReport, done: Result<Result<RunOutput, RuntimeError>, tokio::task::JoinError>) {
+fn tally(report: &mut WorkerReport, done: Result<Result<Ended, RuntimeError>, tokio::task::JoinError>) {
     match done {
-        Ok(Ok(output)) => {
+        Ok(Ok((run_id, completed, outcome))) => {
             report.runs += 1;
-            report.completed += u32::from(output.is_completed());
-            tracing::info!(run = %output.run_id, outcome = ?output.outcome.kind(), "run ended");
+            report.completed += u32::from(completed);
+            tracing::info!(run = %run_id, outcome = %outcome, "run ended");
         }
         Ok(Err(error)) => tracing::warn!(%error, "a run failed to finish"),
         Err(error) => tracing::warn!(%error, "a run task failed"),
