@@ -122,11 +122,25 @@ pub struct SignalSender {
     tx: mpsc::Sender<Signal>,
     cancel: CancellationToken,
     defer: CancellationToken,
+    suspend: CancellationToken,
 }
 
 impl SignalSender {
-    pub(crate) fn new(tx: mpsc::Sender<Signal>, cancel: CancellationToken, defer: CancellationToken) -> Self {
-        SignalSender { tx, cancel, defer }
+    pub(crate) fn new(
+        tx: mpsc::Sender<Signal>,
+        cancel: CancellationToken,
+        defer: CancellationToken,
+        suspend: CancellationToken,
+    ) -> Self {
+        SignalSender { tx, cancel, defer, suspend }
+    }
+
+    /// Pauses the run at its next safe boundary, without cancelling anything: the model
+    /// response or tool call in flight finishes and is kept, then the run ends
+    /// [`Paused`](crate::RunOutcome::Paused) (recorded, with a store) with its state
+    /// ready to resume. A run waiting for a decision pauses at once.
+    pub fn suspend(&self) {
+        self.suspend.cancel();
     }
 
     /// Stops waiting here for approvals: from now on, a run that needs a decision ends

@@ -464,6 +464,7 @@ impl Runner {
         let (signal_tx, signal_rx) = mpsc::channel(SIGNAL_BUFFER);
         let cancel = CancellationToken::new();
         let defer = CancellationToken::new();
+        let suspend = CancellationToken::new();
         let run_id = state.run_id.clone();
         let span = genai::agent_span(
             &spec.name,
@@ -511,6 +512,7 @@ impl Runner {
             open_step: None,
             recorder: Recorder::Off,
             defer: defer.clone(),
+            suspend: suspend.clone(),
             middleware: self.middleware.clone(),
             plugins: self.plugins.clone(),
             capture_content: self.capture_content,
@@ -521,7 +523,7 @@ impl Runner {
         RunHandle {
             run_id,
             events: RunEvents::new(event_rx),
-            signals: SignalSender::new(signal_tx, cancel.clone(), defer),
+            signals: SignalSender::new(signal_tx, cancel.clone(), defer, suspend),
             cancel,
             result: RunResult::new(join),
         }

@@ -65,6 +65,8 @@ pub(crate) struct Run {
     pub(crate) recorder: Recorder,
     /// Tripped when nobody will answer approvals live: the run pauses instead of waiting.
     pub(crate) defer: CancellationToken,
+    /// Tripped to pause the run at its next safe boundary ([`SignalSender::suspend`]).
+    pub(crate) suspend: CancellationToken,
     /// Hooks around every model call and tool call.
     pub(crate) middleware: MiddlewareStack,
     /// Plugins to initialize before the run goes on.
@@ -285,6 +287,9 @@ impl Run {
             state.request_cancel(None);
         } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
             state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
+        } else if self.suspend.is_cancelled() && !state.is_finished() {
+            let pending = state.awaiting_approval();
+            state.finish(RunOutcome::Paused { pending });
         }
     }
 
@@ -435,6 +440,7 @@ impl Run {
                     return;
                 }
                 () = self.defer.cancelled() => None,
+                () = self.suspend.cancelled() => None,
                 signal = self.signals.recv() => signal,
                 // The agent's configuration changed: the boundary takes it, then the wait goes on.
                 () = reconfigure::next_revision(&mut self.live) => return,

@@ -338,11 +338,11 @@ impl AgentHandle {
         }
     }
 
-    /// Suspends the running agent: its run is stopped at once (the model response or tool
-    /// batch in flight is abandoned; calls that did not run are answered as not run) and
-    /// its state is kept for [`resume`](Self::resume), which asks the model again from
-    /// there. Returns the status after: `suspended`, or `completed`/`failed` when the run
-    /// ended before it could be suspended. Already suspended: nothing happens.
+    /// Suspends the running agent at its run's next safe boundary, without cancelling it:
+    /// the model response or tool call in flight finishes and is kept, then the run pauses
+    /// with its state kept for [`resume`](Self::resume), which goes on from there.
+    /// Returns the status after: `suspended`, or `completed`/`failed` when the run ended
+    /// before it reached a boundary. Already suspended: nothing happens.
     pub async fn suspend(&self) -> Result<AgentStatus, TeamError> {
         {
             let mut state = lock(&self.inner.state);
@@ -351,10 +351,7 @@ impl AgentHandle {
                 AgentStatus::Running => {
                     state.stop = Some(Stop::Suspend);
                     if let Some(live) = &state.live {
-                        // Also trips the run's token: the run stops its stream and tools at once.
-                        if live.signals.try_send(Signal::Cancel { reason: Some("suspended".to_owned()) }).is_err() {
-                            live.cancel.cancel();
-                        }
+                        live.signals.suspend();
                     }
                 }
                 other => {

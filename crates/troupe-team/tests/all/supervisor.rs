@@ -162,9 +162,15 @@ async fn a_model_switch_and_new_instructions_apply_to_the_next_run() {
     assert_eq!((requests[1].model.as_str(), requests[1].system.as_deref()), ("m-two", Some("Be thorough.")));
 }
 
+/// Suspending waits for the run's next safe boundary and cancels nothing: the model's
+/// response in flight (a tool call) is kept, not asked again, and the resumed run goes on
+/// from there — on the model switched to meanwhile.
 #[tokio::test]
-async fn a_suspended_run_resumes_from_its_state_on_the_new_model() {
-    let world = World::new(Models::new([slow_turn(), MockTurn::text("done")]));
+async fn a_suspended_run_keeps_its_response_and_resumes_on_the_new_model() {
+    let slow_call = MockTurn::tool_call("call_l", "fs.list", serde_json::json!({"path": "."}))
+        .with_delta_chars(2)
+        .with_event_delay(Duration::from_millis(100));
+    let world = World::new(Models::new([slow_call, MockTurn::text("done")]));
     let supervisor = world.supervisor();
     let agent = supervisor.spawn(spec("coder", "m-one")).expect("spawns");
     assert!(agent.suspend().await.is_err(), "nothing to suspend yet");
@@ -172,6 +178,7 @@ async fn a_suspended_run_resumes_from_its_state_on_the_new_model() {
     asked(&world.models.default, 1).await;
     assert_eq!(agent.suspend().await.expect("suspends"), AgentStatus::Suspended);
     assert_eq!(agent.status(), AgentStatus::Suspended);
+    assert_eq!(world.models.default.requests().len(), 1, "suspended before its next model call");
     assert!(agent.start(task("other")).is_err(), "a suspended agent resumes or is terminated");
     agent.switch_model("m-two").expect("switches while suspended");
     agent.resume().expect("resumes");
@@ -180,9 +187,10 @@ async fn a_suspended_run_resumes_from_its_state_on_the_new_model() {
     assert_eq!(result.content, "done");
     assert_eq!(result.task_id, "t-work", "the same task goes on");
     let requests = world.models.default.requests();
-    assert_eq!(requests.len(), 2);
+    assert_eq!(requests.len(), 2, "the response in flight was kept, not asked again");
     assert_eq!(requests[1].model, "m-two");
-    assert_eq!(requests[1].messages, requests[0].messages, "the abandoned response is asked again");
+    let last = serde_json::to_string(&requests[1].messages).expect("messages");
+    assert!(last.contains("call_l"), "the kept call ran and its result went to the model: {last}");
     assert_eq!(agent.runs(), 2);
 }
 
