@@ -473,3 +473,45 @@ async fn a_members_approval_is_an_ag_ui_interrupt_the_real_client_resumes() {
     }
     serving.stop();
 }
+
+/// Over A2A, with the real `a2a-sdk` client: a served team's member call that needs
+/// approval makes the task `input-required`, naming the member's call; a follow-up
+/// `approve` reaches the member, and the task completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_approval_is_an_a2a_input_required_the_real_client_answers() {
+    use troupe_testkit::test_deps;
+    let Some(python) = test_deps::python_with("a2a.client") else {
+        test_deps::skip("a_members_approval_is_an_a2a_input_required", "the Python package a2a-sdk is not installed");
+        return;
+    };
+    let workspace = tempfile::tempdir().expect("workspace");
+    std::fs::write(workspace.path().join("README.md"), "# A small project\n").expect("write");
+    let team = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team/team.toml");
+    let serving = start(workspace.path(), &["--team", team.to_str().expect("a UTF-8 path")]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../troupe-server/tests/a2a/client.py");
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(python)
+            .arg(script)
+            .arg("team_approval")
+            .arg(&serving.url)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes")
+    .expect("the client starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    let last = |event: &str| {
+        lines.iter().rfind(|l| l["event"] == event).cloned().unwrap_or_else(|| panic!("no {event}: {lines:#?}"))
+    };
+    let paused = last("first");
+    assert_eq!(paused["state"], "TASK_STATE_INPUT_REQUIRED", "{lines:#?}");
+    let said = paused["status"].as_str().expect("a status message");
+    assert!(said.contains("fs.write"), "the member's call is named: {said}");
+    assert_eq!(last("second")["state"], "TASK_STATE_COMPLETED", "{lines:#?}");
+    assert!(workspace.path().join("TROUPE_DEMO.md").exists(), "the approved write ran");
+    serving.stop();
+}

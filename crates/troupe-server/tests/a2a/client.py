@@ -160,6 +160,14 @@ async def approval(session):
     await session.send(client, message("approve", task_id=first["id"], context_id=first["contextId"]), "second")
 
 
+async def team_approval(session):
+    """A served team: a member's call waits, and a follow-up text approves it."""
+    await session.resolve()
+    client = session.client(streaming=True)
+    first = await session.send(client, message("Describe this repository", agent="project"), "first")
+    await session.send(client, message("approve", task_id=first["id"], context_id=first["contextId"]), "second")
+
+
 async def approval_data(session):
     await session.resolve()
     client = session.client(streaming=False)
@@ -288,6 +296,7 @@ SCENARIOS = {
     "tasks": tasks,
     "legacy": legacy,
     "errors": errors,
+    "team_approval": team_approval,
 }
 
 
