@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use troupe::runtime::durable::{Durability, StoredInput, send_signal, state_from_value};
 use troupe::runtime::{ApprovalDecision, PendingCall, RunOutcome, RunOutput, RunState, RuntimeError, Signal, Verdict};
-use troupe::store::{RunFilter, RunRecord, RunStatus, Store, StoreError, verify_chain};
+use troupe::store::{RunFilter, RunRecord, RunStatus, Store, StoreError, verify_log};
 
 /// How often `runs events --follow` looks for new entries.
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
@@ -417,7 +417,9 @@ async fn verify(args: VerifyArgs) -> Result<(), Failure> {
     let mut broken_runs = Vec::new();
     for (run_id, agent) in runs {
         let entries = store.evidence(&run_id, 0).await.map_err(store_failure)?;
-        let line = match verify_chain(&entries) {
+        // The head the store moved with each entry: a log cut short of it was shortened.
+        let head = store.load_run(&run_id).await.map_err(store_failure)?.map(|r| r.evidence_head).unwrap_or_default();
+        let line = match verify_log(&entries, &head, &run_id) {
             Ok(()) => format!("ok: {} entries, hash chain intact", entries.len()),
             Err(broken) => {
                 broken_runs.push(run_id.clone());
@@ -428,11 +430,11 @@ async fn verify(args: VerifyArgs) -> Result<(), Failure> {
     }
     match broken_runs.as_slice() {
         [] => Ok(()),
-        [one] => {
-            Err(Failure::Run(anyhow!("the evidence of run {one} does not verify: it was changed after it was written")))
-        }
+        [one] => Err(Failure::Run(anyhow!(
+            "the evidence of run {one} does not verify: it was changed or cut after it was written"
+        ))),
         many => Err(Failure::Run(anyhow!(
-            "the evidence of runs {} does not verify: it was changed after it was written",
+            "the evidence of runs {} does not verify: they were changed or cut after they were written",
             many.join(", ")
         ))),
     }

@@ -431,6 +431,37 @@ fn a_tampered_evidence_log_does_not_verify() {
     );
 }
 
+/// A finished run's log with its last entries deleted (the guard dropped) still links up,
+/// but falls short of the head its run recorded: `runs verify` says it was cut.
+#[test]
+fn a_truncated_evidence_log_does_not_verify() {
+    let scene = Scene::new();
+    scene.server.push(MockTurn::text("Nothing to do."));
+    let (id, output) = scene.run(&["Look around"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let (runtime, mut raw) = scene.raw();
+    let last: i64 = runtime
+        .block_on(sqlx::query_scalar("SELECT MAX(seq) FROM evidence WHERE run_id = ?").bind(&id).fetch_one(&mut raw))
+        .expect("the last entry");
+    assert!(last >= 2, "a run's log has a start and an end: {last}");
+    runtime.block_on(async {
+        sqlx::query("DROP TRIGGER evidence_is_append_only_delete").execute(&mut raw).await.expect("drops the guard");
+        sqlx::query("DELETE FROM evidence WHERE run_id = ? AND seq = ?")
+            .bind(&id)
+            .bind(last)
+            .execute(&mut raw)
+            .await
+            .expect("cuts the last entry");
+    });
+    drop(raw);
+
+    let verify = scene.troupe(&["runs", "verify", &id]);
+    assert_eq!(verify.status.code(), Some(1), "{}", stdout(&verify));
+    let text = stdout(&verify);
+    assert!(text.starts_with(&format!("broken: evidence entry {last} of run `{id}`: the log ends at entry")), "{text}");
+    assert!(text.contains("the last ones were removed"), "{text}");
+}
+
 #[test]
 fn a_store_that_cannot_be_opened_is_a_one_line_configuration_error() {
     let scene = Scene::new();

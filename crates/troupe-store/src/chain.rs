@@ -157,6 +157,31 @@ pub fn verify_chain(entries: &[EvidenceEntry]) -> Result<(), ChainBreak> {
     Ok(())
 }
 
+/// Checks a run's whole log as [`verify_chain`] does, and that it reaches `head`, the
+/// head its run record holds: a log whose last entries were removed is cut short of it.
+pub fn verify_log(entries: &[EvidenceEntry], head: &crate::EvidenceHead, run_id: &str) -> Result<(), ChainBreak> {
+    verify_chain(entries)?;
+    let (seq, hash) = entries.last().map_or((0, ""), |last| (last.seq, last.hash.as_str()));
+    if seq < head.seq {
+        return Err(ChainBreak {
+            run_id: run_id.to_owned(),
+            seq: seq.saturating_add(1),
+            problem: format!(
+                "the log ends at entry {seq} but its run recorded {} entries: the last ones were removed",
+                head.seq
+            ),
+        });
+    }
+    if seq == head.seq && hash != head.hash {
+        return Err(ChainBreak {
+            run_id: run_id.to_owned(),
+            seq,
+            problem: "the last entry is not the one its run recorded (the log was replaced)".to_owned(),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -69,13 +69,13 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
-pub use chain::{ChainBreak, EvidenceChain, entry_hash, verify_chain};
+pub use chain::{ChainBreak, EvidenceChain, entry_hash, verify_chain, verify_log};
 pub use error::{StoreError, redact_location};
 pub use open::{StoreLocation, default_sqlite_path, open};
 pub use record::{
-    Checkpoint, ConversationTurn, EvidenceEntry, EvidenceKind, Firing, Flush, Lease, MemoryRecord, Millis, NewEvidence,
-    NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, Schedule, ScheduleTarget,
-    StoreInfo, StoredSignal, Transition, Trigger, now_millis,
+    Checkpoint, ConversationTurn, EvidenceEntry, EvidenceHead, EvidenceKind, Firing, Flush, Lease, MemoryRecord,
+    Millis, NewEvidence, NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, Schedule,
+    ScheduleTarget, StoreInfo, StoredSignal, Transition, Trigger, now_millis,
 };
 pub use repository::{
     ConversationRepository, EvidenceRepository, MemoryRepository, QueueRepository, RunRepository, ScheduleRepository,

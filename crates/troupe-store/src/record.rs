@@ -135,6 +135,19 @@ pub struct RunRecord {
     pub created_at: Millis,
     /// When it last changed.
     pub updated_at: Millis,
+    /// The head of its evidence chain as the store moved it with each entry appended:
+    /// a log that falls short of it was cut ([`verify_log`](crate::verify_log)).
+    pub evidence_head: EvidenceHead,
+}
+
+/// The last entry of a run's evidence chain, as its run record holds it: `seq` 0 and an
+/// empty hash before the first entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceHead {
+    /// The last entry's sequence number.
+    pub seq: i64,
+    /// Its hash.
+    pub hash: String,
 }
 
 /// A run as listed: everything but its input and state.

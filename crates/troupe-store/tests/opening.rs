@@ -209,9 +209,13 @@ async fn an_older_schema_is_migrated_forward() {
     let path = dir.path().join("old.db");
     {
         let store = troupe_store::sqlite::SqliteStore::open(&path).await.expect("opens");
-        // Back to version 1: without the memories and work item tables.
+        // Back to version 1: without the memories and work item tables, nor the runs'
+        // evidence heads.
         sqlx::query("DROP TABLE memories").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE work_items").execute(store.pool()).await.expect("drops");
+        sqlx::query("DROP TRIGGER evidence_moves_the_head").execute(store.pool()).await.expect("drops");
+        sqlx::query("ALTER TABLE runs DROP COLUMN evidence_seq").execute(store.pool()).await.expect("drops");
+        sqlx::query("ALTER TABLE runs DROP COLUMN evidence_hash").execute(store.pool()).await.expect("drops");
         sqlx::query("UPDATE troupe_meta SET value = '1' WHERE key = 'schema_version'")
             .execute(store.pool())
             .await
@@ -241,6 +245,9 @@ async fn a_version_2_sqlite_database(path: &std::path::Path) {
         "INSERT INTO troupe_meta (key, value) VALUES ('application', 'troupe'), ('schema_version', '2'); \
          INSERT INTO runs (id, agent, status, input, state, created_at, updated_at) \
              VALUES ('run-old', 'coder', 'completed', '{}', '{}', 1, 1); \
+         INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
+             VALUES ('run-old', 1, 'run_started', NULL, '{}', 1, '', 'h1'), \
+                    ('run-old', 2, 'run_finished', NULL, '{}', 2, 'h1', 'h2'); \
          INSERT INTO memories (namespace, content, created_at) VALUES ('agent:coder', 'kept across versions', 1);",
     )
     .execute(&mut connection)
@@ -272,7 +279,8 @@ async fn a_version_2_database_migrates_to_the_work_queue() {
         ["runs_by_creation", "runs_by_parent", "runs_by_status"],
         "none on a column every checkpoint changes"
     );
-    assert!(store.load_run("run-old").await.expect("load_run").is_some(), "the old run is kept");
+    let old = store.load_run("run-old").await.expect("load_run").expect("the old run is kept");
+    assert_eq!((old.evidence_head.seq, old.evidence_head.hash.as_str()), (2, "h2"), "its head, from its log");
     assert_eq!(store.search_memory("agent:coder", "kept", 0).await.expect("search").len(), 1, "so is the memory");
     let item = NewWork {
         queue: "team".into(),

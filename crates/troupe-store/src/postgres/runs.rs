@@ -5,8 +5,8 @@ use super::queue::enqueue_on;
 use super::{PostgresStore, db, get, hold_fence, is_unique_violation, json_column, lease_lost, parse_status};
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, Flush, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, StoredSignal,
-    Transition,
+    Checkpoint, EvidenceHead, Flush, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint,
+    StoredSignal, Transition,
 };
 use crate::repository::{RunRepository, SignalRepository, StoreFuture};
 use serde_json::Value;
@@ -103,8 +103,21 @@ fn run_record(row: &PgRow) -> Result<RunRecord, StoreError> {
     let summary = run_summary(row)?;
     let input = json_column(row, "input", || format!("input of run `{}`", summary.id))?;
     let state = json_column(row, "state", || format!("state of run `{}`", summary.id))?;
+    let evidence_head = EvidenceHead { seq: get(row, "evidence_seq")?, hash: get(row, "evidence_hash")? };
     let RunSummary { id, agent, status, activity, conversation_id, parent_run_id, created_at, updated_at } = summary;
-    Ok(RunRecord { id, agent, status, activity, conversation_id, parent_run_id, input, state, created_at, updated_at })
+    Ok(RunRecord {
+        id,
+        agent,
+        status,
+        activity,
+        conversation_id,
+        parent_run_id,
+        input,
+        state,
+        created_at,
+        updated_at,
+        evidence_head,
+    })
 }
 
 fn signal(row: &PgRow) -> Result<StoredSignal, StoreError> {
@@ -200,7 +213,7 @@ impl RunRepository for PostgresStore {
         Box::pin(async move {
             let row = sqlx::query(
                 "SELECT id, agent, status, activity, conversation_id, parent_run_id, input, state, \
-                 created_at, updated_at FROM runs WHERE id = $1",
+                 created_at, updated_at, evidence_seq, evidence_hash FROM runs WHERE id = $1",
             )
             .bind(run_id)
             .fetch_optional(&self.pool)

@@ -8,7 +8,8 @@ use super::writer::execute;
 use super::{SqliteStore, column, is_foreign_key, is_unique, json_column, json_text};
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, StoredSignal, Transition,
+    Checkpoint, EvidenceHead, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint,
+    StoredSignal, Transition,
 };
 use crate::repository::{RunRepository, SignalRepository, StoreFuture};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -24,7 +25,7 @@ impl RunRepository for SqliteStore {
         Box::pin(async move {
             let row = sqlx::query(
                 "SELECT id, agent, status, activity, conversation_id, parent_run_id, input, state, created_at, \
-                 updated_at FROM runs WHERE id = ?",
+                 updated_at, evidence_seq, evidence_hash FROM runs WHERE id = ?",
             )
             .bind(run_id)
             .fetch_optional(&self.pool)
@@ -304,6 +305,7 @@ fn run_record(row: &SqliteRow) -> Result<RunRecord, StoreError> {
         state: json_column(row, "state", || format!("state of run `{id}`"))?,
         created_at: column(row, "created_at")?,
         updated_at: column(row, "updated_at")?,
+        evidence_head: EvidenceHead { seq: column(row, "evidence_seq")?, hash: column(row, "evidence_hash")? },
         id,
     })
 }

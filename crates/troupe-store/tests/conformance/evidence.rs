@@ -3,7 +3,9 @@
 use super::harness::{Backend, T0, checkpoint, new_run};
 use serde_json::json;
 use std::sync::Arc;
-use troupe_store::{EvidenceChain, EvidenceEntry, EvidenceKind, NewEvidence, RunStatus, StoreError, verify_chain};
+use troupe_store::{
+    EvidenceChain, EvidenceEntry, EvidenceKind, NewEvidence, RunStatus, StoreError, verify_chain, verify_log,
+};
 
 fn first_entries() -> Vec<NewEvidence> {
     vec![
@@ -132,6 +134,33 @@ pub async fn forged_row_fails_verification(backend: Arc<dyn Backend>) {
     let honest = backend.store().evidence("run-honest", 0).await.expect("evidence");
     assert_eq!(honest, untouched);
     assert_eq!(verify_chain(&honest), Ok(()), "another run's chain is unaffected");
+}
+
+/// The run's record holds the head of its chain, moved with every entry appended: a log
+/// whose last entries were removed (the guards dropped, as an attacker with the file
+/// would) falls short of it and fails verification; the intact log reaches it.
+pub async fn a_cut_log_falls_short_of_its_head(backend: Arc<dyn Backend>) {
+    let sealed = seed(backend.as_ref(), "run-cut").await;
+    let store = backend.store();
+    let head = store.load_run("run-cut").await.expect("load_run").expect("the run").evidence_head;
+    assert_eq!((head.seq, head.hash.as_str()), (3, sealed[2].hash.as_str()), "the head is the last entry");
+    let log = store.evidence("run-cut", 0).await.expect("evidence");
+    assert_eq!(verify_log(&log, &head, "run-cut"), Ok(()));
+
+    let unguard = match backend.name() {
+        "sqlite" => "DROP TRIGGER evidence_is_append_only_delete",
+        _ => "ALTER TABLE evidence DISABLE TRIGGER evidence_is_append_only",
+    };
+    backend.execute(unguard).await.expect("the guard is dropped");
+    let cut = backend.execute("DELETE FROM evidence WHERE run_id = 'run-cut' AND seq = 3").await;
+    assert_eq!(cut, Ok(1), "the last entry is removed");
+    let log = store.evidence("run-cut", 0).await.expect("evidence");
+    assert_eq!(verify_chain(&log), Ok(()), "what is left still links up");
+    let head = store.load_run("run-cut").await.expect("load_run").expect("the run").evidence_head;
+    assert_eq!(head.seq, 3, "removing entries does not move the head back");
+    let broken = verify_log(&log, &head, "run-cut").expect_err("a cut log is found out");
+    assert_eq!(broken.seq, 3);
+    assert!(broken.problem.contains("the last ones were removed"), "{broken}");
 }
 
 /// A stored row the store cannot read back is reported, not unwrapped.
