@@ -42,7 +42,12 @@ pub(crate) fn summary(kind: EvidenceKind, payload: &Value) -> String {
         EvidenceKind::SignalApplied => {
             let applied = payload.get("applied").and_then(Value::as_bool).unwrap_or(true);
             let seq = payload.get("seq").and_then(Value::as_i64).unwrap_or_default();
-            Some(format!("signal {seq} ({}){}", text("kind"), if applied { "" } else { ": unreadable, skipped" }))
+            let why = match (applied, payload.get("refused").and_then(Value::as_str)) {
+                (true, _) => String::new(),
+                (false, Some(why)) => format!(": refused, {}", first_line(why, 100)),
+                (false, None) => ": unreadable, skipped".to_owned(),
+            };
+            Some(format!("signal {seq} ({}){why}", text("kind")))
         }
         EvidenceKind::ResumePlanned => payload.get("calls").and_then(Value::as_array).map(|calls| {
             let plans: Vec<String> = calls

@@ -335,7 +335,35 @@ async fn show(args: ShowArgs) -> Result<(), Failure> {
             text.push_str(&format!("{:<10} {line}\n", ""));
         }
     }
-    let waiting = stored.waiting();
+    // A decision stored but not applied yet (the run has not resumed) is said as such,
+    // not left as waiting.
+    let cursor = stored.state.as_ref().map_or(0, |s| s.signal_cursor);
+    let stored_decisions: BTreeMap<String, (i64, &'static str)> = store
+        .pending_signals(&record.id, cursor)
+        .await
+        .map_err(store_failure)?
+        .into_iter()
+        .filter_map(|pending| match serde_json::from_value::<Signal>(pending.payload) {
+            Ok(Signal::Approval { call_id, decision }) => {
+                let word = match decision {
+                    ApprovalDecision::Reject { .. } => "rejected",
+                    _ => "approved",
+                };
+                Some((call_id.to_string(), (pending.seq, word)))
+            }
+            _ => None,
+        })
+        .collect();
+    let (decided, waiting): (Vec<&PendingCall>, Vec<&PendingCall>) =
+        stored.waiting().into_iter().partition(|c| stored_decisions.contains_key(c.call_id.as_str()));
+    if !decided.is_empty() {
+        text.push_str("decided, applied when the run resumes:\n");
+        for call in decided {
+            let (seq, word) = stored_decisions[call.call_id.as_str()];
+            let label = crate::render::call_label(&call.tool, &call.effective_arguments().to_string());
+            text.push_str(&format!("  {}  {label}: {word} (signal {seq})\n", call.call_id));
+        }
+    }
     if !waiting.is_empty() {
         text.push_str("waiting for a person:\n");
         for call in waiting {

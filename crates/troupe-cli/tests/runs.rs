@@ -249,7 +249,15 @@ fn runs_reject_finishes_the_run_without_the_write() {
     let (id, output) = scene.run(&["Write hello"]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
 
-    let reject = scene.troupe(&["runs", "reject", &id, "toolu_1", "--reason", "not today"]);
+    // Stored only: the run has not taken it yet, and `show` says so rather than "waiting".
+    let stored = scene.troupe(&["runs", "reject", &id, "toolu_1", "--reason", "not today", "--no-resume"]);
+    assert_eq!(stored.status.code(), Some(0), "{}", stderr(&stored));
+    let show = stdout(&scene.troupe(&["runs", "show", &id]));
+    assert!(!show.lines().any(|l| l == "waiting for a person:"), "{show}");
+    assert!(show.lines().any(|l| l == "decided, applied when the run resumes:"), "{show}");
+    assert!(show.contains("toolu_1  fs.write hello.txt: rejected (signal 1)"), "{show}");
+
+    let reject = scene.troupe(&["runs", "resume", &id]);
     let err = stderr(&reject);
     assert_eq!(reject.status.code(), Some(0), "{err}");
     assert!(err.contains("✗ fs.write hello.txt: The user rejected this tool call: not today"), "{err}");

@@ -280,7 +280,8 @@ impl Run {
             self.deliver_stored(state).await;
         }
         while let Some(signal) = self.queued.pop_front() {
-            self.deliver(state, signal).await;
+            // Refused live signals are reported as events (`signal_refused`); none is stored.
+            let _ = self.deliver(state, signal).await;
         }
         self.take_revision(state, model).await;
         if self.cancel.is_cancelled() {
@@ -366,20 +367,22 @@ impl Run {
         };
         for stored in pending {
             state.signal_cursor = state.signal_cursor.max(stored.seq);
-            let signal = serde_json::from_value::<Signal>(stored.payload.clone());
-            let applied = signal.is_ok();
-            match signal {
-                Ok(signal) => self.deliver(state, signal).await,
+            let refused = match serde_json::from_value::<Signal>(stored.payload.clone()) {
+                Ok(signal) => self.deliver(state, signal).await.err(),
                 Err(error) => {
-                    tracing::warn!(run = %run_id, seq = stored.seq, %error, "a stored signal cannot be read; skipped")
+                    tracing::warn!(run = %run_id, seq = stored.seq, %error, "a stored signal cannot be read; skipped");
+                    Some(format!("it cannot be read: {error}"))
                 }
-            }
-            self.recorder.note_signal(&stored, applied);
+            };
+            // A refused signal (a second decision about a call already decided, say) is
+            // recorded as refused, with why.
+            self.recorder.note_signal(&stored, refused.as_deref());
         }
     }
 
-    /// Runs the signal's hooks and applies it; a signal the run cannot take is reported.
-    async fn deliver(&mut self, state: &mut RunState, signal: Signal) {
+    /// Runs the signal's hooks and applies it; a signal the run cannot take is reported,
+    /// and why is returned.
+    async fn deliver(&mut self, state: &mut RunState, signal: Signal) -> Result<(), String> {
         let kind = signal.kind();
         let refused = if !self.spec.accepts(kind) {
             Some(RuntimeError::SignalNotAccepted { kind })
@@ -398,7 +401,9 @@ impl Run {
             tracing::warn!(run = %state.run_id, %kind, %error, "signal refused");
             let value = serde_json::json!({"kind": kind, "error": error.to_string()});
             self.emitter.emit(AgentEventKind::Custom { name: "signal_refused".into(), value }).await;
+            return Err(error.to_string());
         }
+        Ok(())
     }
 
     /// Emits a result event for every tool result added to the conversation since the

@@ -269,9 +269,12 @@ impl Journal {
         self.store.pending_signals(run_id, cursor).await
     }
 
-    /// The `signal applied` entry for the next checkpoint.
-    pub(crate) fn note_signal(&mut self, signal: &StoredSignal, applied: bool) {
-        let payload = json!({"seq": signal.seq, "kind": signal.kind, "applied": applied});
+    /// The `signal applied` entry for the next checkpoint: applied, or refused with why.
+    pub(crate) fn note_signal(&mut self, signal: &StoredSignal, refused: Option<&str>) {
+        let payload = match refused {
+            None => json!({"seq": signal.seq, "kind": signal.kind, "applied": true}),
+            Some(why) => json!({"seq": signal.seq, "kind": signal.kind, "applied": false, "refused": why}),
+        };
         self.note(NewEvidence::new(EvidenceKind::SignalApplied, payload));
     }
 

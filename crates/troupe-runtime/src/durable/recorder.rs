@@ -178,12 +178,12 @@ impl Recorder {
         recording.journal.signals_at_boundary(run_id, cursor, fresh).await
     }
 
-    /// Notes that the stored `signal` was taken (`applied`, or unreadable) for the next
-    /// checkpoint.
-    pub(crate) fn note_signal(&mut self, signal: &StoredSignal, applied: bool) {
+    /// Notes that the stored `signal` was taken (applied, or `refused` with why) for the
+    /// next checkpoint.
+    pub(crate) fn note_signal(&mut self, signal: &StoredSignal, refused: Option<&str>) {
         if let Recorder::Store(recording) = self {
             recording.unsaved_signals = true;
-            recording.journal.note_signal(signal, applied);
+            recording.journal.note_signal(signal, refused);
         }
     }
 

@@ -443,6 +443,35 @@ fn a_paused_run_is_decided_later_and_finished_by_a_worker() {
     assert_eq!(world.file("notes.txt"), "1\n");
 }
 
+/// Two decisions stored for one call: the first is applied, the second refused — and the
+/// log says so, with why, instead of calling both applied.
+#[test]
+fn a_second_decision_about_a_call_is_logged_as_refused() {
+    let world = World::new([MockTurn::tool_call("c1", "notes.append", json!({"line": 1})), MockTurn::text("done")]);
+    process().block_on(async {
+        let runner = world.runner("cli").await;
+        let output =
+            runner.start(spec(ApprovalPolicy::default()), RunInput::new("write")).output().await.expect("ends");
+        assert!(matches!(output.outcome, RunOutcome::Paused { .. }));
+        let store = world.store().await;
+        let run_id = output.run_id.to_string();
+        send_signal(store.as_ref(), &run_id, &Signal::approval("c1", ApprovalDecision::Approve)).await.expect("stored");
+        let reject = Signal::approval("c1", ApprovalDecision::Reject { reason: Some("changed my mind".into()) });
+        send_signal(store.as_ref(), &run_id, &reject).await.expect("stored");
+        let worker = QueueWorker::new(world.runner("worker").await).expect("a worker");
+        let output = worker.run_one().await.expect("works").expect("the decided run was queued");
+        assert!(output.is_completed(), "{:?}", output.outcome);
+        let log = store.evidence(&run_id, 0).await.expect("evidence");
+        let taken: Vec<&serde_json::Value> =
+            log.iter().filter(|e| e.kind == EvidenceKind::SignalApplied).map(|e| &e.payload).collect();
+        assert_eq!(taken.len(), 2, "{taken:?}");
+        assert_eq!(taken[0]["applied"], true, "{taken:?}");
+        assert_eq!(taken[1]["applied"], false, "the second decision was refused: {taken:?}");
+        assert!(taken[1]["refused"].as_str().is_some_and(|why| !why.is_empty()), "{taken:?}");
+    });
+    assert_eq!(world.file("notes.txt"), "1\n", "the call ran once, as first decided");
+}
+
 #[test]
 fn a_worker_takes_over_a_run_whose_worker_died() {
     let world = World::new([MockTurn::tool_call("c1", "kv.put", json!({"line": 3})), MockTurn::text("done")]);
