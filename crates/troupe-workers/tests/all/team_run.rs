@@ -43,7 +43,7 @@ async fn a_team_file_runs_from_code_with_every_member_and_their_events() {
     let files = files(&dir);
     let team = TeamRun::new(&files, workspace.path()).prepare().await.expect("the members build");
     let names: Vec<&str> = team.rows().iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["lead", "researcher", "reviewer"]);
+    assert_eq!(names, ["lead", "researcher", "reviewer", "writer"]);
     let (events, mut received) = mpsc::channel::<troupe_core::AgentEvent>(1024);
     let watcher = tokio::spawn(async move {
         let mut finished = Vec::new();
@@ -57,16 +57,16 @@ async fn a_team_file_runs_from_code_with_every_member_and_their_events() {
     let report = team.run("Describe this repository", Some(events), CancellationToken::new()).await;
     assert_eq!(report.failure(), None, "{report:?}");
     assert!(report.output.starts_with("The team worked on “Describe this repository”"), "{}", report.output);
-    for teammate in ["researcher", "reviewer"] {
+    for teammate in ["researcher", "reviewer", "writer"] {
         let line = report.output.lines().find(|l| l.starts_with(&format!("- {teammate}: "))).unwrap_or_default();
         assert!(line.contains(&format!("as {teammate}")), "{teammate}'s report reached the leader: {}", report.output);
     }
-    assert_eq!(report.records.len(), 3, "two delegated calls and the leader's: {:?}", report.records);
+    assert_eq!(report.records.len(), 4, "three delegated calls and the leader's: {:?}", report.records);
     assert!(report.records.iter().all(|r| r.success), "{:?}", report.records);
-    assert_eq!(report.firewall.passed, 2, "both reports passed the firewall");
+    assert_eq!(report.firewall.passed, 3, "every report passed the firewall");
     let mut finished = watcher.await.expect("the watcher ends with the team");
     finished.sort();
-    assert_eq!(finished, ["lead", "researcher", "reviewer"], "every member's events were passed on");
+    assert_eq!(finished, ["lead", "researcher", "reviewer", "writer"], "every member's events were passed on");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,7 +107,7 @@ async fn one_team_service_runs_the_team_many_times_at_once() {
         let (task, report) = run.await.expect("the run's task ends");
         assert_eq!(report.failure(), None, "{report:?}");
         assert!(report.output.contains(task), "each run answers its own task: {}", report.output);
-        assert_eq!(report.records.len(), 3, "each run has members of its own: {:?}", report.records);
+        assert_eq!(report.records.len(), 4, "each run has members of its own: {:?}", report.records);
         assert_eq!(report.usage.total(), report.tokens, "usage and tokens agree");
     }
 }
@@ -140,7 +140,7 @@ async fn a_team_run_with_a_store_is_recorded_as_a_tree_of_runs() {
         (files.team().name(), RunStatus::Completed, None)
     );
     assert_eq!(record.state["output"], report.output.as_str(), "what the team answered is its run's state");
-    assert_eq!(record.state["members"].as_array().map(Vec::len), Some(3));
+    assert_eq!(record.state["members"].as_array().map(Vec::len), Some(4));
     let refused = state_from_value(&root, record.state.clone()).expect_err("a team run is not an agent's run");
     assert!(refused.to_string().contains("is the run of team"), "{refused}");
 
@@ -157,16 +157,21 @@ async fn a_team_run_with_a_store_is_recorded_as_a_tree_of_runs() {
     let under_team = children(&root);
     assert_eq!(under_team.iter().map(|(agent, _)| agent.as_str()).collect::<Vec<_>>(), ["lead"], "{runs:?}");
     let under_lead: Vec<String> = children(&under_team[0].1).into_iter().map(|(agent, _)| agent).collect();
-    assert_eq!(under_lead, ["researcher", "reviewer"], "{runs:?}");
+    assert_eq!(under_lead, ["researcher", "reviewer", "writer"], "{runs:?}");
     assert!(runs.iter().all(|r| r.status == RunStatus::Completed), "every run of the tree ended: {runs:?}");
-    assert_eq!(runs.len(), 4, "the team's run and its three members' runs: {runs:?}");
+    assert_eq!(runs.len(), 5, "the team's run and its four members' runs: {runs:?}");
     store.close().await.expect("the store closes");
 }
 
-/// The example team (every member local) whose reviewer may write: the demo model then
-/// writes its summary, a call that needs approval.
+/// The example team (every member local) without its writer, whose reviewer may write:
+/// the demo model then writes its summary, the one call that needs approval.
 fn writing_team() -> TempDir {
-    let dir = example_team(str::to_owned);
+    let dir = example_team(|team| {
+        team.replace("[[team.members]]\nagent = \"writer\"\nisolation = \"local\"\n", "")
+            .replace(r#", "writer -> lead""#, "")
+    });
+    let team = std::fs::read_to_string(dir.path().join("team.toml")).expect("reads");
+    assert!(!team.contains(r#"agent = "writer""#) && !team.contains("writer -> lead"), "{team}");
     let reviewer = dir.path().join("agents/reviewer.toml");
     let text = std::fs::read_to_string(&reviewer).expect("reads the reviewer");
     let writing = text.replace(
