@@ -416,6 +416,18 @@ fn approval_team() -> TempDir {
     dir
 }
 
+/// The mock model of [`approval_team`]'s one task: the leader delegates, the coder asks
+/// to append `one` to `ledger.txt` (`call_s1`), then both answer. The runtime serves it.
+fn ledger_model() -> (tokio::runtime::Runtime, MockLlmServer) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    server.push(MockTurn::tool_call("call_d1", "delegate", serde_json::json!({"to": "coder", "brief": "Add a line"})));
+    server.push(MockTurn::tool_call("call_s1", "shell", serde_json::json!({"command": "echo one >> ledger.txt"})));
+    server.push(MockTurn::text("Appended one line."));
+    server.push(MockTurn::text("The coder appended one line."));
+    (runtime, server)
+}
+
 /// `troupe runs ARGS` in `cwd` with only `env` set.
 fn runs_with(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
@@ -436,12 +448,7 @@ fn runs_with(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 /// tree verifies.
 #[test]
 fn a_team_paused_for_a_members_call_goes_on_after_runs_approve() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
-    server.push(MockTurn::tool_call("call_d1", "delegate", serde_json::json!({"to": "coder", "brief": "Add a line"})));
-    server.push(MockTurn::tool_call("call_s1", "shell", serde_json::json!({"command": "echo one >> ledger.txt"})));
-    server.push(MockTurn::text("Appended one line."));
-    server.push(MockTurn::text("The coder appended one line."));
+    let (_runtime, server) = ledger_model();
     let dir = approval_team();
     let workspace = workspace("# Ledger");
     let url = server.url();
@@ -545,12 +552,7 @@ fn at_a_terminal(cwd: &Path, args: &[&str], env: &[(&str, &str)], answers: &[&st
 /// reaches the member's run and the team goes on to complete.
 #[test]
 fn at_a_terminal_a_members_call_is_asked_about_naming_its_path() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
-    server.push(MockTurn::tool_call("call_d1", "delegate", serde_json::json!({"to": "coder", "brief": "Add a line"})));
-    server.push(MockTurn::tool_call("call_s1", "shell", serde_json::json!({"command": "echo one >> ledger.txt"})));
-    server.push(MockTurn::text("Appended one line."));
-    server.push(MockTurn::text("The coder appended one line."));
+    let (_runtime, server) = ledger_model();
     let dir = approval_team();
     let workspace = workspace("# Ledger");
     let url = server.url();
@@ -619,12 +621,7 @@ fn a_queued_team_run_is_run_by_a_worker() {
 /// the member alone) back in the queue; a worker resumes the whole team.
 #[test]
 fn a_paused_team_decided_without_resuming_is_taken_up_by_a_worker() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
-    server.push(MockTurn::tool_call("call_d1", "delegate", serde_json::json!({"to": "coder", "brief": "Add a line"})));
-    server.push(MockTurn::tool_call("call_s1", "shell", serde_json::json!({"command": "echo one >> ledger.txt"})));
-    server.push(MockTurn::text("Appended one line."));
-    server.push(MockTurn::text("The coder appended one line."));
+    let (_runtime, server) = ledger_model();
     let dir = approval_team();
     let workspace = workspace("# Ledger");
     let url = server.url();

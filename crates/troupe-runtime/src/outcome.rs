@@ -118,6 +118,31 @@ pub struct RunOutput {
 }
 
 impl RunOutput {
+    /// The output of a run that ended with `outcome` in `state`: its answer is the
+    /// outcome's text, else the last model response's.
+    pub(crate) fn ended(
+        state: RunState,
+        outcome: RunOutcome,
+        cost_by_model: BTreeMap<String, ModelCost>,
+        duration: Duration,
+        events: Vec<AgentEvent>,
+    ) -> Self {
+        let text = outcome.text().map_or_else(|| state.last_assistant_text(), str::to_owned);
+        RunOutput {
+            run_id: state.run_id.clone(),
+            outcome,
+            text,
+            messages: state.messages.clone(),
+            usage: state.usage,
+            cost_usd: state.cost_usd,
+            cost_by_model,
+            tool_calls: state.tool_calls,
+            duration,
+            events,
+            state,
+        }
+    }
+
     /// Whether the agent finished its task.
     pub fn is_completed(&self) -> bool {
         self.outcome.is_completed()

@@ -525,20 +525,8 @@ impl Run {
         };
         self.emitter.emit(kind).await;
         state.event_seq = self.emitter.next_seq();
-        let text = outcome.text().map_or_else(|| state.last_assistant_text(), str::to_owned);
-        RunOutput {
-            run_id: state.run_id.clone(),
-            outcome,
-            text,
-            messages: state.messages.clone(),
-            usage: state.usage,
-            cost_usd: state.cost_usd,
-            cost_by_model: self.costs.by_model().clone(),
-            tool_calls: state.tool_calls,
-            duration: started.elapsed(),
-            events: self.emitter.take_events(),
-            state,
-        }
+        let cost_by_model = self.costs.by_model().clone();
+        RunOutput::ended(state, outcome, cost_by_model, started.elapsed(), self.emitter.take_events())
     }
 }
 

@@ -30,20 +30,7 @@ pub fn finished_output(record: RunRecord) -> Result<Option<RunOutput>, RuntimeEr
     let Some(outcome) = state.outcome.clone() else {
         return Ok(None);
     };
-    let text = outcome.text().map_or_else(|| state.last_assistant_text(), str::to_owned);
-    Ok(Some(RunOutput {
-        run_id: state.run_id.clone(),
-        outcome,
-        text,
-        messages: state.messages.clone(),
-        usage: state.usage,
-        cost_usd: state.cost_usd,
-        cost_by_model: BTreeMap::new(),
-        tool_calls: state.tool_calls,
-        duration: Duration::ZERO,
-        events: Vec::new(),
-        state,
-    }))
+    Ok(Some(RunOutput::ended(state, outcome, BTreeMap::new(), Duration::ZERO, Vec::new())))
 }
 
 #[cfg(test)]

@@ -163,6 +163,12 @@ async fn a_team_run_with_a_store_is_recorded_as_a_tree_of_runs() {
     store.close().await.expect("the store closes");
 }
 
+/// `future`'s output, or a failed test when it takes longer than `seconds`: a team that
+/// waits for a decision nobody gives would wait forever.
+async fn within<T>(seconds: u64, future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(seconds), future).await.expect("the team ended in time")
+}
+
 /// The example team (every member local) without its writer, whose reviewer may write:
 /// the demo model then writes its summary, the one call that needs approval.
 fn writing_team() -> TempDir {
@@ -189,6 +195,25 @@ async fn sqlite(workspace: &TempDir) -> std::sync::Arc<dyn troupe_store::Store> 
         .expect("the store opens")
 }
 
+/// The writing team recorded in `store`, run with nobody to ask until it pauses: its
+/// service (to resume it) and the paused run's report.
+async fn paused_team(
+    files: &TeamFiles,
+    workspace: &TempDir,
+    store: &std::sync::Arc<dyn troupe_store::Store>,
+) -> (troupe_workers::team_run::TeamService, troupe_workers::team_run::TeamReport) {
+    let service = TeamRun::new(files, workspace.path())
+        .approvals(troupe_workers::build::Approvals::Approver)
+        .store(troupe_runtime::Durability::new(store.clone()))
+        .service()
+        .await
+        .expect("the service opens");
+    let team = service.prepare().expect("the members build");
+    team.control().defer_approvals();
+    let report = within(120, team.run("Describe this repository", None, CancellationToken::new())).await;
+    (service, report)
+}
+
 /// From code, with nobody to ask: the member's call pauses the team (its run recorded
 /// paused, with the waiting call), a decision stored for the member's run is applied when
 /// the same service resumes the team by id, and the team completes — the members that
@@ -196,21 +221,12 @@ async fn sqlite(workspace: &TempDir) -> std::sync::Arc<dyn troupe_store::Store> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_team_paused_for_a_person_resumes_by_id_once_decided() {
     use troupe_runtime::durable::send_signal;
-    use troupe_runtime::{ApprovalDecision, Durability, Signal};
+    use troupe_runtime::{ApprovalDecision, Signal};
     use troupe_store::{RunFilter, RunStatus};
-    use troupe_workers::build::Approvals;
     let (dir, workspace) = (writing_team(), workspace());
     let files = files(&dir);
     let store = sqlite(&workspace).await;
-    let service = TeamRun::new(&files, workspace.path())
-        .approvals(Approvals::Approver)
-        .store(Durability::new(store.clone()))
-        .service()
-        .await
-        .expect("the service opens");
-    let team = service.prepare().expect("the members build");
-    team.control().defer_approvals();
-    let report = team.run("Describe this repository", None, CancellationToken::new()).await;
+    let (service, report) = paused_team(&files, &workspace, &store).await;
     let root = report.run_id.clone().expect("recorded").to_string();
     assert_eq!(report.paused.len(), 1, "{report:?}");
     let paused = &report.paused[0];
@@ -227,7 +243,7 @@ async fn a_team_paused_for_a_person_resumes_by_id_once_decided() {
     send_signal(store.as_ref(), paused.run_id.as_str(), &approve).await.expect("the decision is stored");
     let resumed = service.resume(&root, false).await.expect("the team resumes");
     assert_eq!(resumed.resumed_task(), Some("Describe this repository"));
-    let report = resumed.resume(None, CancellationToken::new()).await;
+    let report = within(120, resumed.resume(None, CancellationToken::new())).await;
     assert_eq!(report.failure(), None, "{report:?}");
     assert_eq!(report.run_id.as_ref().map(ToString::to_string).as_deref(), Some(root.as_str()));
     assert!(workspace.path().join("TROUPE_DEMO.md").exists(), "the approved write ran");
@@ -275,7 +291,7 @@ async fn a_members_call_is_decided_live_through_the_teams_control() {
         }
         asked
     });
-    let report = team.run("Describe this repository", Some(events), CancellationToken::new()).await;
+    let report = within(120, team.run("Describe this repository", Some(events), CancellationToken::new())).await;
     assert_eq!(report.failure(), None, "{report:?}");
     assert!(report.paused.is_empty());
     assert_eq!(person.await.expect("the person"), [("reviewer".to_owned(), "fs.write".to_owned())]);
@@ -293,15 +309,7 @@ async fn a_resume_refuses_what_it_cannot_honestly_resume() {
     let (dir, workspace) = (writing_team(), workspace());
     let files = files(&dir);
     let store = sqlite(&workspace).await;
-    let service = TeamRun::new(&files, workspace.path())
-        .approvals(Approvals::Approver)
-        .store(Durability::new(store.clone()))
-        .service()
-        .await
-        .expect("the service opens");
-    let team = service.prepare().expect("the members build");
-    team.control().defer_approvals();
-    let report = team.run("Describe this repository", None, CancellationToken::new()).await;
+    let (service, report) = paused_team(&files, &workspace, &store).await;
     let root = report.run_id.clone().expect("recorded").to_string();
     assert_eq!(report.paused.len(), 1, "{report:?}");
 
