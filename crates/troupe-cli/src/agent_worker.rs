@@ -129,6 +129,10 @@ fn build(prepared: &Prepared, task: &AgentTask) -> Result<Agent, String> {
         }
         spec.tools = Some(offered);
     }
+    if let Some(approvals) = task.approvals {
+        // The team's approval mode: `auto` runs such calls, `refuse` denies them.
+        troupe_workers::build::apply_approvals(&mut spec, runner.catalog(), approvals);
+    }
     setup::validate(&runner, &spec).map_err(describe)?;
     Ok(Agent::new(runner, spec))
 }

@@ -34,7 +34,8 @@
 //!   decides the call and resumes the team, whose finished members are answered from
 //!   their records, not run again. `auto` runs such calls, `never` refuses them (the model
 //!   is told why); with `--no-store` and no terminal, `ask` refuses them. A process
-//!   member's worker cannot ask anyone yet: its calls that need approval end its task.
+//!   member's worker follows `auto` and `never` too (the mode travels with its task);
+//!   under `ask` it cannot ask anyone yet, and its calls that need approval end its task.
 //!
 //! Output: the team's answer on stdout (with `--json`, every member's events as JSON lines,
 //! then one `team_finished` line), a line per member event of interest on stderr, then a

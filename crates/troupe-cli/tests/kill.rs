@@ -375,7 +375,14 @@ fn killed_at_random_the_run_completes_with_every_side_effect_once_postgres_worke
                 troupe::runtime::ApprovalDecision::Reject { reason: Some(format!("line {line} is in the file")) }
             };
             let signal = Signal::approval(call.as_str(), decision);
-            scene.runtime.block_on(send_signal(scene.store.as_ref(), &id, &signal)).expect("the decision is stored");
+            match scene.runtime.block_on(send_signal(scene.store.as_ref(), &id, &signal)) {
+                Ok(_) => {}
+                // An earlier decision was applied meanwhile and the run went on to its end:
+                // the next look sees it completed.
+                Err(troupe::runtime::RuntimeError::RunFinished) => {}
+                Err(troupe::runtime::RuntimeError::Store(troupe::store::StoreError::RunEnded { .. })) => {}
+                Err(error) => panic!("the decision is stored: {error:?}"),
+            }
             continue;
         }
         if scene.kills >= KILLS {

@@ -650,3 +650,21 @@ fn a_paused_team_decided_without_resuming_is_taken_up_by_a_worker() {
     assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
     assert_eq!(server.requests().len(), 4, "no model call made twice");
 }
+
+/// The team's approval mode reaches a process member's worker: under `--approve auto`
+/// the worker's write runs; under `never` it is refused and the member still reports.
+#[test]
+fn a_workers_calls_follow_the_teams_approval_mode() {
+    let dir = edited_example(|team| {
+        team.replace("agent = \"writer\"\nisolation = \"local\"", "agent = \"writer\"\nisolation = \"process\"")
+    });
+    for (mode, writes) in [("auto", true), ("never", false)] {
+        let workspace = workspace("# Gadget");
+        let args = ["run", "team.toml", "Describe this", "-w", text(workspace.path()), "--approve", mode];
+        let output = team(dir.path(), &args);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(0), "{mode}: {err}");
+        assert_eq!(row(&err, "writer").get(1..3), Some(&["member", "process"].map(String::from)[..]), "{err}");
+        assert_eq!(workspace.path().join("TROUPE_DEMO.md").exists(), writes, "{mode}: {err}");
+    }
+}

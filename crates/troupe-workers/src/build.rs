@@ -90,6 +90,24 @@ pub enum Approvals {
     Refuse,
 }
 
+/// Makes `spec`'s calls that need approval do as `approvals` says: wait for whoever
+/// approves (unchanged), run (`auto`), or be refused by a rule for each tool of `catalog`
+/// the spec offers that needs approval.
+pub fn apply_approvals(spec: &mut AgentSpec, catalog: &ToolCatalog, approvals: Approvals) {
+    match approvals {
+        Approvals::Approver => {}
+        Approvals::Auto => spec.approval.mode = ApprovalMode::Auto,
+        Approvals::Refuse => {
+            let names = spec.tools.clone().unwrap_or_default();
+            for name in names {
+                if catalog.get(&name).is_some_and(|t| t.declaration().requires_approval()) {
+                    spec.approval = spec.approval.clone().rule(ApprovalRule::deny(name));
+                }
+            }
+        }
+    }
+}
+
 /// Ceilings put on the agent's own limits (a team's budget, a report timeout).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Ceilings {
@@ -248,18 +266,7 @@ pub fn build(build: AgentBuild<'_>) -> Result<Built, BuildError> {
     }
     spec.tools = Some(available);
     apply_ceilings(&mut spec, build.ceilings);
-    match build.approvals {
-        Approvals::Approver => {}
-        Approvals::Auto => spec.approval.mode = ApprovalMode::Auto,
-        Approvals::Refuse => {
-            let names = spec.tools.clone().unwrap_or_default();
-            for name in names {
-                if catalog.get(&name).is_some_and(|t| t.declaration().requires_approval()) {
-                    spec.approval = spec.approval.rule(ApprovalRule::deny(name));
-                }
-            }
-        }
-    }
+    apply_approvals(&mut spec, &catalog, build.approvals);
 
     let providers = providers_for(definition, build.config, &mut notes)?;
     let workspace = Workspace::new(build.workspace).map_err(RuntimeError::Workspace)?;

@@ -351,7 +351,7 @@ fn worker(
         None => worker_tools,
     };
     let policy = policy.allowing(allowed);
-    Ok((config.tool_policy(policy), note))
+    Ok((config.tool_policy(policy).approvals(setting.approvals), note))
 }
 
 /// A member as the team sees it: its events go to the team's sink whoever runs it (a

@@ -47,6 +47,10 @@ pub struct AgentTask {
     /// How many heartbeat intervals of silence make a side hung (0: the worker's default).
     #[serde(default)]
     pub missed_heartbeats: u32,
+    /// What the agent's calls that need approval do, as its team says (a worker cannot
+    /// ask anyone itself); absent: they end the task paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<crate::build::Approvals>,
     /// Streams payloads both ways without SHA-256 checksums (for unoptimized builds, where
     /// hashing costs more than the transfer).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -44,6 +44,9 @@ pub struct WorkerConfig {
     pub artifact_dir: Option<PathBuf>,
     /// How long a cancelled worker has to send its result before it is killed.
     pub cancel_grace: Duration,
+    /// What the worker's calls that need approval do (its team's mode); `None`: they end
+    /// its task paused, as nobody can be asked from a worker.
+    pub approvals: Option<crate::build::Approvals>,
 }
 
 impl WorkerConfig {
@@ -64,6 +67,7 @@ impl WorkerConfig {
             tool_policy: ToolPolicy::default(),
             artifact_dir: None,
             cancel_grace: Duration::from_secs(2),
+            approvals: None,
         }
     }
 
@@ -148,6 +152,12 @@ impl WorkerConfig {
     /// Sets the tool policy.
     pub fn tool_policy(mut self, policy: ToolPolicy) -> Self {
         self.tool_policy = policy;
+        self
+    }
+
+    /// Makes the worker's calls that need approval do as `approvals` says.
+    pub fn approvals(mut self, approvals: crate::build::Approvals) -> Self {
+        self.approvals = Some(approvals);
         self
     }
 

@@ -109,6 +109,7 @@ impl ProcessMember {
             Err(error) => return self.failed(&task.task_id, error, Vec::new()),
         };
         task.tools = task.tools.and(&self.config.tool_policy);
+        task.approvals = task.approvals.or(self.config.approvals);
         task.heartbeat_ms = millis(self.config.heartbeat_interval).max(1);
         task.missed_heartbeats = self.config.missed_heartbeats;
         let caller_deadline = task.deadline_ms;

@@ -47,6 +47,7 @@ fn every_frame() -> Vec<Frame> {
         outputs: TaskOutputs { files: vec!["out/report.md".into()], echo_payloads: true },
         heartbeat_ms: 250,
         missed_heartbeats: 4,
+        approvals: Some(troupe_workers::build::Approvals::Auto),
         skip_checksums: true,
     };
     let result = AgentResult {
