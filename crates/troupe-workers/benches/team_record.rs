@@ -1,11 +1,11 @@
 //! `team_record`: what recording a team run costs, against the same team unrecorded,
 //! measured in the same process.
 //!
-//! The team is the repository's example (`examples/team`: a leader delegating to two
+//! The team is the repository's example (`examples/team`: a leader delegating to three
 //! teammates on the offline demo model, every member in this process), run from code as
 //! an SDK user runs it (`TeamRun` … `PreparedTeam::run`). The recorded passes give it a
 //! SQLite store (`TeamRun::store`; WAL, `synchronous = FULL`, as the CLI's default), so
-//! the team's own run and its three members' runs are written as durable runs.
+//! the team's own run and its four members' runs are written as durable runs.
 //!
 //! Passes alternate, unrecorded then recorded, three times; each reports CPU time (user +
 //! system, every thread, `/proc/self/stat`) and wall time per team run. The ratio of the
@@ -85,7 +85,7 @@ fn main() {
         let total = (rounds * runs) as f64;
         let per = |(cpu, wall): (f64, Duration)| (cpu / total, wall.as_secs_f64() * 1e6 / total);
         let (plain, recorded) = (per(plain), per(recorded));
-        println!("team_record: {} team runs each (leader + 2 members, demo model, every member local)", total);
+        println!("team_record: {} team runs each (leader + 3 members, demo model, every member local)", total);
         println!("team_record: unrecorded  {:>9.0} µs CPU  {:>9.0} µs wall per team run", plain.0, plain.1);
         println!("team_record: recorded    {:>9.0} µs CPU  {:>9.0} µs wall per team run", recorded.0, recorded.1);
         println!(
