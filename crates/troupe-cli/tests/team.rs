@@ -35,8 +35,13 @@ fn team(cwd: &Path, args: &[&str]) -> Output {
 
 /// `troupe team ARGS` in `cwd` with only `env` (and `PATH`) set.
 fn team_with(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    troupe_with(cwd, "team", args, env)
+}
+
+/// `troupe COMMAND ARGS` in `cwd` with only `env` (and `PATH`) set.
+fn troupe_with(cwd: &Path, command_name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
-    command.arg("team").args(args).current_dir(cwd).env_clear();
+    command.arg(command_name).args(args).current_dir(cwd).env_clear();
     // Process members find their shell and programs.
     if let Some(path) = std::env::var_os("PATH") {
         command.env("PATH", path);
@@ -428,17 +433,9 @@ fn ledger_model() -> (tokio::runtime::Runtime, MockLlmServer) {
     (runtime, server)
 }
 
-/// `troupe runs ARGS` in `cwd` with only `env` set.
+/// `troupe runs ARGS` in `cwd` with only `env` (and `PATH`) set.
 fn runs_with(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
-    command.arg("runs").args(args).current_dir(cwd).env_clear();
-    if let Some(path) = std::env::var_os("PATH") {
-        command.env("PATH", path);
-    }
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    command.output().expect("the binary runs")
+    troupe_with(cwd, "runs", args, env)
 }
 
 /// Without a terminal, a member's call that needs approval pauses the whole team,
@@ -595,13 +592,7 @@ fn a_queued_team_run_is_run_by_a_worker() {
     assert!(run_id.starts_with("run_"), "the id on stdout: {run_id}");
     assert!(!workspace.path().join("TROUPE_DEMO.md").exists(), "nothing ran yet");
 
-    let worker = Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args(["worker", "--once", "--poll-ms", "50", "-w", ws])
-        .current_dir(workspace.path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .output()
-        .expect("the worker runs");
+    let worker = troupe_with(workspace.path(), "worker", &["--once", "--poll-ms", "50", "-w", ws], &[]);
     let err = stderr(&worker);
     assert_eq!(worker.status.code(), Some(0), "{err}");
     assert!(err.contains(&format!("claimed {run_id}")) && err.contains(&format!("ended {run_id} completed")), "{err}");
@@ -636,14 +627,7 @@ fn a_paused_team_decided_without_resuming_is_taken_up_by_a_worker() {
     let stored = runs_with(dir.path(), &["approve", &team_run, "call_s1", "--no-resume", "-w", ws], &env);
     assert_eq!(stored.status.code(), Some(0), "{}", stderr(&stored));
     assert!(!workspace.path().join("ledger.txt").exists(), "stored, not applied");
-    let worker = Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args(["worker", "--once", "--poll-ms", "50", "-w", ws])
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .envs(env)
-        .output()
-        .expect("the worker runs");
+    let worker = troupe_with(dir.path(), "worker", &["--once", "--poll-ms", "50", "-w", ws], &env);
     let err = stderr(&worker);
     assert_eq!(worker.status.code(), Some(0), "{err}");
     assert!(err.contains(&format!("ended {team_run} completed")), "the worker took the team, not the member: {err}");
