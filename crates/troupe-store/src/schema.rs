@@ -50,4 +50,5 @@ pub const TABLES: &[&str] = &[
     "schedules",
     "memories",
     "work_items",
+    "evidence_heads",
 ];

@@ -214,8 +214,7 @@ async fn an_older_schema_is_migrated_forward() {
         sqlx::query("DROP TABLE memories").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE work_items").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TRIGGER evidence_moves_the_head").execute(store.pool()).await.expect("drops");
-        sqlx::query("ALTER TABLE runs DROP COLUMN evidence_seq").execute(store.pool()).await.expect("drops");
-        sqlx::query("ALTER TABLE runs DROP COLUMN evidence_hash").execute(store.pool()).await.expect("drops");
+        sqlx::query("DROP TABLE evidence_heads").execute(store.pool()).await.expect("drops");
         sqlx::query("UPDATE troupe_meta SET value = '1' WHERE key = 'schema_version'")
             .execute(store.pool())
             .await

@@ -25,7 +25,8 @@ impl RunRepository for SqliteStore {
         Box::pin(async move {
             let row = sqlx::query(
                 "SELECT id, agent, status, activity, conversation_id, parent_run_id, input, state, created_at, \
-                 updated_at, evidence_seq, evidence_hash FROM runs WHERE id = ?",
+                 updated_at, COALESCE(h.seq, 0) AS evidence_seq, COALESCE(h.hash, '') AS evidence_hash \
+                 FROM runs LEFT JOIN evidence_heads h ON h.run_id = runs.id WHERE id = ?",
             )
             .bind(run_id)
             .fetch_optional(&self.pool)
