@@ -652,3 +652,35 @@ fn a_workers_calls_follow_the_teams_approval_mode() {
         assert_eq!(workspace.path().join("TROUPE_DEMO.md").exists(), writes, "{mode}: {err}");
     }
 }
+
+/// A team whose agent file changed after it paused is not resumed as if it had not: the
+/// resume is refused (exit 2) naming the file; `--force` resumes it as the files are now.
+#[test]
+fn a_team_whose_files_changed_resumes_only_when_forced() {
+    let (_runtime, server) = ledger_model();
+    let dir = approval_team();
+    let workspace = workspace("# Ledger");
+    let url = server.url();
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+    let ws = text(workspace.path());
+    let paused = team_with(dir.path(), &["run", "team.toml", "Keep the ledger", "-w", ws, "--json"], &env);
+    assert_eq!(paused.status.code(), Some(1), "{}", stderr(&paused));
+    let finished: serde_json::Value =
+        serde_json::from_str(stdout(&paused).lines().last().expect("a last line")).expect("team_finished");
+    let team_run = finished["run_id"].as_str().expect("the team's run id").to_owned();
+    let coder = dir.path().join("agents/coder.toml");
+    let text_now = std::fs::read_to_string(&coder).expect("reads the coder");
+    std::fs::write(&coder, format!("{text_now}\n# edited after the pause\n")).expect("edits the coder");
+
+    let stored = runs_with(dir.path(), &["approve", &team_run, "call_s1", "--no-resume", "-w", ws], &env);
+    assert_eq!(stored.status.code(), Some(0), "{}", stderr(&stored));
+    let refused = runs_with(dir.path(), &["resume", &team_run, "-w", ws], &env);
+    let err = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains("coder.toml changed") && err.contains("force"), "{err}");
+    assert!(!workspace.path().join("ledger.txt").exists(), "nothing ran");
+
+    let forced = runs_with(dir.path(), &["resume", &team_run, "--force", "-w", ws], &env);
+    assert_eq!(forced.status.code(), Some(0), "{}", stderr(&forced));
+    assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
+}
