@@ -647,12 +647,6 @@ async fn foreground(
     if record.status.is_terminal() {
         return Err(finished(record));
     }
-    // A team's run is refused with the runtime's word for it; an agent's state is read once, below.
-    if tree::is_team(record)
-        && let Err(error) = state_from_value(&record.id, record.state.clone())
-    {
-        return Err(Failure::Usage(error.into()));
-    }
     let stored = Stored::read(record);
     let Some(input) = &stored.input else {
         return Err(Failure::Run(anyhow!("the stored input of run {} cannot be read by this troupe", record.id)));

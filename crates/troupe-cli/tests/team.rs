@@ -433,6 +433,16 @@ fn ledger_model() -> (tokio::runtime::Runtime, MockLlmServer) {
     (runtime, server)
 }
 
+/// Runs [`approval_team`] (in `dir`) on its ledger task in `ws` with nobody to ask: it
+/// pauses for the coder's call (exit 1); the team's run id.
+fn paused_ledger_team(dir: &Path, ws: &str, env: &[(&str, &str)]) -> String {
+    let paused = team_with(dir, &["run", "team.toml", "Keep the ledger", "-w", ws, "--json"], env);
+    assert_eq!(paused.status.code(), Some(1), "{}", stderr(&paused));
+    let finished: serde_json::Value =
+        serde_json::from_str(stdout(&paused).lines().last().expect("a last line")).expect("team_finished");
+    finished["run_id"].as_str().expect("the team's run id").to_owned()
+}
+
 /// `troupe runs ARGS` in `cwd` with only `env` (and `PATH`) set.
 fn runs_with(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     troupe_with(cwd, "runs", args, env)
@@ -618,11 +628,7 @@ fn a_paused_team_decided_without_resuming_is_taken_up_by_a_worker() {
     let url = server.url();
     let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
     let ws = text(workspace.path());
-    let paused = team_with(dir.path(), &["run", "team.toml", "Keep the ledger", "-w", ws, "--json"], &env);
-    assert_eq!(paused.status.code(), Some(1), "{}", stderr(&paused));
-    let finished: serde_json::Value =
-        serde_json::from_str(stdout(&paused).lines().last().expect("a last line")).expect("team_finished");
-    let team_run = finished["run_id"].as_str().expect("the team's run id").to_owned();
+    let team_run = paused_ledger_team(dir.path(), ws, &env);
 
     let stored = runs_with(dir.path(), &["approve", &team_run, "call_s1", "--no-resume", "-w", ws], &env);
     assert_eq!(stored.status.code(), Some(0), "{}", stderr(&stored));
@@ -663,11 +669,7 @@ fn a_team_whose_files_changed_resumes_only_when_forced() {
     let url = server.url();
     let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
     let ws = text(workspace.path());
-    let paused = team_with(dir.path(), &["run", "team.toml", "Keep the ledger", "-w", ws, "--json"], &env);
-    assert_eq!(paused.status.code(), Some(1), "{}", stderr(&paused));
-    let finished: serde_json::Value =
-        serde_json::from_str(stdout(&paused).lines().last().expect("a last line")).expect("team_finished");
-    let team_run = finished["run_id"].as_str().expect("the team's run id").to_owned();
+    let team_run = paused_ledger_team(dir.path(), ws, &env);
     let coder = dir.path().join("agents/coder.toml");
     let text_now = std::fs::read_to_string(&coder).expect("reads the coder");
     std::fs::write(&coder, format!("{text_now}\n# edited after the pause\n")).expect("edits the coder");
