@@ -315,6 +315,8 @@ pub(crate) struct RunArgs {
     /// Print the run's events as JSON lines on stdout instead of text.
     #[arg(long, conflicts_with = "worker")]
     json: bool,
+    #[command(flatten)]
+    sandbox: setup::SandboxArgs,
 }
 
 impl RunArgs {
@@ -357,6 +359,7 @@ pub(crate) async fn run(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure>
         ceilings: Ceilings::default(),
         memory: build::memory_store(&workspace, std::iter::once(&definition)).await?,
         mcp: Some(&mcp),
+        sandbox: &args.sandbox.choice()?,
     })?;
     for note in &built.notes {
         eprintln!("note: {note}");

@@ -112,7 +112,8 @@ fn build(prepared: &Prepared, task: &AgentTask) -> Result<Agent, String> {
         }
         (None, Err(e)) => return Err(format!("the task's spec is not a valid agent spec: {e}")),
     };
-    let runner = setup::runner(&prepared.workspace, providers).map_err(describe)?;
+    let sandbox = troupe_workers::build::SandboxChoice::load(None).map_err(|e| e.to_string())?;
+    let runner = setup::runner(&prepared.workspace, providers, &sandbox).map_err(describe)?;
     if let Some(definition) = &prepared.definition {
         // The file's denied tools leave the catalog, not only the approval policy.
         let policy = definition.tool_policy();

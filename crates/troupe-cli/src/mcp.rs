@@ -45,6 +45,8 @@ pub(crate) struct ServeArgs {
     /// How tool calls that need approval are decided.
     #[arg(long, value_enum, default_value_t = ServeApprove::Never, value_name = "MODE")]
     approve: ServeApprove,
+    #[command(flatten)]
+    sandbox: setup::SandboxArgs,
 }
 
 /// Runs a `troupe mcp` subcommand.
@@ -84,6 +86,7 @@ async fn serve(dirs: &ConfigDirs, args: ServeArgs) -> Result<(), Failure> {
     let definitions = || selected.iter().map(|a| &a.definition);
     let memory = build::memory_store(&workspace, definitions()).await?;
     let mcp = build::connect_mcp_each(definitions()).await?;
+    let sandbox = args.sandbox.choice()?;
     let mut served = Vec::new();
     for definition in definitions() {
         let built = build::build(AgentBuild {
@@ -95,6 +98,7 @@ async fn serve(dirs: &ConfigDirs, args: ServeArgs) -> Result<(), Failure> {
             ceilings: Ceilings::default(),
             memory: memory.clone(),
             mcp: mcp.get(definition.id()),
+            sandbox: &sandbox,
         })?;
         for note in &built.notes {
             eprintln!("note: {note}");

@@ -54,6 +54,8 @@ pub(crate) struct RunArgs {
     model: Option<String>,
     #[command(flatten)]
     place: StoreArgs,
+    #[command(flatten)]
+    sandbox: setup::SandboxArgs,
     /// Record nothing: no store is opened, and `--approve ask` without a terminal rejects.
     #[arg(long)]
     no_store: bool,
@@ -105,7 +107,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), Failure> {
     };
     let workspace = args.place.workspace()?;
     let spec = setup::coding_spec(model, policy, args.max_iterations, args.budget_usd);
-    let runner = setup::runner(&workspace, providers)?;
+    let runner = setup::runner(&workspace, providers, &args.sandbox.choice()?)?;
     // A run that cannot start (a missing key) leaves no store behind.
     setup::validate(&runner, &spec)?;
     let durability = match args.no_store {

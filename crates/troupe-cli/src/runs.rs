@@ -100,6 +100,8 @@ pub(crate) struct ForegroundArgs {
     /// Print the run's events as JSON lines on stdout instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    sandbox: crate::setup::SandboxArgs,
 }
 
 /// Arguments of `troupe runs resume`.
@@ -620,7 +622,7 @@ fn team_foreground(options: &ForegroundArgs) -> crate::team::Foreground {
         Approve::Auto => crate::team::TeamApprove::Auto,
         Approve::Never => crate::team::TeamApprove::Never,
     };
-    crate::team::Foreground { json: options.json, approve }
+    crate::team::Foreground { json: options.json, approve, sandbox: options.sandbox.clone() }
 }
 
 /// Exit 2: a finished run takes nothing more.
@@ -654,7 +656,7 @@ async fn foreground(
     let config = crate::load_config()?;
     let providers = crate::providers(&config)?;
     let workspace = place.workspace()?;
-    let runner = setup::runner(&workspace, providers)?;
+    let runner = setup::runner(&workspace, providers, &options.sandbox.choice()?)?;
     setup::validate(&runner, &input.spec)?;
     let runner = runner.with_store(Durability::new(store));
     let handle = match runner.resume_run(&record.id, None).await {

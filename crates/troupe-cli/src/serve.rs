@@ -37,6 +37,8 @@ pub(crate) struct ServeArgs {
     /// Record nothing: runs going at shutdown are cancelled instead of resumed on the next start.
     #[arg(long)]
     no_store: bool,
+    #[command(flatten)]
+    sandbox: setup::SandboxArgs,
     /// The model of the built-in coding agent `troupe` [default: TROUPE_MODEL, then troupe.toml, then demo].
     #[arg(long, value_name = "ID")]
     model: Option<String>,
@@ -100,7 +102,8 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
         Some(audit) => runner.with_audit_log(Arc::clone(audit)),
         None => runner,
     };
-    let runner = with_audit(setup::runner(&workspace, providers)?);
+    let sandbox = args.sandbox.choice()?;
+    let runner = with_audit(setup::runner(&workspace, providers, &sandbox)?);
     setup::validate(&runner, &spec)?;
     let mut launcher = ServeLauncher { agents: BTreeMap::new(), teams: BTreeMap::new() };
     launcher.agents.insert(
@@ -127,6 +130,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
             ceilings: Ceilings::default(),
             memory: memory.clone(),
             mcp: Some(&mcp),
+            sandbox: &sandbox,
         });
         match built {
             Ok(built) => {
@@ -150,7 +154,8 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
         let mut run = TeamRun::new(&files, workspace.clone())
             .config(config.clone())
             .approvals(Approvals::Approver)
-            .memory(memory.clone());
+            .memory(memory.clone())
+            .sandbox(sandbox.clone());
         if let Some(durability) = &durability {
             run = run.store(durability.clone());
         }

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use troupe::runtime::durable::Durability;
 use troupe::runtime::{Agent, AgentSpec, ApprovalPolicy, ApprovalRule, Limits, Runner, RuntimeError};
-use troupe::tools::{ToolCatalog, Workspace};
+use troupe::tools::{SandboxMode, ToolCatalog, Workspace};
 use troupe_model::Providers;
+use troupe_workers::build::SandboxChoice;
 
 /// The name every run of the coding agent is recorded under.
 pub(crate) const AGENT_NAME: &str = "troupe";
@@ -33,11 +34,37 @@ pub(crate) fn workspace_dir(dir: Option<&Path>) -> Result<PathBuf, Failure> {
     Ok(workspace)
 }
 
-/// The runner of every coding agent: the built-in tools confined to `workspace`, models
-/// resolved by `providers`. It records nothing until given a store
+/// `--sandbox`: how the commands an agent runs are confined.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub(crate) struct SandboxArgs {
+    /// How the commands the agent runs (`shell`, `git`) are confined: read-only,
+    /// workspace-write (writes only in the workspace, no network) or full (unconfined)
+    /// [default: `[sandbox] mode` of an agent file, then of ./troupe.toml, then workspace-write].
+    #[arg(long, env = "TROUPE_SANDBOX", value_name = "MODE", value_parser = parse_sandbox_mode)]
+    pub(crate) sandbox: Option<SandboxMode>,
+}
+
+impl SandboxArgs {
+    /// `./troupe.toml`'s `[sandbox]`, under this choice.
+    pub(crate) fn choice(&self) -> Result<SandboxChoice, Failure> {
+        SandboxChoice::load(self.sandbox).map_err(|e| Failure::Usage(e.into()))
+    }
+}
+
+fn parse_sandbox_mode(text: &str) -> Result<SandboxMode, String> {
+    text.parse().map_err(|e: troupe::tools::UnknownMode| e.to_string())
+}
+
+/// The runner of every coding agent: the built-in tools confined to `workspace` and
+/// `sandbox`, models resolved by `providers`. It records nothing until given a store
 /// ([`Runner::with_store`]).
-pub(crate) fn runner(workspace: &Path, providers: Providers) -> Result<Runner, Failure> {
+pub(crate) fn runner(workspace: &Path, providers: Providers, sandbox: &SandboxChoice) -> Result<Runner, Failure> {
     let workspace = Workspace::new(workspace).map_err(|e| Failure::Usage(RuntimeError::Workspace(e).into()))?;
+    let confined = sandbox.for_agent(&Default::default(), workspace.root());
+    if confined.mode() == SandboxMode::Full {
+        eprintln!("sandbox: full: the commands the agent runs are not confined");
+    }
+    let workspace = workspace.with_sandbox(confined);
     let catalog = ToolCatalog::with_tools(troupe::tools::coding_tools())
         .map_err(|source| Failure::Usage(RuntimeError::Catalog { agent: AGENT_NAME.to_owned(), source }.into()))?;
     Ok(Runner::new(Arc::new(providers), Arc::new(catalog), Arc::new(workspace)))

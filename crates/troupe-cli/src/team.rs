@@ -117,6 +117,8 @@ pub(crate) struct RunArgs {
     /// Print every member's events as JSON lines on stdout, then a `team_finished` line.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    sandbox: setup::SandboxArgs,
     /// Where the team's run and its members' runs are recorded: `sqlite://PATH` (or a
     /// file path) or `postgres://USER@HOST/DB` [default: .troupe/troupe.db in the
     /// workspace].
@@ -197,8 +199,9 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
             Some(Durability::new(crate::store::open(&place.url(&workspace)).await?).with_owner(unique_owner("team")))
         }
     };
-    let how = Foreground { json: args.json, approve: args.approve };
-    let service = service(&files, &workspace, durability.as_ref(), approvals(how, durability.is_some())).await?;
+    let how = Foreground { json: args.json, approve: args.approve, sandbox: args.sandbox.clone() };
+    let service =
+        service(&files, &workspace, durability.as_ref(), approvals(&how, durability.is_some()), &how.sandbox).await?;
     if args.detach {
         let run_id = service.enqueue(&task).await.map_err(|e| Failure::Run(anyhow!(e)))?;
         println!("{run_id}");
@@ -217,12 +220,14 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
 }
 
 /// How a team is followed in the foreground.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Foreground {
     /// Every member's events as JSON lines on stdout.
     pub(crate) json: bool,
     /// What becomes of a member's call that needs approval.
     pub(crate) approve: TeamApprove,
+    /// How the members' commands are confined.
+    pub(crate) sandbox: setup::SandboxArgs,
 }
 
 /// Whether a person can be asked here (stdin and stderr are a terminal).
@@ -231,7 +236,7 @@ fn at_terminal() -> bool {
 }
 
 /// What a new team's members' calls that need approval do, as `how` says.
-fn approvals(how: Foreground, recorded: bool) -> Approvals {
+fn approvals(how: &Foreground, recorded: bool) -> Approvals {
     match how.approve {
         TeamApprove::Auto => Approvals::Auto,
         TeamApprove::Never => Approvals::Refuse,
@@ -247,8 +252,10 @@ async fn service(
     workspace: &Path,
     durability: Option<&Durability>,
     approvals: Approvals,
+    sandbox: &setup::SandboxArgs,
 ) -> Result<TeamService, Failure> {
-    let mut run = TeamRun::new(files, workspace).config(crate::load_config()?).approvals(approvals);
+    let mut run =
+        TeamRun::new(files, workspace).config(crate::load_config()?).approvals(approvals).sandbox(sandbox.choice()?);
     if let Some(durability) = durability {
         run = run.store(durability.clone());
     }
@@ -378,6 +385,8 @@ pub(crate) struct QueuedTeams {
     pub(crate) store: std::sync::Arc<dyn troupe::store::Store>,
     /// How long the lease lasts without a heartbeat.
     pub(crate) lease_ttl: std::time::Duration,
+    /// How the teams' members' commands are confined.
+    pub(crate) sandbox: setup::SandboxArgs,
 }
 
 impl ClaimedRuns for QueuedTeams {
@@ -386,7 +395,7 @@ impl ClaimedRuns for QueuedTeams {
     }
 
     fn run(&self, lease: Lease) -> BoxFuture<'static, Result<RunStatus, RuntimeError>> {
-        let (store, ttl) = (std::sync::Arc::clone(&self.store), self.lease_ttl);
+        let (store, ttl, sandbox) = (std::sync::Arc::clone(&self.store), self.lease_ttl, self.sandbox.clone());
         Box::pin(async move {
             let renewing = {
                 let (store, mut held) = (std::sync::Arc::clone(&store), lease.clone());
@@ -401,8 +410,8 @@ impl ClaimedRuns for QueuedTeams {
                     }
                 })
             };
-            let (runtime, claimed, run_id) =
-                (tokio::runtime::Handle::current(), std::sync::Arc::clone(&store), lease.run_id.clone());
+            let (runtime, claimed, run_id, sandbox) =
+                (tokio::runtime::Handle::current(), std::sync::Arc::clone(&store), lease.run_id.clone(), sandbox);
             // The team's foreground is not a `Send` future: it runs on a thread of its own,
             // on this runtime.
             let ran = tokio::task::spawn_blocking(move || {
@@ -411,7 +420,7 @@ impl ClaimedRuns for QueuedTeams {
                         .load_run(&run_id)
                         .await?
                         .ok_or_else(|| troupe::store::StoreError::UnknownRun { run_id: run_id.clone() })?;
-                    let how = Foreground { json: false, approve: TeamApprove::Ask };
+                    let how = Foreground { json: false, approve: TeamApprove::Ask, sandbox };
                     match resume(claimed, &record, false, how).await {
                         // A team that paused or failed is recorded so; the worker reads its status.
                         Ok(()) | Err(Failure::Run(_)) => Ok(()),
@@ -454,7 +463,7 @@ pub(crate) async fn resume(
     let durability = Durability::new(store).with_owner(unique_owner("team"));
     // The members decide as they did when the team started; `how` says who answers.
     let approvals = input.approvals.unwrap_or(Approvals::Approver);
-    let service = service(&files, &workspace, Some(&durability), approvals).await?;
+    let service = service(&files, &workspace, Some(&durability), approvals, &how.sandbox).await?;
     let prepared = service.resume(&record.id, force).await.map_err(|e| match e {
         TeamResumeError::Store(_) | TeamResumeError::Build(_) => Failure::Run(anyhow!(e)),
         _ => Failure::Usage(anyhow!(e)),

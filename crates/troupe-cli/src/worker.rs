@@ -33,6 +33,8 @@ are logged on stderr: `claimed RUN`, `ended RUN STATUS`.")]
 pub(crate) struct WorkerArgs {
     #[command(flatten)]
     place: StoreArgs,
+    #[command(flatten)]
+    sandbox: setup::SandboxArgs,
     /// The most runs at once.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     concurrency: u32,
@@ -65,9 +67,14 @@ pub(crate) async fn run(args: WorkerArgs) -> Result<(), Failure> {
     let owner = unique_owner("worker");
     let durability = Durability::new(Arc::clone(&store)).with_lease_ttl(args.lease_ttl).with_owner(owner.clone());
     // Nobody reads a worker's runs live: their events need not be kept.
-    let runner = setup::runner(&workspace, providers)?.with_store(durability).keep_events(false);
+    let runner =
+        setup::runner(&workspace, providers, &args.sandbox.choice()?)?.with_store(durability).keep_events(false);
     let poll = Duration::from_millis(args.poll_ms);
-    let teams = crate::team::QueuedTeams { store: Arc::clone(&store), lease_ttl: args.lease_ttl };
+    let teams = crate::team::QueuedTeams {
+        store: Arc::clone(&store),
+        lease_ttl: args.lease_ttl,
+        sandbox: args.sandbox.clone(),
+    };
     let mut worker = QueueWorker::new(runner)
         .map_err(|e| Failure::Usage(e.into()))?
         .concurrency(usize::try_from(args.concurrency).unwrap_or(1))

@@ -350,3 +350,53 @@ fn a_spent_budget_stops_the_run_before_the_next_call_and_exits_1() {
     assert_eq!(summary_row(&err, "cost (USD)").as_deref(), Some("$0.0045"), "{err}");
     assert!(err.ends_with("error: the run stopped: its usd budget ran out (--budget-usd)\n"), "{err}");
 }
+
+/// `--sandbox`, over `troupe.toml`'s `[sandbox]`, over the default `workspace-write`: what
+/// the command may do, and what the model is told about it.
+#[test]
+fn the_sandbox_is_the_flags_then_troupe_tomls_then_workspace_write() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let url = server.url();
+    let run = |dirs: &Dirs, extra: &[&str]| {
+        server.push(MockTurn::tool_call("toolu_1", "shell", json!({"command": "echo made > made.txt"})));
+        server.push(MockTurn::text("Done."));
+        let mut args = vec!["--model", "anthropic/claude-sonnet-4-5", "-w", dirs.workspace(), "--approve", "auto"];
+        args.extend_from_slice(extra);
+        args.push("Make a file");
+        let before = server.requests().len();
+        let output = troupe(
+            dirs.cwd.path(),
+            &args,
+            &[("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", &url), ("PATH", "/usr/bin:/bin")],
+        );
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let result = server.requests()[before + 1].body["messages"].to_string();
+        (dirs.workspace.path().join("made.txt").exists(), result, stderr(&output))
+    };
+
+    let default = Dirs::new();
+    let (made, result, _) = run(&default, &[]);
+    assert!(made, "workspace-write writes the workspace");
+    assert!(result.contains("sandbox: workspace-write ("), "the model is told the sandbox: {result}");
+
+    let configured = Dirs::new();
+    std::fs::write(configured.cwd.path().join("troupe.toml"), "[sandbox]\nmode = \"read-only\"\n")
+        .expect("troupe.toml");
+    let (made, result, _) = run(&configured, &[]);
+    assert!(!made, "troupe.toml's read-only writes nothing");
+    assert!(result.contains("sandbox: read-only ("), "{result}");
+
+    let (made, result, err) = run(&configured, &["--sandbox", "full"]);
+    assert!(made, "--sandbox full wins over troupe.toml");
+    assert!(result.contains("sandbox: full (unconfined)"), "{result}");
+    assert!(err.contains("sandbox: full: the commands the agent runs are not confined"), "{err}");
+
+    let bad = troupe(default.cwd.path(), &["--sandbox", "open", "-w", default.workspace(), "hi"], &[]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("unknown sandbox mode `open`"), "{}", stderr(&bad));
+    std::fs::write(configured.cwd.path().join("troupe.toml"), "[sandbox]\nnetwork = \"yes\"\n").expect("troupe.toml");
+    let invalid = troupe(configured.cwd.path(), &["-w", configured.workspace(), "hi"], &[]);
+    assert_eq!(invalid.status.code(), Some(2), "{}", stderr(&invalid));
+    assert!(stderr(&invalid).contains("troupe.toml:2:11"), "the table's error names its place: {}", stderr(&invalid));
+}

@@ -243,8 +243,20 @@ impl Run {
                 Action::RunTools(calls) => self.run_tools(state, catalog, calls).await,
                 Action::AwaitApproval(requests) => {
                     let mut waits = Vec::new();
-                    for request in requests {
+                    for mut request in requests {
                         if self.paused.insert(request.call_id.clone()) {
+                            // A person deciding on a command sees how it will be confined (an
+                            // interrupted call keeps the reason that says so, which callers read).
+                            let uncertain =
+                                state.pending_calls.iter().any(|c| c.call_id == request.call_id && c.uncertain);
+                            if !uncertain
+                                && catalog.get(&request.tool).is_some_and(|tool| {
+                                    tool.declaration().access.contains(&troupe_tools::Access::Shell)
+                                })
+                            {
+                                let mode = self.workspace.sandbox().mode();
+                                request.reason = format!("{} (sandbox: {mode})", request.reason);
+                            }
                             let payload = serde_json::json!({"tool": request.tool, "reason": request.reason});
                             waits.push(
                                 NewEvidence::new(EvidenceKind::ApprovalWait, payload)

@@ -9,11 +9,15 @@
 //! for a symlink between the check and the use (a race only something already running
 //! inside the workspace can win) is outside what this layer can prevent; run untrusted
 //! agents in a worker process or container for that.
+//!
+//! The programs tools start (`shell`, `git`) are confined by the workspace's
+//! [`Sandbox`]: `workspace-write` unless it is set otherwise.
 
 use crate::error::ToolError;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use troupe_sandbox::Sandbox;
 
 /// The longest path, in bytes, a tool accepts (Linux's `PATH_MAX`).
 pub const MAX_PATH_BYTES: usize = 4096;
@@ -22,10 +26,12 @@ pub const MAX_COMPONENT_BYTES: usize = 255;
 /// How much of a refused path an error message repeats.
 const SHOWN_PATH_CHARS: usize = 120;
 
-/// A confined directory: its canonical root and the rules for resolving paths under it.
+/// A confined directory: its canonical root, the rules for resolving paths under it, and
+/// the sandbox of the programs tools start in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workspace {
     root: PathBuf,
+    sandbox: Sandbox,
 }
 
 impl Workspace {
@@ -40,7 +46,18 @@ impl Workspace {
                 message: "the workspace root is not a directory".into(),
             });
         }
-        Ok(Workspace { root })
+        Ok(Workspace { root, sandbox: Sandbox::default() })
+    }
+
+    /// The same workspace, with the programs tools start confined by `sandbox`.
+    pub fn with_sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// The sandbox of the programs tools start here.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
     }
 
     /// The canonical root directory.

@@ -6,7 +6,8 @@ use common::{Fixture, SECRET, assert_outside, err, ok};
 use serde_json::json;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use troupe_tools::ToolError;
+use std::sync::Arc;
+use troupe_tools::{Sandbox, SandboxMode, ToolContext, ToolError, Workspace};
 
 #[tokio::test]
 async fn parent_dir_climbing_is_refused() {
@@ -163,5 +164,38 @@ async fn non_utf8_file_names_are_shown_lossily() {
 async fn shell_runs_in_the_workspace_root() {
     let fx = Fixture::new();
     let outcome = fx.call("shell", json!({"command": "pwd"})).await;
-    assert_eq!(ok(&outcome), format!("exit code: 0\n--- stdout ---\n{}\n", fx.root.display()));
+    let text = ok(&outcome);
+    let (headline, rest) = text.split_once('\n').expect("a headline");
+    assert_eq!(headline, "exit code: 0");
+    let (sandbox, streams) = rest.split_once('\n').expect("the sandbox line");
+    assert!(sandbox.starts_with("sandbox: workspace-write (landlock ABI "), "{sandbox}");
+    assert_eq!(streams, format!("--- stdout ---\n{}\n", fx.root.display()));
+}
+
+/// The README's promise: the built-in tools, `shell` included, stay in the workspace.
+#[tokio::test]
+async fn shell_cannot_read_write_or_delete_beside_the_workspace() {
+    let fx = Fixture::new();
+    let dir = fx.outside.display();
+    for command in [
+        format!("cat {dir}/secret.txt"),
+        "cd .. && cat outside/secret.txt".to_owned(),
+        format!("echo planted > {dir}/planted.txt"),
+        format!("rm -f {dir}/secret.txt"),
+        "cat /proc/1/environ".to_owned(),
+    ] {
+        let outcome = fx.call("shell", json!({"command": command})).await;
+        let text = ok(&outcome);
+        assert!(!text.contains(SECRET), "`{command}` read outside: {text}");
+        assert!(!text.starts_with("exit code: 0"), "`{command}` succeeded: {text}");
+    }
+    assert!(fx.outside.join("secret.txt").exists(), "nothing beside the workspace was deleted");
+    assert!(!fx.outside.join("planted.txt").exists(), "nothing beside the workspace was written");
+
+    // The same command unconfined reaches the file: the sandbox, not chance, stopped it.
+    let full = Workspace::new(&fx.root).expect("workspace").with_sandbox(Sandbox::new(SandboxMode::Full));
+    let ctx = ToolContext::new(Arc::new(full));
+    let outcome = fx.catalog.invoke("shell", json!({"command": format!("cat {dir}/secret.txt")}), &ctx).await;
+    assert!(ok(&outcome).contains(SECRET), "in `full` the command reads anywhere");
+    assert!(ok(&outcome).contains("sandbox: full (unconfined)"));
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use troupe_mcp::{McpConfigError, McpError, McpSection, McpToolset};
 use troupe_model::{Env, ModelConfig, ProcessEnv, Providers};
 use troupe_runtime::{Agent, AgentSpec, ApprovalMode, ApprovalRule, Runner, RuntimeError};
+use troupe_sandbox::{Sandbox, SandboxConfigError, SandboxMode, SandboxSettings};
 use troupe_store::{Store, StoreError};
 use troupe_team::MemoryScope;
 use troupe_tools::{Tool, ToolCatalog, Workspace};
@@ -42,6 +43,9 @@ pub enum BuildError {
     /// An MCP server could not be used.
     #[error(transparent)]
     Mcp(#[from] McpError),
+    /// `troupe.toml`'s `[sandbox]` is not valid.
+    #[error(transparent)]
+    SandboxConfig(#[from] SandboxConfigError),
     /// The store for memories could not be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -138,6 +142,32 @@ pub struct AgentBuild<'a> {
     /// Its MCP servers, connected ([`connect_mcp`]); their tools are offered unless the file
     /// denies them or lists only some tools of their server in `[[tools]]`.
     pub mcp: Option<&'a McpToolset>,
+    /// How the commands its tools run are confined, before and after its own `[sandbox]`.
+    pub sandbox: &'a SandboxChoice,
+}
+
+/// Where an agent's sandbox comes from: `troupe.toml`'s `[sandbox]`, under the agent file's,
+/// under what the command line chose (`--sandbox`), which wins.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SandboxChoice {
+    /// `troupe.toml`'s `[sandbox]`.
+    pub project: SandboxSettings,
+    /// The command line's choice.
+    pub command_line: SandboxSettings,
+}
+
+impl SandboxChoice {
+    /// `troupe.toml`'s `[sandbox]` ([`CONFIG_FILE`] in the current directory), under
+    /// `mode` when the command line chose one.
+    pub fn load(mode: Option<SandboxMode>) -> Result<Self, BuildError> {
+        let project = troupe_sandbox::load_project_settings(CONFIG_FILE)?;
+        Ok(SandboxChoice { project, command_line: SandboxSettings { mode, ..SandboxSettings::default() } })
+    }
+
+    /// The sandbox of an agent whose file says `own`, in `workspace`.
+    pub fn for_agent(&self, own: &SandboxSettings, workspace: &Path) -> Sandbox {
+        self.command_line.over(&own.over(&self.project)).sandbox(workspace)
+    }
 }
 
 /// The MCP servers of `definition`: [`CONFIG_FILE`]'s `[[mcp.servers]]`, with the file's
@@ -270,6 +300,11 @@ pub fn build(build: AgentBuild<'_>) -> Result<Built, BuildError> {
 
     let providers = providers_for(definition, build.config, &mut notes)?;
     let workspace = Workspace::new(build.workspace).map_err(RuntimeError::Workspace)?;
+    let sandbox = build.sandbox.for_agent(&definition.sandbox, workspace.root());
+    if sandbox.mode() == SandboxMode::Full {
+        notes.push(format!("{id}: sandbox full: the commands it runs are not confined"));
+    }
+    let workspace = workspace.with_sandbox(sandbox);
     let runner = Runner::new(Arc::new(providers), Arc::new(catalog), Arc::new(workspace));
     runner.validate(&spec).map_err(|e| runtime(e).context(of_file(definition)))?;
     Ok(Built { agent: Agent::new(runner, spec), notes })

@@ -94,6 +94,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use troupe_mcp::McpSection;
 use troupe_runtime::{AgentSpec, ApprovalPolicy, ApprovalRule};
+use troupe_sandbox::SandboxSettings;
 
 /// An agent file: who the agent is, how its worker runs, its model, tools, prompt,
 /// memory, reporting and retries.
@@ -122,6 +123,9 @@ pub struct AgentDefinition {
     /// `[retry]`.
     #[serde(default)]
     pub retry: RetrySection,
+    /// `[sandbox]`: how the commands its tools run are confined, over `troupe.toml`'s.
+    #[serde(default, skip_serializing_if = "SandboxSettings::is_empty")]
+    pub sandbox: SandboxSettings,
     /// The file it was read from (`{agent_file}`).
     #[serde(skip)]
     source: PathBuf,

@@ -3,7 +3,7 @@
 //! records its results and passes its report through the firewall; and the strategy that
 //! runs them.
 
-use crate::build::{self, AgentBuild, Approvals, BuildError, Ceilings};
+use crate::build::{self, AgentBuild, Approvals, BuildError, Ceilings, SandboxChoice};
 use crate::definition::AgentDefinition;
 use crate::process::{Backoff, ProcessMember, WorkerConfig};
 use crate::registry::{AgentRegistry, RegisteredAgent};
@@ -140,6 +140,8 @@ pub struct Setting<'a> {
     pub durability: Option<Durability>,
     /// What the team's caller holds over the local members' runs.
     pub control: TeamControl,
+    /// How the local members' commands are confined.
+    pub sandbox: &'a SandboxChoice,
 }
 
 /// Builds the team `setting` describes.
@@ -276,6 +278,7 @@ fn local(
         ceilings,
         memory: setting.memory.clone(),
         mcp: setting.mcp.get(definition.id()),
+        sandbox: setting.sandbox,
     })?;
     // Member runs are followed through their events; their outputs need not keep them too.
     let runner = built.agent.runner().clone().keep_events(false);

@@ -23,7 +23,7 @@
 //! # }
 //! ```
 
-use crate::build::{self, Approvals, BuildError};
+use crate::build::{self, Approvals, BuildError, SandboxChoice};
 use crate::registry::AgentRegistry;
 use crate::team::{Assembled, Record, Row, Setting, TeamResult, Work};
 use crate::team_file::{Isolation, TeamFile};
@@ -98,6 +98,7 @@ pub struct TeamRun<'a> {
     approvals: Approvals,
     memory: Option<Option<Arc<dyn Store>>>,
     durability: Option<Durability>,
+    sandbox: SandboxChoice,
 }
 
 impl<'a> TeamRun<'a> {
@@ -111,7 +112,15 @@ impl<'a> TeamRun<'a> {
             approvals: Approvals::Refuse,
             memory: None,
             durability: None,
+            sandbox: SandboxChoice::default(),
         }
+    }
+
+    /// How the local members' commands are confined: `troupe.toml`'s `[sandbox]` under
+    /// each agent file's, under the command line's choice (default: `workspace-write`).
+    pub fn sandbox(mut self, sandbox: SandboxChoice) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     /// Records each run of the team in `durability`'s store: the team's own run, its
@@ -160,6 +169,7 @@ impl<'a> TeamRun<'a> {
             memory,
             mcp,
             durability: self.durability,
+            sandbox: self.sandbox,
         })
     }
 
@@ -180,6 +190,7 @@ pub struct TeamService {
     memory: Option<Arc<dyn Store>>,
     mcp: BTreeMap<String, McpToolset>,
     durability: Option<Durability>,
+    sandbox: SandboxChoice,
 }
 
 impl TeamService {
@@ -204,6 +215,7 @@ impl TeamService {
             mcp: self.mcp.clone(),
             durability: self.durability.clone(),
             control: control.clone(),
+            sandbox: &self.sandbox,
         };
         let assembled = crate::team::assemble(&setting)?;
         Ok(PreparedTeam {

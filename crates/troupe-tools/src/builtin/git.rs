@@ -1,4 +1,5 @@
-//! `git.status` and `git.diff`: the `git` binary, run read-only in the workspace.
+//! `git.status` and `git.diff`: the `git` binary, run read-only in the workspace, in the
+//! `read-only` sandbox (unless the workspace's sandbox is `full`).
 //!
 //! Git is told not to take optional locks, not to run an fsmonitor hook, external diff
 //! drivers or textconv filters (all of which a repository's config can point at arbitrary
@@ -16,6 +17,7 @@ use serde::Deserialize;
 use serde_json::json;
 use std::ffi::OsString;
 use std::time::Duration;
+use troupe_sandbox::{Sandbox, SandboxMode};
 
 /// How long a git command may run.
 const GIT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -109,9 +111,16 @@ async fn git(ctx: &ToolContext, args: &[&str]) -> Result<String, ToolError> {
         timeout: GIT_TIMEOUT,
         output_limit: GIT_OUTPUT_LIMIT,
         cancel: ctx.cancel.clone(),
+        sandbox: match ctx.workspace.sandbox().mode() {
+            SandboxMode::Full => ctx.workspace.sandbox().clone(),
+            _ => Sandbox::new(SandboxMode::ReadOnly),
+        },
     };
-    let outcome = process::run(spec).await.map_err(|error| {
-        ToolError::failed(format!("could not run `git` ({error}); git must be installed and on PATH"))
+    let outcome = process::run(spec).await.map_err(|error| match error {
+        troupe_sandbox::SandboxError::Spawn { source, .. } => {
+            ToolError::failed(format!("could not run `git` ({source}); git must be installed and on PATH"))
+        }
+        refused => ToolError::failed(refused.to_string()),
     })?;
     let subcommand = args.first().copied().unwrap_or_default();
     match outcome.ending {

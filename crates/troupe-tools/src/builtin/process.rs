@@ -7,6 +7,9 @@
 //! timeout or cancellation), the whole group gets `SIGKILL`: processes a command starts do
 //! not outlive it, and a backgrounded grandchild cannot keep the output pipes open. This
 //! needs no unsafe code: `nix::sys::signal::killpg` wraps the system call safely.
+//!
+//! The child is started in a [`Sandbox`]; a mode the kernel cannot enforce is refused
+//! before anything runs.
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -18,6 +21,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use troupe_sandbox::{Sandbox, SandboxError, SandboxReport};
 
 /// How long to wait for the output pipes to close after the group was killed; only a
 /// process that left the group can hold them open longer.
@@ -34,6 +38,8 @@ pub(crate) struct ProcessSpec {
     /// Bytes kept of each of stdout and stderr.
     pub output_limit: usize,
     pub cancel: CancellationToken,
+    /// How the process is confined.
+    pub sandbox: Sandbox,
 }
 
 /// How the process ended.
@@ -68,6 +74,8 @@ pub(crate) struct ProcessOutcome {
     pub ending: Ending,
     pub stdout: Captured,
     pub stderr: Captured,
+    /// How the process was confined.
+    pub sandbox: SandboxReport,
 }
 
 /// Kills the process group and stops the readers when dropped, however the run ends.
@@ -94,8 +102,8 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Runs `spec`. Fails only when the process cannot be started.
-pub(crate) async fn run(spec: ProcessSpec) -> std::io::Result<ProcessOutcome> {
+/// Runs `spec`. Fails only when the process cannot be started (or not in its sandbox).
+pub(crate) async fn run(spec: ProcessSpec) -> Result<ProcessOutcome, SandboxError> {
     let mut command = tokio::process::Command::new(&spec.program);
     command
         .args(&spec.args)
@@ -107,7 +115,10 @@ pub(crate) async fn run(spec: ProcessSpec) -> std::io::Result<ProcessOutcome> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    let mut child = command.spawn()?;
+    // Held to the end: the sandbox's temporary directory goes with it.
+    let mut confined = spec.sandbox.spawn(command, &spec.cwd).await?;
+    let report = confined.report.clone();
+    let child = &mut confined.child;
     let mut guard = GroupGuard { pgid: None, readers: Vec::new() };
     guard.pgid = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
 
@@ -121,7 +132,10 @@ pub(crate) async fn run(spec: ProcessSpec) -> std::io::Result<ProcessOutcome> {
     }
 
     let ending = tokio::select! {
-        status = child.wait() => Ending::Exited(status?),
+        status = child.wait() => Ending::Exited(status.map_err(|source| SandboxError::Spawn {
+            program: spec.program.to_string_lossy().into_owned(),
+            source,
+        })?),
         () = tokio::time::sleep(spec.timeout) => Ending::TimedOut,
         () = spec.cancel.cancelled() => Ending::Cancelled,
     };
@@ -137,7 +151,7 @@ pub(crate) async fn run(spec: ProcessSpec) -> std::io::Result<ProcessOutcome> {
         stoppers.iter().for_each(tokio::task::AbortHandle::abort);
     }
     let take = |slot: &Arc<Mutex<Captured>>| slot.lock().map(|c| c.clone()).unwrap_or_default();
-    Ok(ProcessOutcome { ending, stdout: take(&stdout), stderr: take(&stderr) })
+    Ok(ProcessOutcome { ending, stdout: take(&stdout), stderr: take(&stderr), sandbox: report })
 }
 
 /// Reads `pipe` to its end, keeping the first `limit` bytes and counting the rest.

@@ -1,4 +1,5 @@
-//! `shell`: a command run by `sh -c` in the workspace, with a scrubbed environment.
+//! `shell`: a command run by `sh -c` in the workspace, in its sandbox, with a scrubbed
+//! environment.
 
 use super::human_bytes;
 use super::process::{self, Captured, Ending, ProcessSpec};
@@ -33,6 +34,12 @@ pub struct ShellArgs {
 /// workspace root and an environment scrubbed down to `PATH`, `HOME`, `LANG`, `TERM=dumb`
 /// and the variables allowed with [`ShellTool::allow_env`].
 ///
+/// The command runs in the workspace's [`Sandbox`](troupe_sandbox::Sandbox)
+/// (`workspace-write` by default: it writes only the workspace and a private temporary
+/// directory, reads only the system and the workspace, and has no network); a mode the
+/// kernel cannot enforce is refused before anything runs. The result's first line names
+/// the mode, so the model and the run's evidence both know how the command was confined.
+///
 /// The command runs in its own process group; on timeout or cancellation, and when the
 /// command itself exits, the whole group is killed, so nothing it started lingers (see the
 /// module docs of the process runner). Standard input is empty; stdout and stderr are each
@@ -63,7 +70,8 @@ impl ShellTool {
             "shell",
             "Run a shell command (sh -c) in the workspace root and return its exit code, stdout and stderr. \
              The environment is minimal (PATH, HOME, LANG, TERM=dumb) and standard input is empty; \
-             use non-interactive commands. Long outputs are cut.",
+             use non-interactive commands. Long outputs are cut. The command runs in a sandbox, named in \
+             the result: by default it can write only in the workspace and $TMPDIR, and has no network.",
             schema_for::<ShellArgs>(),
             Effect::ExternalSideEffect,
         );
@@ -158,23 +166,24 @@ impl ShellTool {
             timeout,
             output_limit: self.output_limit,
             cancel: ctx.cancel.clone(),
+            sandbox: ctx.workspace.sandbox().clone(),
         };
-        let outcome = process::run(spec)
-            .await
-            .map_err(|error| ToolError::failed(format!("could not start `{}`: {error}", self.shell.display())))?;
+        let outcome = process::run(spec).await.map_err(|error| ToolError::failed(error.to_string()))?;
         let streams = render_streams(&outcome.stdout, &outcome.stderr);
         let mut structured = json!({
             "stdout": outcome.stdout.text(),
             "stderr": outcome.stderr.text(),
             "stdout_truncated": outcome.stdout.truncated(),
             "stderr_truncated": outcome.stderr.truncated(),
+            "sandbox": outcome.sandbox,
         });
         match outcome.ending {
             Ending::Cancelled => Err(ToolError::Cancelled),
             Ending::TimedOut => Err(ToolError::failed(format!(
                 "the command did not finish within {} and was killed (with every process it started). \
-                 Use a longer timeout_secs, run less at once, or avoid commands that wait for input.\n{streams}",
-                HumanDuration(timeout)
+                 Use a longer timeout_secs, run less at once, or avoid commands that wait for input.\n{}\n{streams}",
+                HumanDuration(timeout),
+                outcome.sandbox
             ))),
             Ending::Exited(status) => {
                 let headline = match (status.code(), status.signal()) {
@@ -184,7 +193,7 @@ impl ShellTool {
                 };
                 structured["exit_code"] = json!(status.code());
                 structured["signal"] = json!(status.signal());
-                Ok(ToolOutput::text(format!("{headline}\n{streams}")).with_structured(structured))
+                Ok(ToolOutput::text(format!("{headline}\n{}\n{streams}", outcome.sandbox)).with_structured(structured))
             }
         }
     }
