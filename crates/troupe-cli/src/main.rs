@@ -33,8 +33,8 @@
 //! are looked for instead of `./.troupe` and `~/.config/troupe`.
 //!
 //! Every durable command takes `--store URL` (`$TROUPE_STORE`; `sqlite://PATH`, a file
-//! path, or `postgres://…`) and `--workspace DIR`; the default store is
-//! `.troupe/troupe.db` in the workspace (the current directory by default).
+//! path, or `postgres://…`) and `--workspace DIR`; the default store is the workspace's
+//! own (the current directory by default), kept outside it in the user's data directory.
 //!
 //! Results go to stdout and diagnostics to stderr; `--json` prints JSON lines on stdout.
 //! Exit codes: 0 success, 1 the run did not complete or a check failed (for `troupe run`:
@@ -281,6 +281,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 fn main() -> ExitCode {
+    // The keys troupe holds are in its environment: a process that is not dumpable has its
+    // `/proc/PID/environ` (and memory) closed to other processes of the same user, not
+    // only to the sandboxed ones (which see no `/proc/PID` at all). It also writes no core
+    // dump.
+    let _ = nix::sys::prctl::set_dumpable(false);
     // clap exits with code 2 on a usage error, as the CLI conventions want.
     let cli = Cli::parse();
     let agent_worker =

@@ -41,7 +41,7 @@ file, running a command) is put to you on the terminal: [y]es, [n]o, [a]lways (t
 run) or [e]dit (type replacement JSON arguments). With no terminal (a pipe, CI), the run pauses and is recorded: \
 decide each waiting call with `troupe runs approve RUN CALL` or `troupe runs reject RUN CALL`, which resume it. \
 With --no-store, ask without a terminal rejects such calls with \"no terminal to ask; rerun with --approve auto\".\n\n\
-Recording: every run is recorded in the store (--store, default .troupe/troupe.db in the workspace), its id \
+Recording: every run is recorded in the store (--store, default the workspace's own store in the user's data directory, outside the workspace), its id \
 printed on stderr as `run ID`; see `troupe runs --help`. --detach queues the run for `troupe worker` instead.\n\n\
 Output: the agent's text on stdout (with --json, every event as one JSON line instead), tool calls and a summary \
 table (outcome, steps, tokens, cost, duration) on stderr. Ctrl-C cancels the run.\n\n\

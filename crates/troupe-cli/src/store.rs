@@ -10,12 +10,13 @@ use troupe::store::{Millis, Store, StoreLocation};
 #[derive(Clone, Debug, Default, clap::Args)]
 pub(crate) struct StoreArgs {
     /// The store: `sqlite://PATH` (or a file path) or `postgres://USER@HOST/DB` [default:
-    /// .troupe/troupe.db in the workspace].
+    /// the workspace's store in the user's data directory, outside the workspace:
+    /// $XDG_DATA_HOME/troupe/workspaces/NAME-HASH/troupe.db].
     // A PostgreSQL URL may hold a password: `--help` must not show it.
     #[arg(long, env = "TROUPE_STORE", hide_env_values = true, value_name = "URL")]
     pub(crate) store: Option<String>,
-    /// The directory the agent works in (its tools cannot reach outside it), which also
-    /// holds the default store [default: the current directory].
+    /// The directory the agent works in (its tools cannot reach outside it), whose runs
+    /// the default store holds [default: the current directory].
     #[arg(long, short, value_name = "DIR")]
     pub(crate) workspace: Option<PathBuf>,
 }
@@ -25,7 +26,18 @@ impl StoreArgs {
     pub(crate) fn url(&self, workspace: &Path) -> String {
         match self.store.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
             Some(url) => url.to_owned(),
-            None => troupe::store::default_sqlite_path(workspace).display().to_string(),
+            None => {
+                let path = troupe::store::workspace_sqlite_path(workspace);
+                if path == troupe::store::legacy_sqlite_path(workspace) {
+                    eprintln!(
+                        "note: the store {} is inside the workspace, where the agent's tools and commands can reach \
+                         it; move it to {} (or pass --store)",
+                        path.display(),
+                        troupe::store::default_sqlite_path(workspace).display()
+                    );
+                }
+                path.display().to_string()
+            }
         }
     }
 
@@ -74,9 +86,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_store_is_in_the_workspace() {
+    fn the_default_store_is_the_workspaces_own_outside_it() {
         let args = StoreArgs::default();
-        assert_eq!(args.url(Path::new("/w")), "/w/.troupe/troupe.db");
+        let url = args.url(Path::new("/w"));
+        assert_eq!(url, troupe::store::default_sqlite_path(Path::new("/w")).display().to_string());
+        if std::env::var_os("HOME").is_some() {
+            assert!(!url.starts_with("/w/"), "outside the workspace: {url}");
+        }
         let args = StoreArgs { store: Some(" postgres://u@h/db ".into()), workspace: None };
         assert_eq!(args.url(Path::new("/w")), "postgres://u@h/db");
     }

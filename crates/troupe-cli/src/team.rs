@@ -24,7 +24,7 @@
 //!   `max_usd` or `max_total_tokens`, or running past `max_seconds`, stops the whole team.
 //!   Each member's own limits are also capped at the team's (and its report timeout).
 //! - **Record**: the team's run is recorded in the store (`--store`, else the workspace's
-//!   `.troupe/troupe.db`; `--no-store` records nothing) with its local members' runs as
+//!   own, outside it; `--no-store` records nothing) with its local members' runs as
 //!   its children, each durable like any run; `troupe runs list` shows them.
 //! - **Approvals** (`--approve ask`, the default): a local member's call that needs approval
 //!   is put to the person at the terminal, the question naming the member's path
@@ -120,8 +120,8 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     sandbox: setup::SandboxArgs,
     /// Where the team's run and its members' runs are recorded: `sqlite://PATH` (or a
-    /// file path) or `postgres://USER@HOST/DB` [default: .troupe/troupe.db in the
-    /// workspace].
+    /// file path) or `postgres://USER@HOST/DB` [default: the workspace's own store, in
+    /// the user's data directory].
     // A PostgreSQL URL may hold a password: `--help` must not show it.
     #[arg(long, env = "TROUPE_STORE", hide_env_values = true, value_name = "URL")]
     store: Option<String>,

@@ -47,6 +47,7 @@ fn a_memory_saved_by_one_run_is_found_by_the_next() {
             .env_clear()
             .env("ANTHROPIC_API_KEY", "sk-ant-fake")
             .env("ANTHROPIC_BASE_URL", server.url())
+            .env("XDG_DATA_HOME", dir.path().join("data"))
             .output()
             .expect("the binary runs")
     };
@@ -60,5 +61,8 @@ fn a_memory_saved_by_one_run_is_found_by_the_next() {
     assert!(tools.contains("memory_save") && tools.contains("memory_search"), "{tools}");
     let found = requests[3].body["messages"].to_string();
     assert!(found.contains("tool_result") && found.contains("The API listens on port 8787"), "{found}");
-    assert!(troupe::store::default_sqlite_path(&workspace).exists(), "memories live in the workspace's store");
+    let stores = std::fs::read_dir(dir.path().join("data/troupe/workspaces")).expect("the workspaces' stores");
+    let stores: Vec<_> = stores.flatten().map(|e| e.path().join("troupe.db")).filter(|p| p.is_file()).collect();
+    assert_eq!(stores.len(), 1, "memories live in the workspace's store, outside it");
+    assert!(!workspace.join(".troupe").exists());
 }

@@ -180,21 +180,58 @@ fn without_a_terminal_ask_pauses_the_recorded_run_for_troupe_runs_approve() {
 }
 
 #[test]
-fn the_default_store_is_in_the_workspace() {
+fn the_default_store_is_the_workspaces_own_outside_it() {
     let dirs = Dirs::new();
+    let data = tempfile::tempdir().expect("a data directory");
     let output = Command::new(env!("CARGO_BIN_EXE_troupe"))
         .args(["run", "--model", "demo", "-w", dirs.workspace(), "--approve", "auto", "--json", "Summarise"])
         .current_dir(dirs.cwd.path())
         .env_clear()
+        .env("XDG_DATA_HOME", data.path())
         .output()
         .expect("the binary runs");
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{err}");
-    assert!(dirs.workspace.path().join(".troupe").join("troupe.db").is_file(), "{err}");
+    assert!(!dirs.workspace.path().join(".troupe").exists(), "nothing of the record is in the workspace: {err}");
+    let stores: Vec<_> = std::fs::read_dir(data.path().join("troupe/workspaces"))
+        .expect("the workspaces' stores")
+        .flatten()
+        .map(|entry| entry.path())
+        .collect();
+    assert_eq!(stores.len(), 1, "{stores:?}");
+    let name = dirs.workspace.path().file_name().and_then(|n| n.to_str()).expect("a name").to_owned();
+    assert!(stores[0].file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&format!("{name}-"))));
+    assert!(stores[0].join("troupe.db").is_file());
     let id = err.lines().find_map(|l| l.strip_prefix("run ")).expect("the run id is on stderr");
     let started: AgentEvent =
         serde_json::from_str(stdout(&output).lines().next().unwrap_or_default()).expect("the first event");
     assert_eq!(started.attribution.run_id.to_string(), id, "stdout is still only the events");
+
+    // `troupe runs` finds it from the workspace alone.
+    let listed = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["runs", "list", "-w", dirs.workspace()])
+        .current_dir(dirs.cwd.path())
+        .env_clear()
+        .env("XDG_DATA_HOME", data.path())
+        .output()
+        .expect("the binary runs");
+    assert!(stdout(&listed).contains(id), "{}", stderr(&listed));
+
+    // A store an older troupe left in the workspace is still used, with a note to move it.
+    let legacy = tempfile::tempdir().expect("a workspace");
+    std::fs::create_dir_all(legacy.path().join(".troupe")).expect("its .troupe");
+    for file in ["troupe.db", "troupe.db-wal"].iter().filter(|f| stores[0].join(f).exists()) {
+        std::fs::copy(stores[0].join(file), legacy.path().join(".troupe").join(file)).expect("an old store");
+    }
+    let old = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["runs", "list", "-w", legacy.path().to_str().expect("UTF-8")])
+        .current_dir(dirs.cwd.path())
+        .env_clear()
+        .env("XDG_DATA_HOME", data.path())
+        .output()
+        .expect("the binary runs");
+    assert!(stdout(&old).contains(id), "the old store is read: {}", stderr(&old));
+    assert!(stderr(&old).contains("is inside the workspace, where the agent's tools and commands can reach it"));
 }
 
 #[test]
@@ -399,4 +436,74 @@ fn the_sandbox_is_the_flags_then_troupe_tomls_then_workspace_write() {
     let invalid = troupe(configured.cwd.path(), &["-w", configured.workspace(), "hi"], &[]);
     assert_eq!(invalid.status.code(), Some(2), "{}", stderr(&invalid));
     assert!(stderr(&invalid).contains("troupe.toml:2:11"), "the table's error names its place: {}", stderr(&invalid));
+}
+
+/// The agent tries every way to the API key and to the record of its runs, through
+/// `shell` and the file tools: the key is in none of what they return (so not in what the
+/// model is sent, nor in the run's events or its store), and the store is intact.
+#[test]
+fn the_agent_reaches_neither_the_key_nor_the_store() {
+    const KEY: &str = "sk-ant-the-secret-key-0123456789";
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let dirs = Dirs::new();
+    let home = tempfile::tempdir().expect("a home");
+    let data = home.path().join(".local/share");
+    let attempts = [
+        "env".to_owned(),
+        "cat /proc/$PPID/environ /proc/$PPID/cmdline".to_owned(),
+        "for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do cat \"$f\"; done".to_owned(),
+        "cat /proc/self/environ; tr '\\0' '\\n' < /proc/1/environ".to_owned(),
+        format!("ls -R {0}; cat {0}/troupe/workspaces/*/troupe.db*", data.display()),
+        format!("rm -rf {0}/troupe; echo gone > {0}/troupe/workspaces/x", data.display()),
+        "ls -a; cat .troupe/troupe.db".to_owned(),
+    ];
+    let command = attempts.join("; ");
+    server.push(MockTurn::tool_call("toolu_1", "shell", json!({"command": command})));
+    server.push(MockTurn::tool_call("toolu_2", "fs_list", json!({"path": "."})));
+    server.push(MockTurn::tool_call("toolu_3", "fs_read", json!({"path": ".troupe/troupe.db"})));
+    server.push(MockTurn::text("Nothing found."));
+    let url = server.url();
+    let data_dir = data.to_str().expect("UTF-8").to_owned();
+    let home_dir = home.path().to_str().expect("UTF-8").to_owned();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_troupe"))
+            .args(args)
+            .current_dir(dirs.cwd.path())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &home_dir)
+            .env("XDG_DATA_HOME", &data_dir)
+            .env("ANTHROPIC_API_KEY", KEY)
+            .env("ANTHROPIC_BASE_URL", &url)
+            .output()
+            .expect("the binary runs")
+    };
+    let args = ["run", "--model", "anthropic/claude-sonnet-4-5", "-w", dirs.workspace(), "--approve", "auto", "--json"];
+    let output = run(&[&args[..], &["Find the key"]].concat());
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    let shell_result = requests[1].body["messages"].to_string();
+    assert!(shell_result.contains("Permission denied"), "the attempts were made: {shell_result}");
+    for (i, request) in requests.iter().enumerate() {
+        assert!(!request.body.to_string().contains(KEY), "request {i} carries the key: {}", request.body);
+    }
+    assert!(requests[0].headers.iter().any(|(_, v)| v == KEY), "the key is sent where it belongs");
+    assert!(!stdout(&output).contains(KEY) && !err.contains(KEY), "the key is not in the run's events");
+
+    let store_dir = std::fs::read_dir(data.join("troupe/workspaces")).expect("the store survived").flatten().next();
+    let store_dir = store_dir.expect("the workspace's store").path();
+    for file in std::fs::read_dir(&store_dir).expect("the store's files").flatten() {
+        let bytes = std::fs::read(file.path()).expect("a store file");
+        assert!(!String::from_utf8_lossy(&bytes).contains(KEY), "{} holds the key", file.path().display());
+    }
+    let id = err.lines().find_map(|l| l.strip_prefix("run ")).expect("the run id").to_owned();
+    let verify = run(&["runs", "verify", &id, "-w", dirs.workspace()]);
+    assert_eq!(verify.status.code(), Some(0), "{}", stderr(&verify));
+    assert!(stdout(&verify).contains("ok"), "{}", stdout(&verify));
+    assert!(!data.join("troupe/workspaces/x").exists());
+    assert!(!dirs.workspace.path().join(".troupe").exists());
 }

@@ -372,7 +372,8 @@ async fn a_team_run_recorded_without_its_file_is_not_resumed() {
     use troupe::runtime::durable::TEAM_RUN_KIND;
     use troupe::store::{NewRun, RunStatus};
     let workspace = workspace("# Gadget");
-    let path = troupe::store::default_sqlite_path(workspace.path());
+    // The binary runs without HOME: its default store is the one in the workspace.
+    let path = troupe::store::legacy_sqlite_path(workspace.path());
     std::fs::create_dir_all(path.parent().expect("a directory")).expect("creates .troupe");
     let store = troupe::store::open(text(&path)).await.expect("the store opens");
     let state = serde_json::json!({"kind": TEAM_RUN_KIND, "team": "project", "instruction": "Describe"});

@@ -71,7 +71,7 @@ pub mod sqlite;
 
 pub use chain::{ChainBreak, EvidenceChain, entry_hash, verify_chain, verify_log};
 pub use error::{StoreError, redact_location};
-pub use open::{StoreLocation, default_sqlite_path, open};
+pub use open::{StoreLocation, default_sqlite_path, legacy_sqlite_path, open, workspace_sqlite_path};
 pub use record::{
     Checkpoint, ConversationTurn, EvidenceEntry, EvidenceHead, EvidenceKind, Firing, Flush, Lease, MemoryRecord,
     Millis, NewEvidence, NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, Schedule,

@@ -93,4 +93,4 @@ pub use schema::{decode_arguments, is_object_schema, schema_for};
 pub use tool::{Tool, ToolContext, ToolOutput};
 pub use troupe_sandbox::{Sandbox, SandboxError, SandboxMode, SandboxReport, SandboxSettings, UnknownMode};
 pub use typed::{TypedTool, typed_tool};
-pub use workspace::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, Workspace};
+pub use workspace::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, RESERVED_DIR, Workspace};

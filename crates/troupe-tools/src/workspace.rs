@@ -23,6 +23,11 @@ use troupe_sandbox::Sandbox;
 pub const MAX_PATH_BYTES: usize = 4096;
 /// The longest path component, in bytes, a tool accepts (`NAME_MAX`).
 pub const MAX_COMPONENT_BYTES: usize = 255;
+/// The directory of a workspace that holds troupe's own files (agent files, a store an
+/// older troupe made there): no tool reads, writes or lists it, so an agent cannot change
+/// its own definition or the record of its runs.
+pub const RESERVED_DIR: &str = ".troupe";
+
 /// How much of a refused path an error message repeats.
 const SHOWN_PATH_CHARS: usize = 120;
 
@@ -88,7 +93,20 @@ impl Workspace {
             )));
         }
         let parts = self.normalize(user_path, &shown)?;
-        self.confine(&parts, &shown)
+        let resolved = self.confine(&parts, &shown)?;
+        if self.is_reserved(&resolved) {
+            return Err(ToolError::PathOutsideWorkspace {
+                path: shown,
+                reason: format!("`{RESERVED_DIR}` holds troupe's own files; no tool reaches it"),
+            });
+        }
+        Ok(resolved)
+    }
+
+    /// Whether `path` (absolute, resolved) is the workspace's [`RESERVED_DIR`] or lies
+    /// under it.
+    pub fn is_reserved(&self, path: &Path) -> bool {
+        path.starts_with(self.root.join(RESERVED_DIR))
     }
 
     /// `path` relative to the root for display (`.` for the root itself); names that are

@@ -199,3 +199,34 @@ async fn shell_cannot_read_write_or_delete_beside_the_workspace() {
     assert!(ok(&outcome).contains(SECRET), "in `full` the command reads anywhere");
     assert!(ok(&outcome).contains("sandbox: full (unconfined)"));
 }
+
+/// The workspace's `.troupe` (troupe's own files) is out of every tool's reach: not read,
+/// written, edited or listed, also through a symlink or `..`.
+#[tokio::test]
+async fn the_reserved_directory_is_out_of_every_tools_reach() {
+    let fx = Fixture::new();
+    fx.write(".troupe/troupe.db", "the record");
+    fx.write(".troupe/agents/me.toml", "[agent]\nid = \"me\"\n");
+    fx.write("src/lib.rs", "fn main() {}\n");
+    std::os::unix::fs::symlink(fx.root.join(".troupe"), fx.root.join("alias")).expect("a symlink to it");
+    for (tool, args) in [
+        ("fs.read", json!({"path": ".troupe/troupe.db"})),
+        ("fs.read", json!({"path": "src/../.troupe/agents/me.toml"})),
+        ("fs.read", json!({"path": "alias/troupe.db"})),
+        ("fs.write", json!({"path": ".troupe/troupe.db", "content": ""})),
+        ("fs.write", json!({"path": ".troupe/agents/me.toml", "content": "[sandbox]\nmode = \"full\"\n"})),
+        ("fs.edit", json!({"path": ".troupe/agents/me.toml", "old_string": "me", "new_string": "you"})),
+        ("fs.list", json!({"path": ".troupe"})),
+        ("grep", json!({"pattern": "record", "path": ".troupe"})),
+    ] {
+        let outcome = fx.call(tool, args.clone()).await;
+        assert!(matches!(err(&outcome), ToolError::PathOutsideWorkspace { .. }), "{tool} {args}: {}", outcome.content);
+    }
+    let listed = fx.call("fs.list", json!({})).await;
+    assert!(!ok(&listed).contains(".troupe"), "{}", listed.content);
+    let globbed = fx.call("fs.glob", json!({"pattern": "**/*"})).await;
+    assert!(!ok(&globbed).contains(".troupe") && ok(&globbed).contains("src/lib.rs"), "{}", globbed.content);
+    let found = fx.call("grep", json!({"pattern": "record|agent"})).await;
+    assert!(!found.content.contains(".troupe"), "{}", found.content);
+    assert_eq!(std::fs::read_to_string(fx.root.join(".troupe/troupe.db")).ok().as_deref(), Some("the record"));
+}

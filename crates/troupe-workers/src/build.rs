@@ -220,7 +220,7 @@ pub async fn memory_store<'a>(
     if !definitions.any(wants_memory) {
         return Ok(None);
     }
-    let path = troupe_store::default_sqlite_path(workspace);
+    let path = troupe_store::workspace_sqlite_path(workspace);
     let url = path.to_str().ok_or_else(|| BuildError::Invalid("the store path is not UTF-8".to_owned()))?;
     Ok(Some(troupe_store::open(url).await?))
 }

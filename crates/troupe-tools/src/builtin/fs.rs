@@ -283,6 +283,9 @@ fn list(ctx: &ToolContext, args: &ListArgs) -> Result<ToolOutput, ToolError> {
     let mut entries = Vec::new();
     for entry in std::fs::read_dir(&path).map_err(|e| ToolError::io(given, &e))? {
         let Ok(entry) = entry else { continue };
+        if ctx.workspace.is_reserved(&entry.path()) {
+            continue;
+        }
         entries.push(describe_entry(&entry.file_name(), entry.file_type().ok()));
     }
     entries.sort_unstable();

@@ -83,13 +83,15 @@ pub fn grep() -> TypedTool {
     .evidence(EvidenceCapture::Summary)
 }
 
-/// A walker over `base` with the rules of the module docs, in a stable order.
-fn walker(base: &Path) -> ignore::Walk {
+/// A walker over `base` with the rules of the module docs, in a stable order; never into
+/// `.git` or the workspace's reserved directory.
+fn walker(ctx: &ToolContext, base: &Path) -> ignore::Walk {
+    let reserved = ctx.workspace.root().join(crate::workspace::RESERVED_DIR);
     ignore::WalkBuilder::new(base)
         .hidden(false)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(|entry| entry.file_name() != ".git")
+        .filter_entry(move |entry| entry.file_name() != ".git" && entry.path() != reserved)
         .sort_by_file_name(|a, b| a.cmp(b))
         .build()
 }
@@ -125,7 +127,7 @@ fn glob(ctx: &ToolContext, args: &GlobArgs) -> Result<ToolOutput, ToolError> {
     }
     let mut found = Vec::new();
     let mut more = false;
-    for entry in walker(&base).flatten() {
+    for entry in walker(ctx, &base).flatten() {
         if entry.file_type().is_none_or(|kind| kind.is_dir()) {
             continue;
         }
@@ -195,7 +197,7 @@ fn search(ctx: &ToolContext, args: &GrepArgs) -> Result<ToolOutput, ToolError> {
     let mut lines: Vec<String> = Vec::new();
     let mut files_with_matches = 0usize;
     let mut full = false;
-    for entry in walker(&base).flatten() {
+    for entry in walker(ctx, &base).flatten() {
         if full {
             break;
         }
