@@ -35,6 +35,8 @@ pub enum FailureCode {
     Timeout,
     /// The connection to the provider failed.
     Transport,
+    /// The provider's answer broke off before its end.
+    Truncated,
     /// The provider's answer could not be read.
     Decode,
     /// No key for the provider.
@@ -67,7 +69,7 @@ pub enum FailureCode {
 
 /// Every code this version knows, with its name, for reading names back (a new code goes
 /// here and in [`FailureCode::as_str`]; the tests check that both agree).
-const KNOWN: [(FailureCode, &str); 21] = [
+const KNOWN: [(FailureCode, &str); 22] = [
     (FailureCode::RateLimited, "rate_limited"),
     (FailureCode::Overloaded, "overloaded"),
     (FailureCode::ServerError, "server_error"),
@@ -76,6 +78,7 @@ const KNOWN: [(FailureCode, &str); 21] = [
     (FailureCode::ContextWindowExceeded, "context_window_exceeded"),
     (FailureCode::Timeout, "timeout"),
     (FailureCode::Transport, "transport"),
+    (FailureCode::Truncated, "truncated"),
     (FailureCode::Decode, "decode"),
     (FailureCode::MissingApiKey, "missing_api_key"),
     (FailureCode::UnknownModel, "unknown_model"),
@@ -103,6 +106,7 @@ impl FailureCode {
             FailureCode::ContextWindowExceeded => "context_window_exceeded",
             FailureCode::Timeout => "timeout",
             FailureCode::Transport => "transport",
+            FailureCode::Truncated => "truncated",
             FailureCode::Decode => "decode",
             FailureCode::MissingApiKey => "missing_api_key",
             FailureCode::UnknownModel => "unknown_model",

@@ -146,7 +146,7 @@ impl StreamAccumulator {
     /// The final response. Fails if the stream never said why it stopped.
     pub fn finish(self) -> Result<ModelResponse> {
         let stop_reason =
-            self.stop_reason.ok_or_else(|| Error::decode("stream", "the response ended without a stop reason"))?;
+            self.stop_reason.ok_or_else(|| Error::truncated("stream", "the response ended without a stop reason"))?;
         let content = self
             .blocks
             .into_iter()

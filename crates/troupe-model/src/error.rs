@@ -95,8 +95,17 @@ pub enum Error {
         /// What failed.
         message: String,
     },
+    /// The response stream ended before its end marker: the connection broke off mid-answer.
+    /// Retryable: the same request may be answered whole.
+    #[error("{provider}: the response broke off: {message}")]
+    Truncated {
+        /// The provider.
+        provider: String,
+        /// Where it ended.
+        message: String,
+    },
     /// The response could not be understood (malformed JSON, a missing field, an
-    /// impossible event order, a stream that ended before its end marker).
+    /// impossible event order).
     #[error("{provider}: could not decode the response: {message}")]
     Decode {
         /// The provider.
@@ -146,7 +155,7 @@ impl Error {
             Error::RateLimited { hint, .. } | Error::Overloaded { hint, .. } | Error::Server { hint, .. } => {
                 hint.should_retry.unwrap_or(true)
             }
-            Error::Timeout { .. } | Error::Transport { .. } => true,
+            Error::Timeout { .. } | Error::Transport { .. } | Error::Truncated { .. } => true,
             _ => false,
         }
     }
@@ -175,12 +184,18 @@ impl Error {
             Error::ContextWindowExceeded { .. } => "context_window_exceeded",
             Error::Timeout { .. } => "timeout",
             Error::Transport { .. } => "transport",
+            Error::Truncated { .. } => "truncated",
             Error::Decode { .. } => "decode",
             Error::MissingApiKey { .. } => "missing_api_key",
             Error::UnknownModel { .. } => "unknown_model",
             Error::Config(_) => "config",
             Error::Cancelled => "cancelled",
         }
+    }
+
+    /// A truncated stream of `provider`.
+    pub fn truncated(provider: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Truncated { provider: provider.into(), message: message.into() }
     }
 
     /// A decode error of `provider`.

@@ -12,7 +12,7 @@ pub trait StreamParser: Send {
     fn on_frame(&mut self, frame: SseFrame<'_>, out: &mut Vec<StreamEvent>) -> Result<()>;
 
     /// The byte stream ended. Pushes what is still pending and fails with
-    /// [`Error::Decode`] if the response stopped before its end marker.
+    /// [`Error::Truncated`] if the response stopped before its end marker.
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<()>;
 }
 

@@ -141,6 +141,7 @@ mod signal;
 mod spec;
 mod state;
 mod task;
+pub use task::model_call::STREAM_RESTARTS;
 mod tool_pipeline;
 
 pub use agent::Agent;

@@ -4,7 +4,7 @@
 //! under the run's cancellation, waiting for decisions, announcing results. The decisions
 //! themselves are the state's.
 
-mod model_call;
+pub(crate) mod model_call;
 pub(crate) mod reconfigure;
 mod tool_calls;
 

@@ -429,9 +429,9 @@ impl StreamParser for AnthropicParser {
         if self.done {
             Ok(())
         } else if self.started {
-            Err(self.decode("the stream ended before `message_stop`: the response is truncated"))
+            Err(Error::truncated(&self.provider, "the stream ended before `message_stop`"))
         } else {
-            Err(self.decode("the stream ended without any message event"))
+            Err(Error::truncated(&self.provider, "the stream ended without any message event"))
         }
     }
 }

@@ -321,9 +321,9 @@ impl StreamParser for GeminiParser {
         if self.done {
             Ok(())
         } else if self.started {
-            Err(Error::decode(&self.provider, "the stream ended before a finishReason: the response is truncated"))
+            Err(Error::truncated(&self.provider, "the stream ended before a finishReason"))
         } else {
-            Err(Error::decode(&self.provider, "the stream ended without any response"))
+            Err(Error::truncated(&self.provider, "the stream ended without any response"))
         }
     }
 }

@@ -220,7 +220,7 @@ struct ToolSlot {
 /// Blocks are numbered in order of first appearance: the reasoning block, the text block
 /// and each tool call. The stream ends at `data: [DONE]`; a stream that closes after a
 /// `finish_reason` but without `[DONE]` (some compatible servers omit it) is complete too,
-/// while one that closes with neither was cut short and fails with [`Error::Decode`].
+/// while one that closes with neither was cut short and fails with [`Error::Truncated`].
 /// The usage chunk follows the `finish_reason` chunk on OpenAI's wire, so
 /// [`StreamEvent::Usage`] and [`StreamEvent::MessageStop`] are both held until the end.
 ///
@@ -440,7 +440,7 @@ impl StreamParser for OpenAiChatParser {
             return Ok(());
         }
         if self.finish.is_none() {
-            return Err(Error::decode(&self.provider, "the stream ended before `data: [DONE]` or a finish_reason"));
+            return Err(Error::truncated(&self.provider, "the stream ended before `data: [DONE]` or a finish_reason"));
         }
         self.complete(out)
     }

@@ -297,7 +297,7 @@ impl StreamParser for OpenAiResponsesParser {
         if self.done {
             Ok(())
         } else {
-            Err(Error::decode(&self.provider, "the stream ended before `response.completed`: truncated"))
+            Err(Error::truncated(&self.provider, "the stream ended before `response.completed`"))
         }
     }
 }

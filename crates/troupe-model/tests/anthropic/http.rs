@@ -168,14 +168,15 @@ async fn overload_mid_stream_arrives_after_the_first_events() {
 }
 
 #[tokio::test]
-async fn truncated_and_invalid_streams_are_decode_errors() {
+async fn a_truncated_stream_is_retryable_and_an_invalid_one_a_decode_error() {
     let server = server().await;
     server.push_all([
         MockTurn::text("cut short").with_fault(Fault::Truncate { after_events: 4 }),
         MockTurn::text("garbage inside").with_fault(Fault::InvalidJson { after_events: 3 }),
     ]);
     let e = complete(&server, &hello()).await.expect_err("truncated");
-    assert!(matches!(&e, Error::Decode { message, .. } if message.contains("message_stop")), "{e:?}");
+    assert!(matches!(&e, Error::Truncated { message, .. } if message.contains("message_stop")), "{e:?}");
+    assert!(e.is_retryable(), "a broken-off answer may be asked for again");
     let e = complete(&server, &hello()).await.expect_err("invalid JSON");
     assert!(matches!(e, Error::Decode { .. }), "{e:?}");
 }

@@ -280,6 +280,14 @@ fn error_events_become_typed_errors_after_the_events_before_them() {
     assert!(matches!(error, Error::Server { status: 0, .. }), "{error:?}");
 }
 
+/// A stream that ended before its end marker: retryable, unlike a malformed one.
+fn assert_truncated(bytes: &[u8], what: &str) {
+    match parse(bytes) {
+        Err(error @ Error::Truncated { .. }) => assert!(error.is_retryable(), "{what}"),
+        other => panic!("{what}: expected a truncation, got {other:?}"),
+    }
+}
+
 fn assert_decode(bytes: &[u8], what: &str) {
     match parse(bytes) {
         Err(Error::Decode { provider, .. }) => assert_eq!(provider, "anthropic", "{what}"),
@@ -288,13 +296,13 @@ fn assert_decode(bytes: &[u8], what: &str) {
 }
 
 #[test]
-fn a_stream_cut_before_message_stop_is_a_decode_error_at_every_event_boundary() {
+fn a_stream_cut_before_message_stop_is_truncated_at_every_event_boundary() {
     let events: Vec<&str> = TRANSCRIPT.split_inclusive("\n\n").collect();
     assert_eq!(events.len(), 11);
     for cut in 0..events.len() {
-        assert_decode(events[..cut].concat().as_bytes(), &format!("cut after {cut} events"));
+        assert_truncated(events[..cut].concat().as_bytes(), &format!("cut after {cut} events"));
     }
-    // A line cut mid-way is dispatched at the end and fails as JSON or as a truncation.
+    // A line cut mid-way is dispatched at the end and fails as JSON.
     assert_decode(&TRANSCRIPT.as_bytes()[..TRANSCRIPT.len() - 10], "cut inside the last event");
     assert!(parse(TRANSCRIPT.as_bytes()).is_ok());
 }
@@ -414,7 +422,7 @@ fn invalid_json_and_wrongly_shaped_events_are_decode_errors() {
         }
         assert_decode(bytes.as_bytes(), what);
     }
-    assert_decode(b"", "an empty body");
+    assert_truncated(b"", "an empty body");
 }
 
 #[test]

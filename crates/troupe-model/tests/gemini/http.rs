@@ -176,7 +176,7 @@ async fn truncation_and_invalid_json_are_decode_errors() {
     let server = server().await;
     server.push(MockTurn::text("abcdefghij").with_delta_chars(2).with_fault(Fault::Truncate { after_events: 3 }));
     let e = complete(&server, &request()).await.expect_err("truncated");
-    assert!(matches!(e, Error::Decode { .. }), "{e:?}");
+    assert!(matches!(e, Error::Truncated { .. }) && e.is_retryable(), "{e:?}");
 
     server.push(MockTurn::text("abcdefghij").with_delta_chars(2).with_fault(Fault::InvalidJson { after_events: 1 }));
     let e = complete(&server, &request()).await.expect_err("invalid JSON");

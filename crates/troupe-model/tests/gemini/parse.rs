@@ -177,15 +177,15 @@ fn error_objects_in_the_stream_are_typed_errors_after_the_events_before_them() {
 }
 
 #[test]
-fn a_stream_cut_before_its_finish_reason_is_a_decode_error() {
+fn a_stream_cut_before_its_finish_reason_is_truncated() {
     let turn = MockTurn::text("several pieces of text").with_delta_chars(5);
     let events = Vendor::Gemini.encoder().encode(&turn);
     let cut = events[..events.len() - 1].concat();
     let (parsed, e) = parse_until_error(cut.as_bytes());
-    assert!(matches!(e, Error::Decode { .. }), "{e:?}");
+    assert!(matches!(e, Error::Truncated { .. }) && e.is_retryable(), "{e:?}");
     assert!(!parsed.is_empty(), "what arrived is still delivered");
-    assert!(matches!(parse(b""), Err(Error::Decode { .. })), "an empty body is no response");
-    assert!(matches!(parse(b": keep-alive\n\n"), Err(Error::Decode { .. })));
+    assert!(matches!(parse(b""), Err(Error::Truncated { .. })), "an empty body is no response");
+    assert!(matches!(parse(b": keep-alive\n\n"), Err(Error::Truncated { .. })));
 }
 
 #[test]

@@ -173,12 +173,12 @@ async fn overload_mid_stream_fails_after_the_first_events() {
 }
 
 #[tokio::test]
-async fn truncated_and_invalid_streams_are_decode_errors() {
+async fn a_truncated_stream_is_retryable_and_an_invalid_one_a_decode_error() {
     let server = server().await;
     let provider = provider(&server);
     server.push(MockTurn::text("Hello there, world").with_fault(Fault::Truncate { after_events: 2 }));
     let (events, error) = drain(&provider, &request()).await;
-    assert!(matches!(error, Some(Error::Decode { .. })), "{error:?}");
+    assert!(matches!(error, Some(Error::Truncated { .. })), "{error:?}");
     assert!(!events.is_empty(), "events before the cut are delivered");
 
     server.push(MockTurn::text("Hello there, world").with_fault(Fault::InvalidJson { after_events: 2 }));

@@ -318,16 +318,16 @@ fn unknown_fields_comments_and_empty_data_are_ignored() {
 }
 
 #[test]
-fn a_stream_cut_before_its_end_is_a_decode_error() {
+fn a_stream_cut_before_its_end_is_truncated() {
     let bytes = OpenAiChatEncoder.encode(&MockTurn::text("Hello there, world"));
     // Cut before the finish chunk (the last three events are finish, usage, [DONE]).
     let cut = bytes[..bytes.len() - 3].concat();
     let (events, error) = parse_until_error(cut.as_bytes());
-    assert!(matches!(error, Error::Decode { .. }), "{error:?}");
+    assert!(matches!(error, Error::Truncated { .. }) && error.is_retryable(), "{error:?}");
     assert!(events.iter().any(|e| matches!(e, StreamEvent::TextDelta { .. })), "earlier events are kept");
     assert!(!events.iter().any(|e| matches!(e, StreamEvent::MessageStop { .. })));
     let (_, error) = parse_until_error(b"");
-    assert!(matches!(error, Error::Decode { .. }), "an empty body is truncated too");
+    assert!(matches!(error, Error::Truncated { .. }), "an empty body is truncated too");
 }
 
 #[test]

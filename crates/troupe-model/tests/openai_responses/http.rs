@@ -168,7 +168,7 @@ async fn mid_stream_faults() {
 
     let (events, error) = stream(&provider, &hello()).await.expect("accepted");
     assert!(!events.is_empty());
-    assert!(matches!(error, Some(Error::Decode { .. })), "truncated: {error:?}");
+    assert!(matches!(error, Some(Error::Truncated { .. })), "truncated: {error:?}");
 
     let (_, error) = stream(&provider, &hello()).await.expect("accepted");
     assert!(matches!(error, Some(Error::Decode { .. })), "invalid JSON: {error:?}");

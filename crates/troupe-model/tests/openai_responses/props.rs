@@ -61,7 +61,10 @@ fn assert_decode(result: troupe_model::Result<Vec<StreamEvent>>) {
 fn a_stream_cut_before_its_end_marker_is_truncated() {
     let events = OpenAiResponsesEncoder.encode(&MockTurn::text("Hello there").with_tool_call("c", "f", json!({})));
     for cut in 0..events.len() {
-        assert_decode(parse(events[..cut].concat().as_bytes()));
+        match parse(events[..cut].concat().as_bytes()) {
+            Err(error @ Error::Truncated { .. }) => assert!(error.is_retryable()),
+            other => panic!("cut after {cut} events: expected a truncation, got {other:?}"),
+        }
     }
     assert!(parse(events.concat().as_bytes()).is_ok());
 }

@@ -1,5 +1,13 @@
 //! A run's model calls: compaction, the middlewares' hooks, the `chat` span, the
 //! stream projected live, pricing, and the response fed to the state.
+//!
+//! An answer that breaks off mid-stream (the connection drops, the stream ends before its
+//! end marker, the provider fails after its first events) is asked for again from the
+//! start, up to [`STREAM_RESTARTS`] times: the broken-off part is closed on the live
+//! stream (its message ended, its tool calls answered "not run"), a `Retrying` event
+//! says why, and the new answer comes as a new message. Nothing of the broken-off part
+//! reaches the conversation or the record; its tokens are counted. (A failure before any
+//! output is the provider's to retry, by its retry policy.)
 
 use super::Run;
 use crate::compaction::CompactionContext;
@@ -15,6 +23,12 @@ use troupe_core::Budget;
 use troupe_core::FailureCode;
 use troupe_core::{AgentEventKind, ModelRequest, Role, Usage};
 use troupe_model::{ModelResponse, ResolvedModel, StreamAccumulator};
+
+/// How many times a model call whose answer broke off mid-stream is asked again.
+pub const STREAM_RESTARTS: u32 = 2;
+
+/// The wait before the first restart of a broken-off answer; doubled for each next one.
+const RESTART_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Why a model call ended without a response.
 enum Interrupted {
@@ -102,13 +116,48 @@ impl Run {
             return None;
         }
         let span = genai::chat_span(model.provider.name(), &request, self.capture_content);
-        let message_id = format!("{}-m{}", state.run_id, self.step);
-        let mut translator = Translator::new(message_id);
         let mut priced_as = model.clone();
         let mut partial = Usage::default();
         let streaming = std::time::Instant::now();
-        let result =
-            self.stream(model, &request, &mut translator, &mut priced_as, &mut partial).instrument(span.clone()).await;
+        let mut restarts = 0;
+        let (result, mut translator) = loop {
+            let message_id = match restarts {
+                0 => format!("{}-m{}", state.run_id, self.step),
+                n => format!("{}-m{}.{n}", state.run_id, self.step),
+            };
+            let mut translator = Translator::new(message_id);
+            let mut answered = false;
+            let result = self
+                .stream(model, &request, &mut translator, &mut priced_as, &mut partial, &mut answered)
+                .instrument(span.clone())
+                .await;
+            let error = match result {
+                Err(Interrupted::Failed(error)) if answered && error.is_retryable() && restarts < STREAM_RESTARTS => {
+                    error
+                }
+                other => break (other, translator),
+            };
+            restarts += 1;
+            let mut out = Vec::new();
+            translator.abort("the answer broke off and the model is asked again", &mut out);
+            self.emitter.emit_all(out).await;
+            if !partial.is_empty() {
+                // The broken-off part was billed.
+                let cost = self.price(&priced_as, partial).await;
+                state.record_usage(partial, cost);
+                partial = Usage::default();
+            }
+            let delay = RESTART_DELAY * 2u32.pow(restarts - 1);
+            let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+            let reason = error.to_string();
+            self.emitter.emit(AgentEventKind::Retrying { attempt: restarts, delay_ms, reason }).await;
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => break (Err(Interrupted::Cancelled), Translator::new(String::new())),
+                () = until(self.deadline) => break (Err(Interrupted::TimedOut), Translator::new(String::new())),
+                () = tokio::time::sleep(delay) => {}
+            }
+        };
         let mut out = Vec::new();
         match result {
             Ok(mut response) => {
@@ -229,6 +278,7 @@ impl Run {
         translator: &mut Translator,
         priced_as: &mut ResolvedModel,
         partial: &mut Usage,
+        answered: &mut bool,
     ) -> Result<ModelResponse, Interrupted> {
         let cancel = self.cancel.child_token();
         let opened = tokio::select! {
@@ -268,6 +318,7 @@ impl Run {
                     return Err(self.interrupted(error));
                 }
                 Some(Ok(event)) => {
+                    *answered = true;
                     if let Err(error) = accumulator.push(&event) {
                         *partial = accumulator.usage();
                         return Err(Interrupted::Failed(error));

@@ -15,4 +15,5 @@ mod middleware;
 mod plugins;
 mod reconfigure;
 mod runtime;
+mod stream_restart;
 mod tool_loop;
