@@ -646,7 +646,13 @@ async fn foreground(
     record: &RunRecord,
     options: &ForegroundArgs,
 ) -> Result<Resumed, Failure> {
-    if record.status.is_terminal() {
+    if let Some(error) = troupe::runtime::durable::resumable_failure(record) {
+        eprintln!(
+            "run {} failed ({error}); it goes on from its last checkpoint: the model call it was making is made \
+             again, and no tool call that completed is repeated",
+            record.id
+        );
+    } else if record.status.is_terminal() {
         return Err(finished(record));
     }
     let stored = Stored::read(record);

@@ -507,3 +507,43 @@ fn the_agent_reaches_neither_the_key_nor_the_store() {
     assert!(!data.join("troupe/workspaces/x").exists());
     assert!(!dirs.workspace.path().join(".troupe").exists());
 }
+
+/// A run that failed because the provider was overloaded is resumed by `troupe runs
+/// resume`, which says what it redoes, and completes without running its tool again.
+#[test]
+fn a_run_failed_for_a_transient_reason_is_resumed() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    server.push(MockTurn::tool_call("toolu_1", "shell", json!({"command": "echo ran >> log.txt"})));
+    server.push(MockTurn::status(529, "overloaded"));
+    server.push(MockTurn::text("Logged."));
+    let dirs = Dirs::new();
+    // No retries by the provider: the overload fails the run at once.
+    std::fs::write(dirs.cwd.path().join("troupe.toml"), "[retry]\nmax_retries = 0\n").expect("troupe.toml");
+    let url = server.url();
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str()), ("PATH", "/usr/bin:/bin")];
+    let model = ["--model", "anthropic/claude-sonnet-4-5", "-w", dirs.workspace(), "--approve", "auto"];
+    let failed = troupe(dirs.cwd.path(), &[&model[..], &["Log it"]].concat(), &env);
+    let err = stderr(&failed);
+    assert_eq!(failed.status.code(), Some(1), "{err}");
+    let id = err.lines().find_map(|l| l.strip_prefix("run ")).expect("the run id").to_owned();
+
+    let mut resume = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    resume.args(["runs", "resume", &id, "-w", dirs.workspace(), "--approve", "auto"]);
+    resume.current_dir(dirs.cwd.path()).env_clear().env("TROUPE_STORE", dirs.cwd.path().join("troupe.db"));
+    for (name, value) in env {
+        resume.env(name, value);
+    }
+    let resumed = resume.output().expect("the binary runs");
+    let err = stderr(&resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("run {id} failed (")), "{err}");
+    assert!(err.contains("the model call it was making is made again"), "{err}");
+    assert_eq!(stdout(&resumed), "Logged.\n");
+    assert_eq!(
+        std::fs::read_to_string(dirs.workspace.path().join("log.txt")).ok().as_deref(),
+        Some("ran\n"),
+        "the command ran once"
+    );
+    assert_eq!(server.requests().len(), 3);
+}

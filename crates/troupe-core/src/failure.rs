@@ -95,6 +95,22 @@ const KNOWN: [(FailureCode, &str); 22] = [
 ];
 
 impl FailureCode {
+    /// Whether the failure may not happen again: the provider was rate-limited,
+    /// overloaded, failing, slow or unreachable, its answer broke off, or the store
+    /// failed. A run that failed so can be resumed from its last checkpoint.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            FailureCode::RateLimited
+                | FailureCode::Overloaded
+                | FailureCode::ServerError
+                | FailureCode::Timeout
+                | FailureCode::Transport
+                | FailureCode::Truncated
+                | FailureCode::Store
+        )
+    }
+
     /// Its name on the wire.
     pub fn as_str(&self) -> &str {
         match self {

@@ -398,7 +398,7 @@ impl Runner {
             .load_run(run_id)
             .await?
             .ok_or_else(|| troupe_store::StoreError::UnknownRun { run_id: run_id.to_owned() })?;
-        if record.status.is_terminal() {
+        if record.status.is_terminal() && crate::durable::resumable_failure(&record).is_none() {
             return Err(RuntimeError::RunFinished);
         }
         let input = StoredInput::from_value(record.input)?;
@@ -415,6 +415,12 @@ impl Runner {
             Journal::new(Arc::clone(store), EvidenceChain::after(run_id, evidence.last()), Some(lease.clone()))
                 .with_instruction(&input.instruction);
         let instruction = if fresh { input.instruction.clone() } else { String::new() };
+        if let Some((code, error)) = state.reopen_failed() {
+            // A failed run goes on from its last checkpoint: the model call it was making
+            // (or the one after the tools it ran) is made again.
+            let payload = serde_json::json!({ "after_failure": code.as_str(), "error": error, "owner": lease.owner });
+            journal.note(NewEvidence::new(EvidenceKind::ResumePlanned, payload));
+        }
         if !fresh {
             let plan: ResumePlan = plan_resume(&state, &evidence, &pending);
             plan.apply(&mut state);

@@ -656,6 +656,21 @@ impl RunState {
         }
     }
 
+    /// Reopens a run that failed for a transient reason ([`FailureCode::is_transient`]) so
+    /// it goes on from here by calling the model again; returns the failure it takes back,
+    /// `None` (and no effect) otherwise.
+    pub fn reopen_failed(&mut self) -> Option<(FailureCode, String)> {
+        let Some(RunOutcome::Failed { error, code: Some(code) }) = &self.outcome else { return None };
+        if !code.is_transient() {
+            return None;
+        }
+        let failure = (code.clone(), error.clone());
+        self.outcome = None;
+        self.status = LoopStatus::Running;
+        self.phase = Phase::CallModel;
+        Some(failure)
+    }
+
     /// Reopens a paused run so it can take decisions and go on; no effect otherwise.
     pub fn reopen(&mut self) {
         if matches!(self.outcome, Some(RunOutcome::Paused { .. })) {

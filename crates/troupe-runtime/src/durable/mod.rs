@@ -185,6 +185,21 @@ pub fn is_dead_local_owner(owner: &str) -> bool {
     }
 }
 
+/// The failure of a stored run that failed for a transient reason
+/// ([`FailureCode::is_transient`](troupe_core::FailureCode::is_transient)), as its message:
+/// such a run can be resumed from its last checkpoint
+/// ([`Runner::resume_run`](crate::Runner::resume_run)). `None` for any other run.
+pub fn resumable_failure(record: &troupe_store::RunRecord) -> Option<String> {
+    if record.status != RunStatus::Failed {
+        return None;
+    }
+    let outcome = record.state.get("outcome")?.clone();
+    match serde_json::from_value::<crate::RunOutcome>(outcome).ok()? {
+        crate::RunOutcome::Failed { error, code: Some(code) } if code.is_transient() => Some(error),
+        _ => None,
+    }
+}
+
 /// Sends `signal` to the stored run `run_id` and returns its sequence number: once this
 /// returns, the signal is acknowledged and will be applied, in order, exactly once. A
 /// paused run is put back in the queue so that a worker (or `troupe runs resume`) takes

@@ -10,6 +10,7 @@ mod capabilities;
 mod compaction;
 mod control;
 mod durable;
+mod failure_resume;
 mod genai_spans;
 mod middleware;
 mod plugins;
