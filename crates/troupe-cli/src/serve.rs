@@ -57,6 +57,14 @@ pub(crate) struct ServeArgs {
     /// How long shutdown waits for running runs to finish, in seconds.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     shutdown_grace: u64,
+    /// How long a client may take to send a request's headers, in seconds; a slower or
+    /// idle connection is closed.
+    #[arg(long, default_value_t = troupe::server::DEFAULT_HEADER_TIMEOUT.as_secs(), value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout: u64,
+    /// How many connections may be open at once; more wait.
+    #[arg(long, default_value_t = troupe::server::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    max_connections: usize,
     /// Where agent files are looked for.
     #[command(flatten)]
     config: ConfigDirs,
@@ -74,6 +82,8 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
         cors_origins: args.cors_origins.clone(),
         cancel_on_shutdown: args.no_store,
         shutdown_grace: std::time::Duration::from_secs(args.shutdown_grace),
+        header_timeout: std::time::Duration::from_secs(args.header_timeout),
+        max_connections: args.max_connections,
         ..ServerConfig::default()
     };
     if !server_config.allows(args.addr) {

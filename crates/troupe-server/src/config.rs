@@ -6,6 +6,15 @@ use std::time::Duration;
 
 /// The address `troupe serve` binds by default.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8787";
+/// How long a client may take to send a request's headers, by default.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a client may take between two pieces of a request's body, by default.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many connections may be open at once, by default.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
 /// The largest request body accepted by default (1 MiB).
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 /// The environment variable holding the server's bearer token(s), comma-separated.
@@ -45,6 +54,14 @@ pub struct ServerConfig {
     pub tokens: Vec<Token>,
     /// The largest request body accepted, in bytes.
     pub body_limit: usize,
+    /// How long a client may take to send a request's headers (also the next request's,
+    /// on a kept-alive connection); a slower or idle one is closed.
+    pub header_timeout: Duration,
+    /// How long a client may take between two pieces of a request's body; a request
+    /// whose body stalls longer is answered 408.
+    pub body_timeout: Duration,
+    /// How many connections may be open at once; more wait in the listen backlog.
+    pub max_connections: usize,
     /// The origins browsers may call from (`*` for any); none means no CORS headers.
     pub cors_origins: Vec<String>,
     /// How long shutdown waits for active runs to end before leaving them (with a store
@@ -68,6 +85,9 @@ impl Default for ServerConfig {
         ServerConfig {
             tokens: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             cors_origins: Vec::new(),
             shutdown_grace: Duration::from_secs(10),
             cancel_on_shutdown: true,

@@ -77,7 +77,32 @@ impl ApiError {
         ApiError::new(StatusCode::CONFLICT, code, message)
     }
 
-    /// 413: the body is larger than the configured limit.
+    /// 408: the body stopped arriving.
+    pub fn body_timeout() -> Self {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            "the request body stopped arriving before it was complete",
+        )
+    }
+
+    /// The error of a body that could not be read: too large (413), stalled (408), or
+    /// broken off (400).
+    pub fn unreadable_body(rejection: &axum::extract::rejection::BytesRejection, limit: usize) -> Self {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return ApiError::too_large(limit);
+        }
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
+        while let Some(error) = source {
+            if error.is::<tower_http::timeout::TimeoutError>() {
+                return ApiError::body_timeout();
+            }
+            source = error.source();
+        }
+        ApiError::bad_request("unreadable_body", rejection.body_text())
+    }
+
+    /// 413: the body is larger than the limit.
     pub fn too_large(limit: usize) -> Self {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,

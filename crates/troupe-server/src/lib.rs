@@ -59,17 +59,22 @@ pub mod a2a;
 pub mod agui;
 mod auth;
 mod config;
+mod connections;
 mod error;
 mod hub;
 mod ids;
 mod launcher;
+mod media;
 pub mod native;
 pub mod openapi;
 mod server;
 mod state;
 
 pub use auth::{Auth, PUBLIC_PATHS};
-pub use config::{DEFAULT_ADDR, DEFAULT_BODY_LIMIT, ServerConfig, TOKEN_ENV, Token};
+pub use config::{
+    DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    ServerConfig, TOKEN_ENV, Token,
+};
 pub use error::{ApiError, ServerError};
 pub use hub::{DEFAULT_RETAINED_RUNS, HubRun, RunHub, RunPhase, RunView};
 pub use ids::{MAX_ID_LEN, checked_id};

@@ -5,6 +5,7 @@ use crate::config::ServerConfig;
 use crate::error::{ApiError, ServerError};
 use crate::hub::RunHub;
 use crate::launcher::Launcher;
+use crate::media::json_bodies_only;
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -72,8 +73,10 @@ impl Server {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint").into_response()
             })
             .with_state(self.state.clone())
+            .layer(axum::middleware::from_fn(json_bodies_only))
             .layer(axum::middleware::from_fn_with_state(Auth::new(&config.tokens), require_token))
-            .layer(DefaultBodyLimit::max(config.body_limit));
+            .layer(DefaultBodyLimit::max(config.body_limit))
+            .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(config.body_timeout));
         if !config.cors_origins.is_empty() {
             app = app.layer(cors(&config.cors_origins)?);
         }
@@ -92,12 +95,7 @@ impl Server {
         let router = self.router()?;
         let closing = self.state.closing.clone();
         tracing::info!(%addr, auth = %self.state.config.auth_summary(), "serving");
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                shutdown.cancelled().await;
-                closing.cancel();
-            })
-            .await?;
+        crate::connections::serve(listener, router, &self.state.config, shutdown, closing).await;
         let left = self.state.hub.drain(self.state.config.shutdown_grace).await;
         if left > 0 {
             if self.state.config.cancel_on_shutdown {

@@ -6,7 +6,6 @@ use crate::hub::RunHub;
 use crate::launcher::Launcher;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -35,13 +34,7 @@ impl AppState {
     /// The body as `T`, with the error a client can act on when it is too large, not
     /// JSON, or not the expected shape.
     pub fn parse<T: DeserializeOwned>(&self, body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
-        let bytes = body.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::too_large(self.config.body_limit)
-            } else {
-                ApiError::bad_request("unreadable_body", rejection.body_text())
-            }
-        })?;
+        let bytes = body.map_err(|rejection| ApiError::unreadable_body(&rejection, self.config.body_limit))?;
         serde_json::from_slice(&bytes).map_err(|e| ApiError::from_json(&e))
     }
 }

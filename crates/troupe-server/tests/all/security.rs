@@ -253,3 +253,97 @@ async fn cors_answers_only_the_configured_origins() {
     let response = unconfigured.get("/healthz").header("origin", "https://app.example").send().await.expect("request");
     assert!(response.headers().get("access-control-allow-origin").is_none(), "CORS is off unless configured");
 }
+
+/// A body that is not JSON is refused before any handler reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_is_not_json_is_415_and_starts_nothing() {
+    let served = serve(ServerConfig::default(), []).await;
+    let json = r#"{"agent": "coder", "instruction": "hi", "stream": false}"#;
+    for kind in ["text/plain", "application/x-www-form-urlencoded", "application/xml"] {
+        let response = served.post("/v1/runs").header("content-type", kind).body(json).send().await.expect("request");
+        let (status, code, _) = error_of(response).await;
+        assert_eq!((status, code.as_str()), (415, "unsupported_media_type"), "{kind}");
+    }
+    let untyped = served.post("/v1/runs").body(json).send().await.expect("request");
+    assert_eq!(error_of(untyped).await.0, 415, "a body must say it is JSON");
+    let a2a = served.post("/a2a").header("content-type", "text/plain").body("{}").send().await.expect("request");
+    assert_eq!(error_of(a2a).await.0, 415);
+    assert_eq!(runs_held(&served), 0);
+}
+
+/// Connections that never finish their headers (a slowloris) are closed after the header
+/// timeout, and while they are held the server still answers others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_never_finish_their_headers_are_closed_after_the_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = ServerConfig { header_timeout: Duration::from_millis(500), ..ServerConfig::default() };
+    let served = serve(config, []).await;
+    let addr = served.url.trim_start_matches("http://").to_owned();
+    let mut slow = Vec::new();
+    for _ in 0..50 {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.expect("connects");
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ").await.expect("writes part of a header");
+        slow.push(stream);
+    }
+    let healthy = served.get("/healthz").send().await.expect("the server still answers");
+    assert_eq!(healthy.status().as_u16(), 200);
+    let started = std::time::Instant::now();
+    for (i, stream) in slow.iter_mut().enumerate() {
+        let mut buffer = [0u8; 256];
+        // The server closes the connection (0 bytes, or an error response then close).
+        let closed = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match stream.read(&mut buffer).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "slow connection {i} was not closed");
+    }
+    assert!(started.elapsed() < Duration::from_secs(3), "closed within the timeout: {:?}", started.elapsed());
+}
+
+/// With every connection slot taken by idle clients, a new client waits in the backlog
+/// until the header timeout frees a slot, then is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_limit_holds_and_a_freed_slot_is_used() {
+    let config =
+        ServerConfig { header_timeout: Duration::from_millis(600), max_connections: 2, ..ServerConfig::default() };
+    let served = serve(config, []).await;
+    let addr = served.url.trim_start_matches("http://").to_owned();
+    let idle_a = tokio::net::TcpStream::connect(&addr).await.expect("connects");
+    let idle_b = tokio::net::TcpStream::connect(&addr).await.expect("connects");
+    let started = std::time::Instant::now();
+    let fresh = reqwest::Client::new();
+    let response = fresh.get(format!("{}/healthz", served.url)).send().await.expect("served in the end");
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "the third connection waited for a slot: {:?}",
+        started.elapsed()
+    );
+    drop((idle_a, idle_b));
+}
+
+/// A body that stops arriving is answered 408, and the run is not started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stalls_is_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = ServerConfig { body_timeout: Duration::from_millis(300), ..ServerConfig::default() };
+    let served = serve(config, []).await;
+    let addr = served.url.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.expect("connects");
+    stream
+        .write_all(
+            b"POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"agent\"",
+        )
+        .await
+        .expect("writes the start of a body");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert_eq!(runs_held(&served), 0);
+}
