@@ -13,7 +13,9 @@ pub fn checked_id<'a>(what: &str, id: &'a str) -> Result<&'a str, ApiError> {
     if id.is_empty() || id.len() > MAX_ID_LEN || !id.chars().all(allowed) || id.chars().all(|c| c == '.') {
         return Err(ApiError::bad_request(
             "invalid_id",
-            format!("a {what} id is 1 to {MAX_ID_LEN} characters of letters, digits, `_`, `-`, `.` and `:`"),
+            format!(
+                "{what} ids are 1 to {MAX_ID_LEN} characters of letters, digits, `_`, `-`, `.` and `:`, not dots alone"
+            ),
         ));
     }
     Ok(id)

@@ -24,9 +24,13 @@ fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
 }
 
+/// An id: a run's, an agent's, a team's (not dots alone: no path traversal).
+fn id_schema() -> Value {
+    json!({"type": "string", "maxLength": 128, "pattern": "^[A-Za-z0-9_.:-]*[A-Za-z0-9_:-][A-Za-z0-9_.:-]*$"})
+}
+
 fn run_id_parameter() -> Value {
-    json!({"name": "id", "in": "path", "required": true,
-           "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,128}$"}})
+    json!({"name": "id", "in": "path", "required": true, "schema": id_schema()})
 }
 
 /// The document.
@@ -36,9 +40,52 @@ pub fn document() -> Value {
         "401": error_response("Missing or invalid bearer token"),
         "404": error_response("Unknown agent or run"),
         "409": error_response("The request does not fit the run's state"),
+        "408": error_response("The body stopped arriving before it was complete"),
         "413": error_response("The body is larger than the server's limit"),
+        "415": error_response("The body is not declared JSON"),
         "422": error_response("The body is JSON but not the expected shape"),
     });
+    // AG-UI's RunAgentInput, as far as this server reads it.
+    let source = json!({"oneOf": [
+        {"type": "object", "required": ["type", "value", "mimeType"],
+            "properties": {"type": {"const": "data"}, "value": {"type": "string"}, "mimeType": {"type": "string"}}},
+        {"type": "object", "required": ["type", "value"],
+            "properties": {"type": {"const": "url"}, "value": {"type": "string"}, "mimeType": {"type": "string"}}}]});
+    let content = json!({"oneOf": [{"type": "string"}, {"type": "array", "items": {"oneOf": [
+        {"type": "object", "required": ["type", "text"], "properties": {"type": {"const": "text"}, "text": {"type": "string"}}},
+        {"type": "object", "required": ["type", "source"],
+            "properties": {"type": {"enum": ["image", "audio", "video", "document"]}, "source": source}}]}}]});
+    let text_message = |role: &str| {
+        json!({"type": "object", "required": ["id", "role", "content"],
+        "properties": {"id": {"type": "string"}, "role": {"const": role}, "content": {"type": "string"}, "name": {"type": "string"}}})
+    };
+    let tool_call = json!({"type": "object", "required": ["id", "function"], "properties": {"id": {"type": "string"},
+        "function": {"type": "object", "required": ["name", "arguments"],
+            "properties": {"name": {"type": "string"}, "arguments": {"type": "string"}}}}});
+    let message = json!({"oneOf": [
+        text_message("developer"),
+        text_message("system"),
+        {"type": "object", "required": ["id", "role"], "properties": {"id": {"type": "string"}, "role": {"const": "assistant"},
+            "content": {"type": "string"}, "toolCalls": {"type": "array", "items": tool_call}, "name": {"type": "string"}}},
+        {"type": "object", "required": ["id", "role", "content"], "properties": {"id": {"type": "string"}, "role": {"const": "user"},
+            "content": content, "name": {"type": "string"}}},
+        {"type": "object", "required": ["id", "role", "content", "toolCallId"], "properties": {"id": {"type": "string"},
+            "role": {"const": "tool"}, "content": content, "toolCallId": {"type": "string"}, "error": {"type": "string"}}}]});
+    let agui_input = json!({"type": "object",
+        "required": ["threadId", "runId", "messages"],
+        "properties": {"threadId": id_schema(), "runId": id_schema(),
+            "messages": {"type": "array", "minItems": 1, "items": message,
+                "description": "The conversation; the last message is the person's (role `user`), else 422"},
+            "tools": {"type": "array", "items": {"type": "object", "required": ["name", "description", "parameters"],
+                "properties": {"name": {"type": "string"}, "description": {"type": "string"}, "parameters": {"type": "object"}}}},
+            "context": {"type": "array", "items": {"type": "object"}}}});
+    // What makes a request a WebSocket upgrade.
+    let ws_headers = json!([
+        {"name": "Connection", "in": "header", "required": true, "schema": {"enum": ["Upgrade"]}},
+        {"name": "Upgrade", "in": "header", "required": true, "schema": {"enum": ["websocket"]}},
+        {"name": "Sec-WebSocket-Version", "in": "header", "required": true, "schema": {"enum": ["13"]}},
+        {"name": "Sec-WebSocket-Key", "in": "header", "required": true,
+            "schema": {"type": "string", "pattern": "^[A-Za-z0-9+/]{22}==$"}}]);
     let sse = json!({"text/event-stream": {"schema": {"type": "string",
         "description": "Server-Sent Events: `id` is the event's position in its run, `event` its type, `data` the AgentEvent as JSON"}}});
     json!({
@@ -54,9 +101,11 @@ pub fn document() -> Value {
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
                     "required": ["code", "message"],
                     "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
-                "StartRun": {"type": "object", "required": ["instruction"], "additionalProperties": false, "properties": {
-                    "agent": {"type": "string"}, "team": {"type": "string"}, "instruction": {"type": "string"},
-                    "conversation_id": {"type": "string"}, "model": {"type": "string"}, "stream": {"type": "boolean", "default": true}}},
+                "StartRun": {"type": "object", "required": ["instruction"], "additionalProperties": false,
+                    "oneOf": [{"required": ["agent"], "not": {"required": ["team"]}}, {"required": ["team"], "not": {"required": ["agent"]}}],
+                    "properties": {
+                    "agent": id_schema(), "team": id_schema(), "instruction": {"type": "string"},
+                    "conversation_id": id_schema(), "model": {"type": "string", "minLength": 1}, "stream": {"type": "boolean", "default": true}}},
                 "Signal": {"type": "object", "required": ["type"], "properties": {
                     "type": {"enum": ["user_message", "steering", "approval", "cancel", "resume", "external_event"]},
                     "text": {"type": "string"}, "call_id": {"type": "string"},
@@ -78,7 +127,8 @@ pub fn document() -> Value {
                     "summary": "Start a run; the response is its event stream (or, with stream=false, its id)",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StartRun"}}}},
                     "responses": {"200": {"description": "The run's events", "content": sse}, "201": {"description": "Started"},
-                        "400": errors["400"], "401": errors["401"], "404": errors["404"], "413": errors["413"], "422": errors["422"]}
+                        "400": errors["400"], "401": errors["401"], "404": errors["404"], "408": errors["408"], "413": errors["413"],
+                        "415": errors["415"], "422": errors["422"]}
                 }
             },
             "/v1/runs/{id}": {"get": {"summary": "A run's state", "parameters": [run_id_parameter()],
@@ -93,20 +143,23 @@ pub fn document() -> Value {
                 "parameters": [run_id_parameter()],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Signal"}}}},
                 "responses": {"202": {"description": "Taken"}, "400": errors["400"], "401": errors["401"], "404": errors["404"],
-                    "409": errors["409"], "413": errors["413"], "422": errors["422"]}}},
+                    "408": errors["408"], "409": errors["409"], "413": errors["413"], "415": errors["415"], "422": errors["422"]}}},
             "/metrics": {"get": {"summary": "Prometheus text: runs, outcomes, tokens by type, cost, tool calls, durations, active runs",
                 "responses": {"200": {"description": "Metrics", "content": {"text/plain": {"schema": {"type": "string"}}}}, "401": errors["401"]}}},
             "/agui/{agent}": {"post": {"summary": "AG-UI: a RunAgentInput in, AG-UI events out (an approval ends the run with an interrupt; resume it with `resume`)",
-                "parameters": [{"name": "agent", "in": "path", "required": true, "schema": {"type": "string"}}],
-                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["threadId", "runId", "messages"]}}}},
-                "responses": {"200": {"description": "AG-UI events", "content": sse}, "400": errors["400"], "401": errors["401"], "404": errors["404"], "422": errors["422"]}}},
+                "parameters": [{"name": "agent", "in": "path", "required": true, "schema": id_schema()}],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": agui_input}}},
+                "responses": {"200": {"description": "AG-UI events", "content": sse}, "400": errors["400"], "401": errors["401"], "404": errors["404"],
+                    "408": errors["408"], "413": errors["413"], "415": errors["415"], "422": errors["422"]}}},
             "/a2a": {"post": {"summary": "A2A JSON-RPC 2.0 (1.0 methods and 0.3 names): SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask",
-                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["jsonrpc", "method"]}}}},
-                "responses": {"200": {"description": "A JSON-RPC response, or SSE for streaming methods"}, "401": errors["401"]}}},
+                "requestBody": {"required": false, "description": "A JSON-RPC request; a missing or unreadable one is answered with a JSON-RPC error (200)",
+                    "content": {"application/json": {"schema": {"description": "Any JSON: a request object is run, anything else is answered with a JSON-RPC error"}}}},
+                "responses": {"200": {"description": "A JSON-RPC response, or SSE for streaming methods"}, "401": errors["401"], "415": errors["415"]}}},
             "/.well-known/agent-card.json": {"get": {"summary": "The A2A agent card: one skill per agent or team", "security": [],
                 "responses": {"200": {"description": "The card"}}}},
             "/v1/ws": {"get": {"summary": "WebSocket: start, subscribe and signal messages in; started, event, ended, error messages out",
-                "responses": {"101": {"description": "Switching protocols"}, "401": errors["401"]}}}
+                "parameters": ws_headers,
+                "responses": {"101": {"description": "Switching protocols"}, "400": errors["400"], "401": errors["401"]}}}
         }
     })
 }

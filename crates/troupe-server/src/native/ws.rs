@@ -82,7 +82,21 @@ pub enum ServerMessage {
     },
 }
 
-pub(super) async fn upgrade(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
+pub(super) async fn upgrade(
+    State(state): State<AppState>,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    let ws = match ws {
+        Ok(ws) => ws,
+        // A plain request to the WebSocket endpoint gets the JSON error every endpoint gives.
+        Err(rejection) => {
+            let why = format!("{} (this endpoint speaks WebSocket: send an upgrade request)", rejection.body_text());
+            return axum::response::IntoResponse::into_response(crate::error::ApiError::bad_request(
+                "websocket_upgrade_required",
+                why,
+            ));
+        }
+    };
     let limit = state.config.body_limit;
     ws.max_message_size(limit).on_upgrade(move |socket| session(state, socket))
 }

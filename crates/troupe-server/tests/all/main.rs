@@ -6,4 +6,5 @@ mod a2a;
 mod agui;
 mod common;
 mod native;
+mod openapi;
 mod security;
