@@ -32,6 +32,7 @@ mod event;
 mod failure;
 mod ids;
 mod message;
+mod position;
 mod request;
 mod stream;
 mod usage;
@@ -42,6 +43,7 @@ pub use event::{AgentEvent, AgentEventKind, Attribution, PauseReason, RunOutcome
 pub use failure::FailureCode;
 pub use ids::{AgentId, ConversationId, RunId, ToolCallId};
 pub use message::{ContentBlock, ImageSource, Message, Role};
+pub use position::line_column;
 pub use request::{ModelRequest, ReasoningConfig, ToolChoice, ToolSpec};
 pub use stream::{StopReason, StreamEvent};
 pub use usage::Usage;

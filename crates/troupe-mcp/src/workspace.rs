@@ -7,6 +7,7 @@ use crate::config::McpSection;
 use crate::error::McpConfigError;
 use serde::Deserialize;
 use std::path::Path;
+use troupe_core::line_column;
 
 /// The part of `troupe.toml` read here.
 #[derive(Deserialize)]
@@ -64,18 +65,6 @@ pub fn load_workspace_servers(path: impl AsRef<Path>) -> Result<McpSection, McpC
             message: format!("cannot read it: {e}"),
         }),
     }
-}
-
-/// The 1-based line and character column of byte `offset` of `text`.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let mut end = offset.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let before = &text[..end];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
 }
 
 /// Where the `index`th `[[mcp.servers]]` header is written (the array-of-tables spelling).

@@ -37,6 +37,7 @@ use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
+use troupe_core::line_column;
 
 /// The model configuration of `troupe.toml`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -359,18 +360,6 @@ fn model_info(id: &str, section: &ModelOverride, existing: Option<&ModelInfo>) -
         }
     }
     Ok(info)
-}
-
-/// The 1-based line and column (in characters) of byte `offset` of `text`.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let mut end = offset.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let before = &text[..end];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
 }
 
 /// Where top-level `key = ...` is written, before the first table header.

@@ -4,6 +4,7 @@
 use crate::{Sandbox, SandboxMode};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use troupe_core::line_column;
 
 /// A `[sandbox]` table: what it sets, nothing for what it leaves out.
 ///
@@ -105,18 +106,6 @@ pub fn parse_project_settings(text: &str, origin: &str) -> Result<SandboxSetting
         SandboxConfigError { origin: origin.to_owned(), line, column, message: e.message().trim_end().to_owned() }
     })?;
     Ok(project.sandbox)
-}
-
-/// The 1-based line and character column of byte `offset` of `text`.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let mut end = offset.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let before = &text[..end];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
 }
 
 #[cfg(test)]

@@ -22,13 +22,7 @@ pub struct Location {
 impl Location {
     /// The location of byte `offset` of `text`.
     pub fn of_offset(text: &str, offset: usize) -> Self {
-        let mut end = offset.min(text.len());
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        let before = &text[..end];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let (line, column) = troupe_core::line_column(text, offset);
         Location { line, column }
     }
 }
