@@ -547,3 +547,56 @@ fn a_run_failed_for_a_transient_reason_is_resumed() {
     );
     assert_eq!(server.requests().len(), 3);
 }
+
+/// An agent file's `[sandbox]` confines the commands it runs (over `troupe.toml`'s, under
+/// `--sandbox`), and a person asked to approve a command is told the sandbox.
+#[test]
+fn an_agent_files_sandbox_confines_its_commands_and_approvals_name_it() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let url = server.url();
+    let dirs = Dirs::new();
+    let file = dirs.cwd.path().join("builder.toml");
+    let agent_file = |sandbox: &str| {
+        format!(
+            "[agent]\nid = \"builder\"\nname = \"Builder\"\n\n[provider]\nname = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\n\
+             [[tools]]\nname = \"shell\"\n\n{sandbox}"
+        )
+    };
+    let run = |approve: &str| {
+        let json = approve == "ask";
+        server.push(MockTurn::tool_call("toolu_1", "shell", json!({"command": "echo made > made.txt"})));
+        server.push(MockTurn::text("Done."));
+        let output = Command::new(env!("CARGO_BIN_EXE_troupe"))
+            .args(["agent", "run", "--agent-file", file.to_str().expect("UTF-8"), "--prompt", "Make a file"])
+            .args(["-w", dirs.workspace(), "--approve", approve])
+            .args(json.then_some("--json"))
+            .current_dir(dirs.cwd.path())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("ANTHROPIC_API_KEY", "sk-ant-fake")
+            .env("ANTHROPIC_BASE_URL", &url)
+            .output()
+            .expect("the binary runs");
+        (dirs.workspace.path().join("made.txt").exists(), format!("{}{}", stderr(&output), stdout(&output)))
+    };
+
+    std::fs::write(&file, agent_file("[sandbox]\nmode = \"read-only\"\n")).expect("the agent file");
+    let (made, err) = run("auto");
+    assert!(!made, "the file's read-only sandbox writes nothing: {err}");
+
+    std::fs::write(&file, agent_file("")).expect("the agent file");
+    std::fs::write(dirs.cwd.path().join("troupe.toml"), "[sandbox]\nmode = \"full\"\n").expect("troupe.toml");
+    let (made, err) = run("auto");
+    assert!(made, "troupe.toml's full sandbox applies where the file says nothing: {err}");
+    assert!(err.contains("note: builder: sandbox full: the commands it runs are not confined"), "{err}");
+    std::fs::remove_file(dirs.workspace.path().join("made.txt")).expect("cleaned");
+
+    std::fs::remove_file(dirs.cwd.path().join("troupe.toml")).expect("cleaned");
+    let (made, err) = run("ask");
+    assert!(!made, "nobody to ask: refused");
+    assert!(
+        err.contains("(sandbox: workspace-write)"),
+        "the question (its `run_paused` event) names the sandbox: {err}"
+    );
+}
