@@ -5,16 +5,14 @@
 use crate::common::{Harness, Wire};
 use std::sync::Arc;
 use troupe_core::FailureCode;
-use troupe_runtime::durable::{Durability, resumable_failure};
+use troupe_runtime::durable::resumable_failure;
 use troupe_runtime::{Engine, RunOutcome, RuntimeError};
 use troupe_store::{EvidenceKind, RunStatus, Store};
 use troupe_testkit::MockTurn;
 
 async fn harness() -> (Harness, tempfile::TempDir, Arc<dyn Store>, Engine) {
     let h = Harness::new(Wire::Anthropic).await;
-    let dir = tempfile::tempdir().expect("a directory");
-    let store = troupe_store::open(dir.path().join("troupe.db").to_str().expect("UTF-8")).await.expect("store");
-    let engine = Engine::builder().resolver(Arc::new(h.model())).store(Durability::new(Arc::clone(&store))).build();
+    let (engine, store, dir) = h.recorded_engine().await;
     (h, dir, store, engine)
 }
 

@@ -3,10 +3,8 @@
 //! closed on the live stream, and the record keeps one model turn.
 
 use crate::common::{Harness, Wire, check_events};
-use std::sync::Arc;
 use troupe_core::{AgentEventKind, FailureCode};
-use troupe_runtime::durable::Durability;
-use troupe_runtime::{Engine, RunOutcome, STREAM_RESTARTS};
+use troupe_runtime::{RunOutcome, STREAM_RESTARTS};
 use troupe_store::EvidenceKind;
 use troupe_testkit::{Fault, MockTurn};
 
@@ -29,9 +27,7 @@ fn retries(events: &[troupe_core::AgentEvent]) -> Vec<u32> {
 async fn a_broken_off_answer_is_asked_for_again(wire: Wire) {
     let h = Harness::new(wire).await;
     h.push([answer().with_fault(Fault::Truncate { after_events: 6 }), answer()]);
-    let dir = tempfile::tempdir().expect("a directory");
-    let store = troupe_store::open(dir.path().join("troupe.db").to_str().expect("UTF-8")).await.expect("store");
-    let engine = Engine::builder().resolver(Arc::new(h.model())).store(Durability::new(Arc::clone(&store))).build();
+    let (engine, store, _dir) = h.recorded_engine().await;
     let agent = engine.agent("patient").build().expect("the agent builds");
     let output = agent.run("Answer").await.expect("the run ends");
 

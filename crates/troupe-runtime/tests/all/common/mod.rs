@@ -151,6 +151,17 @@ impl Harness {
         Engine::builder().resolver(Arc::new(self.model())).build()
     }
 
+    /// An engine over this model recording its runs in a SQLite store of its own; the store,
+    /// and the directory its file is in (kept as long as the store is used).
+    pub async fn recorded_engine(&self) -> (Engine, Arc<dyn troupe_store::Store>, TempDir) {
+        let dir = tempfile::tempdir().expect("a directory");
+        let file = dir.path().join("troupe.db");
+        let store = troupe_store::open(file.to_str().expect("UTF-8")).await.expect("the store opens");
+        let durability = troupe_runtime::durable::Durability::new(Arc::clone(&store));
+        let engine = Engine::builder().resolver(Arc::new(self.model())).store(durability).build();
+        (engine, store, dir)
+    }
+
     pub fn priced_engine(&self, pricing: Pricing) -> Engine {
         Engine::builder().resolver(Arc::new(self.model().with_pricing(pricing))).build()
     }
