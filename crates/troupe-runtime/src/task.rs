@@ -245,12 +245,14 @@ impl Run {
                     let mut waits = Vec::new();
                     for mut request in requests {
                         if self.paused.insert(request.call_id.clone()) {
+                            // A person deciding on a command sees how it will be confined (an
+                            // interrupted call keeps the reason that says so, which callers read).
                             let uncertain =
                                 state.pending_calls.iter().any(|c| c.call_id == request.call_id && c.uncertain);
-                            // A person deciding on a command sees how it will be confined.
-                            if catalog
-                                .get(&request.tool)
-                                .is_some_and(|tool| tool.declaration().access.contains(&troupe_tools::Access::Shell))
+                            if !uncertain
+                                && catalog.get(&request.tool).is_some_and(|tool| {
+                                    tool.declaration().access.contains(&troupe_tools::Access::Shell)
+                                })
                             {
                                 let mode = self.workspace.sandbox().mode();
                                 request.reason = format!("{} (sandbox: {mode})", request.reason);
@@ -260,19 +262,11 @@ impl Run {
                                 NewEvidence::new(EvidenceKind::ApprovalWait, payload)
                                     .for_call(request.call_id.as_str()),
                             );
-                            // A call a crash interrupted is told apart by its kind, not its text.
-                            let reason = match uncertain {
-                                true => PauseReason::UncertainAction {
-                                    call_id: request.call_id,
-                                    tool: request.tool,
-                                    arguments: request.arguments,
-                                },
-                                false => PauseReason::Approval {
-                                    call_id: request.call_id,
-                                    tool: request.tool,
-                                    arguments: request.arguments,
-                                    reason: request.reason,
-                                },
+                            let reason = PauseReason::Approval {
+                                call_id: request.call_id,
+                                tool: request.tool,
+                                arguments: request.arguments,
+                                reason: request.reason,
                             };
                             self.emitter.emit(AgentEventKind::RunPaused { reason }).await;
                         }
