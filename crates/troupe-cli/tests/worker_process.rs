@@ -396,7 +396,10 @@ async fn a_gibibyte_goes_each_way_with_bounded_memory_on_both_sides() {
     let source = scratch.path().join("big.bin");
     write_pattern(&source, GIB);
     let artifacts = scratch.path().join("artifacts");
-    let member = ProcessMember::new("coder", "the demo agent", dirs.worker().artifact_dir(&artifacts));
+    // Three gibibytes of dirty pages can stall a write for seconds on a loaded machine; this
+    // test is about memory, so silence is allowed a minute instead of the default ten seconds.
+    let config = dirs.worker().artifact_dir(&artifacts).heartbeat(Duration::from_secs(1), 60);
+    let member = ProcessMember::new("coder", "the demo agent", config);
     let mut agent_task = task("t-gib", "Summarise this repository", "demo");
     // The real agent runs, then the worker streams the input back as an artifact.
     agent_task.outputs = TaskOutputs { echo_payloads: true, ..TaskOutputs::default() };
@@ -409,8 +412,8 @@ async fn a_gibibyte_goes_each_way_with_bounded_memory_on_both_sides() {
     let (outcome, _) =
         run(&member, WorkerTask::new(agent_task).input("big.bin", PayloadSource::File(source.clone()))).await;
     let elapsed = started.elapsed();
-    let result = outcome.result.as_ref().expect("a result");
     assert!(outcome.member.success, "{:?} / {:?}", outcome.member, outcome.attempts);
+    let result = outcome.result.as_ref().expect("a result");
     assert_eq!(result.data.as_ref().map(|d| d["inputs"][0]["len"].clone()), Some(json!(GIB)));
     let received = dirs.workspace().join(".troupe-inputs/big.bin");
     assert_eq!(std::fs::metadata(&received).expect("the worker wrote the input").len(), GIB);
