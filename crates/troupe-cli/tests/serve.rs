@@ -213,7 +213,7 @@ async fn a_team_file_is_served_as_one_run_carrying_every_members_events() {
     assert_eq!(team_tokens, member_tokens, "the team's end sums every member's usage: {last}");
     serving.stop();
 
-    // The team's run, under the server's run id, with its local members' runs under it.
+    // The team's run, under the server's run id, with its members' runs under it.
     let listed = Command::new(env!("CARGO_BIN_EXE_troupe"))
         .args(["runs", "list", "--json", "-w"])
         .arg(workspace.path())
@@ -227,7 +227,9 @@ async fn a_team_file_is_served_as_one_run_carrying_every_members_events() {
     let team_run = runs.iter().find(|r| r["agent"] == "project").expect("the team's run is recorded");
     assert_eq!(team_run["id"], first["run_id"], "recorded under the server's run id: {runs:?}");
     assert_eq!(team_run["status"], "completed");
-    assert_eq!(team_run["runs_under"], 3, "the leader, the reviewer and the writer: {runs:?}");
+    assert_eq!(team_run["runs_under"], 4, "the leader, the researcher, the reviewer and the writer: {runs:?}");
+    let researcher = runs.iter().find(|r| r["agent"] == "researcher").expect("the worker's run is recorded");
+    assert_eq!(researcher["status"], "completed", "{runs:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -270,8 +270,9 @@ fn an_orchestrated_team_reads_the_leaders_plan_through_the_firewall() {
     assert_eq!(boss_row.get(7).map(String::as_str), Some("$0.0090"), "{err}");
 }
 
-/// `troupe team run` records the team's run in the workspace's store, its local members'
-/// runs as children; `troupe runs list` shows them.
+/// `troupe team run` records the team's run in the workspace's store, its members' runs
+/// (the process member's too, through its worker's protocol) as children; `troupe runs
+/// list` shows them.
 #[test]
 fn a_team_run_is_recorded_with_its_members_runs_as_children() {
     let workspace = workspace("# Gadget");
@@ -309,19 +310,22 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
     assert_eq!((team_run["id"].as_str(), team_run["status"].as_str()), (Some(root.as_str()), Some("completed")));
     assert_eq!(lead["parent_run_id"].as_str(), Some(root.as_str()), "the leader's run is the team's child");
     assert_eq!(by_agent("reviewer")["parent_run_id"], lead["id"], "a delegated member's run is the leader's child");
-    assert!(runs.iter().all(|r| r["agent"] != "researcher"), "a process member's run is not recorded here: {runs:?}");
-    assert_eq!(runs.len(), 4, "{runs:?}");
-    assert_eq!((team_run["runs_under"].as_u64(), lead["runs_under"].as_u64()), (Some(3), Some(2)), "{runs:?}");
+    let researcher = by_agent("researcher");
+    assert_eq!(researcher["parent_run_id"], lead["id"], "a process member's run is recorded, the leader's child");
+    assert_eq!(researcher["status"].as_str(), Some("completed"), "{runs:?}");
+    assert_eq!(runs.len(), 5, "{runs:?}");
+    assert_eq!((team_run["runs_under"].as_u64(), lead["runs_under"].as_u64()), (Some(4), Some(3)), "{runs:?}");
 
     let shown = runs_cli(&["show", &root]);
     let text = stdout(&shown);
     assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
     assert!(text.contains("task       Describe"), "a team run shows its task: {text}");
     assert!(text.contains("answer     The team worked on"), "and its answer: {text}");
-    let tree: Vec<&str> = text.lines().skip_while(|l| *l != "runs under it:").skip(1).take(2).collect();
+    let tree: Vec<&str> = text.lines().skip_while(|l| *l != "runs under it:").skip(1).take(3).collect();
     assert!(tree[0].starts_with("  lead  completed  "), "the leader's run under the team's: {tree:?}");
+    assert!(tree[1].starts_with("    researcher  completed  "), "the worker's run under the leader's: {tree:?}");
     assert!(
-        tree[1].starts_with("    reviewer  completed  2 tool calls  "),
+        tree[2].starts_with("    reviewer  completed  2 tool calls  "),
         "the reviewer's under the leader's: {tree:?}"
     );
     let json: serde_json::Value = serde_json::from_str(&stdout(&runs_cli(&["show", &root, "--json"]))).expect("JSON");
@@ -331,16 +335,16 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
         .iter()
         .map(|n| (n["depth"].as_u64().unwrap_or(0), n["agent"].as_str().unwrap_or("")))
         .collect();
-    assert_eq!(depths, [(1, "lead"), (2, "reviewer"), (2, "writer")]);
+    assert_eq!(depths, [(1, "lead"), (2, "researcher"), (2, "reviewer"), (2, "writer")]);
 
     let events = stdout(&runs_cli(&["events", &root]));
-    for agent in ["lead", "reviewer", "writer"] {
+    for agent in ["lead", "researcher", "reviewer", "writer"] {
         assert!(events.lines().any(|l| l.starts_with(&format!("[{agent}] "))), "{agent}'s evidence: {events}");
     }
     let verified = runs_cli(&["verify", &root]);
     let lines = stdout(&verified);
     assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
-    assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 4, "every run of the tree verifies: {lines}");
+    assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 5, "every run of the tree verifies: {lines}");
 
     // A member's log changed after it was written breaks the team's verification.
     let reviewer = by_agent("reviewer")["id"].as_str().expect("the reviewer's run id").to_owned();
@@ -361,7 +365,7 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
     let lines = stdout(&verified);
     assert_eq!(verified.status.code(), Some(1), "{lines}");
     assert!(lines.contains(&format!("{reviewer} (reviewer) broken: evidence entry 2")), "{lines}");
-    assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 3, "the other runs still verify: {lines}");
+    assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 4, "the other runs still verify: {lines}");
     assert!(stderr(&verified).contains(&reviewer), "the error names the broken run: {}", stderr(&verified));
 }
 
@@ -614,8 +618,8 @@ fn a_queued_team_run_is_run_by_a_worker() {
     let team_run = runs.iter().find(|r| r["id"] == run_id.as_str()).expect("the team's run");
     assert_eq!(
         (team_run["status"].as_str(), team_run["runs_under"].as_u64()),
-        (Some("completed"), Some(3)),
-        "the leader, the reviewer and the writer (a process member's run is not recorded): {runs:?}"
+        (Some("completed"), Some(4)),
+        "the leader, the researcher (in its worker), the reviewer and the writer: {runs:?}"
     );
 }
 

@@ -1,8 +1,9 @@
 //! The real worker, `troupe agent run --worker`, under a coordinator: the demo agent
 //! completes a task with its events streamed; a scripted model's call of a denied tool is
 //! refused inside the worker and blocked by the coordinator; a worker killed mid-task is a
-//! failed attempt (and a retry succeeds); a gibibyte goes each way with both processes'
-//! peak memory printed and bounded.
+//! failed attempt (and a retry succeeds); a worker whose run is recorded in the
+//! coordinator's store and is killed after two side effects is resumed without repeating
+//! them; a gibibyte goes each way with both processes' peak memory printed and bounded.
 
 use futures::{SinkExt, StreamExt};
 use serde_json::json;
@@ -442,4 +443,69 @@ async fn a_gibibyte_goes_each_way_with_bounded_memory_on_both_sides() {
 
 fn kib(value: Option<u64>) -> String {
     value.map_or_else(|| "unknown".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
+}
+
+/// The worker's run recorded in a store of the coordinator's: a first worker runs two
+/// `shell` calls that each append a line, and is killed while its third model call waits;
+/// the second worker resumes the recorded run from its checkpoint.
+#[tokio::test]
+async fn a_worker_killed_after_two_side_effects_is_resumed_without_repeating_them() {
+    let dirs = Dirs::new();
+    let pids = dirs.cwd.path().join("pids");
+    let store_dir = tempfile::tempdir().expect("a temp dir");
+    let url = format!("sqlite://{}", store_dir.path().join("troupe.db").display());
+    let store = troupe::store::open(&url).await.expect("the store opens");
+    let server = MockLlmServer::start().await.expect("the mock server starts");
+    server.push(MockTurn::tool_call("toolu_1", "shell", json!({"command": "echo one >> lines.txt"})));
+    server.push(MockTurn::tool_call("toolu_2", "shell", json!({"command": "echo two >> lines.txt"})));
+    // The first worker is killed while it waits for this one.
+    server.push(MockTurn::text("never read").with_latency(Duration::from_secs(120)));
+    server.push(MockTurn::text("Both lines are written."));
+    let config = with_mock(recorded_worker(&dirs, &pids), &server)
+        .max_attempts(2)
+        .backoff(Backoff::none())
+        .record_in(std::sync::Arc::clone(&store));
+    let member = ProcessMember::new("coder", "a coder with a shell", config);
+    let task = task("t-resume", "Write the two lines", "anthropic/claude-sonnet-4-5");
+    let running = tokio::spawn(async move { run(&member, task.into()).await });
+
+    let waited = Instant::now();
+    while server.requests().len() < 3 {
+        if running.is_finished() {
+            let (outcome, _) = running.await.expect("the coordinator does not panic");
+            panic!("the task ended before its third model call: {:?} / {:?}", outcome.member, outcome.attempts);
+        }
+        assert!(waited.elapsed() < Duration::from_secs(120), "the third model call never came");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lines = std::fs::read_to_string(dirs.workspace().join("lines.txt")).expect("the shell wrote");
+    assert_eq!(lines, "one\ntwo\n", "both side effects are done before the kill");
+    let pid = std::fs::read_to_string(&pids).expect("the pid was recorded");
+    let pid = pid.lines().next().expect("a pid").trim().to_owned();
+    assert!(std::process::Command::new("kill").args(["-KILL", &pid]).status().expect("kill runs").success());
+
+    let (outcome, events) = running.await.expect("the coordinator does not panic");
+    assert!(outcome.member.success, "{:?} / {:?}", outcome.member, outcome.attempts);
+    assert_eq!(outcome.attempts.len(), 2);
+    assert_eq!(outcome.attempts[0].exit.as_deref(), Some("killed by signal 9 (SIGKILL)"));
+    assert_eq!(outcome.member.content, "Both lines are written.");
+    let lines = std::fs::read_to_string(dirs.workspace().join("lines.txt")).expect("the file is there");
+    assert_eq!(lines, "one\ntwo\n", "neither command ran again");
+    assert_eq!(tools_called(&events), ["shell", "shell"], "the second worker called no tool");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "one model call was made again, none more");
+    let last = requests[3].body.to_string();
+    assert!(last.contains("toolu_1") && last.contains("toolu_2"), "the resumed call carries both results: {last}");
+
+    // The record is the coordinator's: the run completed there, its log intact and
+    // saying where it resumed.
+    let run_id = outcome.result.as_ref().and_then(|r| r.run_id.clone()).expect("the result names its run");
+    let record = store.load_run(run_id.as_str()).await.expect("reads").expect("the run is recorded");
+    assert_eq!(record.status, troupe::store::RunStatus::Completed);
+    let evidence = store.evidence(run_id.as_str(), 0).await.expect("reads");
+    troupe::store::verify_log(&evidence, &record.evidence_head, run_id.as_str()).expect("the log verifies");
+    let kinds: Vec<String> = evidence.iter().map(|e| format!("{:?}", e.kind)).collect();
+    let started = kinds.iter().filter(|k| k.as_str() == "ActionStarted").count();
+    assert_eq!(started, 2, "two actions were started, each once: {kinds:?}");
+    assert!(!dirs.workspace().join(".troupe").exists(), "the worker kept no record in the workspace");
 }

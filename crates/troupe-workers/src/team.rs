@@ -354,6 +354,11 @@ fn worker(
         None => worker_tools,
     };
     let policy = policy.allowing(allowed);
+    if let Some(durability) = &setting.durability {
+        // The worker's run is a child run in the team's store, reached through the
+        // protocol: a worker that dies is replaced by one that resumes it.
+        config = config.record_in(Arc::clone(durability.store()));
+    }
     Ok((config.tool_policy(policy).approvals(setting.approvals), note))
 }
 

@@ -105,6 +105,8 @@ fn decode_payload(kind: FrameType, payload: Bytes) -> Result<Frame, IpcError> {
             Frame::PayloadChunk { stream_id, bytes: payload.slice(CHUNK_PREFIX_LEN..) }
         }
         FrameType::PayloadEnd => Frame::PayloadEnd(json(kind, &payload)?),
+        FrameType::StoreCall => Frame::StoreCall(Box::new(json(kind, &payload)?)),
+        FrameType::StoreReply => Frame::StoreReply(Box::new(json(kind, &payload)?)),
     })
 }
 
@@ -141,6 +143,8 @@ impl Encoder<Frame> for FrameCodec {
                 Ok(())
             }
             Frame::PayloadEnd(end) => put_json(kind, end, dst),
+            Frame::StoreCall(call) => put_json(kind, call, dst),
+            Frame::StoreReply(reply) => put_json(kind, reply, dst),
         };
         let len = dst.len() - start - HEADER_LEN;
         if let Err(error) = written {

@@ -19,8 +19,10 @@
 //! | `payload_start` | `0x10` | JSON [`PayloadStart`] |
 //! | `payload_chunk` | `0x11` | stream id (u32 BE), then raw bytes |
 //! | `payload_end` | `0x12` | JSON [`PayloadEnd`] |
+//! | `store_call` | `0x20` | JSON [`StoreCall`] |
+//! | `store_reply` | `0x21` | JSON [`StoreReply`] |
 
-use super::{AgentResult, AgentTask};
+use super::{AgentResult, AgentTask, StoreCall, StoreReply};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use troupe_core::AgentEvent;
@@ -53,11 +55,15 @@ pub enum FrameType {
     PayloadChunk,
     /// A payload stream ends.
     PayloadEnd,
+    /// A store call for the task's recorded run, worker to coordinator.
+    StoreCall,
+    /// The answer to a store call, coordinator to worker.
+    StoreReply,
 }
 
 impl FrameType {
     /// Every frame type.
-    pub const ALL: [FrameType; 8] = [
+    pub const ALL: [FrameType; 10] = [
         FrameType::Task,
         FrameType::Event,
         FrameType::Result,
@@ -66,6 +72,8 @@ impl FrameType {
         FrameType::PayloadStart,
         FrameType::PayloadChunk,
         FrameType::PayloadEnd,
+        FrameType::StoreCall,
+        FrameType::StoreReply,
     ];
 
     /// The type byte.
@@ -79,6 +87,8 @@ impl FrameType {
             FrameType::PayloadStart => 0x10,
             FrameType::PayloadChunk => 0x11,
             FrameType::PayloadEnd => 0x12,
+            FrameType::StoreCall => 0x20,
+            FrameType::StoreReply => 0x21,
         }
     }
 
@@ -98,6 +108,8 @@ impl FrameType {
             FrameType::PayloadStart => "payload_start",
             FrameType::PayloadChunk => "payload_chunk",
             FrameType::PayloadEnd => "payload_end",
+            FrameType::StoreCall => "store_call",
+            FrameType::StoreReply => "store_reply",
         }
     }
 }
@@ -155,6 +167,10 @@ pub enum Frame {
     },
     /// A payload stream ends.
     PayloadEnd(PayloadEnd),
+    /// A store call for the task's recorded run.
+    StoreCall(Box<StoreCall>),
+    /// The answer to a store call.
+    StoreReply(Box<StoreReply>),
 }
 
 impl Frame {
@@ -169,6 +185,8 @@ impl Frame {
             Frame::PayloadStart(_) => FrameType::PayloadStart,
             Frame::PayloadChunk { .. } => FrameType::PayloadChunk,
             Frame::PayloadEnd(_) => FrameType::PayloadEnd,
+            Frame::StoreCall(_) => FrameType::StoreCall,
+            Frame::StoreReply(_) => FrameType::StoreReply,
         }
     }
 

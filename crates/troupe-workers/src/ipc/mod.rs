@@ -17,6 +17,8 @@
 //! W → C  result                    the AgentResult; then the worker exits
 //! both   heartbeat                 every interval; silence for N intervals means hung
 //! C → W  cancel                    stop: the worker cancels its run and sends its result
+//! W → C  store_call                when the task names a run to record: a call on the
+//! C → W  store_reply                 coordinator's store for it, answered by its number
 //! ```
 //!
 //! Payload bytes travel raw (not JSON) and are written to files as they arrive, so a
@@ -28,6 +30,7 @@ mod error;
 pub mod frame;
 mod payload;
 mod result;
+pub mod store;
 mod task;
 
 pub use channel::{FrameReader, FrameSender, WRITE_QUEUE, frame_reader, spawn_writer};
@@ -36,6 +39,7 @@ pub use error::{IpcError, PayloadError};
 pub use frame::{CHUNK_LEN, Frame, FrameType, HEADER_LEN, MAX_FRAME_LEN, PayloadEnd, PayloadStart};
 pub use payload::{PayloadReceiver, PayloadSource, PayloadSummary, is_plain_file_name, send_payload};
 pub use result::{AgentResult, ArtifactRef, ResultMetrics};
+pub use store::{StoreCall, StoreReply};
 pub use task::{AgentTask, PayloadRef, TaskInput, TaskOutputs, ToolPolicy};
 
 pub(crate) use payload::hex;

@@ -51,6 +51,12 @@ pub struct AgentTask {
     /// ask anyone itself); absent: they end the task paused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approvals: Option<crate::build::Approvals>,
+    /// The run the worker records its agent's run as, in the coordinator's store through
+    /// [`store_call`](super::FrameType::StoreCall) frames; set when the coordinator keeps
+    /// a store. A worker started again for the task resumes this run from its last
+    /// checkpoint rather than starting over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_run: Option<RunId>,
     /// Streams payloads both ways without SHA-256 checksums (for unoptimized builds, where
     /// hashing costs more than the transfer).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

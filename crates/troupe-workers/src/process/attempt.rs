@@ -7,6 +7,7 @@ use super::error::AttemptError;
 use super::outcome::{AttemptReport, ReceivedArtifact};
 use super::policy::ToolGuard;
 use super::rss::peak_rss_kib;
+use super::store_host::StoreHost;
 use crate::ipc::{
     AgentResult, AgentTask, Frame, FrameCodec, FrameSender, PayloadEnd, PayloadError, PayloadReceiver, PayloadSource,
     PayloadStart, frame_reader, hex, send_payload, spawn_writer,
@@ -40,6 +41,8 @@ pub(crate) struct Attempt<'a> {
     pub(crate) events: Option<&'a EventSink>,
     pub(crate) cancel: &'a CancellationToken,
     pub(crate) number: u32,
+    /// Answers the worker's store calls, when the task's run is recorded.
+    pub(crate) store: Option<&'a StoreHost>,
 }
 
 /// A worker's result and the artifacts it streamed before it.
@@ -278,9 +281,21 @@ impl Reader<'_, '_> {
             }
             Frame::PayloadEnd(end) => self.end_artifact(&end).await.err().map(ReadEnd::Failed),
             Frame::Result(result) => Some(self.finish(*result)),
-            other @ (Frame::Task(_) | Frame::Cancel { .. }) => Some(ReadEnd::Failed(AttemptError::Unexpected(
-                format!("a worker never sends a {} frame", other.frame_type().name()),
-            ))),
+            Frame::StoreCall(call) => {
+                let Some(host) = self.attempt.store else {
+                    return Some(ReadEnd::Failed(AttemptError::Unexpected(
+                        "the worker made a store call, but its task records no run".to_owned(),
+                    )));
+                };
+                // Answered in order, before the next frame: a run's writes are sequential.
+                let reply = host.answer(*call).await;
+                // A closed channel means the worker is gone: its output says why.
+                let _ = self.frames_out.send(Frame::StoreReply(Box::new(reply))).await;
+                None
+            }
+            other @ (Frame::Task(_) | Frame::Cancel { .. } | Frame::StoreReply(_)) => Some(ReadEnd::Failed(
+                AttemptError::Unexpected(format!("a worker never sends a {} frame", other.frame_type().name())),
+            )),
         }
     }
 

@@ -3,7 +3,9 @@
 use crate::ipc::ToolPolicy;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+use troupe_store::Store;
 
 /// The variables a worker inherits unless told otherwise: `PATH` only, so that the
 /// agent's shell and git tools find their programs. Nothing else of the coordinator's
@@ -47,6 +49,19 @@ pub struct WorkerConfig {
     /// What the worker's calls that need approval do (its team's mode); `None`: they end
     /// its task paused, as nobody can be asked from a worker.
     pub approvals: Option<crate::build::Approvals>,
+    /// Where a worker's run is recorded ([`WorkerConfig::record_in`]); `None`: it is not,
+    /// and a worker started again for a task starts its run over.
+    pub record: Option<RecordStore>,
+}
+
+/// The coordinator's store that its workers record their runs in.
+#[derive(Clone)]
+pub struct RecordStore(pub Arc<dyn Store>);
+
+impl std::fmt::Debug for RecordStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RecordStore").field(&self.0.info()).finish()
+    }
 }
 
 impl WorkerConfig {
@@ -68,6 +83,7 @@ impl WorkerConfig {
             artifact_dir: None,
             cancel_grace: Duration::from_secs(2),
             approvals: None,
+            record: None,
         }
     }
 
@@ -164,6 +180,16 @@ impl WorkerConfig {
     /// Writes artifacts under `dir`.
     pub fn artifact_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.artifact_dir = Some(dir.into());
+        self
+    }
+
+    /// Records each task's run in `store`, through the worker protocol (the worker holds
+    /// no database): checkpoints, evidence and signals, as a run of this process would.
+    /// A worker that crashes, hangs or is killed mid-task is started again on the same
+    /// run, which resumes from its last checkpoint: a side effect it completed is not
+    /// repeated. The worker can reach its task's run and the runs it creates, nothing else.
+    pub fn record_in(mut self, store: Arc<dyn Store>) -> Self {
+        self.record = Some(RecordStore(store));
         self
     }
 

@@ -5,13 +5,15 @@ use super::attempt::{self, Attempt, StreamedInput};
 use super::config::WorkerConfig;
 use super::error::AttemptError;
 use super::outcome::{AttemptReport, WorkerOutcome};
+use super::store_host::StoreHost;
 use crate::ipc::{AgentResult, AgentTask, PayloadRef, PayloadSource, is_plain_file_name};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
-use troupe_core::RunOutcomeKind;
+use troupe_core::{RunId, RunOutcomeKind};
+use troupe_runtime::durable::child_run_id;
 use troupe_team::{EventSink, Member, MemberResult, MemberTask};
 
 /// A task for a worker, with the payloads streamed to it.
@@ -112,6 +114,11 @@ impl ProcessMember {
         task.approvals = task.approvals.or(self.config.approvals);
         task.heartbeat_ms = millis(self.config.heartbeat_interval).max(1);
         task.missed_heartbeats = self.config.missed_heartbeats;
+        let host = self.config.record.as_ref().map(|record| {
+            let run_id = task.record_run.clone().unwrap_or_else(|| self.run_id_for(&task));
+            task.record_run = Some(run_id.clone());
+            StoreHost::new(std::sync::Arc::clone(&record.0), run_id.as_str())
+        });
         let caller_deadline = task.deadline_ms;
         let max_attempts = self.config.max_attempts.max(1);
         let mut reports: Vec<AttemptReport> = Vec::new();
@@ -130,6 +137,7 @@ impl ProcessMember {
                 events: events.as_ref(),
                 cancel: &cancel,
                 number,
+                store: host.as_ref(),
             };
             let (report, outcome) = attempt::run(attempt).await;
             reports.push(report);
@@ -168,6 +176,16 @@ impl ProcessMember {
         self.failed(&task.task_id, error, reports)
     }
 
+    /// The run a task's worker records: under the delegating run, one per member and
+    /// task id (as a local member's), so a team run that resumes finds it again; a new
+    /// one otherwise.
+    fn run_id_for(&self, task: &AgentTask) -> RunId {
+        match &task.parent_run_id {
+            Some(parent) => child_run_id(parent, &format!("{}\0{}", self.name, task.task_id)),
+            None => RunId::generate(),
+        }
+    }
+
     fn failed(&self, task_id: &str, error: String, attempts: Vec<AttemptReport>) -> WorkerOutcome {
         WorkerOutcome {
             member: MemberResult::failed(self.name.clone(), task_id, error),
@@ -204,6 +222,10 @@ impl Member for ProcessMember {
 
     fn description(&self) -> &str {
         &self.description
+    }
+
+    fn resumable(&self) -> bool {
+        self.config.record.is_some()
     }
 
     fn run(

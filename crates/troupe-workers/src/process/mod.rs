@@ -5,6 +5,8 @@
 //!   timeout, heartbeats, retries, tool policy, artifact directory).
 //! - [`coordinator`]: [`ProcessMember`], retries with backoff, the [`WorkerOutcome`].
 //! - [`worker`]: [`serve`], the worker's loop.
+//! - `remote_store` and `store_host`: a worker's run recorded in the coordinator's store
+//!   over the protocol ([`WorkerConfig::record_in`]), so a retried worker resumes it.
 //! - [`sandbox`]: Landlock confinement of a worker to its workspace, and its report.
 //! - [`rss`]: peak resident memory from `/proc`.
 
@@ -15,11 +17,13 @@ pub mod coordinator;
 mod error;
 mod outcome;
 mod policy;
+mod remote_store;
 pub mod rss;
 pub mod sandbox;
+mod store_host;
 pub mod worker;
 
-pub use config::{Backoff, DEFAULT_INHERITED_ENV, WorkerConfig};
+pub use config::{Backoff, DEFAULT_INHERITED_ENV, RecordStore, WorkerConfig};
 pub use coordinator::{ProcessMember, WorkerTask};
 pub use error::{AttemptError, WorkerError};
 pub use outcome::{AttemptReport, ReceivedArtifact, WorkerOutcome};

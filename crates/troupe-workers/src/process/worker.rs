@@ -3,6 +3,7 @@
 //! and sends its result.
 
 use super::error::WorkerError;
+use super::remote_store::{RemoteStore, ReplyRoute};
 use super::rss::own_peak_rss_kib;
 use super::sandbox::SandboxReport;
 use crate::ipc::{
@@ -17,7 +18,8 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId, RunOutcomeKind};
-use troupe_runtime::{Agent, RunInput, RunOutcome, RunOutput};
+use troupe_runtime::durable::{finished_output, resumable_failure};
+use troupe_runtime::{Agent, Durability, RunHandle, RunInput, RunOutcome, RunOutput};
 use troupe_tools::Workspace;
 
 /// Where a worker writes its input payloads, in its workspace.
@@ -143,8 +145,17 @@ impl Session<'_> {
             Ok(inputs) => {
                 let stop = CancellationToken::new();
                 let reason = Arc::new(std::sync::Mutex::new(None::<Stop>));
-                let watcher = tokio::spawn(watch_coordinator(frames, silence, stop.clone(), Arc::clone(&reason)));
-                let mut result = self.run_agent(&inputs, build, &stop, &reason).await;
+                // A recorded run's store calls go out as frames; the watcher routes their replies.
+                let (record, route) = match &task.record_run {
+                    Some(_) => {
+                        let (store, route) = RemoteStore::new(self.frames_out.clone());
+                        (Some(Arc::new(store)), Some(route))
+                    }
+                    None => (None, None),
+                };
+                let watcher =
+                    tokio::spawn(watch_coordinator(frames, silence, stop.clone(), Arc::clone(&reason), route));
+                let mut result = self.run_agent(&inputs, build, record, &stop, &reason).await;
                 self.send_artifacts(&inputs, &mut result).await;
                 watcher.abort();
                 result
@@ -225,6 +236,7 @@ impl Session<'_> {
         &self,
         inputs: &[PayloadSummary],
         build: F,
+        record: Option<Arc<RemoteStore>>,
         stop: &CancellationToken,
         reason: &std::sync::Mutex<Option<Stop>>,
     ) -> AgentResult
@@ -232,7 +244,7 @@ impl Session<'_> {
         F: FnOnce(&AgentTask) -> Result<Agent, BuildError>,
     {
         let task = self.task;
-        let agent = match build(task).and_then(|agent| restrict(agent, &task.tools)) {
+        let agent = match build(task).and_then(|agent| restrict(agent, &task.tools, record)) {
             Ok(agent) => agent,
             Err(error) => {
                 return AgentResult::failed(&task.task_id, format!("the worker cannot build its agent: {error}"));
@@ -271,7 +283,10 @@ impl Session<'_> {
         }
         let mut run_input = RunInput::new(instruction);
         run_input.parent_run_id.clone_from(&task.parent_run_id);
-        let mut handle = agent.start(run_input);
+        let mut handle = match self.start_or_resume(agent, run_input).await? {
+            Begun::Running(handle) => handle,
+            Begun::Finished(output) => return Ok(*output),
+        };
         // Nobody can answer an approval request from here: a call that needs one pauses
         // the run instead of waiting for ever.
         handle.signals.defer_approvals();
@@ -293,6 +308,33 @@ impl Session<'_> {
             }
         }
         handle.output().await.map_err(|e| e.to_string())
+    }
+
+    /// Starts the task's run; a recorded run that a worker before this one began is
+    /// resumed from its last checkpoint, and one that finished is read back.
+    async fn start_or_resume(&self, agent: &Agent, mut input: RunInput) -> Result<Begun, String> {
+        let (Some(run_id), Some(durability)) = (&self.task.record_run, agent.runner().durability()) else {
+            return Ok(Begun::Running(Box::new(agent.start(input))));
+        };
+        let record = durability.store().load_run(run_id.as_str()).await.map_err(|e| e.to_string())?;
+        match record {
+            None => {
+                input.run_id = Some(run_id.clone());
+                Ok(Begun::Running(Box::new(agent.start(input))))
+            }
+            Some(record) if record.status.is_terminal() && resumable_failure(&record).is_none() => {
+                // The worker before this one finished the run but died before its result.
+                let output = finished_output(record).map_err(|e| e.to_string())?;
+                output
+                    .map(|o| Begun::Finished(Box::new(o)))
+                    .ok_or_else(|| "the recorded run has not finished".to_owned())
+            }
+            Some(_) => {
+                tracing::info!(run = %run_id, "resuming the task's recorded run");
+                let handle = agent.resume_run(run_id.as_str()).await.map_err(|e| e.to_string())?;
+                Ok(Begun::Running(Box::new(handle)))
+            }
+        }
     }
 
     /// Streams the requested artifacts and lists them in `result`.
@@ -338,13 +380,25 @@ impl Session<'_> {
     }
 }
 
-/// The agent with its catalog cut down to the tools `policy` permits.
-fn restrict(agent: Agent, policy: &ToolPolicy) -> Result<Agent, BuildError> {
+/// How a task's run began.
+enum Begun {
+    Running(Box<RunHandle>),
+    /// It had finished under an earlier worker.
+    Finished(Box<RunOutput>),
+}
+
+/// The agent with its catalog cut down to the tools `policy` permits, recording its runs
+/// in `record` when given.
+fn restrict(agent: Agent, policy: &ToolPolicy, record: Option<Arc<RemoteStore>>) -> Result<Agent, BuildError> {
     let catalog = agent.runner().agent_catalog(agent.spec()).map_err(|e| e.to_string())?;
     let permitted: Vec<String> = catalog.names().into_iter().filter(|n| policy.permits(n)).map(str::to_owned).collect();
     let mut spec = agent.spec().clone();
     spec.tools = Some(permitted);
-    Ok(Agent::new(agent.runner().clone(), spec))
+    let mut runner = agent.runner().clone();
+    if let Some(store) = record {
+        runner = runner.with_store(Durability::new(store));
+    }
+    Ok(Agent::new(runner, spec))
 }
 
 /// The result of a run's output.
@@ -399,16 +453,24 @@ fn stopped_result(task: &AgentTask, stop: &Stop) -> AgentResult {
 }
 
 /// Watches the coordinator's frames while the run goes: a cancel, the end of the stream,
-/// a broken stream or a silence past `silence` stops the run.
+/// a broken stream or a silence past `silence` stops the run. Store replies go on to be
+/// routed after a cancel, so the cancelled run can still record how it ended.
 async fn watch_coordinator<R>(
     mut frames: FrameReader<R>,
     silence: Duration,
     stop: CancellationToken,
     reason: Arc<std::sync::Mutex<Option<Stop>>>,
+    route: Option<ReplyRoute>,
 ) where
     R: AsyncRead + Unpin,
 {
-    let why = loop {
+    let stop_for = |why: Stop| {
+        if let Ok(mut slot) = reason.lock() {
+            slot.get_or_insert(why);
+        }
+        stop.cancel();
+    };
+    let gone = loop {
         match tokio::time::timeout(silence, frames.next()).await {
             Err(_) => {
                 break Stop::CoordinatorGone(format!("the coordinator went silent for {} ms", silence.as_millis()));
@@ -417,14 +479,24 @@ async fn watch_coordinator<R>(
             Ok(Some(Err(error))) => {
                 break Stop::CoordinatorGone(format!("the coordinator's stream is broken: {error}"));
             }
-            Ok(Some(Ok(Frame::Cancel { reason }))) => break Stop::Cancelled(reason),
+            Ok(Some(Ok(Frame::Cancel { reason }))) => {
+                stop_for(Stop::Cancelled(reason));
+                if route.is_none() {
+                    return;
+                }
+            }
+            Ok(Some(Ok(Frame::StoreReply(reply)))) => match &route {
+                Some(route) => route.deliver(*reply),
+                None => break Stop::CoordinatorGone("the coordinator answered a store call never made".to_owned()),
+            },
             Ok(Some(Ok(_))) => {}
         }
     };
-    if let Ok(mut slot) = reason.lock() {
-        slot.get_or_insert(why);
+    // No reply can come any more: the run's store calls fail instead of waiting.
+    if let Some(route) = &route {
+        route.close();
     }
-    stop.cancel();
+    stop_for(gone);
 }
 
 /// The name an output file is streamed under: its path with `/` as `__`.

@@ -8,6 +8,7 @@ use proptest::prelude::*;
 use serde_json::json;
 use tokio_util::codec::{Decoder, Encoder, FramedRead, FramedWrite};
 use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId, RunOutcomeKind, Usage};
+use troupe_workers::ipc::store::{StoreAnswer, StoreCall, StoreOp, StoreReply, WireStoreError};
 use troupe_workers::ipc::{
     AgentResult, AgentTask, ArtifactRef, CHUNK_LEN, Frame, FrameCodec, FrameType, HEADER_LEN, IpcError, MAX_FRAME_LEN,
     PayloadEnd, PayloadReceiver, PayloadRef, PayloadSource, PayloadStart, ResultMetrics, TaskInput, TaskOutputs,
@@ -48,6 +49,7 @@ fn every_frame() -> Vec<Frame> {
         heartbeat_ms: 250,
         missed_heartbeats: 4,
         approvals: Some(troupe_workers::build::Approvals::Auto),
+        record_run: Some(RunId::new("run_member")),
         skip_checksums: true,
     };
     let result = AgentResult {
@@ -94,6 +96,13 @@ fn every_frame() -> Vec<Frame> {
         Frame::PayloadChunk { stream_id: 7, bytes: Bytes::from((0..=255u8).cycle().take(70_000).collect::<Vec<_>>()) },
         Frame::PayloadEnd(PayloadEnd { stream_id: 7, sha256: Some("0f".repeat(32)) }),
         Frame::PayloadEnd(PayloadEnd { stream_id: 8, sha256: None }),
+        Frame::StoreCall(Box::new(StoreCall { id: 1, op: StoreOp::LoadRun { run_id: "run_1".into() } })),
+        Frame::StoreCall(Box::new(StoreCall { id: 2, op: StoreOp::Queue })),
+        Frame::StoreReply(Box::new(StoreReply { id: 1, answer: StoreAnswer::Ok(serde_json::Value::Null) })),
+        Frame::StoreReply(Box::new(StoreReply {
+            id: 2,
+            answer: StoreAnswer::Err(WireStoreError::Other { message: "refused".into() }),
+        })),
     ]
 }
 
