@@ -349,7 +349,7 @@ pub(crate) async fn run(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure>
         Approve::Auto => Approvals::Auto,
         Approve::Ask | Approve::Never => Approvals::Approver,
     };
-    let mcp = build::connect_mcp(&definition).await?;
+    let mcp = build::connect_mcp(&definition, &workspace).await?;
     let built = build::build(AgentBuild {
         definition: &definition,
         workspace: &workspace,

@@ -85,7 +85,7 @@ async fn serve(dirs: &ConfigDirs, args: ServeArgs) -> Result<(), Failure> {
     };
     let definitions = || selected.iter().map(|a| &a.definition);
     let memory = build::memory_store(&workspace, definitions()).await?;
-    let mcp = build::connect_mcp_each(definitions()).await?;
+    let mcp = build::connect_mcp_each(definitions(), &workspace).await?;
     let sandbox = args.sandbox.choice()?;
     let mut served = Vec::new();
     for definition in definitions() {

@@ -124,7 +124,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let registry = crate::agent::discover(&args.config.resolve()?)?;
     let memory = build::memory_store(&workspace, registry.iter().map(|entry| &entry.definition)).await?;
     for entry in registry.iter() {
-        let mcp = match build::connect_mcp(&entry.definition).await {
+        let mcp = match build::connect_mcp(&entry.definition, &workspace).await {
             Ok(mcp) => mcp,
             Err(error) => {
                 eprintln!("note: agent `{}` is not served: {error}", entry.definition.id());

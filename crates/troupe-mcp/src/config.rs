@@ -11,6 +11,9 @@
 //! allow = ["create_issue", "get_issue"]        # optional: only these tools
 //! deny = ["delete_repository"]      # optional: never these
 //! trust_annotations = false         # default: the server's hints cannot lift approval
+//! # the process is confined (default: workspace-write, network on; reads the system, the
+//! # workspace and what its command line names); npx's cache must be granted:
+//! sandbox = { write = ["/home/me/.npm"] }     # or mode = "full" to opt out
 //!
 //! [[mcp.servers]]
 //! name = "search"
@@ -28,7 +31,9 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+use troupe_sandbox::{Sandbox, SandboxSettings};
 
 /// The default per-call timeout, in seconds.
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 60;
@@ -113,6 +118,15 @@ pub struct McpServerConfig {
     /// (no approval) and idempotent (retried on resume). Off by default: the MCP
     /// specification tells clients to treat annotations of untrusted servers as untrusted.
     pub trust_annotations: bool,
+    /// How a stdio server is confined (`[mcp.servers.sandbox]`, the `[sandbox]` table's
+    /// keys): by default `workspace-write` with the network on, reading the system's
+    /// directories, the workspace and the files its command line names (see
+    /// [`McpServerConfig::stdio_sandbox`]).
+    pub sandbox: SandboxSettings,
+    /// The workspace a stdio server is confined to; the current directory when `None`.
+    /// Set by whoever connects it for an agent ([`McpServerConfig::in_workspace`]), never
+    /// read from a file.
+    pub workspace: Option<PathBuf>,
 }
 
 impl McpServerConfig {
@@ -135,6 +149,8 @@ impl McpServerConfig {
             allow: None,
             deny: Vec::new(),
             trust_annotations: false,
+            sandbox: SandboxSettings::default(),
+            workspace: None,
         }
     }
 
@@ -178,6 +194,43 @@ impl McpServerConfig {
     pub fn deny<S: Into<String>>(mut self, tools: impl IntoIterator<Item = S>) -> Self {
         self.deny = tools.into_iter().map(Into::into).collect();
         self
+    }
+
+    /// Confines a stdio server as `settings` say, over the defaults.
+    pub fn sandbox(mut self, settings: SandboxSettings) -> Self {
+        self.sandbox = settings;
+        self
+    }
+
+    /// Confines a stdio server to `workspace` (it may write there in `workspace-write`).
+    pub fn in_workspace(mut self, workspace: impl Into<PathBuf>) -> Self {
+        self.workspace = Some(workspace.into());
+        self
+    }
+
+    /// The sandbox a stdio server started as `command` with `args` runs in, confined to
+    /// `workspace`: the mode of [`McpServerConfig::sandbox`] (`workspace-write` by
+    /// default), the network unless it says `network = false`, its `read` and `write`
+    /// paths, and, to read, the directories its command line names: the program's, each
+    /// absolute path among the arguments (a file's directory), and the `node_modules` or
+    /// Python environment such a path lies in (where a server's packages are).
+    pub fn stdio_sandbox(&self, command: &str, args: &[String], workspace: &Path) -> Sandbox {
+        let settings = self.sandbox.over(&SandboxSettings { network: Some(true), ..SandboxSettings::default() });
+        let mut sandbox = settings.sandbox(workspace);
+        let program = resolve_program(command);
+        let named = program.into_iter().chain(args.iter().map(PathBuf::from).filter(|p| p.is_absolute()));
+        for path in named.filter(|p| p.exists()) {
+            let dir = if path.is_dir() {
+                path.clone()
+            } else {
+                path.parent().map_or_else(|| path.clone(), Path::to_path_buf)
+            };
+            for package in package_roots(&dir) {
+                sandbox = sandbox.allow_read(package);
+            }
+            sandbox = sandbox.allow_read(dir);
+        }
+        sandbox
     }
 
     /// Trusts (or not) the server's read-only and idempotency hints.
@@ -243,6 +296,29 @@ impl McpServerConfig {
     }
 }
 
+/// Where `command` is: itself when it names a path, else the first match on `PATH`.
+fn resolve_program(command: &str) -> Option<PathBuf> {
+    if command.contains('/') {
+        return std::path::absolute(command).ok();
+    }
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths).map(|dir| dir.join(command)).find(|p| p.is_file())
+}
+
+/// The package directories `dir` lies in: the nearest `node_modules` above it (npm puts a
+/// package's dependencies beside it there) and a Python environment (the directory with
+/// `pyvenv.cfg`).
+fn package_roots(dir: &Path) -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    if let Some(modules) = dir.ancestors().find(|a| a.file_name().is_some_and(|n| n == "node_modules")) {
+        roots.push(modules.to_path_buf());
+    }
+    if let Some(venv) = dir.ancestors().find(|a| a.join("pyvenv.cfg").is_file()) {
+        roots.push(venv.to_path_buf());
+    }
+    roots
+}
+
 /// `[mcp]`: the servers of an agent file or of `troupe.toml`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -306,6 +382,8 @@ struct ServerEntry {
     deny: Vec<String>,
     #[serde(default, skip_serializing_if = "is_false")]
     trust_annotations: bool,
+    #[serde(default, skip_serializing_if = "SandboxSettings::is_empty")]
+    sandbox: SandboxSettings,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -360,6 +438,11 @@ impl TryFrom<ServerEntry> for McpServerConfig {
                 McpTransport::Stdio { command: entry.command.unwrap_or_default(), args: entry.args, env: entry.env }
             }
             TransportKind::Http => {
+                if !entry.sandbox.is_empty() {
+                    return Err(format!(
+                        "server `{name}`: `sandbox` confines a stdio server's process; an HTTP server has none"
+                    ));
+                }
                 if !entry.args.is_empty() || !entry.env.is_empty() {
                     return Err(format!(
                         "server `{name}`: `args` and `env` are for stdio servers; an HTTP server takes `headers`"
@@ -376,6 +459,8 @@ impl TryFrom<ServerEntry> for McpServerConfig {
             allow: entry.allow,
             deny: entry.deny,
             trust_annotations: entry.trust_annotations,
+            sandbox: entry.sandbox,
+            workspace: None,
         })
     }
 }
@@ -400,6 +485,7 @@ impl From<McpServerConfig> for ServerEntry {
             allow: config.allow,
             deny: config.deny,
             trust_annotations: config.trust_annotations,
+            sandbox: config.sandbox,
         }
     }
 }
@@ -576,6 +662,8 @@ mod tests {
             ("name = \"a\"\ncommand = \"x\"\ntransport = \"http\"", "gives a `command`"),
             ("name = \"a\"\ncommand = \"x\"\ntools = \"sometimes\"", "unknown variant"),
             ("name = \"a\"\ncommand = \"x\"\ncomand = \"y\"", "unknown field `comand`"),
+            ("name = \"a\"\nurl = \"http://h/mcp\"\nsandbox = { mode = \"full\" }", "an HTTP server has none"),
+            ("name = \"a\"\ncommand = \"x\"\nsandbox = { mode = \"jail\" }", "unknown variant"),
         ];
         for (entry, expected) in cases {
             let error = parse(&format!("[[mcp.servers]]\n{entry}\n")).expect_err(entry);
@@ -592,13 +680,35 @@ mod tests {
         }
         let section = McpSection {
             servers: vec![
-                McpServerConfig::stdio("local", "node", vec!["s.js".into()]).env("A", "${A}").allow(["echo"]),
+                McpServerConfig::stdio("local", "node", vec!["s.js".into()]).env("A", "${A}").allow(["echo"]).sandbox(
+                    SandboxSettings { network: Some(false), write: vec!["/srv/cache".into()], ..Default::default() },
+                ),
                 McpServerConfig::http("remote", "https://h/mcp").header("X-Key", "${KEY}").loading(ToolLoading::Lazy),
             ],
         };
         let text = toml::to_string(&Out { mcp: &section }).expect("serializes");
         assert_eq!(parse(&text).expect("parses back"), section, "{text}");
         assert!(section.servers.iter().all(|s| s.validate().is_ok()));
+    }
+
+    #[test]
+    fn a_stdio_server_reads_what_its_command_line_names_and_has_the_network_unless_refused() {
+        let dir = std::env::temp_dir().join(format!("troupe-mcp-sandbox-{}", std::process::id()));
+        let script = dir.join("node_modules/@scope/server/dist/index.js");
+        std::fs::create_dir_all(script.parent().expect("a parent")).expect("creates");
+        std::fs::write(&script, "").expect("writes");
+        let args = vec![script.display().to_string(), "stdio".into(), "relative/path".into()];
+        let config = McpServerConfig::stdio("s", "sh", args.clone());
+        let sandbox = config.stdio_sandbox("sh", &args, Path::new("/work"));
+        let read = sandbox.readable();
+        assert!(read.contains(&dir.join("node_modules")), "the packages beside the script: {read:?}");
+        assert!(read.contains(&script.parent().expect("dist").to_path_buf()), "{read:?}");
+        assert!(!read.iter().any(|p| p.ends_with("relative/path")), "only absolute paths: {read:?}");
+        assert_eq!(sandbox.mode(), troupe_sandbox::SandboxMode::WorkspaceWrite);
+        assert!(sandbox.network(), "an MCP server is usually a client of something");
+        let offline = config.sandbox(SandboxSettings { network: Some(false), ..Default::default() });
+        assert!(!offline.stdio_sandbox("sh", &args, Path::new("/work")).network());
+        std::fs::remove_dir_all(&dir).expect("cleans up");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! One MCP session: the transport (a child process or streamable HTTP) and the running
 //! rmcp client over it.
 //!
-//! A stdio server runs in its own process group with a scrubbed environment (`PATH`,
-//! `HOME` and the configured variables only); the group is killed when the session is
+//! A stdio server runs confined (a `troupe_sandbox::Sandbox`, see
+//! [`McpServerConfig::stdio_sandbox`]) in its own process group with a scrubbed
+//! environment (`PATH`, `HOME` and the configured variables only); the group is killed when the session is
 //! dropped, so a server's own children (`npx` starting `node`) go with it. Its stderr is
 //! forwarded to `tracing` at debug level, with filled-in secrets redacted, and its last
 //! lines explain a failed handshake.
@@ -21,7 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, ChildStderr, Command};
+use tokio::process::{ChildStderr, Command};
+use troupe_sandbox::Confined;
 
 /// Variables a stdio server inherits from troupe's environment.
 const INHERITED: [&str; 2] = ["PATH", "HOME"];
@@ -73,18 +75,20 @@ impl Session {
 
     /// The server's process id, for a stdio server.
     pub(crate) fn pid(&self) -> Option<u32> {
-        self.child.as_ref().and_then(|c| c.child.id())
+        self.child.as_ref().and_then(|c| c.process.child.id())
     }
 }
 
 /// The server process; its whole group is killed on drop.
 struct ChildGuard {
-    child: Child,
+    /// The server's process, and its private `TMPDIR` when it is confined (removed with
+    /// the guard).
+    process: Confined,
 }
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
-        if let Some(pid) = self.child.id().and_then(|id| i32::try_from(id).ok()) {
+        if let Some(pid) = self.process.child.id().and_then(|id| i32::try_from(id).ok()) {
             // The child leads its own group (`process_group(0)`): its group id is its pid.
             let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
@@ -175,11 +179,20 @@ async fn open_stdio(
         cmd.env(name, fill(server, value, lookup, &mut secrets)?);
     }
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0);
-    let mut child = cmd.spawn().map_err(|e| McpError::Spawn {
-        server: server.to_owned(),
-        command: command.to_owned(),
-        message: e.to_string(),
-    })?;
+    let spawn_error =
+        |message: String| McpError::Spawn { server: server.to_owned(), command: command.to_owned(), message };
+    let workspace = match &config.workspace {
+        Some(workspace) => workspace.clone(),
+        None => {
+            std::env::current_dir().map_err(|e| spawn_error(format!("no current directory to confine it to: {e}")))?
+        }
+    };
+    let sandbox = config.stdio_sandbox(command, args, &workspace);
+    let confined = sandbox.spawn(cmd, &workspace).await.map_err(|e| spawn_error(e.to_string()))?;
+    tracing::debug!(server, sandbox = %confined.report, "mcp server started");
+    let sandboxed = sandbox.mode().confines().then(|| confined.report.to_string());
+    let mut process = confined;
+    let child = &mut process.child;
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(McpError::Spawn {
             server: server.to_owned(),
@@ -191,19 +204,27 @@ async fn open_stdio(
     if let Some(stderr) = child.stderr.take() {
         forward_stderr(server.to_owned(), stderr, tail.clone(), secrets);
     }
-    let mut guard = ChildGuard { child };
+    let mut guard = ChildGuard { process };
     let handshake = tokio::time::timeout(handshake_timeout(config), serve_client(client_info(), (stdout, stdin))).await;
     let service = match handshake {
         Ok(Ok(service)) => service,
         Ok(Err(error)) => {
             // Give the stderr reader a moment to catch the server's last words.
-            let exited = tokio::time::timeout(Duration::from_millis(300), guard.child.wait()).await;
+            let exited = tokio::time::timeout(Duration::from_millis(300), guard.process.child.wait()).await;
             tokio::time::sleep(Duration::from_millis(50)).await;
             let mut message = error.to_string();
             if let Ok(Ok(status)) = exited {
                 message.push_str(&format!(" (the server exited: {status})"));
             }
             let stderr = tail.text();
+            if let Some(sandbox) = &sandboxed {
+                // A server that needs files outside what it may read fails here: say where
+                // to grant them.
+                message.push_str(&format!(
+                    " (it ran confined, {sandbox}; grant what it needs with `read` or `write` under \
+                     [mcp.servers.sandbox], or mode = \"full\")"
+                ));
+            }
             if !stderr.is_empty() {
                 message.push_str(&format!("; its stderr ends with:\n{stderr}"));
             }

@@ -12,8 +12,8 @@ use troupe_core::line_column;
 /// [sandbox]
 /// mode = "workspace-write"   # read-only | workspace-write | full
 /// network = false            # whether confined commands may use the network
-/// read = ["/srv/datasets"]   # more to read (relative paths: from the workspace)
-/// write = ["/srv/cache"]     # more to write
+/// read = ["/srv/datasets"]   # more to read (relative paths: from the workspace; ~/: home)
+/// write = ["~/.cache/pip"]   # more to write
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,14 +55,20 @@ impl SandboxSettings {
     }
 
     /// The sandbox these settings describe for `workspace` (the default mode,
-    /// `workspace-write`, where none is set).
+    /// `workspace-write`, where none is set). A relative path is the workspace's; one
+    /// starting with `~/`, under `$HOME`.
     pub fn sandbox(&self, workspace: &Path) -> Sandbox {
         let mut sandbox = Sandbox::new(self.mode.unwrap_or_default()).with_network(self.network.unwrap_or(false));
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let place = |path: &PathBuf| match (path.strip_prefix("~"), &home) {
+            (Ok(rest), Some(home)) => home.join(rest),
+            _ => workspace.join(path),
+        };
         for path in &self.read {
-            sandbox = sandbox.allow_read(workspace.join(path));
+            sandbox = sandbox.allow_read(place(path));
         }
         for path in &self.write {
-            sandbox = sandbox.allow_write(workspace.join(path));
+            sandbox = sandbox.allow_write(place(path));
         }
         sandbox
     }
@@ -126,6 +132,14 @@ mod tests {
         assert!(sandbox.network());
         assert_eq!(sandbox.readable(), &[PathBuf::from("/ws/data"), PathBuf::from("/ws/more")]);
         assert_eq!(SandboxSettings::default().sandbox(Path::new("/ws")).mode(), SandboxMode::WorkspaceWrite);
+    }
+
+    #[test]
+    fn a_path_from_home_is_under_home() {
+        let home = std::env::var_os("HOME").map(PathBuf::from).expect("tests run with a HOME");
+        let settings = SandboxSettings { write: vec!["~/.npm".into(), "cache".into()], ..SandboxSettings::default() };
+        let sandbox = settings.sandbox(Path::new("/ws"));
+        assert_eq!(sandbox.writable(), &[home.join(".npm"), PathBuf::from("/ws/cache")]);
     }
 
     #[test]

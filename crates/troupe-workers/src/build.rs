@@ -177,24 +177,28 @@ pub fn mcp_servers(definition: &AgentDefinition) -> Result<McpSection, BuildErro
     Ok(workspace.merged(&definition.mcp))
 }
 
-/// Connects the MCP servers of each of `definitions`, by agent id (a team's local agents).
+/// Connects the MCP servers of each of `definitions`, by agent id (a team's local agents),
+/// their stdio servers confined to `workspace`.
 pub async fn connect_mcp_each<'a>(
     definitions: impl IntoIterator<Item = &'a AgentDefinition>,
+    workspace: &Path,
 ) -> Result<BTreeMap<String, McpToolset>, BuildError> {
     let mut toolsets = BTreeMap::new();
     for definition in definitions {
-        toolsets.insert(definition.id().to_owned(), connect_mcp(definition).await?);
+        toolsets.insert(definition.id().to_owned(), connect_mcp(definition, workspace).await?);
     }
     Ok(toolsets)
 }
 
-/// Connects the MCP servers of `definition` (none: an empty toolset, at no cost).
-pub async fn connect_mcp(definition: &AgentDefinition) -> Result<McpToolset, BuildError> {
+/// Connects the MCP servers of `definition` (none: an empty toolset, at no cost), its
+/// stdio servers confined to `workspace` (as each one's `sandbox` says).
+pub async fn connect_mcp(definition: &AgentDefinition, workspace: &Path) -> Result<McpToolset, BuildError> {
     let servers = mcp_servers(definition)?;
     if servers.is_empty() {
         return Ok(McpToolset::default());
     }
-    McpToolset::connect(&servers.servers).await.map_err(|e| BuildError::from(e).context(of_file(definition)))
+    let confined: Vec<_> = servers.servers.into_iter().map(|s| s.in_workspace(workspace)).collect();
+    McpToolset::connect(&confined).await.map_err(|e| BuildError::from(e).context(of_file(definition)))
 }
 
 /// Whether the file gives the agent a memory tool.

@@ -160,7 +160,7 @@ impl<'a> TeamRun<'a> {
         };
         let local = team.team.members.iter().filter(|m| m.isolation == Isolation::Local).map(|m| m.agent.as_str());
         let leader_and_local = team.leader().into_iter().chain(local).filter_map(|id| registry.get(id));
-        let mcp = build::connect_mcp_each(leader_and_local).await?;
+        let mcp = build::connect_mcp_each(leader_and_local, &self.workspace).await?;
         Ok(TeamService {
             files: self.files.clone(),
             workspace: self.workspace,

@@ -17,16 +17,22 @@ pub(crate) fn failure(error: BuildError) -> Failure {
     if error.is_usage() { Failure::Usage(anyhow::Error::new(error)) } else { Failure::Run(anyhow::Error::new(error)) }
 }
 
-/// Connects the MCP servers of each of `definitions`, by agent id (a team's local agents).
+/// Connects the MCP servers of each of `definitions`, by agent id (a team's local agents),
+/// confined to `workspace`.
 pub(crate) async fn connect_mcp_each<'a>(
     definitions: impl IntoIterator<Item = &'a AgentDefinition>,
+    workspace: &std::path::Path,
 ) -> Result<BTreeMap<String, McpToolset>, Failure> {
-    troupe_workers::build::connect_mcp_each(definitions).await.map_err(failure)
+    troupe_workers::build::connect_mcp_each(definitions, workspace).await.map_err(failure)
 }
 
-/// Connects the MCP servers of `definition` (none: an empty toolset, at no cost).
-pub(crate) async fn connect_mcp(definition: &AgentDefinition) -> Result<McpToolset, Failure> {
-    troupe_workers::build::connect_mcp(definition).await.map_err(failure)
+/// Connects the MCP servers of `definition` (none: an empty toolset, at no cost), confined
+/// to `workspace`.
+pub(crate) async fn connect_mcp(
+    definition: &AgentDefinition,
+    workspace: &std::path::Path,
+) -> Result<McpToolset, Failure> {
+    troupe_workers::build::connect_mcp(definition, workspace).await.map_err(failure)
 }
 
 /// The workspace's store, opened when `definitions` give some agent a memory tool.

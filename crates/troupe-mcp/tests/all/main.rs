@@ -4,5 +4,6 @@
 mod agent;
 mod common;
 mod http;
+mod sandbox;
 mod serve;
 mod stdio;

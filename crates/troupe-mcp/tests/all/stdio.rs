@@ -95,8 +95,10 @@ async fn bad_arguments_come_back_as_errors_the_model_can_read() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_child_sees_only_path_home_and_its_configured_variables() {
-    let Some(config) = everything("the_child_sees_only_path_home_and_its_configured_variables") else { return };
+async fn the_child_sees_only_path_home_tmpdir_and_its_configured_variables() {
+    let Some(config) = everything("the_child_sees_only_path_home_tmpdir_and_its_configured_variables") else {
+        return;
+    };
     let config = config.env("TROUPE_TEST_TOKEN", "${UPSTREAM_TOKEN}").env("PLAIN", "as written");
     let lookup = variables(&[("UPSTREAM_TOKEN", "tok-123456")]);
     let client = McpClient::connect_with_variables(config, lookup).await.expect("connects");
@@ -106,9 +108,12 @@ async fn the_child_sees_only_path_home_and_its_configured_variables() {
     assert_eq!(env.get("TROUPE_TEST_TOKEN"), Some(&json!("tok-123456")), "the reference is filled in");
     assert_eq!(env.get("PLAIN"), Some(&json!("as written")));
     assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some(), "the test itself has cargo's variables");
-    let unexpected: Vec<&String> =
-        env.keys().filter(|k| !["PATH", "HOME", "TROUPE_TEST_TOKEN", "PLAIN"].contains(&k.as_str())).collect();
+    // TMPDIR: the sandbox's private temporary directory, the only one the server may write.
+    let expected = ["PATH", "HOME", "TMPDIR", "TROUPE_TEST_TOKEN", "PLAIN"];
+    let unexpected: Vec<&String> = env.keys().filter(|k| !expected.contains(&k.as_str())).collect();
     assert!(unexpected.is_empty(), "the environment is scrubbed, found {unexpected:?}");
+    let tmpdir = env.get("TMPDIR").and_then(Value::as_str).unwrap_or_default();
+    assert!(tmpdir.contains("troupe-sandbox-"), "a private TMPDIR: {tmpdir}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,7 +175,12 @@ async fn a_server_that_cannot_come_back_is_a_clear_error() {
         m = marker.display(),
         s = script.display()
     );
-    let config = McpServerConfig::stdio("once", "sh", vec!["-c".into(), shell]);
+    // The script is inside the shell's command: its packages are granted by hand, and the
+    // marker's directory is the server's workspace.
+    let modules = script.ancestors().find(|a| a.ends_with("node_modules")).expect("installed by npm").to_path_buf();
+    let settings = troupe_sandbox::SandboxSettings { read: vec![modules], ..Default::default() };
+    let config =
+        McpServerConfig::stdio("once", "sh", vec!["-c".into(), shell]).in_workspace(dir.path()).sandbox(settings);
     let toolset = McpToolset::connect(&[config]).await.expect("connects the first time");
     let catalog = catalog(&toolset);
     let (_dir, ctx) = context();
