@@ -249,12 +249,7 @@ impl Run {
                             // interrupted call keeps the reason that says so, which callers read).
                             let uncertain =
                                 state.pending_calls.iter().any(|c| c.call_id == request.call_id && c.uncertain);
-                            if !uncertain
-                                && catalog.get(&request.tool).is_some_and(|tool| {
-                                    tool.declaration().access.contains(&troupe_tools::Access::Shell)
-                                })
-                            {
-                                let mode = self.workspace.sandbox().mode();
+                            if let Some(mode) = self.sandbox_of(&request.tool).filter(|_| !uncertain) {
                                 request.reason = format!("{} (sandbox: {mode})", request.reason);
                             }
                             let payload = serde_json::json!({"tool": request.tool, "reason": request.reason});
@@ -306,6 +301,14 @@ impl Run {
         }
     }
 
+    /// The sandbox mode `tool` runs its commands in, when it runs commands: what a person
+    /// approving it is told and what the audit log records.
+    fn sandbox_of(&self, tool: &str) -> Option<String> {
+        let catalog = self.catalog.as_ref().ok()?;
+        let runs_commands = catalog.get(tool)?.declaration().access.contains(&troupe_tools::Access::Shell);
+        runs_commands.then(|| self.workspace.sandbox().mode().to_string())
+    }
+
     /// Checks the calls the model just requested against the agent's capabilities, before
     /// any approval is asked; every decision goes to the audit log.
     fn authorize_calls(&self, state: &mut RunState, catalog: &ToolCatalog) {
@@ -321,7 +324,8 @@ impl Run {
                     .with_run_id(state.run_id.as_str())
                     .with_tool(&call.tool)
                     .with_call_id(call.call_id.as_str())
-                    .with_arguments(&call.arguments),
+                    .with_arguments(&call.arguments)
+                    .with_sandbox(self.sandbox_of(&call.tool)),
             );
             if !decision.is_allowed() {
                 denied.push((call.call_id.clone(), decision.reason().to_owned()));
@@ -344,7 +348,8 @@ impl Run {
                     .with_run_id(state.run_id.as_str())
                     .with_tool(&call.tool)
                     .with_call_id(call.call_id.as_str())
-                    .with_arguments(&call.arguments),
+                    .with_arguments(&call.arguments)
+                    .with_sandbox(self.sandbox_of(&call.tool)),
             );
         }
     }
@@ -359,7 +364,8 @@ impl Run {
             .with_run_id(state.run_id.as_str())
             .with_call_id(call_id.as_str());
         if let Some(call) = call {
-            entry = entry.with_tool(&call.tool).with_arguments(&call.arguments);
+            entry =
+                entry.with_tool(&call.tool).with_arguments(&call.arguments).with_sandbox(self.sandbox_of(&call.tool));
         }
         self.audit.record(entry);
     }

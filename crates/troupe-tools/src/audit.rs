@@ -60,6 +60,10 @@ pub struct AuditEntry {
     /// The [`arguments_digest`] of the call's arguments; never the arguments.
     #[serde(default)]
     pub arguments_digest: Option<String>,
+    /// The sandbox mode a call that runs a command runs in (`workspace-write`); `None` for
+    /// other tools and decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 impl AuditEntry {
@@ -75,6 +79,7 @@ impl AuditEntry {
             decision: if allowed { ALLOWED } else { DENIED }.to_owned(),
             reason: reason.into(),
             arguments_digest: None,
+            sandbox: None,
         }
     }
 
@@ -99,6 +104,12 @@ impl AuditEntry {
     /// Records the digest of `args` (not `args`).
     pub fn with_arguments(mut self, args: &Value) -> Self {
         self.arguments_digest = Some(arguments_digest(args));
+        self
+    }
+
+    /// Records the sandbox mode the call's command runs in, when it runs one.
+    pub fn with_sandbox(mut self, mode: Option<String>) -> Self {
+        self.sandbox = mode;
         self
     }
 

@@ -141,3 +141,47 @@ async fn scripted_denied_by_policy_is_audited() {
 async fn openai_chat_denied_by_policy_is_audited() {
     denied_by_policy_is_audited(Wire::OpenAiChat).await;
 }
+
+/// A person's decision on a command is audited with the sandbox the command runs in; a
+/// decision on a tool that runs no command names none.
+#[tokio::test]
+async fn an_approved_command_is_audited_with_its_sandbox() {
+    let h = Harness::new(Wire::Scripted).await;
+    h.write("notes.txt", "buy milk");
+    h.push([
+        h.call("c1", "fs.read", json!({"path": "notes.txt"})),
+        h.call("c2", "shell", json!({"command": "echo confined"})),
+        MockTurn::text("Done."),
+    ]);
+    let audit = Arc::new(MemoryAuditLog::new());
+    let agent = h
+        .engine()
+        .agent("runner")
+        .workspace(h.dir.path())
+        .coding_tools()
+        .approval_mode(ApprovalMode::Always)
+        .audit_log(audit.clone())
+        .build()
+        .expect("agent builds");
+    let mut handle = agent.start("Read the notes, then run a command.");
+    while let Some(event) = futures::StreamExt::next(&mut handle.events).await {
+        if let AgentEventKind::RunPaused { reason: troupe_core::PauseReason::Approval { call_id, .. } } = &event.kind {
+            let approve = troupe_runtime::ApprovalDecision::Approve;
+            let signal = troupe_runtime::Signal::Approval { call_id: call_id.clone(), decision: approve };
+            handle.signals.send(signal).await.expect("the run takes signals");
+        }
+    }
+    let output = handle.result.await.expect("the run ends");
+    assert!(output.is_completed(), "{:?}", output.outcome);
+    let approvals: Vec<(String, Option<String>)> = audit
+        .entries()
+        .into_iter()
+        .filter(|e| e.kind == AuditKind::Approval)
+        .map(|e| (e.tool.unwrap_or_default(), e.sandbox))
+        .collect();
+    assert_eq!(
+        approvals,
+        [("fs.read".to_owned(), None), ("shell".to_owned(), Some("workspace-write".to_owned()))],
+        "the command's decision names its sandbox"
+    );
+}
