@@ -6,6 +6,7 @@ use crate::render::{Renderer, Style, outcome_message, shorten, summary_table};
 use crate::setup;
 use crate::store::StoreArgs;
 use std::io::IsTerminal;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use troupe::runtime::durable::{Durability, UNCERTAIN_REASON};
@@ -107,13 +108,19 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), Failure> {
     };
     let workspace = args.place.workspace()?;
     let spec = setup::coding_spec(model, policy, args.max_iterations, args.budget_usd);
-    let runner = setup::runner(&workspace, providers, &args.sandbox.choice()?)?;
+    let mut runner = setup::runner(&workspace, providers, &args.sandbox.choice()?)?;
     // A run that cannot start (a missing key) leaves no store behind.
     setup::validate(&runner, &spec)?;
     let durability = match args.no_store {
         true => None,
         false => Some(Durability::new(args.place.open().await?)),
     };
+    if let Some(path) = args.place.default_audit_log(&workspace).filter(|_| !args.no_store) {
+        // Its directory is the store's, made by opening the store.
+        let audit = troupe::tools::FileAuditLog::open(&path)
+            .map_err(|e| Failure::Run(anyhow::anyhow!("cannot open the audit log {}: {e}", path.display())))?;
+        runner = runner.with_audit_log(Arc::new(audit));
+    }
     let recorded = durability.is_some();
     let agent = setup::agent(runner, spec, durability);
     let input = RunInput::new(args.task.join(" "));

@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use troupe::store::{Millis, Store, StoreLocation};
 
+/// The audit log's file name beside the default store.
+pub(crate) const AUDIT_LOG_FILE: &str = "audit.jsonl";
+
 /// Where runs are recorded and where the agent works.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub(crate) struct StoreArgs {
@@ -39,6 +42,20 @@ impl StoreArgs {
                 path.display().to_string()
             }
         }
+    }
+
+    /// Where the run's audit log goes by default: beside the workspace's default store, in
+    /// the user's data directory (`audit.jsonl`), out of the agent's reach. `None` with
+    /// `--store`, and for a store still inside the workspace: no new file goes there.
+    pub(crate) fn default_audit_log(&self, workspace: &Path) -> Option<PathBuf> {
+        if self.store.as_deref().is_some_and(|s| !s.trim().is_empty()) {
+            return None;
+        }
+        let store = troupe::store::workspace_sqlite_path(workspace);
+        if store == troupe::store::legacy_sqlite_path(workspace) {
+            return None;
+        }
+        Some(store.with_file_name(AUDIT_LOG_FILE))
     }
 
     /// The workspace, checked to be a directory.

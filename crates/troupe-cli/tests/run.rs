@@ -456,6 +456,10 @@ fn the_agent_reaches_neither_the_key_nor_the_store() {
         "cat /proc/self/environ; tr '\\0' '\\n' < /proc/1/environ".to_owned(),
         format!("ls -R {0}; cat {0}/troupe/workspaces/*/troupe.db*", data.display()),
         format!("rm -rf {0}/troupe; echo gone > {0}/troupe/workspaces/x", data.display()),
+        format!(
+            "cat {0}/troupe/workspaces/*/audit.jsonl; echo forged >> {0}/troupe/workspaces/*/audit.jsonl",
+            data.display()
+        ),
         "ls -a; cat .troupe/troupe.db".to_owned(),
     ];
     let command = attempts.join("; ");
@@ -463,6 +467,9 @@ fn the_agent_reaches_neither_the_key_nor_the_store() {
     server.push(MockTurn::tool_call("toolu_2", "fs_list", json!({"path": "."})));
     server.push(MockTurn::tool_call("toolu_3", "fs_read", json!({"path": ".troupe/troupe.db"})));
     server.push(MockTurn::text("Nothing found."));
+    // A second run, whose command is refused: a decision for the audit log.
+    server.push(MockTurn::tool_call("toolu_4", "shell", json!({"command": "echo refused"})));
+    server.push(MockTurn::text("Refused."));
     let url = server.url();
     let data_dir = data.to_str().expect("UTF-8").to_owned();
     let home_dir = home.path().to_str().expect("UTF-8").to_owned();
@@ -484,8 +491,12 @@ fn the_agent_reaches_neither_the_key_nor_the_store() {
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{err}");
 
+    let refused =
+        run(&["run", "--model", "anthropic/claude-sonnet-4-5", "-w", dirs.workspace(), "--approve", "never", "Echo"]);
+    assert_eq!(refused.status.code(), Some(0), "{}", stderr(&refused));
+
     let requests = server.requests();
-    assert_eq!(requests.len(), 4);
+    assert_eq!(requests.len(), 6);
     let shell_result = requests[1].body["messages"].to_string();
     assert!(shell_result.contains("Permission denied"), "the attempts were made: {shell_result}");
     for (i, request) in requests.iter().enumerate() {
@@ -496,6 +507,17 @@ fn the_agent_reaches_neither_the_key_nor_the_store() {
 
     let store_dir = std::fs::read_dir(data.join("troupe/workspaces")).expect("the store survived").flatten().next();
     let store_dir = store_dir.expect("the workspace's store").path();
+    // The audit log beside the store: the refused command's decision, with its sandbox,
+    // and nothing the agent wrote.
+    let audit = std::fs::read_to_string(store_dir.join("audit.jsonl")).expect("the audit log");
+    let entries: Vec<serde_json::Value> =
+        audit.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let decision = entries.iter().find(|e| e["tool"] == "shell").unwrap_or_else(|| panic!("no shell entry: {audit}"));
+    assert_eq!(
+        (decision["decision"].as_str(), decision["sandbox"].as_str()),
+        (Some("denied"), Some("workspace-write"))
+    );
+    assert!(!audit.contains("forged"), "the agent could not write the audit log: {audit}");
     for file in std::fs::read_dir(&store_dir).expect("the store's files").flatten() {
         let bytes = std::fs::read(file.path()).expect("a store file");
         assert!(!String::from_utf8_lossy(&bytes).contains(KEY), "{} holds the key", file.path().display());
