@@ -9,8 +9,9 @@
 //! tools confined to `--workspace`, cut down to what the agent file and the task allow.
 //!
 //! Before anything else runs, the process confines itself with Landlock to writing only
-//! in its workspace (and `/tmp`); the outcome is printed on stderr when it is not full,
-//! sent as the first event and put in the result. Files outside the workspace that the
+//! in its workspace (and `/tmp`) and installs the sandbox's system-call filter (network
+//! left on); the outcome is printed on stderr when it is not full, sent as the first
+//! event and put in the result. Files outside the workspace that the
 //! worker needs (the agent file, `troupe.toml`) are read before that.
 
 use crate::{Failure, setup};

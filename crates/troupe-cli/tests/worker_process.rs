@@ -445,9 +445,10 @@ fn kib(value: Option<u64>) -> String {
     value.map_or_else(|| "unknown".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
 }
 
-/// The worker's run recorded in a store of the coordinator's: a first worker runs two
-/// `shell` calls that each append a line, and is killed while its third model call waits;
-/// the second worker resumes the recorded run from its checkpoint.
+/// The worker's run recorded in a store of the coordinator's: a first worker (confined:
+/// its system calls filtered, no core dumps) runs two `shell` calls that each append a
+/// line, and is killed while its third model call waits; the second worker resumes the
+/// recorded run from its checkpoint.
 #[tokio::test]
 async fn a_worker_killed_after_two_side_effects_is_resumed_without_repeating_them() {
     let dirs = Dirs::new();
@@ -482,6 +483,12 @@ async fn a_worker_killed_after_two_side_effects_is_resumed_without_repeating_the
     assert_eq!(lines, "one\ntwo\n", "both side effects are done before the kill");
     let pid = std::fs::read_to_string(&pids).expect("the pid was recorded");
     let pid = pid.lines().next().expect("a pid").trim().to_owned();
+    // The worker itself is confined: its system calls filtered, no core dumps.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the worker's status");
+    assert!(status.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Seccomp:", "2"]), "{status}");
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("the worker's limits");
+    let core = limits.lines().find(|l| l.starts_with("Max core file size")).expect("a core limit");
+    assert_eq!(core.split_whitespace().nth(4), Some("0"), "{core}");
     assert!(std::process::Command::new("kill").args(["-KILL", &pid]).status().expect("kill runs").success());
 
     let (outcome, events) = running.await.expect("the coordinator does not panic");

@@ -23,6 +23,10 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    /// The system-call filter could not be installed on the calling thread
+    /// ([`confine_calls`](crate::confine_calls)).
+    #[error("the system-call filter could not be installed: {0}")]
+    CallFilter(String),
     /// The sandbox's private temporary directory could not be made.
     #[error("could not make the sandbox's temporary directory: {0}")]
     TempDir(#[source] std::io::Error),

@@ -29,6 +29,7 @@
 //! # Ok(()) }
 //! ```
 
+mod calls;
 mod error;
 mod mode;
 mod policy;
@@ -39,6 +40,7 @@ mod spawn;
 #[cfg(target_os = "linux")]
 mod linux;
 
+pub use calls::confine_calls;
 pub use error::SandboxError;
 pub use mode::{SandboxMode, UnknownMode};
 pub use policy::{PROC_HIDDEN, PROCESSES_PER_COMMAND, SYSTEM_READ_PATHS, Sandbox, WRITABLE_DEVICES};

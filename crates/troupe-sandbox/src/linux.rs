@@ -121,21 +121,32 @@ impl Plan {
 
     /// Installs the seccomp filter on this thread.
     fn seccomp(&self) -> Result<(), String> {
-        let arch = TargetArch::try_from(std::env::consts::ARCH)
-            .map_err(|_| format!("seccomp filters are not built for {}", std::env::consts::ARCH))?;
-        let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-            DENIED_SYSCALLS.iter().map(|&call| (call, Vec::new())).collect();
-        if !self.network {
-            // No socket of any family: nothing reaches the network, nor a daemon's socket
-            // by path (a pair of connected sockets, `socketpair`, still works).
-            rules.insert(libc::SYS_socket, Vec::new());
-        }
-        let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
-            .map_err(|e| format!("the seccomp filter could not be built: {e}"))?;
-        let program: BpfProgram =
-            filter.try_into().map_err(|e| format!("the seccomp filter could not be compiled: {e}"))?;
-        seccompiler::apply_filter(&program).map_err(|e| format!("the kernel refused the seccomp filter: {e}"))
+        install_call_filter(self.network)
     }
+}
+
+/// Installs the seccomp filter on the calling thread (and what it starts): the
+/// [`DENIED_SYSCALLS`] fail with `EPERM`, and `socket` too without `network`.
+pub(crate) fn install_call_filter(network: bool) -> Result<(), String> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|_| format!("seccomp filters are not built for {}", std::env::consts::ARCH))?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS.iter().map(|&call| (call, Vec::new())).collect();
+    if !network {
+        // No socket of any family: nothing reaches the network, nor a daemon's socket
+        // by path (a pair of connected sockets, `socketpair`, still works).
+        rules.insert(libc::SYS_socket, Vec::new());
+    }
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
+        .map_err(|e| format!("the seccomp filter could not be built: {e}"))?;
+    let program: BpfProgram =
+        filter.try_into().map_err(|e| format!("the seccomp filter could not be compiled: {e}"))?;
+    seccompiler::apply_filter(&program).map_err(|e| format!("the kernel refused the seccomp filter: {e}"))
+}
+
+/// Ends core dumps for this process (a dump would hold what it read).
+pub(crate) fn no_core_dumps() -> Result<(), String> {
+    let (_, hard) = getrlimit(Resource::RLIMIT_CORE).map_err(|e| format!("cannot read the core-dump limit: {e}"))?;
+    setrlimit(Resource::RLIMIT_CORE, 0, hard).map_err(|e| format!("cannot end core dumps: {e}"))
 }
 
 /// Runs `start` with the process's limits lowered for the program it starts: no core

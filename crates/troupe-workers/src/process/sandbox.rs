@@ -1,7 +1,12 @@
-//! Confining a worker to its workspace with Landlock, and saying how far that went.
+//! Confining a worker to its workspace with Landlock and the sandbox's system-call filter,
+//! and saying how far that went.
 //!
 //! The worker may read and execute under the system directories and its workspace, and
-//! write only under its workspace, `/tmp` and `/dev/null`-like device files. Where the
+//! write only under its workspace, `/tmp` and `/dev/null`-like device files; the system
+//! calls no confined command may make (`ptrace`, `process_vm_*`, mounts, namespaces, the
+//! keyring, `io_uring`, …) fail, and it dumps no core. It keeps the network (its model is
+//! reached over it); the commands its agent runs are confined again, by the sandbox of
+//! commands. Where the
 //! kernel has no Landlock (or an older ABI), the [`SandboxReport`] says so; a worker sends
 //! it as its first event, in its result's metrics and on stderr: never silently skipped.
 //!
@@ -70,6 +75,9 @@ pub enum SandboxReport {
         abi: String,
         /// The workspace writes are confined to.
         workspace: PathBuf,
+        /// Whether the system-call filter is installed.
+        #[serde(default)]
+        seccomp: bool,
     },
     /// Some restrictions are enforced; the kernel's Landlock lacks the rest.
     Partial {
@@ -77,6 +85,9 @@ pub enum SandboxReport {
         abi: String,
         /// The workspace writes are confined to.
         workspace: PathBuf,
+        /// Whether the system-call filter is installed.
+        #[serde(default)]
+        seccomp: bool,
     },
     /// Nothing is enforced.
     Unavailable {
@@ -88,33 +99,51 @@ pub enum SandboxReport {
 impl SandboxReport {
     /// Whether every restriction is enforced.
     pub fn is_enforced(&self) -> bool {
-        matches!(self, SandboxReport::Enforced { .. })
+        matches!(self, SandboxReport::Enforced { seccomp: true, .. })
     }
 }
 
 impl fmt::Display for SandboxReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SandboxReport::Enforced { abi, workspace } => {
-                write!(f, "landlock: enforced ({abi}); writes confined to {} and /tmp", workspace.display())
+            SandboxReport::Enforced { abi, workspace, seccomp } => {
+                write!(f, "landlock: enforced ({abi}); writes confined to {} and /tmp", workspace.display())?;
+                f.write_str(calls(*seccomp))
             }
-            SandboxReport::Partial { abi, workspace } => write!(
-                f,
-                "landlock: partially enforced ({abi}: the kernel lacks some access rights); writes confined to {} and /tmp",
-                workspace.display()
-            ),
+            SandboxReport::Partial { abi, workspace, seccomp } => {
+                write!(
+                    f,
+                    "landlock: partially enforced ({abi}: the kernel lacks some access rights); writes confined to {} and /tmp",
+                    workspace.display()
+                )?;
+                f.write_str(calls(*seccomp))
+            }
             SandboxReport::Unavailable { reason } => write!(f, "landlock unavailable: {reason}"),
         }
     }
+}
+
+fn calls(seccomp: bool) -> &'static str {
+    if seccomp { "; system calls filtered (seccomp)" } else { "; system calls not filtered" }
 }
 
 /// The newest Landlock ABI whose file-system rights the worker asks for; older kernels
 /// enforce what they have (best effort), which the report says.
 const REQUESTED_ABI: ABI = ABI::V5;
 
-/// Confines this thread, and every thread it starts from now on, to `policy`.
+/// Confines this thread, and every thread it starts from now on, to `policy`, and filters
+/// their system calls (see the module's documentation).
 pub fn confine(policy: &SandboxPolicy) -> SandboxReport {
-    match apply(policy) {
+    let landlock = apply(policy);
+    // The network stays: the worker's model is reached over it.
+    let seccomp = match troupe_sandbox::confine_calls(true) {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(%error, "the worker's system calls are not filtered");
+            false
+        }
+    };
+    match landlock {
         Ok(status) => {
             let abi = match status.landlock {
                 LandlockStatus::Available { effective_abi, .. } => format!("ABI {}", effective_abi as i32),
@@ -123,8 +152,8 @@ pub fn confine(policy: &SandboxPolicy) -> SandboxReport {
             };
             let workspace = policy.workspace.clone();
             match status.ruleset {
-                RulesetStatus::FullyEnforced => SandboxReport::Enforced { abi, workspace },
-                RulesetStatus::PartiallyEnforced => SandboxReport::Partial { abi, workspace },
+                RulesetStatus::FullyEnforced => SandboxReport::Enforced { abi, workspace, seccomp },
+                RulesetStatus::PartiallyEnforced => SandboxReport::Partial { abi, workspace, seccomp },
                 RulesetStatus::NotEnforced => SandboxReport::Unavailable {
                     reason: match status.landlock {
                         LandlockStatus::NotEnabled => {
