@@ -519,6 +519,47 @@ fn a_team_paused_for_a_members_call_goes_on_after_runs_approve() {
     assert_eq!(stdout(&verified).lines().filter(|l| l.contains(") ok: ")).count(), 3, "{}", stdout(&verified));
 }
 
+/// The same with the coder in a worker process: its run, recorded through the worker
+/// protocol, pauses the team; `troupe runs approve TEAM_RUN CALL` stores the decision for
+/// it, and the worker started when the team resumes resumes that run, applies the
+/// decision and runs the command once.
+#[test]
+fn a_team_paused_for_a_workers_call_goes_on_after_runs_approve() {
+    let (_runtime, server) = ledger_model();
+    let dir = approval_team();
+    let team = std::fs::read_to_string(dir.path().join("team.toml")).expect("the team file");
+    let team = team.replace("agent = \"coder\"\n", "agent = \"coder\"\nisolation = \"process\"\n");
+    std::fs::write(dir.path().join("team.toml"), team).expect("writes the team file");
+    let workspace = workspace("# Ledger");
+    let url = server.url();
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+    let ws = text(workspace.path());
+
+    let output = team_with(dir.path(), &["run", "team.toml", "Keep the ledger", "-w", ws, "--json"], &env);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(err.contains("the team paused: 1 call of coder waits for a person"), "{err}");
+    let finished: serde_json::Value =
+        serde_json::from_str(stdout(&output).lines().last().expect("a last line")).expect("team_finished");
+    let team_run = finished["run_id"].as_str().expect("the team's run id").to_owned();
+    assert!(!workspace.path().join("ledger.txt").exists(), "nothing ran before the decision");
+    assert_eq!(server.requests().len(), 2, "the leader's delegation and the coder's call");
+
+    let approved = runs_with(dir.path(), &["approve", &team_run, "call_s1", "-w", ws], &env);
+    let err = stderr(&approved);
+    assert_eq!(approved.status.code(), Some(0), "{err}");
+    assert_eq!(stdout(&approved), "The coder appended one line.\n", "{err}");
+    assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
+    assert_eq!(server.requests().len(), 4, "no model call was made twice");
+    let listed = runs_with(dir.path(), &["list", "--json", "-w", ws], &[]);
+    let runs: Vec<serde_json::Value> =
+        stdout(&listed).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(runs.len(), 3, "the team's run, the leader's and the worker's, none started twice: {runs:?}");
+    assert!(runs.iter().all(|r| r["status"] == "completed"), "{runs:?}");
+    let verified = runs_with(dir.path(), &["verify", &team_run, "-w", ws], &[]);
+    assert_eq!(verified.status.code(), Some(0), "{}", stdout(&verified));
+}
+
 /// `troupe ARGS` in `cwd` with `env`, its stdin and stderr a pseudo-terminal: each time
 /// the screen shows a new `[e]dit` question, the next of `answers` is typed. Returns the
 /// output (stdout captured) and everything the terminal showed.

@@ -175,7 +175,10 @@ impl TeamControl {
     }
 
     /// Notes a member's run that ended paused.
-    pub(crate) fn note_paused(&self, paused: PausedRun) {
+    /// Reports a member's run that ended paused (a member of another kind than
+    /// [`AgentMember`](crate::AgentMember), such as a worker process, reports its own):
+    /// whoever waits on [`pause_noticed`](Self::pause_noticed) learns of it.
+    pub fn note_paused(&self, paused: PausedRun) {
         lock(&self.inner.paused).push(paused);
         self.inner.pause_noticed.notify_waiters();
     }

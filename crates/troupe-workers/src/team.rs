@@ -183,7 +183,9 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
             Isolation::Process => {
                 let (config, note) = worker(agent, setting, &budget)?;
                 notes.extend(note);
-                Arc::new(ProcessMember::new(entry.agent.clone(), description, config))
+                Arc::new(
+                    ProcessMember::new(entry.agent.clone(), description, config).with_control(setting.control.clone()),
+                )
             }
         };
         rows.push(Row { name: entry.agent.clone(), role: "member", isolation: entry.isolation });

@@ -13,8 +13,9 @@ use std::panic::AssertUnwindSafe;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 use troupe_core::{RunId, RunOutcomeKind};
+use troupe_runtime::RunOutcome;
 use troupe_runtime::durable::child_run_id;
-use troupe_team::{EventSink, Member, MemberResult, MemberTask};
+use troupe_team::{EventSink, Member, MemberResult, MemberTask, PausedRun, TeamControl};
 
 /// A task for a worker, with the payloads streamed to it.
 #[derive(Clone, Debug)]
@@ -60,12 +61,38 @@ pub struct ProcessMember {
     name: String,
     description: String,
     config: WorkerConfig,
+    control: Option<TeamControl>,
 }
 
 impl ProcessMember {
     /// A member `name`, described by `description`, whose tasks run as `config` says.
     pub fn new(name: impl Into<String>, description: impl Into<String>, config: WorkerConfig) -> Self {
-        ProcessMember { name: name.into(), description: description.into(), config }
+        ProcessMember { name: name.into(), description: description.into(), config, control: None }
+    }
+
+    /// Reports to `control` a task whose recorded run ended paused while the team defers
+    /// approvals ([`TeamControl::defer_approvals`]), and waits for the team to halt, as a
+    /// local member does: the team is recorded paused, a decision stored for the worker's
+    /// run is applied when the team resumes, and the worker started again then resumes
+    /// the run. Needs a store ([`WorkerConfig::record_in`]); without one a paused task is
+    /// a failed result.
+    pub fn with_control(mut self, control: TeamControl) -> Self {
+        self.control = Some(control);
+        self
+    }
+
+    /// The paused run a task's result names, read back from the store: what the team
+    /// records as waiting.
+    async fn paused_run(&self, result: &AgentResult) -> Option<PausedRun> {
+        if result.status != RunOutcomeKind::Paused {
+            return None;
+        }
+        let store = &self.config.record.as_ref()?.0;
+        let run_id = result.run_id.clone()?;
+        let record = store.load_run(run_id.as_str()).await.ok()??;
+        let outcome = serde_json::from_value::<RunOutcome>(record.state.get("outcome")?.clone()).ok()?;
+        let RunOutcome::Paused { pending } = outcome else { return None };
+        Some(PausedRun { member: self.name.clone(), run_id, pending })
     }
 
     /// How its workers are run.
@@ -235,7 +262,19 @@ impl Member for ProcessMember {
         cancel: CancellationToken,
     ) -> BoxFuture<'_, MemberResult> {
         let task = WorkerTask::new(self.agent_task(&task));
-        Box::pin(async move { self.run_task(task, events, cancel).await.member })
+        Box::pin(async move {
+            let outcome = self.run_task(task, events, cancel).await;
+            if let (Some(control), Some(result)) = (&self.control, &outcome.result)
+                && control.defers_approvals()
+                && let Some(paused) = self.paused_run(result).await
+            {
+                control.note_paused(paused);
+                control.halted().await;
+                // A halted member never answers: whoever waits for it is being stopped too.
+                return std::future::pending().await;
+            }
+            outcome.member
+        })
     }
 }
 
