@@ -619,6 +619,28 @@ fn at_a_terminal_a_members_call_is_asked_about_naming_its_path() {
     assert_eq!(server.requests().len(), 4);
 }
 
+/// The same with the coder in a worker process: its call is put to the person at the
+/// terminal like a local member's, and the answer reaches the worker through its recorded
+/// run's signals.
+#[test]
+fn at_a_terminal_a_workers_call_is_asked_about_too() {
+    let (_runtime, server) = ledger_model();
+    let dir = approval_team();
+    let team = std::fs::read_to_string(dir.path().join("team.toml")).expect("the team file");
+    let team = team.replace("agent = \"coder\"\n", "agent = \"coder\"\nisolation = \"process\"\n");
+    std::fs::write(dir.path().join("team.toml"), team).expect("writes the team file");
+    let workspace = workspace("# Ledger");
+    let url = server.url();
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+    let args = ["team", "run", "team.toml", "Keep the ledger", "-w", text(workspace.path())];
+    let (output, shown) = at_a_terminal(dir.path(), &args, &env, &["y"]);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("lead → coder: shell {\"command\":\"echo one >> ledger.txt\"} needs approval"), "{shown}");
+    assert_eq!(stdout(&output), "The coder appended one line.\n", "{shown}");
+    assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
+    assert_eq!(server.requests().len(), 4);
+}
+
 /// The README's main job at a terminal: the example team asks before its writer writes,
 /// and a `no` is told to the writer, which writes nothing.
 #[test]

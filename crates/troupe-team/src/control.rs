@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{RunId, ToolCallId};
-use troupe_runtime::{ApprovalDecision, ApprovalRequest, RunHalt, SignalSender};
+use troupe_runtime::{ApprovalDecision, ApprovalRequest, RunHalt, Signal, SignalSender};
+use troupe_store::Store;
 
 use crate::error::TeamError;
 
@@ -40,8 +41,17 @@ struct Inner {
 
 struct LiveRun {
     member: String,
-    signals: SignalSender,
-    halt: RunHalt,
+    reach: Reach,
+}
+
+/// How decisions reach a member's run.
+enum Reach {
+    /// A run of this process: through its handle, and halted through it.
+    InProcess { signals: SignalSender, halt: RunHalt },
+    /// A run another process runs and records in this store (a worker's): a decision is
+    /// stored as its signal, which that process applies. It stops when its member's task
+    /// is dropped.
+    Recorded(Arc<dyn Store>),
 }
 
 /// A member's run that ended paused, waiting for decisions nobody was there to give.
@@ -69,9 +79,23 @@ impl TeamControl {
         call_id: impl Into<ToolCallId>,
         decision: ApprovalDecision,
     ) -> Result<(), TeamError> {
-        let signals = lock(&self.inner.live).get(run_id).map(|run| run.signals.clone());
-        let signals = signals.ok_or_else(|| TeamError::Invalid(format!("no member run `{run_id}` is going")))?;
-        signals.decide(call_id, decision).await.map_err(TeamError::Runtime)
+        let reach = lock(&self.inner.live).get(run_id).map(|run| match &run.reach {
+            Reach::InProcess { signals, .. } => Ok(signals.clone()),
+            Reach::Recorded(store) => Err(Arc::clone(store)),
+        });
+        match reach.ok_or_else(|| TeamError::Invalid(format!("no member run `{run_id}` is going")))? {
+            Ok(signals) => signals.decide(call_id, decision).await.map_err(TeamError::Runtime),
+            Err(store) => {
+                let signal = Signal::Approval { call_id: call_id.into(), decision };
+                let payload = serde_json::to_value(&signal).map_err(|e| TeamError::Invalid(e.to_string()))?;
+                let kind = signal.kind().to_string();
+                store
+                    .send_signal(run_id.as_str(), &kind, payload, troupe_store::now_millis())
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| TeamError::Runtime(e.into()))
+            }
+        }
     }
 
     /// Sends `decision` about the call `call_id` to whichever member run waits on it (the
@@ -106,7 +130,9 @@ impl TeamControl {
     pub fn defer_approvals(&self) {
         self.inner.defer.cancel();
         for run in lock(&self.inner.live).values() {
-            run.signals.defer_approvals();
+            if let Reach::InProcess { signals, .. } = &run.reach {
+                signals.defer_approvals();
+            }
         }
     }
 
@@ -136,7 +162,9 @@ impl TeamControl {
     pub fn halt(&self) {
         self.inner.halt.cancel();
         for run in lock(&self.inner.live).values() {
-            run.halt.halt();
+            if let Reach::InProcess { halt, .. } = &run.reach {
+                halt.halt();
+            }
         }
     }
 
@@ -159,12 +187,21 @@ impl TeamControl {
         if self.is_halted() {
             halt.halt();
         }
-        let run = LiveRun { member: member.to_owned(), signals: signals.clone(), halt };
+        let run = LiveRun { member: member.to_owned(), reach: Reach::InProcess { signals: signals.clone(), halt } };
+        lock(&self.inner.live).insert(run_id.clone(), run);
+    }
+
+    /// Follows a member's run that another process runs and records in `store` (a worker
+    /// process's, recorded through its coordinator): a decision for it
+    /// ([`decide`](Self::decide)) is stored as its signal, which that process applies.
+    /// [`leave`](Self::leave) forgets it.
+    pub fn enter_recorded(&self, member: &str, run_id: &RunId, store: Arc<dyn Store>) {
+        let run = LiveRun { member: member.to_owned(), reach: Reach::Recorded(store) };
         lock(&self.inner.live).insert(run_id.clone(), run);
     }
 
     /// Forgets a member's run that has ended.
-    pub(crate) fn leave(&self, run_id: &RunId) {
+    pub fn leave(&self, run_id: &RunId) {
         lock(&self.inner.live).remove(run_id);
         lock(&self.inner.waiting).retain(|_, run| run != run_id);
     }
@@ -174,7 +211,6 @@ impl TeamControl {
         lock(&self.inner.waiting).insert(call_id.clone(), run_id.clone());
     }
 
-    /// Notes a member's run that ended paused.
     /// Reports a member's run that ended paused (a member of another kind than
     /// [`AgentMember`](crate::AgentMember), such as a worker process, reports its own):
     /// whoever waits on [`pause_noticed`](Self::pause_noticed) learns of it.

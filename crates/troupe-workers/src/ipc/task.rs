@@ -57,6 +57,11 @@ pub struct AgentTask {
     /// checkpoint rather than starting over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_run: Option<RunId>,
+    /// The run's calls that need a person wait for a decision stored for the recorded run
+    /// ([`AgentTask::record_run`]), which the coordinator's caller gives, instead of
+    /// ending the task paused. Without a recorded run it is ignored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub await_decisions: bool,
     /// Streams payloads both ways without SHA-256 checksums (for unoptimized builds, where
     /// hashing costs more than the transfer).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -261,9 +261,24 @@ impl Member for ProcessMember {
         events: Option<EventSink>,
         cancel: CancellationToken,
     ) -> BoxFuture<'_, MemberResult> {
-        let task = WorkerTask::new(self.agent_task(&task));
+        let mut task = self.agent_task(&task);
+        // A person watching the team answers the worker's calls through its recorded run.
+        let asked = match (&self.control, &self.config.record) {
+            (Some(control), Some(record)) if !control.defers_approvals() => {
+                let run_id = self.run_id_for(&task);
+                task.record_run = Some(run_id.clone());
+                task.await_decisions = true;
+                control.enter_recorded(&self.name, &run_id, std::sync::Arc::clone(&record.0));
+                Some((control.clone(), run_id))
+            }
+            _ => None,
+        };
+        let task = WorkerTask::new(task);
         Box::pin(async move {
             let outcome = self.run_task(task, events, cancel).await;
+            if let Some((control, run_id)) = &asked {
+                control.leave(run_id);
+            }
             if let (Some(control), Some(result)) = (&self.control, &outcome.result)
                 && control.defers_approvals()
                 && let Some(paused) = self.paused_run(result).await

@@ -288,8 +288,11 @@ impl Session<'_> {
             Begun::Finished(output) => return Ok(*output),
         };
         // Nobody can answer an approval request from here: a call that needs one pauses
-        // the run instead of waiting for ever.
-        handle.signals.defer_approvals();
+        // the run instead of waiting for ever, unless the coordinator's caller answers
+        // through the recorded run's signals.
+        if !(task.await_decisions && task.record_run.is_some()) {
+            handle.signals.defer_approvals();
+        }
         let cancel = handle.cancel.clone();
         let _cancel_on_drop = handle.cancel.clone().drop_guard();
         let deadline = task.deadline_ms.map(deadline_instant);

@@ -50,6 +50,7 @@ fn every_frame() -> Vec<Frame> {
         missed_heartbeats: 4,
         approvals: Some(troupe_workers::build::Approvals::Auto),
         record_run: Some(RunId::new("run_member")),
+        await_decisions: true,
         skip_checksums: true,
     };
     let result = AgentResult {
