@@ -51,6 +51,15 @@ struct Prepared {
 /// runtime. Called before any other thread exists, since Landlock binds only the calling
 /// thread and the threads it starts afterwards.
 pub(crate) fn main(args: &AgentRunArgs) -> ExitCode {
+    // A worker dies with its coordinator, as a thread of it would: a coordinator killed
+    // mid-task leaves no worker going on alone, holding its run's lease, while the team is
+    // resumed. (Its parent gone before this line, it is adopted: it stops at once.)
+    if nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).is_err()
+        || nix::unistd::getppid() == nix::unistd::Pid::from_raw(1)
+    {
+        eprintln!("error: the worker's coordinator is gone");
+        return ExitCode::from(1);
+    }
     let prepared = match prepare(args) {
         Ok(prepared) => prepared,
         Err(Failure::Usage(e)) => {

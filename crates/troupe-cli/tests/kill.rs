@@ -10,7 +10,8 @@
 //! processes share the queue and the one holding the run's lease is killed each time.
 //!
 //! The same for a team: `troupe team run` of a leader that appends lines, delegates to a
-//! local member that appends its own, and appends more; its coordinator is killed at
+//! local member and to a member in a worker process that append their own, and appends
+//! more; its coordinator (and with it the worker, which dies with it) is killed at
 //! random (20 times on SQLite, 10 on PostgreSQL) and the team resumed with `troupe runs
 //! resume TEAM_RUN`, interrupted calls decided with `troupe runs approve|reject TEAM_RUN
 //! CALL`. At the end every line is in the file once and in order, the tree holds one run
@@ -104,6 +105,8 @@ struct Scene {
     acknowledged: Vec<String>,
     kills: usize,
     killed_while: Vec<String>,
+    /// The agent of the run written last at each kill.
+    killed_in: Vec<String>,
 }
 
 impl Scene {
@@ -131,6 +134,7 @@ impl Scene {
             acknowledged: Vec::new(),
             kills: 0,
             killed_while: Vec::new(),
+            killed_in: Vec::new(),
         }
     }
 
@@ -178,10 +182,9 @@ impl Scene {
         let _ = child.kill();
         let _ = child.wait();
         self.kills += 1;
-        let activity = run_id
-            .and_then(|id| self.runtime.block_on(self.store.load_run(id)).ok().flatten())
-            .and_then(|r| r.activity)
-            .unwrap_or_else(|| "starting".to_owned());
+        let record = run_id.and_then(|id| self.runtime.block_on(self.store.load_run(id)).ok().flatten());
+        self.killed_in.push(record.as_ref().map(|r| r.agent.clone()).unwrap_or_default());
+        let activity = record.and_then(|r| r.activity).unwrap_or_else(|| "starting".to_owned());
         self.killed_while.push(activity);
     }
 
@@ -425,16 +428,22 @@ fn killed_at_random_the_run_completes_with_every_side_effect_once_postgres_worke
 
 /// Lines the team's leader appends before it delegates, and after.
 const LEAD_LINES: usize = 5;
-/// Lines the leader's teammate appends.
+/// Lines the leader's local teammate appends.
 const CODER_LINES: usize = 30;
+/// Lines the leader's teammate in a worker process appends.
+const SCRIBE_LINES: usize = 10;
+/// The scribe's brief, by which its requests are told from the coder's.
+const SCRIBE_BRIEF: &str = "Append the scribe's lines.";
 
 /// The team's model: the leader (offered `delegate`) appends `lead-1..5`, delegates to
-/// `coder`, appends `lead-6..10` and answers; the coder appends `coder-1..30` and answers.
+/// `scribe`, then to `coder`, appends `lead-6..10` and answers; the scribe (in its
+/// worker) appends `scribe-1..10`, the coder `coder-1..30`, and each answers.
 fn team_responder() -> impl Fn(&RecordedRequest) -> MockTurn + Send + Sync + 'static {
     move |request| {
         let n = tool_results(request);
         let leader =
             request.body["tools"].as_array().is_some_and(|tools| tools.iter().any(|t| t["name"] == "delegate"));
+        let scribe = !leader && request.body["messages"].to_string().contains(SCRIBE_BRIEF);
         let append = |who: &str, line: usize| {
             MockTurn::text(format!("Appending {who}-{line}.")).with_tool_call(
                 format!("toolu_{who}_{line:03}"),
@@ -442,17 +451,23 @@ fn team_responder() -> impl Fn(&RecordedRequest) -> MockTurn + Send + Sync + 'st
                 json!({"command": format!("sleep 0.03; echo {who}-{line} >> {LINES_FILE}; sleep 0.03")}),
             )
         };
-        let turn = match (leader, n) {
-            (true, n) if n < LEAD_LINES => append("lead", n + 1),
-            (true, n) if n == LEAD_LINES => MockTurn::text("Handing over.").with_tool_call(
+        let turn = match (leader, scribe, n) {
+            (true, _, n) if n < LEAD_LINES => append("lead", n + 1),
+            (true, _, n) if n == LEAD_LINES => MockTurn::text("Handing over.").with_tool_call(
+                "toolu_lead_delegate_scribe",
+                "delegate",
+                json!({"to": "scribe", "brief": SCRIBE_BRIEF}),
+            ),
+            (true, _, n) if n == LEAD_LINES + 1 => MockTurn::text("Now the coder.").with_tool_call(
                 "toolu_lead_delegate",
                 "delegate",
                 json!({"to": "coder", "brief": "Append your lines."}),
             ),
-            (true, n) if n <= 2 * LEAD_LINES => append("lead", n),
-            (true, _) => MockTurn::text("The ledger is complete."),
-            (false, n) if n < CODER_LINES => append("coder", n + 1),
-            (false, _) => MockTurn::text("My lines are appended."),
+            (true, _, n) if n <= 2 * LEAD_LINES + 1 => append("lead", n - 1),
+            (true, _, _) => MockTurn::text("The ledger is complete."),
+            (false, false, n) if n < CODER_LINES => append("coder", n + 1),
+            (false, true, n) if n < SCRIBE_LINES => append("scribe", n + 1),
+            (false, _, _) => MockTurn::text("My lines are appended."),
         };
         turn.with_delta_chars(6).with_event_delay(Duration::from_millis(3))
     }
@@ -468,10 +483,11 @@ impl Scene {
         scene.server.respond_with(team_responder());
         let dir = scene.cwd.path();
         let team = "[team]\nname = \"ledger\"\nstrategy = \"delegate\"\nleader = \"lead\"\n\n\
-                    [[team.members]]\nagent = \"coder\"\n";
+                    [[team.members]]\nagent = \"coder\"\n\n\
+                    [[team.members]]\nagent = \"scribe\"\nisolation = \"process\"\n";
         std::fs::write(dir.join("team.toml"), team).expect("writes the team file");
         std::fs::create_dir_all(dir.join("agents")).expect("creates agents/");
-        for id in ["lead", "coder"] {
+        for id in ["lead", "coder", "scribe"] {
             let agent = format!(
                 "[agent]\nid = \"{id}\"\nname = \"{id}\"\ndescription = \"Appends lines.\"\n\n\
                  [provider]\nmodel = \"anthropic/claude-sonnet-4-5\"\n\n\
@@ -518,6 +534,19 @@ fn team_killed_at_random(store_url: Option<String>, kills: usize, window: (u64, 
     let mut team_kills = 0;
     let started = Instant::now();
     let mut child = scene.spawn(TEAM_START);
+    // The first kill lands while the worker's run is going, its coordinator (and so the
+    // worker) killed a moment after a line of its was appended; the rest fall at random.
+    let scribe_started = Instant::now();
+    while child.try_wait().ok().flatten().is_none() && scribe_started.elapsed() < Duration::from_secs(60) {
+        if scene.lines().iter().any(|l| l.starts_with("scribe-")) {
+            std::thread::sleep(scene.dice.millis(5, 60));
+            let busiest = scene.busiest_member();
+            scene.kill(&mut child, busiest.as_deref());
+            team_kills += 1;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     loop {
         assert!(started.elapsed() < Duration::from_secs(300), "the test took too long; log:\n{}", scene.log());
         let limit = match (team_kills < kills, deciding) {
@@ -555,13 +584,14 @@ fn team_killed_at_random(store_url: Option<String>, kills: usize, window: (u64, 
         };
     }
     let mut expected: Vec<String> = (1..=LEAD_LINES).map(|n| format!("lead-{n}")).collect();
+    expected.extend((1..=SCRIBE_LINES).map(|n| format!("scribe-{n}")));
     expected.extend((1..=CODER_LINES).map(|n| format!("coder-{n}")));
     expected.extend((LEAD_LINES + 1..=2 * LEAD_LINES).map(|n| format!("lead-{n}")));
     assert_eq!(scene.lines(), expected, "every line exactly once, in order; log:\n{}", scene.log());
     let runs = scene.runs();
     let mut agents: Vec<&str> = runs.iter().map(|r| r.agent.as_str()).collect();
     agents.sort_unstable();
-    assert_eq!(agents, ["coder", "lead", "ledger"], "no member's run was started twice: {runs:?}");
+    assert_eq!(agents, ["coder", "lead", "ledger", "scribe"], "no member's run was started twice: {runs:?}");
     assert!(runs.iter().all(|r| r.status == RunStatus::Completed), "{runs:?}");
     for run in &runs {
         let log = scene.runtime.block_on(scene.store.evidence(&run.id, 0)).expect("evidence");
@@ -575,11 +605,12 @@ fn team_killed_at_random(store_url: Option<String>, kills: usize, window: (u64, 
     assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stdout));
     assert!(team_kills >= kills, "{team_kills} kills of the team");
     println!(
-        "{} kills ({team_kills} of the running team), {decided} interrupted calls decided by a person; killed while: {:?}",
-        scene.kills, scene.killed_while
+        "{} kills ({team_kills} of the running team), {decided} interrupted calls decided by a person; killed while: {:?}; in: {:?}",
+        scene.kills, scene.killed_while, scene.killed_in
     );
     let in_tool = scene.killed_while.iter().filter(|a| a.starts_with("running")).count();
     assert!(in_tool > 0, "some kills landed in tool calls: {:?}", scene.killed_while);
+    assert!(scene.killed_in.iter().any(|a| a == "scribe"), "a kill landed in the worker's run: {:?}", scene.killed_in);
 }
 
 #[test]
