@@ -31,12 +31,14 @@ impl StoreArgs {
             Some(url) => url.to_owned(),
             None => {
                 let path = troupe::store::workspace_sqlite_path(workspace);
-                if path == troupe::store::legacy_sqlite_path(workspace) {
+                let default = troupe::store::default_sqlite_path(workspace);
+                // Without a data directory (no HOME) there is nowhere better to suggest.
+                if path == troupe::store::legacy_sqlite_path(workspace) && path != default {
                     eprintln!(
                         "note: the store {} is inside the workspace, where the agent's tools and commands can reach \
                          it; move it to {} (or pass --store)",
                         path.display(),
-                        troupe::store::default_sqlite_path(workspace).display()
+                        default.display()
                     );
                 }
                 path.display().to_string()

@@ -519,6 +519,30 @@ fn a_team_paused_for_a_members_call_goes_on_after_runs_approve() {
     assert_eq!(stdout(&verified).lines().filter(|l| l.contains(") ok: ")).count(), 3, "{}", stdout(&verified));
 }
 
+/// A team's budget counts what its members spent before it paused: resumed, the ledger
+/// team (15 tokens a model call) with 45 tokens for everyone stops at its third call,
+/// where a budget counted from nothing would let it finish.
+#[test]
+fn a_resumed_team_goes_on_counting_its_budget() {
+    let (_runtime, server) = ledger_model();
+    let dir = approval_team();
+    let team = std::fs::read_to_string(dir.path().join("team.toml")).expect("the team file");
+    std::fs::write(dir.path().join("team.toml"), format!("{team}\n[team.budget]\nmax_total_tokens = 45\n"))
+        .expect("writes the team file");
+    let workspace = workspace("# Ledger");
+    let url = server.url();
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+    let ws = text(workspace.path());
+    let team_run = paused_ledger_team(dir.path(), ws, &env);
+    assert_eq!(server.requests().len(), 2, "two calls, 30 tokens, before the pause");
+
+    let approved = runs_with(dir.path(), &["approve", &team_run, "call_s1", "-w", ws], &env);
+    let err = stderr(&approved);
+    assert_eq!(approved.status.code(), Some(1), "{err}");
+    assert!(err.contains("budget ran out"), "{err}");
+    assert_eq!(server.requests().len(), 3, "the third call spent the last of it: {err}");
+}
+
 /// The same with the coder in a worker process: its run, recorded through the worker
 /// protocol, pauses the team; `troupe runs approve TEAM_RUN CALL` stores the decision for
 /// it, and the worker started when the team resumes resumes that run, applies the

@@ -40,7 +40,7 @@ use troupe_mcp::McpToolset;
 use troupe_model::ModelConfig;
 use troupe_runtime::Durability;
 use troupe_runtime::durable::TEAM_RUN_KIND;
-use troupe_store::{Checkpoint, NewRun, RunStatus, Store, StoreError, now_millis};
+use troupe_store::{Checkpoint, NewRun, RunFilter, RunStatus, Store, StoreError, now_millis};
 use troupe_team::firewall::FirewallStats;
 use troupe_team::{EventSink, PausedRun, TeamBudget, TeamControl};
 
@@ -364,11 +364,18 @@ impl PreparedTeam {
             }
         }
         let deadline = budget.max_wall_time.map(|t| tokio::time::Instant::now() + t);
+        // A resumed team's budget goes on from what its members spent before.
+        let mut spend = match (&resumed, &store) {
+            (Some(_), Some(store)) => TeamSpend::recorded(store.as_ref(), run_id.as_str()).await.unwrap_or_default(),
+            _ => TeamSpend::default(),
+        };
+        let mut exceeded = spend.over(&budget);
+        if exceeded.is_some() {
+            cancel.cancel();
+        }
         let parent = store.is_some().then(|| run_id.clone());
         let mut work = tokio::spawn(Work::run_under(work, name.clone(), task.to_owned(), parent, cancel.clone()));
         let mut paused = Vec::new();
-        let mut spend = TeamSpend::default();
-        let mut exceeded: Option<String> = None;
         let joined = loop {
             let timer = async {
                 match deadline {
@@ -506,6 +513,9 @@ async fn forward(events: Option<&EventSink>, event: AgentEvent) {
     }
 }
 
+/// The most runs under a team whose spend [`TeamSpend::recorded`] adds up.
+const MAX_RECORDED_RUNS: usize = 10_000;
+
 /// What a team's members have spent together, counted from their `usage` events.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct TeamSpend {
@@ -524,6 +534,32 @@ impl TeamSpend {
                 self.cost_usd += cost;
             }
         }
+    }
+
+    /// What the runs under the team's run `team_run` have spent so far, as their records
+    /// say: a resumed team starts its budget from there, not from nothing.
+    pub async fn recorded(store: &dyn Store, team_run: &str) -> Result<TeamSpend, StoreError> {
+        let mut spend = TeamSpend::default();
+        let mut parents = vec![team_run.to_owned()];
+        // Bounded: a tree deeper or wider than this is not a team's.
+        let mut visited = 0usize;
+        while let Some(parent) = parents.pop() {
+            let filter = RunFilter { parent_run_id: Some(parent), ..RunFilter::default() };
+            for child in store.list_runs(&filter).await? {
+                visited += 1;
+                if visited > MAX_RECORDED_RUNS {
+                    return Ok(spend);
+                }
+                if let Some(record) = store.load_run(&child.id).await? {
+                    let usage = record.state.get("usage").cloned().map(serde_json::from_value::<Usage>);
+                    spend.usage += usage.and_then(Result::ok).unwrap_or_default();
+                    let cost = record.state.get("cost_usd").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+                    spend.cost_usd += if cost.is_finite() { cost } else { 0.0 };
+                }
+                parents.push(child.id);
+            }
+        }
+        Ok(spend)
     }
 
     /// The first of `budget`'s token and USD limits this spend has reached, with its
@@ -649,6 +685,35 @@ impl TeamReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_resumed_teams_spend_starts_from_what_its_runs_recorded() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store =
+            troupe_store::open(&format!("sqlite://{}", dir.path().join("t.db").display())).await.expect("opens");
+        let run = |id: &str, parent: Option<&str>, input: u64, cost: f64| NewRun {
+            id: id.to_owned(),
+            agent: id.to_owned(),
+            status: RunStatus::Running,
+            conversation_id: None,
+            parent_run_id: parent.map(str::to_owned),
+            input: json!({}),
+            state: json!({"usage": {"input_tokens": input, "output_tokens": 10}, "cost_usd": cost}),
+        };
+        for new in [
+            run("team", None, 0, 0.0),
+            run("lead", Some("team"), 100, 0.25),
+            run("coder", Some("lead"), 200, 0.5),
+            run("elsewhere", None, 999, 9.0),
+        ] {
+            store.create_run(new, 1).await.expect("creates");
+        }
+        let spend = TeamSpend::recorded(store.as_ref(), "team").await.expect("adds up");
+        assert_eq!((spend.usage.input_tokens, spend.usage.output_tokens), (300, 20));
+        assert!((spend.cost_usd - 0.75).abs() < 1e-9, "{}", spend.cost_usd);
+        let budget = TeamBudget { max_total_tokens: Some(300), ..TeamBudget::default() };
+        assert!(spend.over(&budget).is_some(), "the team resumes over its budget");
+    }
 
     #[test]
     fn the_first_budget_crossed_is_named_with_its_limit() {
