@@ -474,7 +474,7 @@ async fn resume(args: ResumeArgs) -> Result<(), Failure> {
     let store = args.place.open_existing().await?;
     let record = load(store.as_ref(), &args.run).await?;
     if let Some(team) = tree::team_root(store.as_ref(), &record).await.map_err(store_failure)? {
-        return crate::team::resume(store, &team, args.force, team_foreground(&args.foreground)).await;
+        return crate::team::resume_held(store, &team, args.force, team_foreground(&args.foreground)).await;
     }
     match foreground(&args.place, store, &record, &args.foreground).await? {
         Resumed::Ran(output) => completed(&output),
@@ -612,7 +612,7 @@ async fn decide_in_team(
         eprintln!("team run {} takes it when a worker or `troupe runs resume {}` resumes it", team.id, team.id);
         return Ok(());
     }
-    crate::team::resume(store, team, false, team_foreground(options)).await
+    crate::team::resume_held(store, team, false, team_foreground(options)).await
 }
 
 /// A team resumed in the foreground, decided as `options` say.

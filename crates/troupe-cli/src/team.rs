@@ -397,19 +397,7 @@ impl ClaimedRuns for QueuedTeams {
     fn run(&self, lease: Lease) -> BoxFuture<'static, Result<RunStatus, RuntimeError>> {
         let (store, ttl, sandbox) = (std::sync::Arc::clone(&self.store), self.lease_ttl, self.sandbox.clone());
         Box::pin(async move {
-            let renewing = {
-                let (store, mut held) = (std::sync::Arc::clone(&store), lease.clone());
-                tokio::spawn(async move {
-                    loop {
-                        tokio::time::sleep(ttl / 3).await;
-                        match store.heartbeat(&held, ttl, troupe::store::now_millis()).await {
-                            Ok(Some(renewed)) => held = renewed,
-                            Ok(None) => return,
-                            Err(error) => tracing::warn!(%error, "the team run's heartbeat failed; retrying"),
-                        }
-                    }
-                })
-            };
+            let renewing = renew_lease(std::sync::Arc::clone(&store), lease.clone(), ttl);
             let (runtime, claimed, run_id, sandbox) =
                 (tokio::runtime::Handle::current(), std::sync::Arc::clone(&store), lease.run_id.clone(), sandbox);
             // The team's foreground is not a `Send` future: it runs on a thread of its own,
@@ -437,6 +425,69 @@ impl ClaimedRuns for QueuedTeams {
             Ok(record.map_or(RunStatus::Failed, |r| r.status))
         })
     }
+}
+
+/// [`resume`], holding the team run's lease while it goes, as a worker that claimed it
+/// would: a `troupe worker` does not take the run up meanwhile, and a second resume of it
+/// is refused while this one is alive. A holder on this machine that died is taken over.
+pub(crate) async fn resume_held(
+    store: std::sync::Arc<dyn troupe::store::Store>,
+    record: &troupe::store::RunRecord,
+    force: bool,
+    how: Foreground,
+) -> Result<(), Failure> {
+    let owner = unique_owner("team");
+    let ttl = troupe::runtime::durable::DEFAULT_LEASE_TTL;
+    let lease = take_team_lease(store.as_ref(), &record.id, &owner, ttl).await?;
+    let renewing = renew_lease(std::sync::Arc::clone(&store), lease.clone(), ttl);
+    let ran = resume(std::sync::Arc::clone(&store), record, force, how).await;
+    renewing.abort();
+    let _ = store.release(&lease, None).await;
+    ran
+}
+
+/// The team run's lease for `owner`; refused while another live process holds it.
+async fn take_team_lease(
+    store: &dyn troupe::store::Store,
+    run_id: &str,
+    owner: &str,
+    ttl: std::time::Duration,
+) -> Result<Lease, Failure> {
+    let now = troupe::store::now_millis;
+    let failed = |e: troupe::store::StoreError| Failure::Run(anyhow!(e));
+    if let Some(lease) = store.acquire(run_id, owner, ttl, now()).await.map_err(failed)? {
+        return Ok(lease);
+    }
+    let entry = store.queue().await.map_err(failed)?.into_iter().find(|e| e.run_id == run_id);
+    let holder = entry.as_ref().and_then(|e| e.owner.clone()).unwrap_or_else(|| "another process".to_owned());
+    if let Some(entry) = entry.filter(|_| troupe::runtime::durable::is_dead_local_owner(&holder)) {
+        let dead = Lease { run_id: run_id.to_owned(), owner: holder.clone(), epoch: entry.epoch, expires_at: 0 };
+        store.release(&dead, Some(now())).await.map_err(failed)?;
+        if let Some(lease) = store.acquire(run_id, owner, ttl, now()).await.map_err(failed)? {
+            return Ok(lease);
+        }
+    }
+    Err(Failure::Usage(anyhow!(
+        "team run {run_id} is being run by {holder}: wait for it to end (or stop that process), then resume it"
+    )))
+}
+
+/// Renews `lease` every third of `ttl` until aborted or lost.
+fn renew_lease(
+    store: std::sync::Arc<dyn troupe::store::Store>,
+    mut held: Lease,
+    ttl: std::time::Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(ttl / 3).await;
+            match store.heartbeat(&held, ttl, troupe::store::now_millis()).await {
+                Ok(Some(renewed)) => held = renewed,
+                Ok(None) => return,
+                Err(error) => tracing::warn!(%error, "the team run's heartbeat failed; retrying"),
+            }
+        }
+    })
 }
 
 /// Resumes the stored team run `record` in the foreground, built again from the files it

@@ -534,18 +534,17 @@ fn team_killed_at_random(store_url: Option<String>, kills: usize, window: (u64, 
     let mut team_kills = 0;
     let started = Instant::now();
     let mut child = scene.spawn(TEAM_START);
-    // The first kill lands while the worker's run is going, its coordinator (and so the
-    // worker) killed a moment after a line of its was appended; the rest fall at random.
+    // The first kill lands while the worker runs a command, its coordinator (and so the
+    // worker) killed then; the rest fall at random.
     let scribe_started = Instant::now();
     while child.try_wait().ok().flatten().is_none() && scribe_started.elapsed() < Duration::from_secs(60) {
-        if scene.lines().iter().any(|l| l.starts_with("scribe-")) {
-            std::thread::sleep(scene.dice.millis(5, 60));
-            let busiest = scene.busiest_member();
-            scene.kill(&mut child, busiest.as_deref());
+        let scribe = scene.runs().into_iter().find(|r| r.agent == "scribe");
+        if let Some(scribe) = scribe.filter(|r| r.activity.as_deref().is_some_and(|a| a.starts_with("running"))) {
+            scene.kill(&mut child, Some(&scribe.id));
             team_kills += 1;
             break;
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(2));
     }
     loop {
         assert!(started.elapsed() < Duration::from_secs(300), "the test took too long; log:\n{}", scene.log());

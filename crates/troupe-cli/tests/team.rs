@@ -519,6 +519,40 @@ fn a_team_paused_for_a_members_call_goes_on_after_runs_approve() {
     assert_eq!(stdout(&verified).lines().filter(|l| l.contains(") ok: ")).count(), 3, "{}", stdout(&verified));
 }
 
+/// A team run another process holds (a worker that claimed it, another resume) is not
+/// resumed beside it: the resume is refused naming the holder; once it lets go, the
+/// decision resumes the team, which completes.
+#[test]
+fn a_team_run_held_elsewhere_is_not_resumed_beside_it() {
+    let (runtime, server) = ledger_model();
+    let dir = approval_team();
+    let workspace = workspace("# Ledger");
+    let url = server.url();
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+    let ws = text(workspace.path());
+    let team_run = paused_ledger_team(dir.path(), ws, &env);
+
+    let url = format!("sqlite://{}", workspace.path().join(".troupe/troupe.db").display());
+    let store = runtime.block_on(troupe::store::open(&url)).expect("the workspace's store");
+    let ttl = std::time::Duration::from_secs(30);
+    let held = runtime
+        .block_on(store.acquire(&team_run, "another-machine:7", ttl, troupe::store::now_millis()))
+        .expect("acquires")
+        .expect("the paused team's run is free");
+    let refused = runs_with(dir.path(), &["approve", &team_run, "call_s1", "-w", ws], &env);
+    let err = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("team run {team_run} is being run by another-machine:7")), "{err}");
+    assert!(!workspace.path().join("ledger.txt").exists(), "nothing ran beside the holder");
+
+    runtime.block_on(store.release(&held, None)).expect("lets go");
+    let resumed = runs_with(dir.path(), &["resume", &team_run, "-w", ws, "--approve", "auto"], &env);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
+    let queue = runtime.block_on(store.queue()).expect("reads the queue");
+    assert!(queue.iter().all(|e| e.run_id != team_run), "the lease was given up: {queue:?}");
+}
+
 /// A team's budget counts what its members spent before it paused: resumed, the ledger
 /// team (15 tokens a model call) with 45 tokens for everyone stops at its third call,
 /// where a budget counted from nothing would let it finish.
