@@ -346,9 +346,19 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
     assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
     assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 5, "every run of the tree verifies: {lines}");
 
+    // The team's recorded state holds its budget and what its firewall did.
+    let path = workspace.path().join(".troupe/troupe.db");
+    let state =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime").block_on(async {
+            let store = troupe::store::open(&path.display().to_string()).await.expect("the store opens");
+            store.load_run(&root).await.expect("reads").expect("the team's run").state
+        });
+    assert_eq!(state["budget"]["max_total_tokens"], 200000, "{state}");
+    assert!(state["firewall"]["passed"].as_u64().is_some_and(|n| n >= 3), "every report passed: {state}");
+    assert_eq!(state["exceeded"], serde_json::Value::Null, "{state}");
+
     // A member's log changed after it was written breaks the team's verification.
     let reviewer = by_agent("reviewer")["id"].as_str().expect("the reviewer's run id").to_owned();
-    let path = workspace.path().join(".troupe/troupe.db");
     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime").block_on(async {
         use sqlx::Connection;
         let url = format!("sqlite://{}", path.display());

@@ -435,7 +435,7 @@ impl PreparedTeam {
             cost_usd: spend.cost_usd,
         };
         if let (Some(store), Some(run_id)) = (&store, report.run_id.clone()) {
-            let saved = match team_end(&run_id, &input, &report) {
+            let saved = match team_end(&run_id, &input, &report, &budget) {
                 Ok(end) => store.checkpoint(end, now_millis()).await.map(drop),
                 Err(error) => Err(error),
             };
@@ -478,8 +478,14 @@ fn team_state(
 }
 
 /// The team's own run as it ended (or paused): its status, and what it came to in its
-/// state.
-fn team_end(run_id: &RunId, input: &TeamInput, report: &TeamReport) -> Result<Checkpoint, StoreError> {
+/// state: each member's outcome, the calls waiting, the spend against its budget, what
+/// its firewall let through and withheld.
+fn team_end(
+    run_id: &RunId,
+    input: &TeamInput,
+    report: &TeamReport,
+    budget: &TeamBudget,
+) -> Result<Checkpoint, StoreError> {
     let failure = report.failure();
     let status = match (&failure, &report.exceeded) {
         (None, _) => RunStatus::Completed,
@@ -502,6 +508,9 @@ fn team_end(run_id: &RunId, input: &TeamInput, report: &TeamReport) -> Result<Ch
         "paused": paused,
         "tokens": report.tokens,
         "cost_usd": report.cost_usd,
+        "budget": budget,
+        "exceeded": report.exceeded,
+        "firewall": report.firewall,
     });
     team_state(run_id, status, input, more)
 }
