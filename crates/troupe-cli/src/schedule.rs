@@ -1,5 +1,5 @@
-//! `troupe schedule …`: runs of the coding agent started on a cron expression or an
-//! interval; workers (`troupe worker`) fire them, each tick once.
+//! `troupe schedule …`: runs of the coding agent (or of a team, `--team`) started on a
+//! cron expression or an interval; workers (`troupe worker`) fire them, each tick once.
 
 use crate::Failure;
 use crate::render::shorten;
@@ -10,7 +10,7 @@ use anyhow::anyhow;
 use clap::Subcommand;
 use comfy_table::{ContentArrangement, Table, presets};
 use troupe::runtime::RunInput;
-use troupe::runtime::durable::schedule_agent;
+use troupe::runtime::durable::{schedule_agent, schedule_run};
 use troupe::store::{Schedule, ScheduleTarget, Trigger, now_millis};
 
 /// The subcommands of `troupe schedule`.
@@ -41,6 +41,12 @@ pub(crate) struct AddArgs {
     /// An interval: `30s`, `5m`, `1h`, `1d`, `500ms`, or combined (`1h30m`).
     #[arg(long, value_name = "DURATION", value_parser = parse_every)]
     every: Option<i64>,
+    /// Each tick queues a run of this team (its members' agent files found as for
+    /// `troupe team run`) instead of the coding agent.
+    #[arg(long, value_name = "TEAM.toml", conflicts_with_all = ["model", "budget_usd", "max_iterations"])]
+    team: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    config: crate::agent::ConfigDirs,
     /// The model, `provider/model` or `demo` [default: as for `troupe run`].
     #[arg(long, short)]
     model: Option<String>,
@@ -135,11 +141,14 @@ pub(crate) async fn run(command: ScheduleCommand) -> Result<(), Failure> {
 }
 
 async fn add(args: AddArgs) -> Result<(), Failure> {
-    let trigger = match (args.cron, args.every) {
+    let trigger = match (args.cron.clone(), args.every) {
         (Some(expression), _) => Trigger::Cron { expression },
         (None, Some(every_ms)) => Trigger::Interval { every_ms },
         (None, None) => return Err(Failure::Usage(anyhow!("give --cron EXPR or --every DURATION"))),
     };
+    if let Some(team) = &args.team {
+        return add_team(&args, team, trigger).await;
+    }
     let config = crate::load_config()?;
     let providers = crate::providers(&config)?;
     let environment = std::env::var("TROUPE_MODEL").ok();
@@ -163,6 +172,41 @@ async fn add(args: AddArgs) -> Result<(), Failure> {
     crate::print_lines(&[format!(
         "schedule {} {verb}: first run at {}; `troupe worker` fires it",
         schedule.id,
+        rfc3339(schedule.next_fire_at)
+    )])
+}
+
+/// Adds a schedule whose ticks queue runs of the team in `team`: its input is what
+/// `troupe team run --detach` records, checked now (the files, the agents).
+async fn add_team(args: &AddArgs, team: &std::path::Path, trigger: Trigger) -> Result<(), Failure> {
+    let files = crate::team::team_files(&args.config, team)?;
+    let workspace = args.place.workspace()?;
+    let task = args.task.join(" ");
+    if task.trim().is_empty() {
+        return Err(Failure::Usage(anyhow!("the task is empty; say what the team should do")));
+    }
+    // Nobody watches a scheduled team: under `ask` a member's call that needs a person
+    // pauses it, recorded, to be decided with `troupe runs approve`.
+    let approvals = match args.approve {
+        Approve::Auto => troupe::workers::build::Approvals::Auto,
+        Approve::Never => troupe::workers::build::Approvals::Refuse,
+        Approve::Ask => troupe::workers::build::Approvals::Approver,
+    };
+    let input = troupe::workers::team_record::TeamInput::new(&files, &task, &workspace, approvals);
+    let value = serde_json::to_value(&input).map_err(|e| Failure::Run(e.into()))?;
+    let store = args.place.open().await?;
+    let existed = store.schedules().await.map_err(|e| Failure::Run(e.into()))?.iter().any(|s| s.id == args.name);
+    let schedule = schedule_run(store.as_ref(), &args.name, trigger, &input.team, value, now_millis()).await.map_err(
+        |e| match e {
+            troupe::runtime::RuntimeError::InvalidSchedule(_) => Failure::Usage(anyhow!(one_line(&e.to_string()))),
+            other => Failure::Run(other.into()),
+        },
+    )?;
+    let verb = if existed { "replaced" } else { "added" };
+    crate::print_lines(&[format!(
+        "schedule {} {verb}: team `{}`, first run at {}; `troupe worker` fires it",
+        schedule.id,
+        input.team,
         rfc3339(schedule.next_fire_at)
     )])
 }

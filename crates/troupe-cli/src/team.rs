@@ -178,7 +178,7 @@ pub(crate) fn load(dirs: &ConfigDirs, path: &Path) -> Result<(TeamFile, AgentReg
 }
 
 /// The team file at `path` and the agents it names, found and checked.
-fn team_files(dirs: &ConfigDirs, path: &Path) -> Result<TeamFiles, Failure> {
+pub(crate) fn team_files(dirs: &ConfigDirs, path: &Path) -> Result<TeamFiles, Failure> {
     let team = TeamFile::load(path).map_err(|e| Failure::Usage(anyhow!(e)))?;
     let search = team_dirs(dirs, path)?;
     let registry = crate::agent::discover(&search)?;

@@ -529,6 +529,35 @@ fn a_team_paused_for_a_members_call_goes_on_after_runs_approve() {
     assert_eq!(stdout(&verified).lines().filter(|l| l.contains(") ok: ")).count(), 3, "{}", stdout(&verified));
 }
 
+/// A schedule can start team runs: `troupe schedule add NAME --team TEAM.toml` queues
+/// one at each tick, and `troupe worker` fires the tick and runs the team to its end.
+#[test]
+fn a_schedule_starts_team_runs_that_a_worker_runs() {
+    let (_runtime, server) = ledger_model();
+    let dir = approval_team();
+    let workspace = workspace("# Ledger");
+    let url = server.url();
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+    let ws = text(workspace.path());
+    let args = ["add", "ledger", "--team", "team.toml", "--every", "1s", "--approve", "auto", "-w", ws, "Keep", "it"];
+    let added = troupe_with(dir.path(), "schedule", &args, &env);
+    assert_eq!(added.status.code(), Some(0), "{}", stderr(&added));
+    assert!(stdout(&added).contains("schedule ledger added: team `ledger`"), "{}", stdout(&added));
+    let missing = troupe_with(dir.path(), "schedule", &["add", "x", "--team", "nope.toml", "--every", "1s", "t"], &env);
+    assert_eq!(missing.status.code(), Some(2), "a team file that is not there: {}", stderr(&missing));
+
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let worker = troupe_with(dir.path(), "worker", &["--once", "--poll-ms", "50", "-w", ws], &env);
+    let err = stderr(&worker);
+    assert_eq!(worker.status.code(), Some(0), "{err}");
+    let listed = runs_with(dir.path(), &["list", "--json", "-w", ws], &[]);
+    let runs: Vec<serde_json::Value> =
+        stdout(&listed).lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let team_run = runs.iter().find(|r| r["agent"] == "ledger").unwrap_or_else(|| panic!("{runs:?} {err}"));
+    assert_eq!((team_run["status"].as_str(), team_run["runs_under"].as_u64()), (Some("completed"), Some(2)), "{err}");
+    assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
+}
+
 /// A team run another process holds (a worker that claimed it, another resume) is not
 /// resumed beside it: the resume is refused naming the holder; once it lets go, the
 /// decision resumes the team, which completes.

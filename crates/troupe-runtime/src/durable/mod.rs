@@ -27,7 +27,7 @@ pub use evidence::{ActionCompleted, ActionStarted, ModelTurn, SUMMARY_CHARS, dig
 pub use input::{StoredInput, TEAM_RUN_KIND, state_from_value};
 pub use journal::{activity, stored_status};
 pub use plan::{CallPlan, CallResume, ResumePlan, UNCERTAIN_REASON, plan_resume};
-pub use schedule::{ScheduleFired, fire_due, next_tick, schedule_agent, schedule_wake};
+pub use schedule::{ScheduleFired, fire_due, next_tick, schedule_agent, schedule_run, schedule_wake};
 pub use worker::{ClaimedRuns, QueueWorker, WorkerReport};
 
 use crate::error::RuntimeError;

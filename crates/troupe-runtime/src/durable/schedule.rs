@@ -5,7 +5,7 @@
 //! A tick missed while no worker was up fires once, late; the schedule then moves to its
 //! next tick after now, so a long outage does not unleash a burst of runs.
 
-use super::input::StoredInput;
+use super::input::{StoredInput, TEAM_RUN_KIND};
 use crate::error::RuntimeError;
 use crate::handle::RunInput;
 use crate::signal::Signal;
@@ -13,7 +13,7 @@ use crate::spec::AgentSpec;
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use troupe_core::RunId;
-use troupe_store::{Firing, Millis, RunStatus, Schedule, ScheduleTarget, Store, StoreError, Trigger};
+use troupe_store::{Firing, Millis, NewRun, RunStatus, Schedule, ScheduleTarget, Store, StoreError, Trigger};
 
 /// The first tick of `trigger` strictly after `after`.
 pub fn next_tick(trigger: &Trigger, after: Millis) -> Result<Millis, RuntimeError> {
@@ -53,6 +53,20 @@ pub async fn schedule_agent(
     let input = serde_json::to_value(StoredInput::new(spec, input)).unwrap_or_default();
     let target = ScheduleTarget::StartRun { agent: spec.name.clone(), input };
     put(store, id, trigger, target, now).await
+}
+
+/// Schedules runs of `agent` (an agent's or a team's name) with a stored `input`: an
+/// agent's [`StoredInput`], or a team's input (`"kind": "team"`), which a worker that
+/// takes team runs builds the team again from.
+pub async fn schedule_run(
+    store: &dyn Store,
+    id: &str,
+    trigger: Trigger,
+    agent: &str,
+    input: serde_json::Value,
+    now: Millis,
+) -> Result<Schedule, RuntimeError> {
+    put(store, id, trigger, ScheduleTarget::StartRun { agent: agent.to_owned(), input }, now).await
 }
 
 /// Schedules scheduler wake-up signals to the run `run_id`.
@@ -104,6 +118,28 @@ pub async fn fire_due(store: &dyn Store, now: Millis) -> Result<Vec<ScheduleFire
             }
         };
         let (firing, run_id) = match &schedule.target {
+            ScheduleTarget::StartRun { agent, input }
+                if input.get("kind").and_then(|k| k.as_str()) == Some(TEAM_RUN_KIND) =>
+            {
+                // A team's run: its state says so, and a worker that takes teams builds the
+                // team again from the files its input names.
+                let run_id = RunId::generate();
+                let state = serde_json::json!({
+                    "kind": TEAM_RUN_KIND,
+                    "team": input.get("team").cloned().unwrap_or_else(|| agent.clone().into()),
+                    "instruction": input.get("instruction").cloned().unwrap_or_default(),
+                });
+                let run = NewRun {
+                    id: run_id.to_string(),
+                    agent: agent.clone(),
+                    status: RunStatus::Queued,
+                    conversation_id: None,
+                    parent_run_id: None,
+                    input: input.clone(),
+                    state,
+                };
+                (Firing::Start(run), run_id.to_string())
+            }
             ScheduleTarget::StartRun { input, .. } => {
                 let input: StoredInput = match serde_json::from_value(input.clone()) {
                     Ok(input) => input,
