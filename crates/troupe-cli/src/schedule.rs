@@ -9,8 +9,10 @@ use crate::store::{StoreArgs, rfc3339};
 use anyhow::anyhow;
 use clap::Subcommand;
 use comfy_table::{ContentArrangement, Table, presets};
+use serde_json::Value;
 use troupe::runtime::RunInput;
-use troupe::runtime::durable::{schedule_agent, schedule_run};
+use troupe::runtime::StoredInput;
+use troupe::runtime::durable::schedule_run;
 use troupe::store::{Schedule, ScheduleTarget, Trigger, now_millis};
 
 /// The subcommands of `troupe schedule`.
@@ -158,22 +160,9 @@ async fn add(args: AddArgs) -> Result<(), Failure> {
     }
     let policy = setup::unattended_policy(args.approve == Approve::Never, args.approve == Approve::Auto);
     let spec = setup::coding_spec(model, policy, args.max_iterations, args.budget_usd);
-    let store = args.place.open().await?;
-    let existed = store.schedules().await.map_err(|e| Failure::Run(e.into()))?.iter().any(|s| s.id == args.name);
-    let input = RunInput::new(args.task.join(" "));
-    let schedule = schedule_agent(store.as_ref(), &args.name, trigger, &spec, &input, now_millis()).await.map_err(
-        |e| match e {
-            // The cron parser's message spans lines (with a caret under the fault): one line here.
-            troupe::runtime::RuntimeError::InvalidSchedule(_) => Failure::Usage(anyhow!(one_line(&e.to_string()))),
-            other => Failure::Run(other.into()),
-        },
-    )?;
-    let verb = if existed { "replaced" } else { "added" };
-    crate::print_lines(&[format!(
-        "schedule {} {verb}: first run at {}; `troupe worker` fires it",
-        schedule.id,
-        rfc3339(schedule.next_fire_at)
-    )])
+    let input = StoredInput::new(&spec, &RunInput::new(args.task.join(" ")));
+    let value = serde_json::to_value(&input).map_err(|e| Failure::Run(e.into()))?;
+    save(&args, trigger, &spec.name, value, String::new()).await
 }
 
 /// Adds a schedule whose ticks queue runs of the team in `team`: its input is what
@@ -194,19 +183,23 @@ async fn add_team(args: &AddArgs, team: &std::path::Path, trigger: Trigger) -> R
     };
     let input = troupe::workers::team_record::TeamInput::new(&files, &task, &workspace, approvals);
     let value = serde_json::to_value(&input).map_err(|e| Failure::Run(e.into()))?;
+    save(args, trigger, &input.team, value, format!("team `{}`, ", input.team)).await
+}
+
+/// Stores the schedule of runs of `agent` with `input`, and says so (`what` names a team).
+async fn save(args: &AddArgs, trigger: Trigger, agent: &str, input: Value, what: String) -> Result<(), Failure> {
     let store = args.place.open().await?;
     let existed = store.schedules().await.map_err(|e| Failure::Run(e.into()))?.iter().any(|s| s.id == args.name);
-    let schedule = schedule_run(store.as_ref(), &args.name, trigger, &input.team, value, now_millis()).await.map_err(
-        |e| match e {
+    let schedule =
+        schedule_run(store.as_ref(), &args.name, trigger, agent, input, now_millis()).await.map_err(|e| match e {
+            // The cron parser's message spans lines (with a caret under the fault): one line here.
             troupe::runtime::RuntimeError::InvalidSchedule(_) => Failure::Usage(anyhow!(one_line(&e.to_string()))),
             other => Failure::Run(other.into()),
-        },
-    )?;
+        })?;
     let verb = if existed { "replaced" } else { "added" };
     crate::print_lines(&[format!(
-        "schedule {} {verb}: team `{}`, first run at {}; `troupe worker` fires it",
+        "schedule {} {verb}: {what}first run at {}; `troupe worker` fires it",
         schedule.id,
-        input.team,
         rfc3339(schedule.next_fire_at)
     )])
 }

@@ -448,6 +448,51 @@ fn ledger_model() -> (tokio::runtime::Runtime, MockLlmServer) {
     (runtime, server)
 }
 
+/// [`approval_team`] on [`ledger_model`], with a workspace of its own: what the ledger
+/// tests share.
+struct Ledger {
+    runtime: tokio::runtime::Runtime,
+    server: MockLlmServer,
+    dir: TempDir,
+    workspace: TempDir,
+    url: String,
+}
+
+impl Ledger {
+    fn new() -> Self {
+        let (runtime, server) = ledger_model();
+        let url = server.url();
+        Ledger { runtime, server, dir: approval_team(), workspace: workspace("# Ledger"), url }
+    }
+
+    /// The same team with its coder in a worker process.
+    fn coder_in_a_worker(self) -> Self {
+        let path = self.dir.path().join("team.toml");
+        let team = std::fs::read_to_string(&path).expect("the team file");
+        let team = team.replace("agent = \"coder\"\n", "agent = \"coder\"\nisolation = \"process\"\n");
+        std::fs::write(&path, team).expect("writes the team file");
+        self
+    }
+
+    /// The same team with `more` at the end of its file.
+    fn team_file_with(self, more: &str) -> Self {
+        let path = self.dir.path().join("team.toml");
+        let team = std::fs::read_to_string(&path).expect("the team file");
+        std::fs::write(&path, format!("{team}{more}")).expect("writes the team file");
+        self
+    }
+
+    /// The variables that point the agents at the mock model.
+    fn env(&self) -> [(&'static str, &str); 2] {
+        [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", self.url.as_str())]
+    }
+
+    /// The workspace, as an argument.
+    fn ws(&self) -> &str {
+        text(self.workspace.path())
+    }
+}
+
 /// Runs [`approval_team`] (in `dir`) on its ledger task in `ws` with nobody to ask: it
 /// pauses for the coder's call (exit 1); the team's run id.
 fn paused_ledger_team(dir: &Path, ws: &str, env: &[(&str, &str)]) -> String {
@@ -470,12 +515,9 @@ fn runs_with(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
 /// tree verifies.
 #[test]
 fn a_team_paused_for_a_members_call_goes_on_after_runs_approve() {
-    let (_runtime, server) = ledger_model();
-    let dir = approval_team();
-    let workspace = workspace("# Ledger");
-    let url = server.url();
-    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
-    let ws = text(workspace.path());
+    let ledger = Ledger::new();
+    let Ledger { server, dir, workspace, .. } = &ledger;
+    let (env, ws) = (ledger.env(), ledger.ws());
 
     let output = team_with(dir.path(), &["run", "team.toml", "Keep the ledger", "-w", ws, "--json"], &env);
     let err = stderr(&output);
@@ -533,12 +575,9 @@ fn a_team_paused_for_a_members_call_goes_on_after_runs_approve() {
 /// one at each tick, and `troupe worker` fires the tick and runs the team to its end.
 #[test]
 fn a_schedule_starts_team_runs_that_a_worker_runs() {
-    let (_runtime, server) = ledger_model();
-    let dir = approval_team();
-    let workspace = workspace("# Ledger");
-    let url = server.url();
-    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
-    let ws = text(workspace.path());
+    let ledger = Ledger::new();
+    let Ledger { dir, workspace, .. } = &ledger;
+    let (env, ws) = (ledger.env(), ledger.ws());
     let args = ["add", "ledger", "--team", "team.toml", "--every", "1s", "--approve", "auto", "-w", ws, "Keep", "it"];
     let added = troupe_with(dir.path(), "schedule", &args, &env);
     assert_eq!(added.status.code(), Some(0), "{}", stderr(&added));
@@ -563,12 +602,9 @@ fn a_schedule_starts_team_runs_that_a_worker_runs() {
 /// decision resumes the team, which completes.
 #[test]
 fn a_team_run_held_elsewhere_is_not_resumed_beside_it() {
-    let (runtime, server) = ledger_model();
-    let dir = approval_team();
-    let workspace = workspace("# Ledger");
-    let url = server.url();
-    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
-    let ws = text(workspace.path());
+    let ledger = Ledger::new();
+    let Ledger { runtime, dir, workspace, .. } = &ledger;
+    let (env, ws) = (ledger.env(), ledger.ws());
     let team_run = paused_ledger_team(dir.path(), ws, &env);
 
     let url = format!("sqlite://{}", workspace.path().join(".troupe/troupe.db").display());
@@ -597,15 +633,9 @@ fn a_team_run_held_elsewhere_is_not_resumed_beside_it() {
 /// where a budget counted from nothing would let it finish.
 #[test]
 fn a_resumed_team_goes_on_counting_its_budget() {
-    let (_runtime, server) = ledger_model();
-    let dir = approval_team();
-    let team = std::fs::read_to_string(dir.path().join("team.toml")).expect("the team file");
-    std::fs::write(dir.path().join("team.toml"), format!("{team}\n[team.budget]\nmax_total_tokens = 45\n"))
-        .expect("writes the team file");
-    let workspace = workspace("# Ledger");
-    let url = server.url();
-    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
-    let ws = text(workspace.path());
+    let ledger = Ledger::new().team_file_with("\n[team.budget]\nmax_total_tokens = 45\n");
+    let Ledger { server, dir, .. } = &ledger;
+    let (env, ws) = (ledger.env(), ledger.ws());
     let team_run = paused_ledger_team(dir.path(), ws, &env);
     assert_eq!(server.requests().len(), 2, "two calls, 30 tokens, before the pause");
 
@@ -622,23 +652,11 @@ fn a_resumed_team_goes_on_counting_its_budget() {
 /// decision and runs the command once.
 #[test]
 fn a_team_paused_for_a_workers_call_goes_on_after_runs_approve() {
-    let (_runtime, server) = ledger_model();
-    let dir = approval_team();
-    let team = std::fs::read_to_string(dir.path().join("team.toml")).expect("the team file");
-    let team = team.replace("agent = \"coder\"\n", "agent = \"coder\"\nisolation = \"process\"\n");
-    std::fs::write(dir.path().join("team.toml"), team).expect("writes the team file");
-    let workspace = workspace("# Ledger");
-    let url = server.url();
-    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
-    let ws = text(workspace.path());
+    let ledger = Ledger::new().coder_in_a_worker();
+    let Ledger { server, dir, workspace, .. } = &ledger;
+    let (env, ws) = (ledger.env(), ledger.ws());
 
-    let output = team_with(dir.path(), &["run", "team.toml", "Keep the ledger", "-w", ws, "--json"], &env);
-    let err = stderr(&output);
-    assert_eq!(output.status.code(), Some(1), "{err}");
-    assert!(err.contains("the team paused: 1 call of coder waits for a person"), "{err}");
-    let finished: serde_json::Value =
-        serde_json::from_str(stdout(&output).lines().last().expect("a last line")).expect("team_finished");
-    let team_run = finished["run_id"].as_str().expect("the team's run id").to_owned();
+    let team_run = paused_ledger_team(dir.path(), ws, &env);
     assert!(!workspace.path().join("ledger.txt").exists(), "nothing ran before the decision");
     assert_eq!(server.requests().len(), 2, "the leader's delegation and the coder's call");
 
@@ -697,16 +715,12 @@ fn at_a_terminal(cwd: &Path, args: &[&str], env: &[(&str, &str)], answers: &[&st
     (output, shown)
 }
 
-/// At a terminal (a pseudo-terminal here), a member's call that needs approval is put to
-/// the person, the question naming the path from the leader to the member; the answer
-/// reaches the member's run and the team goes on to complete.
-#[test]
-fn at_a_terminal_a_members_call_is_asked_about_naming_its_path() {
-    let (_runtime, server) = ledger_model();
-    let dir = approval_team();
-    let workspace = workspace("# Ledger");
-    let url = server.url();
-    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+/// Asked at a terminal (a pseudo-terminal) about the coder's call, the person says yes:
+/// the question names the member's path, the answer reaches the member's run, and the
+/// team completes.
+fn asked_at_a_terminal(ledger: Ledger) {
+    let Ledger { server, dir, workspace, .. } = &ledger;
+    let env = ledger.env();
     let args = ["team", "run", "team.toml", "Keep the ledger", "-w", text(workspace.path())];
     let (output, shown) = at_a_terminal(dir.path(), &args, &env, &["y"]);
     assert_eq!(output.status.code(), Some(0), "{shown}");
@@ -716,26 +730,16 @@ fn at_a_terminal_a_members_call_is_asked_about_naming_its_path() {
     assert_eq!(server.requests().len(), 4);
 }
 
-/// The same with the coder in a worker process: its call is put to the person at the
-/// terminal like a local member's, and the answer reaches the worker through its recorded
-/// run's signals.
+#[test]
+fn at_a_terminal_a_members_call_is_asked_about_naming_its_path() {
+    asked_at_a_terminal(Ledger::new());
+}
+
+/// The same with the coder in a worker process: its run waits, and the answer reaches the
+/// worker as a signal of its recorded run.
 #[test]
 fn at_a_terminal_a_workers_call_is_asked_about_too() {
-    let (_runtime, server) = ledger_model();
-    let dir = approval_team();
-    let team = std::fs::read_to_string(dir.path().join("team.toml")).expect("the team file");
-    let team = team.replace("agent = \"coder\"\n", "agent = \"coder\"\nisolation = \"process\"\n");
-    std::fs::write(dir.path().join("team.toml"), team).expect("writes the team file");
-    let workspace = workspace("# Ledger");
-    let url = server.url();
-    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
-    let args = ["team", "run", "team.toml", "Keep the ledger", "-w", text(workspace.path())];
-    let (output, shown) = at_a_terminal(dir.path(), &args, &env, &["y"]);
-    assert_eq!(output.status.code(), Some(0), "{shown}");
-    assert!(shown.contains("lead → coder: shell {\"command\":\"echo one >> ledger.txt\"} needs approval"), "{shown}");
-    assert_eq!(stdout(&output), "The coder appended one line.\n", "{shown}");
-    assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
-    assert_eq!(server.requests().len(), 4);
+    asked_at_a_terminal(Ledger::new().coder_in_a_worker());
 }
 
 /// The README's main job at a terminal: the example team asks before its writer writes,
@@ -787,12 +791,9 @@ fn a_queued_team_run_is_run_by_a_worker() {
 /// the member alone) back in the queue; a worker resumes the whole team.
 #[test]
 fn a_paused_team_decided_without_resuming_is_taken_up_by_a_worker() {
-    let (_runtime, server) = ledger_model();
-    let dir = approval_team();
-    let workspace = workspace("# Ledger");
-    let url = server.url();
-    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
-    let ws = text(workspace.path());
+    let ledger = Ledger::new();
+    let Ledger { server, dir, workspace, .. } = &ledger;
+    let (env, ws) = (ledger.env(), ledger.ws());
     let team_run = paused_ledger_team(dir.path(), ws, &env);
 
     let stored = runs_with(dir.path(), &["approve", &team_run, "call_s1", "--no-resume", "-w", ws], &env);
@@ -828,12 +829,9 @@ fn a_workers_calls_follow_the_teams_approval_mode() {
 /// resume is refused (exit 2) naming the file; `--force` resumes it as the files are now.
 #[test]
 fn a_team_whose_files_changed_resumes_only_when_forced() {
-    let (_runtime, server) = ledger_model();
-    let dir = approval_team();
-    let workspace = workspace("# Ledger");
-    let url = server.url();
-    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
-    let ws = text(workspace.path());
+    let ledger = Ledger::new();
+    let Ledger { dir, workspace, .. } = &ledger;
+    let (env, ws) = (ledger.env(), ledger.ws());
     let team_run = paused_ledger_team(dir.path(), ws, &env);
     let coder = dir.path().join("agents/coder.toml");
     let text_now = std::fs::read_to_string(&coder).expect("reads the coder");
