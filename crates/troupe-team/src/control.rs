@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use troupe_core::{RunId, ToolCallId};
 use troupe_runtime::{ApprovalDecision, ApprovalRequest, RunHalt, Signal, SignalSender};
@@ -52,6 +52,15 @@ enum Reach {
     /// stored as its signal, which that process applies. It stops when its member's task
     /// is dropped.
     Recorded(Arc<dyn Store>),
+    /// A run elsewhere that its member relays decisions to (a remote agent's task).
+    Relayed(mpsc::Sender<(ToolCallId, ApprovalDecision)>),
+}
+
+/// Where [`TeamControl::decide`] takes a decision, read out of the lock.
+enum Reached {
+    Signals(SignalSender),
+    Store(Arc<dyn Store>),
+    Relay(mpsc::Sender<(ToolCallId, ApprovalDecision)>),
 }
 
 /// A member's run that ended paused, waiting for decisions nobody was there to give.
@@ -80,12 +89,17 @@ impl TeamControl {
         decision: ApprovalDecision,
     ) -> Result<(), TeamError> {
         let reach = lock(&self.inner.live).get(run_id).map(|run| match &run.reach {
-            Reach::InProcess { signals, .. } => Ok(signals.clone()),
-            Reach::Recorded(store) => Err(Arc::clone(store)),
+            Reach::InProcess { signals, .. } => Reached::Signals(signals.clone()),
+            Reach::Recorded(store) => Reached::Store(Arc::clone(store)),
+            Reach::Relayed(relay) => Reached::Relay(relay.clone()),
         });
         match reach.ok_or_else(|| TeamError::Invalid(format!("no member run `{run_id}` is going")))? {
-            Ok(signals) => signals.decide(call_id, decision).await.map_err(TeamError::Runtime),
-            Err(store) => {
+            Reached::Signals(signals) => signals.decide(call_id, decision).await.map_err(TeamError::Runtime),
+            Reached::Relay(relay) => relay
+                .send((call_id.into(), decision))
+                .await
+                .map_err(|_| TeamError::Invalid(format!("member run `{run_id}` no longer waits for a decision"))),
+            Reached::Store(store) => {
                 let signal = Signal::Approval { call_id: call_id.into(), decision };
                 let payload = serde_json::to_value(&signal).map_err(|e| TeamError::Invalid(e.to_string()))?;
                 let kind = signal.kind().to_string();
@@ -197,6 +211,14 @@ impl TeamControl {
     /// [`leave`](Self::leave) forgets it.
     pub fn enter_recorded(&self, member: &str, run_id: &RunId, store: Arc<dyn Store>) {
         let run = LiveRun { member: member.to_owned(), reach: Reach::Recorded(store) };
+        lock(&self.inner.live).insert(run_id.clone(), run);
+    }
+
+    /// Follows a member's run that its member relays decisions to (a remote agent's task
+    /// waiting for input): a decision for it ([`decide`](Self::decide)) is sent to
+    /// `relay`. [`leave`](Self::leave) forgets it.
+    pub fn enter_relayed(&self, member: &str, run_id: &RunId, relay: mpsc::Sender<(ToolCallId, ApprovalDecision)>) {
+        let run = LiveRun { member: member.to_owned(), reach: Reach::Relayed(relay) };
         lock(&self.inner.live).insert(run_id.clone(), run);
     }
 

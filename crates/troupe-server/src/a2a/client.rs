@@ -15,8 +15,9 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId};
-use troupe_team::{EventSink, Member, MemberResult, MemberTask};
+use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, PauseReason, RunId, ToolCallId};
+use troupe_runtime::ApprovalDecision;
+use troupe_team::{EventSink, Member, MemberResult, MemberTask, TeamControl};
 
 /// How long connecting to a remote agent may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -137,6 +138,7 @@ pub struct RemoteAgent {
     token: Option<Token>,
     streaming: bool,
     http: reqwest::Client,
+    control: Option<TeamControl>,
 }
 
 impl std::fmt::Debug for RemoteAgent {
@@ -214,6 +216,7 @@ impl RemoteAgent {
             skill: None,
             token: None,
             http,
+            control: None,
         })
     }
 
@@ -239,6 +242,17 @@ impl RemoteAgent {
     /// Sends `Authorization: Bearer <token>` with every call.
     pub fn bearer(mut self, token: impl Into<String>) -> Self {
         self.token = Some(Token::new(token));
+        self
+    }
+
+    /// Puts a remote task's call that waits for a decision to whoever watches the team
+    /// through `control`, as a local member's: the member's events carry a `RunPaused`
+    /// for it (attributed to the remote task), and [`TeamControl::decide`] about it is
+    /// sent to the remote task, which goes on. When the team defers approvals (nobody can
+    /// answer) or a task needs input that is not a decision, the task is cancelled and
+    /// the member fails, as without a control.
+    pub fn with_control(mut self, control: TeamControl) -> Self {
+        self.control = Some(control);
         self
     }
 
@@ -336,7 +350,47 @@ impl RemoteAgent {
         updates: Option<&(dyn Fn(&StreamResponse) + Send + Sync)>,
         cancel: &CancellationToken,
     ) -> Result<RemoteOutcome, A2aClientError> {
-        let request = self.message(text, None);
+        self.exchange(self.message(text, None), updates, cancel).await
+    }
+
+    /// Answers the remote task `task_id`, which waits for a decision about `call_id`, and
+    /// follows it as [`send`](Self::send) does: until it ends or needs input again.
+    pub async fn decide(
+        &self,
+        task_id: &str,
+        call_id: &str,
+        decision: &ApprovalDecision,
+        updates: Option<&(dyn Fn(&StreamResponse) + Send + Sync)>,
+        cancel: &CancellationToken,
+    ) -> Result<RemoteOutcome, A2aClientError> {
+        let data = match decision {
+            ApprovalDecision::Approve | ApprovalDecision::AlwaysAllow => {
+                json!({"approval": "approve", "callId": call_id})
+            }
+            ApprovalDecision::Reject { reason } => {
+                json!({"approval": "reject", "callId": call_id, "reason": reason})
+            }
+            // The remote agent takes a yes or a no: edited arguments cannot be sent.
+            ApprovalDecision::Modify { .. } => json!({
+                "approval": "reject", "callId": call_id,
+                "reason": "the person would change the arguments, which cannot be sent to a remote agent",
+            }),
+            ApprovalDecision::Cancel => {
+                let _ = self.cancel_task(task_id).await;
+                return Err(A2aClientError::Cancelled);
+            }
+        };
+        let mut request = self.message("", Some(task_id));
+        request.message.parts = vec![Part::data(data)];
+        self.exchange(request, updates, cancel).await
+    }
+
+    async fn exchange(
+        &self,
+        request: SendMessageRequest,
+        updates: Option<&(dyn Fn(&StreamResponse) + Send + Sync)>,
+        cancel: &CancellationToken,
+    ) -> Result<RemoteOutcome, A2aClientError> {
         let (ids, mut known) = watch::channel::<Option<String>>(None);
         let work = async {
             let task = if self.streaming {
@@ -569,7 +623,20 @@ impl Member for RemoteAgent {
             };
             let prompt = task.full_prompt();
             let work = async {
-                let outcome = self.send(&prompt, Some(&tell), &cancel).await;
+                let mut outcome = self.send(&prompt, Some(&tell), &cancel).await;
+                // A call that waits for a person is put to whoever watches the team; each
+                // decision goes to the remote task, which goes on until it ends or waits again.
+                while let Ok(waiting) = &outcome
+                    && let Some((control, call)) = self.asks(&waiting.task)
+                {
+                    let Some((call_id, decision)) =
+                        self.wait_for_decision(&control, &waiting.task, call, &task, events.as_ref(), &cancel).await
+                    else {
+                        break;
+                    };
+                    let task_id = waiting.task.id.clone();
+                    outcome = self.decide(&task_id, call_id.as_str(), &decision, Some(&tell), &cancel).await;
+                }
                 drop(tell);
                 outcome
             };
@@ -579,7 +646,72 @@ impl Member for RemoteAgent {
     }
 }
 
+/// A remote task's call waiting for a decision, as its status message's data part
+/// `{"pending": [{type, callId, tool, arguments, reason}]}` names it.
+struct WaitingCall {
+    call_id: String,
+    tool: String,
+    arguments: Value,
+    reason: String,
+}
+
 impl RemoteAgent {
+    /// The control to ask through and the call to ask about, when `task` waits for a
+    /// decision that someone watching the team can give.
+    fn asks(&self, task: &Task) -> Option<(TeamControl, WaitingCall)> {
+        let control = self.control.clone().filter(|c| !c.defers_approvals())?;
+        if !task.status.state.is_interrupted() {
+            return None;
+        }
+        let message = task.status.message.as_ref()?;
+        let pending = message.parts.iter().filter_map(|p| p.data.as_ref()).find_map(|d| d.get("pending"))?;
+        let call =
+            pending.as_array()?.iter().find(|p| matches!(p["type"].as_str(), Some("approval" | "uncertain_action")))?;
+        let text = |key: &str| call.get(key).and_then(Value::as_str).map(str::to_owned);
+        let waiting = WaitingCall {
+            call_id: text("callId")?,
+            tool: text("tool").unwrap_or_default(),
+            arguments: call.get("arguments").cloned().unwrap_or(Value::Null),
+            reason: text("reason").unwrap_or_else(|| "the remote agent waits for a decision".to_owned()),
+        };
+        Some((control, waiting))
+    }
+
+    /// Announces `call` of the remote task `remote` (a `RunPaused` of the member's run,
+    /// which is the remote task) and waits for the decision `control` relays; `None` when
+    /// the member is cancelled first.
+    async fn wait_for_decision(
+        &self,
+        control: &TeamControl,
+        remote: &Task,
+        call: WaitingCall,
+        task: &MemberTask,
+        events: Option<&EventSink>,
+        cancel: &CancellationToken,
+    ) -> Option<(ToolCallId, ApprovalDecision)> {
+        let run_id = RunId::new(remote.id.clone());
+        let (relay, mut decisions) = tokio::sync::mpsc::channel(1);
+        control.enter_relayed(&self.name, &run_id, relay);
+        if let Some(sink) = events {
+            let mut attribution = Attribution::now(AgentId::new(self.name.clone()), run_id.clone(), 0);
+            attribution.parent_run_id.clone_from(&task.parent_run_id);
+            let reason = PauseReason::Approval {
+                call_id: ToolCallId::new(call.call_id.clone()),
+                tool: call.tool,
+                arguments: call.arguments,
+                reason: call.reason,
+            };
+            // A closed sink means nobody watches: nobody will decide either.
+            let _ = sink.send(AgentEvent::new(attribution, AgentEventKind::RunPaused { reason })).await;
+        }
+        let decided = tokio::select! {
+            decided = decisions.recv() => decided,
+            () = cancel.cancelled() => None,
+        };
+        control.leave(&run_id);
+        decided
+    }
+
     async fn member_result(&self, task_id: String, outcome: Result<RemoteOutcome, A2aClientError>) -> MemberResult {
         let outcome = match outcome {
             Ok(outcome) => outcome,

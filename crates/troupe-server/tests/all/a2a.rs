@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use troupe_core::AgentEventKind;
+use troupe_core::{AgentEventKind, PauseReason};
+use troupe_runtime::ApprovalDecision;
 use troupe_server::ServerConfig;
 use troupe_server::a2a::RemoteAgent;
-use troupe_team::{AgentGroup, Member, MemberTask};
+use troupe_team::{AgentGroup, Member, MemberTask, TeamControl};
 use troupe_testkit::{MockTurn, test_deps};
 
 /// The test virtualenv's Python when it has the A2A client; `None` (and a note) when not.
@@ -309,6 +310,46 @@ async fn a_remote_agent_runs_a_task_as_a_team_member_streaming_or_not() {
     let result = polled.run(task("answer again"), None, CancellationToken::new()).await;
     assert!(result.success, "{result:?}");
     assert_eq!((result.name.as_str(), result.content.as_str()), ("poller", "Polled answer."));
+}
+
+/// A remote member whose task waits for a decision, in a team someone watches: the call
+/// is announced on the member's events like a local member's, the decision given through
+/// the team's control reaches the remote task, and the task completes; a rejection is
+/// told to the remote agent, which goes on without the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_members_waiting_call_is_decided_through_the_teams_control() {
+    for (decision, written) in
+        [(ApprovalDecision::Approve, true), (ApprovalDecision::Reject { reason: Some("not now".into()) }, false)]
+    {
+        let served =
+            serve(ServerConfig::default(), [write_call("call_w", "notes.md", "approved\n"), MockTurn::text("Done.")])
+                .await;
+        let control = TeamControl::new();
+        let remote = RemoteAgent::resolve(&served.url).await.expect("resolves").with_control(control.clone());
+        let (sink, mut events) = tokio::sync::mpsc::channel(256);
+        let member =
+            tokio::spawn(async move { remote.run(task("write notes"), Some(sink), CancellationToken::new()).await });
+        let (run_id, call_id) = loop {
+            let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
+                .await
+                .expect("the call is announced")
+                .expect("the member goes on");
+            if let AgentEventKind::RunPaused { reason: PauseReason::Approval { call_id, tool, arguments, .. } } =
+                &event.kind
+            {
+                assert_eq!((tool.as_str(), arguments["path"].as_str()), ("fs.write", Some("notes.md")));
+                break (event.attribution.run_id.clone(), call_id.clone());
+            }
+        };
+        assert_eq!(call_id.as_str(), "call_w");
+        assert!(served.server_hub.get(run_id.as_str()).is_some(), "the paused run is the remote task");
+        control.decide(&run_id, call_id, decision.clone()).await.expect("the decision is relayed");
+        let result = tokio::time::timeout(Duration::from_secs(30), member).await.expect("ends").expect("no panic");
+        assert!(result.success, "{decision:?}: {result:?}");
+        assert_eq!(result.content, "Done.");
+        assert_eq!(served.workspace.path().join("notes.md").exists(), written, "{decision:?}");
+        assert!(control.decide(&run_id, "call_w", ApprovalDecision::Approve).await.is_err(), "nothing waits now");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
