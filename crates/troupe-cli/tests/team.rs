@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use tempfile::TempDir;
+use troupe::store::EvidenceKind;
 use troupe_core::Usage;
 use troupe_testkit::{MockLlmServer, MockTurn};
 
@@ -345,15 +346,25 @@ fn a_team_run_is_recorded_with_its_members_runs_as_children() {
     let lines = stdout(&verified);
     assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
     assert_eq!(lines.lines().filter(|l| l.contains(") ok: ")).count(), 5, "every run of the tree verifies: {lines}");
+    assert!(lines.contains("(project) ok: 8 entries"), "the team's own log, briefs and reports: {lines}");
 
     // The team's recorded state holds its budget and what its firewall did.
     let path = workspace.path().join(".troupe/troupe.db");
-    let state =
+    let (state, evidence) =
         tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime").block_on(async {
             let store = troupe::store::open(&path.display().to_string()).await.expect("the store opens");
-            store.load_run(&root).await.expect("reads").expect("the team's run").state
+            let state = store.load_run(&root).await.expect("reads").expect("the team's run").state;
+            (state, store.evidence(&root, 0).await.expect("reads"))
         });
     assert_eq!(state["budget"]["max_total_tokens"], 200000, "{state}");
+    // Each brief and each report, as the firewall let it through, is the team's evidence.
+    let of = |kind: EvidenceKind| evidence.iter().filter(|e| e.kind == kind).collect::<Vec<_>>();
+    let (briefs, reports) = (of(EvidenceKind::BriefSent), of(EvidenceKind::ReportReceived));
+    let members: Vec<&str> = briefs.iter().filter_map(|e| e.payload["member"].as_str()).collect();
+    assert_eq!(members, ["lead", "researcher", "reviewer", "writer"], "the task, then each delegation: {evidence:?}");
+    assert_eq!(reports.len(), 4, "{evidence:?}");
+    let to_lead = reports.iter().filter(|e| e.payload["to"] == "lead" && e.payload["report"].is_string()).count();
+    assert_eq!(to_lead, 3, "each member's report reached the leader: {reports:?}");
     assert!(state["firewall"]["passed"].as_u64().is_some_and(|n| n >= 3), "every report passed: {state}");
     assert_eq!(state["exceeded"], serde_json::Value::Null, "{state}");
 

@@ -323,11 +323,17 @@ pub enum EvidenceKind {
     Redaction,
     /// The run ended.
     RunFinished,
+    /// A team gave a member its task: the member, the task, the brief as the member
+    /// reads it (after the firewall).
+    BriefSent,
+    /// A member's report reached its recipient: as the recipient reads it (after the
+    /// firewall), or the notice that it was withheld.
+    ReportReceived,
 }
 
 impl EvidenceKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EvidenceKind; 11] = [
+    pub const ALL: [EvidenceKind; 13] = [
         EvidenceKind::RunStarted,
         EvidenceKind::ModelTurn,
         EvidenceKind::ActionStarted,
@@ -339,6 +345,8 @@ impl EvidenceKind {
         EvidenceKind::Correction,
         EvidenceKind::Redaction,
         EvidenceKind::RunFinished,
+        EvidenceKind::BriefSent,
+        EvidenceKind::ReportReceived,
     ];
 
     /// The name stored in the database (`action_started`).
@@ -355,6 +363,8 @@ impl EvidenceKind {
             EvidenceKind::Correction => "correction",
             EvidenceKind::Redaction => "redaction",
             EvidenceKind::RunFinished => "run_finished",
+            EvidenceKind::BriefSent => "brief_sent",
+            EvidenceKind::ReportReceived => "report_received",
         }
     }
 

@@ -9,11 +9,12 @@ use crate::process::{Backoff, ProcessMember, WorkerConfig};
 use crate::registry::{AgentRegistry, RegisteredAgent};
 use crate::team_file::{Isolation, TeamFile, TeamStrategy};
 use futures::future::BoxFuture;
+use serde_json::json;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use troupe_core::{RunId, Usage};
+use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId, Usage};
 use troupe_model::ModelConfig;
 use troupe_runtime::Durability;
 use troupe_store::Store;
@@ -405,6 +406,9 @@ impl Member for Tracked {
                 let context = AgentMessage::request(task.from.clone(), self.inner.name().to_owned(), context.clone());
                 task.context = Some(self.firewall.sanitise_for(&context, self.inner.name()).payload.summary);
             }
+            let (from, task_id, parent) = (task.from.clone(), task.task_id.clone(), task.parent_run_id.clone());
+            let brief = json!({"member": self.inner.name(), "task_id": task_id, "from": from, "brief": task.prompt});
+            self.tell(BRIEF_EVENT, parent.clone(), brief).await;
             let mut result = self.inner.run(task, Some(self.events.clone()), cancel).await;
             let record = Record {
                 name: result.name.clone(),
@@ -415,6 +419,7 @@ impl Member for Tracked {
                 elapsed: started.elapsed(),
             };
             self.records.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(record);
+            let mut withheld = false;
             if let Some(to) = &self.report_to {
                 let message = AgentMessage::response(result.name.clone(), to.clone(), result.content.clone())
                     .task(result.task_id.clone());
@@ -424,15 +429,39 @@ impl Member for Tracked {
                         result.error = result.error.map(|e| redact_secrets(&e).0.into_owned());
                     }
                     Err(drop) => {
+                        withheld = true;
                         result.content = notice(&drop);
                         result.error = result.error.map(|_| "its report was withheld by the firewall".to_owned());
                     }
                 }
             }
+            let report = json!({
+                "member": result.name, "task_id": task_id, "to": self.report_to.clone().unwrap_or(from),
+                "success": result.success, "withheld": withheld, "report": result.content,
+            });
+            self.tell(REPORT_EVENT, parent, report).await;
             result
         })
     }
 }
+
+impl Tracked {
+    /// Tells the team's run what passed between it and a member (see [`BRIEF_EVENT`]).
+    async fn tell(&self, name: &str, parent: Option<RunId>, value: serde_json::Value) {
+        let run = parent.unwrap_or_else(|| RunId::new(""));
+        let attribution = Attribution::now(AgentId::new(self.inner.name()), run, 0);
+        let event = AgentEvent::new(attribution, AgentEventKind::Custom { name: name.to_owned(), value });
+        // A closed sink means nobody records: the member's work goes on.
+        let _ = self.events.send(event).await;
+    }
+}
+
+/// The event a team's member gets its brief by (as it reads it, after the firewall); the
+/// team's run records it as evidence (`brief_sent`) and passes it on to nobody.
+pub const BRIEF_EVENT: &str = "team.brief";
+/// The event a member's report reaches its recipient by (after the firewall, or the
+/// notice of its withholding); recorded as `report_received`.
+pub const REPORT_EVENT: &str = "team.report";
 
 /// What a recipient reads instead of a report the firewall dropped.
 pub fn notice(drop: &FirewallDrop) -> String {

@@ -25,7 +25,7 @@
 
 use crate::build::{self, Approvals, BuildError, SandboxChoice};
 use crate::registry::AgentRegistry;
-use crate::team::{Assembled, Record, Row, Setting, TeamResult, Work};
+use crate::team::{Assembled, BRIEF_EVENT, REPORT_EVENT, Record, Row, Setting, TeamResult, Work};
 use crate::team_file::{Isolation, TeamFile};
 use crate::team_record::{TeamInput, TeamResumeError};
 use serde_json::json;
@@ -40,7 +40,9 @@ use troupe_mcp::McpToolset;
 use troupe_model::ModelConfig;
 use troupe_runtime::Durability;
 use troupe_runtime::durable::TEAM_RUN_KIND;
-use troupe_store::{Checkpoint, NewRun, RunFilter, RunStatus, Store, StoreError, now_millis};
+use troupe_store::{
+    Checkpoint, EvidenceChain, EvidenceKind, NewEvidence, NewRun, RunFilter, RunStatus, Store, StoreError, now_millis,
+};
 use troupe_team::firewall::FirewallStats;
 use troupe_team::{EventSink, PausedRun, TeamBudget, TeamControl};
 
@@ -373,6 +375,10 @@ impl PreparedTeam {
         if exceeded.is_some() {
             cancel.cancel();
         }
+        let mut log = match &store {
+            Some(store) => Some(TeamLog::open(Arc::clone(store), &run_id).await),
+            None => None,
+        };
         let parent = store.is_some().then(|| run_id.clone());
         let mut work = tokio::spawn(Work::run_under(work, name.clone(), task.to_owned(), parent, cancel.clone()));
         let mut paused = Vec::new();
@@ -385,6 +391,7 @@ impl PreparedTeam {
             };
             tokio::select! {
                 Some(event) = received.recv() => {
+                    let Some(event) = keep(&mut log, event).await else { continue };
                     spend.observe(&event);
                     forward(events.as_ref(), event).await;
                     if exceeded.is_none() && let Some(which) = spend.over(&budget) {
@@ -408,6 +415,7 @@ impl PreparedTeam {
             }
         };
         while let Ok(event) = received.try_recv() {
+            let Some(event) = keep(&mut log, event).await else { continue };
             spend.observe(&event);
             forward(events.as_ref(), event).await;
         }
@@ -434,6 +442,7 @@ impl PreparedTeam {
             usage: spend.usage,
             cost_usd: spend.cost_usd,
         };
+        report.unrecorded = log.and_then(|log| log.failed);
         if let (Some(store), Some(run_id)) = (&store, report.run_id.clone()) {
             let saved = match team_end(&run_id, &input, &report, &budget) {
                 Ok(end) => store.checkpoint(end, now_millis()).await.map(drop),
@@ -513,6 +522,55 @@ fn team_end(
         "firewall": report.firewall,
     });
     team_state(run_id, status, input, more)
+}
+
+/// The team's own evidence: each brief a member got and each report that reached its
+/// recipient, appended as they happen.
+struct TeamLog {
+    store: Arc<dyn Store>,
+    chain: EvidenceChain,
+    /// The first write that failed: the team goes on, and its report says the record is
+    /// short.
+    failed: Option<String>,
+}
+
+impl TeamLog {
+    async fn open(store: Arc<dyn Store>, run_id: &RunId) -> TeamLog {
+        let (chain, failed) = match store.last_evidence(run_id.as_str()).await {
+            Ok(last) => (EvidenceChain::after(run_id.as_str(), last.as_ref()), None),
+            Err(error) => (EvidenceChain::new(run_id.as_str()), Some(error.to_string())),
+        };
+        TeamLog { store, chain, failed }
+    }
+
+    async fn append(&mut self, kind: EvidenceKind, value: serde_json::Value) {
+        if self.failed.is_some() {
+            return;
+        }
+        let mut entry = NewEvidence::new(kind, value.clone());
+        if let Some(task) = value.get("task_id").and_then(serde_json::Value::as_str) {
+            entry = entry.for_call(task);
+        }
+        let sealed = self.chain.seal(vec![entry], now_millis());
+        match self.store.append_evidence(&sealed, None).await {
+            Ok(()) => self.chain.advance(&sealed),
+            Err(error) => self.failed = Some(error.to_string()),
+        }
+    }
+}
+
+/// `event`, unless it is one of the team's own (a brief or a report), which goes to the
+/// team's log instead.
+async fn keep(log: &mut Option<TeamLog>, event: AgentEvent) -> Option<AgentEvent> {
+    let kind = match &event.kind {
+        AgentEventKind::Custom { name, .. } if name == BRIEF_EVENT => EvidenceKind::BriefSent,
+        AgentEventKind::Custom { name, .. } if name == REPORT_EVENT => EvidenceKind::ReportReceived,
+        _ => return Some(event),
+    };
+    if let (Some(log), AgentEventKind::Custom { value, .. }) = (log, event.kind) {
+        log.append(kind, value).await;
+    }
+    None
 }
 
 async fn forward(events: Option<&EventSink>, event: AgentEvent) {
