@@ -657,6 +657,21 @@ fn a_resumed_team_goes_on_counting_its_budget() {
     assert_eq!(server.requests().len(), 3, "the third call spent the last of it: {err}");
 }
 
+/// A team's time budget counts the time it works, per sitting, not the time it waits
+/// paused for a person: paused for longer than its `max_seconds`, it still completes once
+/// the call is decided.
+#[test]
+fn a_teams_time_budget_does_not_count_its_pause() {
+    let ledger = Ledger::new().team_file_with("\n[team.budget]\nmax_seconds = 5\n");
+    let Ledger { dir, workspace, .. } = &ledger;
+    let (env, ws) = (ledger.env(), ledger.ws());
+    let team_run = paused_ledger_team(dir.path(), ws, &env);
+    std::thread::sleep(std::time::Duration::from_millis(5500));
+    let approved = runs_with(dir.path(), &["approve", &team_run, "call_s1", "-w", ws], &env);
+    assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
+    assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
+}
+
 /// The same with the coder in a worker process: its run, recorded through the worker
 /// protocol, pauses the team; `troupe runs approve TEAM_RUN CALL` stores the decision for
 /// it, and the worker started when the team resumes resumes that run, applies the
