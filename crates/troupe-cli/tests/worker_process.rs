@@ -14,7 +14,7 @@ use tempfile::TempDir;
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedWrite;
 use tokio_util::sync::CancellationToken;
-use troupe::runtime::{AgentSpec, ApprovalPolicy};
+use troupe::runtime::{AgentSpec, ApprovalDecision, ApprovalPolicy};
 use troupe_core::{AgentEvent, AgentEventKind, RunOutcomeKind};
 use troupe_team::{Member, MemberTask};
 use troupe_testkit::{MockLlmServer, MockTurn};
@@ -515,4 +515,42 @@ async fn a_worker_killed_after_two_side_effects_is_resumed_without_repeating_the
     let started = kinds.iter().filter(|k| k.as_str() == "ActionStarted").count();
     assert_eq!(started, 2, "two actions were started, each once: {kinds:?}");
     assert!(!dirs.workspace().join(".troupe").exists(), "the worker kept no record in the workspace");
+}
+
+/// A worker's call that needs a person, in a team someone watches: its run waits, the
+/// call is announced on the member's events, and a decision naming only the call
+/// (`TeamControl::decide_call`, as a served team's client sends it) reaches the worker
+/// through its recorded run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workers_waiting_call_is_decided_by_its_call_id_alone() {
+    let dirs = Dirs::new();
+    let marker = dirs.workspace().join("shell-ran");
+    let server = shell_calling_model(&marker).await;
+    let store_dir = tempfile::tempdir().expect("a temp dir");
+    let url = format!("sqlite://{}", store_dir.path().join("troupe.db").display());
+    let store = troupe::store::open(&url).await.expect("the store opens");
+    let control = troupe_team::TeamControl::new();
+    let config = with_mock(dirs.worker(), &server).record_in(std::sync::Arc::clone(&store));
+    let member = ProcessMember::new("coder", "a coder with a shell", config).with_control(control.clone());
+    // The coding agent (no spec in the task): its shell needs approval, and nobody gave it.
+    let mut member_task = MemberTask::new("t-ask", "lead", "Touch the marker");
+    member_task.parent_run_id = Some(troupe_core::RunId::new("run_lead"));
+    let (tx, mut rx) = mpsc::channel(4096);
+    let running = tokio::spawn(async move { member.run(member_task, Some(tx), CancellationToken::new()).await });
+    let call_id = loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .expect("the call is announced")
+            .expect("the member goes on");
+        if let AgentEventKind::RunPaused { reason: troupe_core::PauseReason::Approval { call_id, .. } } = &event.kind {
+            break call_id.clone();
+        }
+    };
+    assert!(!marker.exists(), "nothing ran before the decision");
+    control.decide_call(&call_id, ApprovalDecision::Approve).await.expect("the worker's run is found by its call");
+    let collect = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    let result = tokio::time::timeout(Duration::from_secs(60), running).await.expect("ends").expect("no panic");
+    collect.abort();
+    assert!(result.success, "{result:?}");
+    assert!(marker.exists(), "the approved command ran in the worker");
 }

@@ -228,8 +228,10 @@ impl TeamControl {
         lock(&self.inner.waiting).retain(|_, run| run != run_id);
     }
 
-    /// Notes that the member run `run_id` waits for a decision about `call_id`.
-    pub(crate) fn note_waiting(&self, run_id: &RunId, call_id: &ToolCallId) {
+    /// Notes that the member run `run_id` waits for a decision about `call_id`, so that
+    /// [`decide_call`](Self::decide_call) finds it by the call alone (a member of another
+    /// kind than [`AgentMember`](crate::AgentMember) notes its own).
+    pub fn note_waiting(&self, run_id: &RunId, call_id: &ToolCallId) {
         lock(&self.inner.waiting).insert(call_id.clone(), run_id.clone());
     }
 

@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use std::panic::AssertUnwindSafe;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
-use troupe_core::{RunId, RunOutcomeKind};
+use troupe_core::{AgentEvent, AgentEventKind, PauseReason, RunId, RunOutcomeKind};
 use troupe_runtime::RunOutcome;
 use troupe_runtime::durable::child_run_id;
 use troupe_team::{EventSink, Member, MemberResult, MemberTask, PausedRun, TeamControl};
@@ -275,7 +275,29 @@ impl Member for ProcessMember {
         };
         let task = WorkerTask::new(task);
         Box::pin(async move {
-            let outcome = self.run_task(task, events, cancel).await;
+            let outcome = match &asked {
+                // Its waiting calls are noted as it announces them, so a decision naming
+                // only the call (`TeamControl::decide_call`) finds the worker's run.
+                Some((control, _)) => {
+                    let (tx, mut rx) = tokio::sync::mpsc::channel::<AgentEvent>(crate::ipc::WRITE_QUEUE * 64);
+                    let noting = async {
+                        while let Some(event) = rx.recv().await {
+                            if let AgentEventKind::RunPaused {
+                                reason:
+                                    PauseReason::Approval { call_id, .. } | PauseReason::UncertainAction { call_id, .. },
+                            } = &event.kind
+                            {
+                                control.note_waiting(&event.attribution.run_id, call_id);
+                            }
+                            if let Some(sink) = &events {
+                                let _ = sink.send(event).await;
+                            }
+                        }
+                    };
+                    tokio::join!(self.run_task(task, Some(tx), cancel), noting).0
+                }
+                None => self.run_task(task, events, cancel).await,
+            };
             if let Some((control, run_id)) = &asked {
                 control.leave(run_id);
             }
