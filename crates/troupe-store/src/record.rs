@@ -203,7 +203,10 @@ pub struct Transition {
 
 /// What happened at a boundary, saved atomically: the new state, its status and
 /// activity, evidence entries, and how far the run has consumed its signals.
-#[derive(Clone, Debug)]
+///
+/// It serializes (its state as the raw JSON it holds), so a run in another process can
+/// send it to the store's owner (a worker to its coordinator).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Checkpoint {
     /// The run.
     pub run_id: String,
@@ -234,6 +237,22 @@ pub struct Checkpoint {
     pub flush: Flush,
 }
 
+impl PartialEq for Checkpoint {
+    // Raw JSON has no equality of its own: two states are equal when their text is.
+    fn eq(&self, other: &Self) -> bool {
+        self.run_id == other.run_id
+            && self.status == other.status
+            && self.activity == other.activity
+            && self.state.get() == other.state.get()
+            && self.evidence == other.evidence
+            && self.signals_consumed_through == other.signals_consumed_through
+            && self.fence == other.fence
+            && self.require_signals_consumed == other.require_signals_consumed
+            && self.release == other.release
+            && self.flush == other.flush
+    }
+}
+
 impl Checkpoint {
     /// A checkpoint of `run_id` to `status` with `state`, and nothing else: no evidence, no
     /// signals taken, no lease, flushed before the store answers.
@@ -258,7 +277,8 @@ impl Checkpoint {
 /// Either way a write is atomic and survives a crash of the process the moment the store
 /// answers, and writes reach the disk in the order they committed: a write that is on
 /// disk takes every earlier one with it. They differ only when the machine loses power.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Flush {
     /// On disk before the store answers (one `fsync`, shared by writes committed
     /// together): no power loss can undo it.

@@ -8,8 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_json::value::RawValue;
-use troupe_store::{Checkpoint, EvidenceEntry, Flush, Lease, Millis, NewRun, RunStatus, StoreError};
+use troupe_store::{Checkpoint, EvidenceEntry, Lease, Millis, NewRun, StoreError};
 
 /// A store call of a worker.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -31,7 +30,7 @@ pub enum StoreOp {
     CreateRun { run: NewRun, now: Millis },
     CreateLeasedRun { run: NewRun, owner: String, ttl_ms: u64, now: Millis },
     LoadRun { run_id: String },
-    Checkpoint { checkpoint: Box<WireCheckpoint>, now: Millis },
+    Checkpoint { checkpoint: Box<Checkpoint>, now: Millis },
     Transitions { run_id: String },
     SendSignal { run_id: String, kind: String, payload: Value, now: Millis },
     PendingSignals { run_id: String, after: i64 },
@@ -68,73 +67,6 @@ impl StoreOp {
             StoreOp::Heartbeat { .. } => "heartbeat",
             StoreOp::Release { .. } => "release",
             StoreOp::Queue => "queue",
-        }
-    }
-}
-
-/// A [`Checkpoint`] on the wire.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[allow(missing_docs)] // The fields of `Checkpoint`, with `flush` as a flag.
-pub struct WireCheckpoint {
-    pub run_id: String,
-    pub status: RunStatus,
-    pub activity: Option<String>,
-    pub state: Box<RawValue>,
-    pub evidence: Vec<EvidenceEntry>,
-    pub signals_consumed_through: Option<i64>,
-    pub fence: Option<Lease>,
-    pub require_signals_consumed: bool,
-    pub release: bool,
-    /// [`Flush::WithNextFlush`] when set; [`Flush::BeforeAnswer`] otherwise.
-    #[serde(default)]
-    pub deferred_flush: bool,
-}
-
-impl PartialEq for WireCheckpoint {
-    fn eq(&self, other: &Self) -> bool {
-        self.run_id == other.run_id
-            && self.status == other.status
-            && self.activity == other.activity
-            && self.state.get() == other.state.get()
-            && self.evidence == other.evidence
-            && self.signals_consumed_through == other.signals_consumed_through
-            && self.fence == other.fence
-            && self.require_signals_consumed == other.require_signals_consumed
-            && self.release == other.release
-            && self.deferred_flush == other.deferred_flush
-    }
-}
-
-impl From<Checkpoint> for WireCheckpoint {
-    fn from(c: Checkpoint) -> Self {
-        WireCheckpoint {
-            run_id: c.run_id,
-            status: c.status,
-            activity: c.activity,
-            state: c.state,
-            evidence: c.evidence,
-            signals_consumed_through: c.signals_consumed_through,
-            fence: c.fence,
-            require_signals_consumed: c.require_signals_consumed,
-            release: c.release,
-            deferred_flush: c.flush == Flush::WithNextFlush,
-        }
-    }
-}
-
-impl From<WireCheckpoint> for Checkpoint {
-    fn from(c: WireCheckpoint) -> Self {
-        Checkpoint {
-            run_id: c.run_id,
-            status: c.status,
-            activity: c.activity,
-            state: c.state,
-            evidence: c.evidence,
-            signals_consumed_through: c.signals_consumed_through,
-            fence: c.fence,
-            require_signals_consumed: c.require_signals_consumed,
-            release: c.release,
-            flush: if c.deferred_flush { Flush::WithNextFlush } else { Flush::BeforeAnswer },
         }
     }
 }
@@ -240,6 +172,8 @@ pub struct StoreRefusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::value::RawValue;
+    use troupe_store::{Flush, RunStatus};
 
     #[test]
     fn a_checkpoint_keeps_every_field_on_the_wire() {
@@ -251,11 +185,10 @@ mod tests {
         checkpoint.release = true;
         checkpoint.flush = Flush::WithNextFlush;
         checkpoint.fence = Some(Lease { run_id: "r1".into(), owner: "w".into(), epoch: 2, expires_at: 9 });
-        let call = StoreCall { id: 7, op: StoreOp::Checkpoint { checkpoint: Box::new(checkpoint.into()), now: 5 } };
+        let call = StoreCall { id: 7, op: StoreOp::Checkpoint { checkpoint: Box::new(checkpoint), now: 5 } };
         let text = serde_json::to_string(&call).expect("encodes");
         let back: StoreCall = serde_json::from_str(&text).expect("decodes");
         let StoreOp::Checkpoint { checkpoint, now } = back.op else { panic!("a checkpoint: {text}") };
-        let checkpoint = Checkpoint::from(*checkpoint);
         assert_eq!((back.id, now), (7, 5));
         assert_eq!(checkpoint.state.get(), r#"{"a":[1,2]}"#);
         assert_eq!(checkpoint.flush, Flush::WithNextFlush);

@@ -108,7 +108,7 @@ impl RunRepository for RemoteStore {
     }
     fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, SavedCheckpoint> {
         Box::pin(async move {
-            let latest: i64 = self.call(StoreOp::Checkpoint { checkpoint: Box::new(checkpoint.into()), now }).await?;
+            let latest: i64 = self.call(StoreOp::Checkpoint { checkpoint: Box::new(checkpoint), now }).await?;
             Ok(SavedCheckpoint { latest_signal: latest })
         })
     }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use troupe_store::{Checkpoint, Store, StoreError};
+use troupe_store::{Store, StoreError};
 
 /// Answers store calls for the run `run_id` on `store`; one per task, kept across its
 /// attempts so a worker started again reaches the same record.
@@ -61,7 +61,7 @@ impl StoreHost {
                 ok(store.load_run(&run_id).await?)
             }
             StoreOp::Checkpoint { checkpoint, now } => {
-                let checkpoint = Checkpoint::from(*checkpoint);
+                let checkpoint = *checkpoint;
                 self.check(name, &checkpoint.run_id)?;
                 for entry in &checkpoint.evidence {
                     self.check(name, &entry.run_id)?;
