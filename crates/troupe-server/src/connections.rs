@@ -62,8 +62,15 @@ pub(crate) async fn serve(
         let mut first = [0u8; 1];
         let header_timeout = config.header_timeout;
         let (builder, service, watcher) = (builder.clone(), service.clone(), graceful.watcher());
+        let stopping = shutdown.clone();
         tokio::spawn(async move {
-            if !matches!(tokio::time::timeout(header_timeout, stream.peek(&mut first)).await, Ok(Ok(n)) if n > 0) {
+            // A connection that has sent nothing when the server stops is closed at once:
+            // it must not hold the shutdown up for the header timeout.
+            let first_byte = tokio::select! {
+                peeked = tokio::time::timeout(header_timeout, stream.peek(&mut first)) => peeked,
+                () = stopping.cancelled() => return,
+            };
+            if !matches!(first_byte, Ok(Ok(n)) if n > 0) {
                 return;
             }
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();

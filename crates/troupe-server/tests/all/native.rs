@@ -190,6 +190,24 @@ async fn every_documented_path_is_served() {
     assert!(agents["agents"][0]["tools"].as_array().is_some_and(|t| t.iter().any(|n| n == "fs.write")));
 }
 
+/// A connection that has sent nothing when the server stops is closed at once, not left
+/// to hold the shutdown up until its header timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_does_not_hold_the_shutdown_up() {
+    let config = ServerConfig { header_timeout: Duration::from_secs(60), ..ServerConfig::default() };
+    let served = serve(config, []).await;
+    let address = served.url.trim_start_matches("http://").to_owned();
+    let _silent = tokio::net::TcpStream::connect(&address).await.expect("connects");
+    // Accepted, and waiting for its first byte.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    served.shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), served.serving)
+        .await
+        .expect("serve returns long before the header timeout")
+        .expect("joined")
+        .expect("ok");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_open_streams_and_cancels_runs_left_without_a_store() {
     let config = ServerConfig { shutdown_grace: Duration::from_millis(200), ..ServerConfig::default() };
