@@ -453,23 +453,12 @@ async fn take_team_lease(
     owner: &str,
     ttl: std::time::Duration,
 ) -> Result<Lease, Failure> {
-    let now = troupe::store::now_millis;
-    let failed = |e: troupe::store::StoreError| Failure::Run(anyhow!(e));
-    if let Some(lease) = store.acquire(run_id, owner, ttl, now()).await.map_err(failed)? {
-        return Ok(lease);
-    }
-    let entry = store.queue().await.map_err(failed)?.into_iter().find(|e| e.run_id == run_id);
-    let holder = entry.as_ref().and_then(|e| e.owner.clone()).unwrap_or_else(|| "another process".to_owned());
-    if let Some(entry) = entry.filter(|_| troupe::runtime::durable::is_dead_local_owner(&holder)) {
-        let dead = Lease { run_id: run_id.to_owned(), owner: holder.clone(), epoch: entry.epoch, expires_at: 0 };
-        store.release(&dead, Some(now())).await.map_err(failed)?;
-        if let Some(lease) = store.acquire(run_id, owner, ttl, now()).await.map_err(failed)? {
-            return Ok(lease);
-        }
-    }
-    Err(Failure::Usage(anyhow!(
-        "team run {run_id} is being run by {holder}: wait for it to end (or stop that process), then resume it"
-    )))
+    let taken = troupe::runtime::durable::take_lease(store, run_id, owner, ttl).await;
+    taken.map_err(|e| Failure::Run(anyhow!(e)))?.map_err(|holder| {
+        Failure::Usage(anyhow!(
+            "team run {run_id} is being run by {holder}: wait for it to end (or stop that process), then resume it"
+        ))
+    })
 }
 
 /// Renews `lease` every third of `ttl` until aborted or lost.

@@ -341,23 +341,9 @@ impl Runner {
         let durability = self.durability.as_ref().ok_or(RuntimeError::NoStore)?;
         let store = durability.store();
         let (owner, ttl) = (durability.owner(), durability.lease_ttl());
-        let mut lease = store.acquire(run_id, owner, ttl, now_millis()).await?;
-        if lease.is_none() {
-            let entry = store.queue().await?.into_iter().find(|entry| entry.run_id == run_id);
-            let holder = entry.as_ref().and_then(|e| e.owner.clone()).unwrap_or_else(|| "another process".to_owned());
-            // A holder on this machine that died (a killed `troupe run`) need not be waited for.
-            if let Some(entry) = entry.filter(|_| crate::durable::is_dead_local_owner(&holder)) {
-                tracing::info!(run = run_id, %holder, "the run's holder is gone; taking its lease");
-                let dead =
-                    Lease { run_id: run_id.to_owned(), owner: holder.clone(), epoch: entry.epoch, expires_at: 0 };
-                store.release(&dead, Some(now_millis())).await?;
-                lease = store.acquire(run_id, owner, ttl, now_millis()).await?;
-            }
-            if lease.is_none() {
-                return Err(RuntimeError::RunLeased { run_id: run_id.to_owned(), owner: holder });
-            }
-        }
-        let lease = lease.ok_or_else(|| RuntimeError::RunLeased { run_id: run_id.to_owned(), owner: String::new() })?;
+        let lease = crate::durable::take_lease(store.as_ref(), run_id, owner, ttl)
+            .await?
+            .map_err(|holder| RuntimeError::RunLeased { run_id: run_id.to_owned(), owner: holder })?;
         self.resume_leased_live(lease, spec, live).await
     }
 

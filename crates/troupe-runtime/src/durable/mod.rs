@@ -168,6 +168,32 @@ fn host_name() -> String {
         .unwrap_or_else(|| "host".to_owned())
 }
 
+/// Takes the lease on `run_id` for `owner`: at once when it is free; from a holder on this
+/// machine that died ([`is_dead_local_owner`]) by releasing its lease first; otherwise
+/// not, and the holder is named (`Err`, "another process" when the queue says nobody).
+pub async fn take_lease(
+    store: &dyn Store,
+    run_id: &str,
+    owner: &str,
+    ttl: Duration,
+) -> Result<Result<troupe_store::Lease, String>, troupe_store::StoreError> {
+    if let Some(lease) = store.acquire(run_id, owner, ttl, now_millis()).await? {
+        return Ok(Ok(lease));
+    }
+    let entry = store.queue().await?.into_iter().find(|entry| entry.run_id == run_id);
+    let holder = entry.as_ref().and_then(|e| e.owner.clone()).unwrap_or_else(|| "another process".to_owned());
+    if let Some(entry) = entry.filter(|_| is_dead_local_owner(&holder)) {
+        tracing::info!(run = run_id, %holder, "the run's holder is gone; taking its lease");
+        let dead =
+            troupe_store::Lease { run_id: run_id.to_owned(), owner: holder.clone(), epoch: entry.epoch, expires_at: 0 };
+        store.release(&dead, Some(now_millis())).await?;
+        if let Some(lease) = store.acquire(run_id, owner, ttl, now_millis()).await? {
+            return Ok(Ok(lease));
+        }
+    }
+    Ok(Err(holder))
+}
+
 /// Whether `owner` (as [`unique_owner`] makes them) names a process of this machine that
 /// no longer exists: its lease can be taken at once instead of waiting for it to lapse.
 /// Where that cannot be known (another machine, no `/proc`), `false`.
