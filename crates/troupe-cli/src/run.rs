@@ -170,18 +170,18 @@ pub(crate) async fn follow(handle: RunHandle, options: &Follow) -> Result<RunOut
             stdout_open = false;
             let _ = signals.try_send(Signal::Cancel { reason: Some("stdout was closed".into()) });
         }
-        let (call_id, tool, arguments, reason) = match event.kind {
+        let (call_id, tool, arguments, reason, uncertain) = match event.kind {
             AgentEventKind::RunPaused { reason: PauseReason::Approval { call_id, tool, arguments, reason } } => {
-                (call_id, tool, arguments, reason)
+                (call_id, tool, arguments, reason, false)
             }
             AgentEventKind::RunPaused { reason: PauseReason::UncertainAction { call_id, tool, arguments } } => {
-                (call_id, tool, arguments, UNCERTAIN_REASON.to_owned())
+                (call_id, tool, arguments, UNCERTAIN_REASON.to_owned(), true)
             }
             _ => continue,
         };
         let label = renderer.label(&call_id, &tool, &arguments);
         renderer.hold_spinners();
-        match approver.decide(&mut renderer, &label, &arguments, &reason, &cancel).await {
+        match approver.decide(&mut renderer, &label, &arguments, &reason, uncertain, &cancel).await {
             Answer::Decide(decision) => {
                 if let ApprovalDecision::Modify { arguments } = &decision {
                     renderer.modified(&call_id, arguments);
@@ -274,12 +274,12 @@ impl Approver {
         label: &str,
         arguments: &serde_json::Value,
         reason: &str,
+        uncertain: bool,
         cancel: &CancellationToken,
     ) -> Answer {
         let style = renderer.style();
-        // Approving an interrupted call retries it, which could repeat its effect: only a
-        // person may, whatever --approve says.
-        let uncertain = reason == UNCERTAIN_REASON;
+        // Approving an interrupted (`uncertain`) call retries it, which could repeat its
+        // effect: only a person may, whatever --approve says.
         let reject = |renderer: &mut Renderer, why: &str| {
             renderer.note(&format!("{} {label} needs approval: rejected ({why})", style.warn("?")));
             Answer::Decide(ApprovalDecision::Reject { reason: Some(why.to_owned()) })

@@ -69,7 +69,9 @@ pub enum PauseReason {
         /// The question.
         prompt: String,
     },
-    /// A side effect was interrupted and may or may not have happened.
+    /// A side effect was interrupted and may or may not have happened: a resumed run
+    /// found the call started and never finished. Approving retries it (which may repeat
+    /// its effect), rejecting skips it; decided like an approval, by its call id.
     UncertainAction {
         /// The call.
         call_id: ToolCallId,

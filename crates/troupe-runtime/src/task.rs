@@ -257,11 +257,21 @@ impl Run {
                                 NewEvidence::new(EvidenceKind::ApprovalWait, payload)
                                     .for_call(request.call_id.as_str()),
                             );
-                            let reason = PauseReason::Approval {
-                                call_id: request.call_id,
-                                tool: request.tool,
-                                arguments: request.arguments,
-                                reason: request.reason,
+                            // An interrupted call is announced as what it is, so a
+                            // handler can tell "may run" from "may have run already".
+                            let reason = if uncertain {
+                                PauseReason::UncertainAction {
+                                    call_id: request.call_id,
+                                    tool: request.tool,
+                                    arguments: request.arguments,
+                                }
+                            } else {
+                                PauseReason::Approval {
+                                    call_id: request.call_id,
+                                    tool: request.tool,
+                                    arguments: request.arguments,
+                                    reason: request.reason,
+                                }
                             };
                             self.emitter.emit(AgentEventKind::RunPaused { reason }).await;
                         }

@@ -32,7 +32,7 @@ pub const DEFAULT_RUN_CAPACITY: usize = 10_000;
 /// | run duration, by agent and outcome | `RunStarted` → `RunFinished`/`RunError` timestamps of the same run |
 /// | model calls, tokens by type, cost, per-call token histograms, by model | `Usage` (one per model call) |
 /// | tool calls, by tool and ok/error | `ToolCallResult`, named by the run's `ToolCallStart` |
-/// | approval requests, by tool | `RunPaused` with an approval reason |
+/// | approval requests, by tool | `RunPaused` with an approval or an uncertain-action reason |
 /// | retries; fallbacks, by model | `Retrying`; `ModelFallback` |
 ///
 /// Tokens and cost come from `Usage` events only, never from a run's `RunFinished` total,
@@ -181,7 +181,9 @@ impl TelemetryMetrics {
                 let code = code.as_deref().unwrap_or(UNKNOWN_ERROR_CODE);
                 self.lock().end_run(run_id, agent, RunOutcomeKind::Failed, at, Some(code));
             }
-            AgentEventKind::RunPaused { reason: PauseReason::Approval { call_id, tool, .. } } => {
+            AgentEventKind::RunPaused {
+                reason: PauseReason::Approval { call_id, tool, .. } | PauseReason::UncertainAction { call_id, tool, .. },
+            } => {
                 let mut state = self.lock();
                 tool_mut(&mut state.tools, tool).approval_requests += 1;
                 // The call may have begun before this observer joined; its result needs a name.
@@ -488,6 +490,21 @@ mod tests {
         assert_eq!(a.run_duration_seconds["paused"].sum, 1.0);
         assert_eq!(a.run_duration_seconds["completed"].sum, 1.0, "measured from the resume");
         assert!(metrics.lock().runs.is_empty());
+    }
+
+    #[test]
+    fn an_interrupted_call_put_to_a_person_counts_as_an_approval_request() {
+        let metrics = TelemetryMetrics::new();
+        metrics.observe(&started("a", "r1", 1_000));
+        let reason = PauseReason::UncertainAction {
+            call_id: ToolCallId::new("c1"),
+            tool: "shell".into(),
+            arguments: json!({"command": "make deploy"}),
+        };
+        metrics.observe(&event("a", "r1", 1_500, AgentEventKind::RunPaused { reason }));
+        metrics.observe(&tool_result("r1", "c1", false));
+        let s = metrics.snapshot();
+        assert_eq!(s.tools["shell"], ToolTelemetry { calls_ok: 1, calls_error: 0, approval_requests: 1 });
     }
 
     #[test]

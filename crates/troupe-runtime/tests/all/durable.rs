@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 use troupe_core::{AgentEventKind, ConversationId, Message, PauseReason, RunId};
-use troupe_runtime::durable::{UNCERTAIN_REASON, fire_due, schedule_agent, send_signal};
+use troupe_runtime::durable::{fire_due, schedule_agent, send_signal};
 use troupe_runtime::{
     AgentSpec, ApprovalDecision, ApprovalPolicy, Durability, FixedModel, QueueWorker, RunInput, RunOutcome, Runner,
     RuntimeError, Signal,
@@ -211,8 +211,13 @@ fn crash_in_a_non_idempotent_call(after_effect: bool) {
         let mut handle = runner.resume_run(run_id.as_str(), None).await.expect("resumes after the lease lapsed");
         let mut asked = Vec::new();
         while let Some(event) = handle.events.next_event().await {
-            if let AgentEventKind::RunPaused { reason: PauseReason::Approval { call_id, reason, .. } } = event.kind {
-                assert_eq!(reason, UNCERTAIN_REASON);
+            if let AgentEventKind::RunPaused { reason } = event.kind {
+                // An interrupted call is announced as one, not as a plain approval.
+                let (call_id, tool) = match reason {
+                    PauseReason::UncertainAction { call_id, tool, .. } => (call_id, tool),
+                    other => panic!("an interrupted call pauses the run as uncertain: {other:?}"),
+                };
+                assert_eq!(tool, "notes.append");
                 // The person looks: is line 2 there?
                 let happened = world.file("notes.txt").lines().any(|l| l == "2");
                 assert_eq!(happened, after_effect);
