@@ -87,4 +87,9 @@ pub enum RuntimeError {
     /// A plugin cannot be added or set up.
     #[error(transparent)]
     Plugin(#[from] crate::plugin::PluginError),
+    /// The run ended without completing ([`RunOutput::into_result`](crate::RunOutput::into_result)):
+    /// it failed, paused, was cancelled or ran out of a budget. The whole output is kept:
+    /// its outcome, its partial text, its state (a paused run resumes from it).
+    #[error(transparent)]
+    NotCompleted(crate::RunNotCompleted),
 }

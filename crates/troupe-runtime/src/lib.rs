@@ -164,7 +164,7 @@ pub use middleware::{
     ContentFilter, FilterMode, Logging, Middleware, MiddlewareError, MiddlewareStack, ModelCallContext, PatternError,
     RateLimit, RateQuota, RateQuotas, RateScope, SensitiveData, ToolCallContext,
 };
-pub use outcome::{RunOutcome, RunOutput};
+pub use outcome::{RunNotCompleted, RunOutcome, RunOutput};
 pub use plugin::{Plugin, PluginContext, PluginError};
 pub use resolver::{FixedModel, ModelResolver};
 pub use runner::{DEFAULT_TOOL_CONCURRENCY, Runner};

@@ -2,6 +2,7 @@
 
 use crate::approval::ApprovalRequest;
 use crate::cost::ModelCost;
+use crate::error::RuntimeError;
 use crate::state::RunState;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -89,7 +90,37 @@ impl RunOutcome {
     }
 }
 
+/// A sentence a person can read: "the run failed: …", "the run paused waiting for
+/// approval of fs.write", …
+impl std::fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunOutcome::Completed { .. } => f.write_str("the run completed"),
+            RunOutcome::Failed { error, code: Some(code) } => write!(f, "the run failed ({code}): {error}"),
+            RunOutcome::Failed { error, code: None } => write!(f, "the run failed: {error}"),
+            RunOutcome::Cancelled { reason: Some(reason) } => write!(f, "the run was cancelled: {reason}"),
+            RunOutcome::Cancelled { reason: None } => f.write_str("the run was cancelled"),
+            RunOutcome::BudgetExceeded { budget } => write!(f, "the run stopped: its {budget} budget ran out"),
+            RunOutcome::MaxIterations { iterations } => {
+                write!(f, "the run stopped after {iterations} model calls, its iteration limit")
+            }
+            RunOutcome::Incomplete { .. } => {
+                f.write_str("the run's answer is incomplete: the model kept stopping at its output limit")
+            }
+            RunOutcome::Paused { pending } => {
+                let tools: Vec<&str> = pending.iter().map(|p| p.tool.as_str()).collect();
+                write!(f, "the run paused waiting for approval of {}", tools.join(", "))
+            }
+        }
+    }
+}
+
 /// Everything a run produced.
+///
+/// A run that did not complete is still an `Ok` output of [`Agent::run`](crate::Agent::run)
+/// (it paused, failed, ran out of a budget…): [`RunOutput::into_result`] turns every
+/// outcome but [`RunOutcome::Completed`] into an error, for callers that want `?` to stop
+/// at one.
 #[derive(Clone, Debug)]
 pub struct RunOutput {
     /// The run.
@@ -147,7 +178,55 @@ impl RunOutput {
     pub fn is_completed(&self) -> bool {
         self.outcome.is_completed()
     }
+
+    /// The output of a completed run, or [`RuntimeError::NotCompleted`] (holding this
+    /// whole output, its outcome readable as a sentence) for any other outcome.
+    ///
+    /// ```
+    /// # use troupe_runtime::{Engine, RuntimeError};
+    /// # async fn demo() -> Result<(), RuntimeError> {
+    /// let agent = Engine::builder().build().agent("helper").model("demo").build()?;
+    /// let answer = agent.run("Say hello").await?.into_result()?.text;
+    /// # assert!(!answer.is_empty());
+    /// # Ok(())
+    /// # }
+    /// # tokio::runtime::Runtime::new().expect("runtime").block_on(demo()).expect("runs");
+    /// ```
+    #[allow(clippy::result_large_err)]
+    pub fn into_result(self) -> Result<RunOutput, RuntimeError> {
+        if self.is_completed() {
+            Ok(self)
+        } else {
+            Err(RuntimeError::NotCompleted(RunNotCompleted { output: Box::new(self) }))
+        }
+    }
 }
+
+/// A run that ended without completing, as an error ([`RunOutput::into_result`]). It
+/// reads as its outcome's sentence; its `Debug` shows the run and the outcome, not the
+/// whole conversation, which is in `output`.
+pub struct RunNotCompleted {
+    /// Everything the run produced: its outcome, partial text, usage and state (a paused
+    /// run resumes from it).
+    pub output: Box<RunOutput>,
+}
+
+impl std::fmt::Display for RunNotCompleted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.output.outcome.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for RunNotCompleted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunNotCompleted")
+            .field("run_id", &self.output.run_id)
+            .field("outcome", &self.output.outcome)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::error::Error for RunNotCompleted {}
 
 #[cfg(test)]
 mod tests {

@@ -20,7 +20,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // A throwaway workspace: let the agent write without asking.
         .approval(ApprovalPolicy::auto())
         .build()?;
-    let output = agent.run("Summarise this project").await?;
+    // `run` returns whatever the run's outcome; `into_result` stops here unless it completed.
+    let output = agent.run("Summarise this project").await?.into_result()?;
 
     println!("{}", output.text);
     let usage = output.usage;

@@ -54,7 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    let first = run.result.await?;
+    let first = run.result.await?.into_result()?;
     telemetry.set_active_runs(0);
 
     // 2. This agent is granted reading only: its write is refused by the capability check,

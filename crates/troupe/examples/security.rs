@@ -77,7 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => {}
         }
     }
-    let output = run.result.await?;
+    let output = run.result.await?.into_result()?;
     println!("\n{}", output.text);
 
     // The same guards on calls the demo model does not make.
@@ -102,7 +102,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             entry.arguments_digest.as_deref().map_or("-", |d| &d[..19.min(d.len())]),
         );
     }
-    assert!(output.is_completed(), "{:?}", output.outcome);
     assert!(workspace.path().join("TROUPE_DEMO.md").exists(), "the approved, granted write happened");
     Ok(())
 }

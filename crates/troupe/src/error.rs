@@ -2,7 +2,19 @@
 
 /// Any error troupe returns. Each variant keeps its layer's typed error, so callers can
 /// match on, say, a rate limit and its retry delay.
-#[derive(Debug, thiserror::Error)]
+///
+/// Its `Debug` reads as its sentence and its causes, because that is what a `?` out of
+/// `main` prints; `{:#?}` shows the variants underneath.
+///
+/// ```
+/// let error = troupe::Error::from(troupe::model::Error::MissingApiKey {
+///     provider: "openai".into(),
+///     variable: "OPENAI_API_KEY".into(),
+/// });
+/// assert!(format!("{error:?}").starts_with("OPENAI_API_KEY is not set"));
+/// assert!(format!("{error:#?}").starts_with("Model("));
+/// ```
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A value of the core vocabulary was invalid.
@@ -32,3 +44,51 @@ pub enum Error {
 
 /// The SDK's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if f.alternate() {
+            return match self {
+                Error::Core(e) => f.debug_tuple("Core").field(e).finish(),
+                Error::Model(e) => f.debug_tuple("Model").field(e).finish(),
+                Error::Catalog(e) => f.debug_tuple("Catalog").field(e).finish(),
+                Error::Runtime(e) => f.debug_tuple("Runtime").field(e).finish(),
+                Error::Store(e) => f.debug_tuple("Store").field(e).finish(),
+                #[cfg(feature = "team")]
+                Error::Team(e) => f.debug_tuple("Team").field(e).finish(),
+                #[cfg(feature = "telemetry")]
+                Error::Telemetry(e) => f.debug_tuple("Telemetry").field(e).finish(),
+            };
+        }
+        let message = self.to_string();
+        f.write_str(&message)?;
+        // Each cause the message does not already say, as anyhow prints a chain.
+        let mut said = message;
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !said.contains(&text) {
+                write!(f, "\n\nCaused by: {text}")?;
+                said.push_str(&text);
+            }
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_reads_as_the_sentence_not_the_variants() {
+        let model = troupe_model::Error::MissingApiKey { provider: "openai".into(), variable: "OPENAI_API_KEY".into() };
+        let error = Error::from(troupe_runtime::RuntimeError::Model(model));
+        let debug = format!("{error:?}");
+        assert_eq!(debug, error.to_string(), "no cause repeated: {debug}");
+        assert!(debug.starts_with("model resolution failed: OPENAI_API_KEY is not set"), "{debug}");
+        assert!(!debug.contains("Runtime("), "{debug}");
+        assert!(format!("{error:#?}").starts_with("Runtime("));
+    }
+}
