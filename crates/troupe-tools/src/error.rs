@@ -121,6 +121,21 @@ impl fmt::Display for KnownList<'_> {
     }
 }
 
+/// A tool's own failure in its own words ([`ToolError::Failed`]): what a `#[tool]`
+/// function's `Err(String)` becomes.
+impl From<String> for ToolError {
+    fn from(message: String) -> Self {
+        ToolError::Failed { message }
+    }
+}
+
+/// A tool's own failure in its own words ([`ToolError::Failed`]).
+impl From<&str> for ToolError {
+    fn from(message: &str) -> Self {
+        ToolError::Failed { message: message.to_owned() }
+    }
+}
+
 /// A duration as a person writes it: `250ms`, `2s`, `1.5s`.
 pub(crate) struct HumanDuration(pub Duration);
 

@@ -92,5 +92,14 @@ pub use policy::{DEFAULT_DENIAL, ToolPolicy};
 pub use schema::{decode_arguments, is_object_schema, schema_for};
 pub use tool::{Tool, ToolContext, ToolOutput};
 pub use troupe_sandbox::{Sandbox, SandboxError, SandboxMode, SandboxReport, SandboxSettings, UnknownMode};
-pub use typed::{TypedTool, typed_tool};
+pub use typed::{IntoTool, IntoToolResult, TypedTool, typed_tool};
+
+/// What the code `#[tool]` writes needs, under names a user's crate need not depend on.
+#[doc(hidden)]
+pub mod __private {
+    pub use futures::future::BoxFuture;
+    pub use schemars;
+    pub use serde;
+    pub use serde_json;
+}
 pub use workspace::{MAX_COMPONENT_BYTES, MAX_PATH_BYTES, RESERVED_DIR, Workspace};

@@ -131,3 +131,60 @@ impl fmt::Debug for TypedTool {
         f.debug_struct("TypedTool").field("declaration", &self.declaration).finish_non_exhaustive()
     }
 }
+
+/// What a typed tool's function may return: a result whose value becomes the call's
+/// output and whose error its failure (read by the model), or an output alone. The
+/// `#[tool]` attribute returns through it.
+pub trait IntoToolResult {
+    /// The call's result.
+    fn into_tool_result(self) -> Result<ToolOutput, ToolError>;
+}
+
+impl<T: Into<ToolOutput>, E: Into<ToolError>> IntoToolResult for Result<T, E> {
+    fn into_tool_result(self) -> Result<ToolOutput, ToolError> {
+        self.map(Into::into).map_err(Into::into)
+    }
+}
+
+impl IntoToolResult for ToolOutput {
+    fn into_tool_result(self) -> Result<ToolOutput, ToolError> {
+        Ok(self)
+    }
+}
+
+impl IntoToolResult for String {
+    fn into_tool_result(self) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(self))
+    }
+}
+
+impl IntoToolResult for &str {
+    fn into_tool_result(self) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(self))
+    }
+}
+
+/// Anything an agent builder's `.tool(…)` takes: a tool by value (a `#[tool]` unit
+/// struct, a [`TypedTool`]), or one already shared in an `Arc`.
+pub trait IntoTool {
+    /// The tool, shared.
+    fn into_tool(self) -> Arc<dyn Tool>;
+}
+
+impl<T: Tool + 'static> IntoTool for T {
+    fn into_tool(self) -> Arc<dyn Tool> {
+        Arc::new(self)
+    }
+}
+
+impl<T: Tool + 'static> IntoTool for Arc<T> {
+    fn into_tool(self) -> Arc<dyn Tool> {
+        self
+    }
+}
+
+impl IntoTool for Arc<dyn Tool> {
+    fn into_tool(self) -> Arc<dyn Tool> {
+        self
+    }
+}

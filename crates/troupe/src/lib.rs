@@ -63,6 +63,57 @@ pub mod prelude;
 
 pub use error::{Error, Result};
 pub use troupe_core as core;
+/// Turns an async function into a tool an agent can call.
+///
+/// The function stays as it is (callable from your own code and tests). Beside it comes
+/// a unit struct named after it in `PascalCase` (`fn lookup_word` → `LookupWord`) that
+/// implements `troupe::tools::Tool`, so `.tool(LookupWord)` gives it to an agent:
+///
+/// - the tool's **name** is the function's (or `name = "geo.capital"`);
+/// - its **description** is the function's doc comment, which the model reads;
+/// - its **input schema** has one property per parameter, each described by the
+///   parameter's doc comment; a parameter of type `ToolContext` is not an argument but
+///   the call's context (its workspace, its cancellation);
+/// - its **effect** is declared, never guessed: `read_only`, `write_state`, `external`
+///   (a side effect outside the run) or `destructive`. Approval, retries on resume and
+///   concurrency follow from it.
+///
+/// The function returns `Result<T, E>` with `T` a `ToolOutput`, `String` or `&str` and
+/// `E` a `ToolError`, `String` or `&str` (an error goes back to the model as the call's
+/// failure), or a `ToolOutput`/`String` alone.
+///
+/// ```
+/// use troupe::prelude::*;
+///
+/// /// Tells the capital of a country.
+/// #[tool(read_only)]
+/// async fn capital(
+///     /// The country's English name.
+///     country: String,
+/// ) -> Result<String, String> {
+///     match country.as_str() {
+///         "France" => Ok("Paris".into()),
+///         other => Err(format!("I do not know the capital of {other}")),
+///     }
+/// }
+///
+/// let schema = &Capital.declaration().input_schema;
+/// assert_eq!(Capital.declaration().name, "capital");
+/// assert_eq!(Capital.declaration().description, "Tells the capital of a country.");
+/// assert_eq!(schema["properties"]["country"]["description"], "The country's English name.");
+/// assert_eq!(schema["required"], serde_json::json!(["country"]));
+/// ```
+///
+/// A tool without its effect does not compile:
+///
+/// ```compile_fail
+/// use troupe::prelude::*;
+///
+/// /// Deletes everything.
+/// #[tool]
+/// async fn wipe() -> Result<String, String> { Ok("gone".into()) }
+/// ```
+pub use troupe_macros::tool;
 #[cfg(feature = "mcp")]
 pub use troupe_mcp as mcp;
 pub use troupe_model as model;

@@ -7,8 +7,12 @@ pub use troupe_core::{
 pub use troupe_model::{LlmProvider, ModelResponse, StreamAccumulator};
 pub use troupe_runtime::{
     Agent, AgentSpec, ApprovalPolicy, ContentFilter, Engine, Logging, Middleware, Plugin, RateLimit, RunOutcome,
-    RunOutput, Signal,
+    RunOutput, RuntimeError, Signal,
 };
+pub use troupe_tools::{Effect, Tool, ToolContext, ToolError, ToolOutput, TypedTool, typed_tool};
+
+/// `#[tool]`: an async function with doc comments as a typed tool.
+pub use troupe_macros::tool;
 
 /// Cancels a run or a model call; checked between stream chunks.
 pub use tokio_util::sync::CancellationToken;

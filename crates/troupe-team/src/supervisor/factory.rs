@@ -50,9 +50,10 @@ impl EngineFactory {
         self
     }
 
-    /// Adds a tool.
-    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
-        self.tools.push(tool);
+    /// Adds a tool: a `#[tool]` unit struct, a [`TypedTool`](troupe_tools::TypedTool), any
+    /// [`Tool`] by value, or one already in an `Arc`.
+    pub fn tool(mut self, tool: impl troupe_tools::IntoTool) -> Self {
+        self.tools.push(tool.into_tool());
         self
     }
 

@@ -1,7 +1,7 @@
 //! The facade's integration tests, one binary: what a user writes against `troupe`.
 
 mod run_result;
-
+mod tool_attribute;
 
 use std::collections::HashMap;
 use troupe::model::Providers;
