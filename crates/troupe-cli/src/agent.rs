@@ -259,9 +259,31 @@ pub(crate) struct ValidateArgs {
 /// Runs `troupe agent validate`: `ok: N agent files`, or every problem and exit 1.
 pub(crate) fn validate(dirs: &ConfigDirs, args: &ValidateArgs) -> Result<(), Failure> {
     let ok = |n: usize| crate::print_lines(&[format!("ok: {n} agent file{}", if n == 1 { "" } else { "s" })]);
+    // A file that parses may still name a provider nobody configured.
+    let providers = crate::providers(&crate::load_config()?)?;
+    let unknown_models = |agents: &[(&Path, &AgentDefinition)]| -> Result<(), Failure> {
+        let problems: Vec<String> = agents
+            .iter()
+            .filter_map(|(path, definition)| {
+                let id = definition.provider.model_id();
+                let error = providers.check(&id).err()?;
+                Some(format!("{}: [provider] model `{id}`: {error}", path.display()))
+            })
+            .collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        crate::print_lines(&problems)?;
+        let n = problems.len();
+        let files = if n == 1 { "agent file names" } else { "agent files name" };
+        Err(Failure::Run(anyhow!("{n} {files} an unknown model")))
+    };
     if let Some(target) = args.agent.as_deref().filter(|t| is_file(t)) {
         return match AgentDefinition::load(target) {
-            Ok(_) => ok(1),
+            Ok(definition) => {
+                unknown_models(&[(Path::new(target), &definition)])?;
+                ok(1)
+            }
             Err(problem) => {
                 crate::print_lines(&[problem.to_string()])?;
                 Err(Failure::Run(anyhow!("{target} is not a valid agent file")))
@@ -280,11 +302,16 @@ pub(crate) fn validate(dirs: &ConfigDirs, args: &ValidateArgs) -> Result<(), Fai
     };
     match args.agent.as_deref() {
         Some(id) if registry.get(id).is_none() => Err(unknown_agent(id, &registry, &search)),
-        Some(_) => ok(1),
+        Some(id) => {
+            let agent = registry.entry(id).map(|a| (a.path.as_path(), &a.definition));
+            unknown_models(&agent.into_iter().collect::<Vec<_>>())?;
+            ok(1)
+        }
         None => {
             if registry.is_empty() {
                 eprintln!("no agent files in {}", shown(&search));
             }
+            unknown_models(&registry.iter().map(|a| (a.path.as_path(), &a.definition)).collect::<Vec<_>>())?;
             ok(registry.len())
         }
     }

@@ -210,3 +210,32 @@ fn run_needs_a_known_agent_and_a_prompt() {
     let mixed = agent(cwd.path(), &["run", "--worker", "--prompt", "x"]);
     assert_eq!(mixed.status.code(), Some(2), "--worker and --prompt are different modes");
 }
+
+#[test]
+fn validate_refuses_a_provider_nobody_configured_and_takes_one_without_its_key() {
+    let cwd = tempdir();
+    let config = cwd.path().join("conf");
+    let agents = config.join("agents");
+    std::fs::create_dir_all(&agents).expect("the agents directory");
+    let file =
+        |id: &str, model: &str| format!("[agent]\nid = \"{id}\"\nname = \"{id}\"\n\n[provider]\nmodel = \"{model}\"\n");
+    // A known provider whose key is not set is valid: the key is the run's business.
+    std::fs::write(agents.join("known.toml"), file("known", "anthropic/claude-sonnet-4-5")).expect("written");
+    let dir = text(&config);
+    let fine = agent(cwd.path(), &["validate", "--config-dir", dir]);
+    assert_eq!((fine.status.code(), stdout(&fine).trim()), (Some(0), "ok: 1 agent file"), "{}", stderr(&fine));
+
+    let typo = agents.join("typo.toml");
+    std::fs::write(&typo, file("typo", "antropic/claude-sonnet-4-5")).expect("written");
+    let all = agent(cwd.path(), &["validate", "--config-dir", dir]);
+    assert_eq!(all.status.code(), Some(1), "{}", stdout(&all));
+    let said = stdout(&all);
+    assert!(said.contains(&typo.display().to_string()) && said.contains("no provider `antropic`"), "{said}");
+    assert!(stderr(&all).contains("1 agent file names an unknown model"), "{}", stderr(&all));
+    // Named alone, and as a file.
+    let one = agent(cwd.path(), &["validate", "typo", "--config-dir", dir]);
+    assert_eq!(one.status.code(), Some(1), "{}", stdout(&one));
+    let path = agent(cwd.path(), &["validate", text(&typo)]);
+    assert_eq!(path.status.code(), Some(1), "{}", stdout(&path));
+    assert!(stdout(&path).contains("no provider `antropic`"), "{}", stdout(&path));
+}

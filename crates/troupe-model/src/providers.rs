@@ -413,6 +413,12 @@ impl Providers {
         provider.api_key_env.iter().map(String::as_str).find(|v| self.env_var(v).is_some())
     }
 
+    /// The base URL calls to `provider` go to: its `base_url_env` variable's value when
+    /// set (`OPENAI_BASE_URL`), else its configured `base_url`.
+    pub fn base_url(&self, provider: &ProviderConfig) -> String {
+        provider.base_url_env.as_deref().and_then(|v| self.env_var(v)).unwrap_or_else(|| provider.base_url.clone())
+    }
+
     /// `provider/model` of the first vendor (Anthropic, OpenAI, Gemini) whose key is set,
     /// with its default model.
     pub fn first_available(&self) -> Option<String> {
@@ -456,6 +462,20 @@ impl Providers {
             return Ok(resolved);
         }
         Ok(ResolvedModel { provider: Arc::new(FallbackProvider::new(routes)?), ..resolved })
+    }
+
+    /// Checks that `id` names a model these providers can serve (a known provider, or
+    /// `demo`, or a bare name the registry knows), without building a client or needing
+    /// its key: what a configuration check (`troupe agent validate`) asks.
+    pub fn check(&self, id: &str) -> Result<()> {
+        let (provider_name, model) = self.split(id.trim())?;
+        if provider_name == DEMO || self.provider(provider_name).is_some() {
+            return Ok(());
+        }
+        Err(Error::UnknownModel {
+            id: format!("{provider_name}/{model}"),
+            reason: format!("no provider `{provider_name}`; valid providers: {}", self.provider_names()),
+        })
     }
 
     fn split<'a>(&'a self, id: &'a str) -> Result<(&'a str, &'a str)> {
@@ -519,8 +539,7 @@ impl Providers {
             };
             return Err(Error::MissingApiKey { provider: config.name.clone(), variable: variable.clone() });
         }
-        let base_url =
-            config.base_url_env.as_deref().and_then(|v| self.env_var(v)).unwrap_or_else(|| config.base_url.clone());
+        let base_url = self.base_url(config);
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             return Err(Error::Config(format!(
                 "provider `{}`: base URL `{base_url}` is not an http(s) URL",

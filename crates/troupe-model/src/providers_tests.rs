@@ -280,3 +280,17 @@ async fn a_provider_whose_settings_change_gets_a_new_client_while_earlier_holder
     assert_eq!((first.connections(), second.connections()), (1, 1));
     assert_eq!(providers.built.len(), 1, "the replaced client is no longer held by the providers");
 }
+
+#[test]
+fn a_check_knows_providers_without_keys_or_clients() {
+    let providers = Providers::with_env(HashMap::new());
+    // No key is set: resolving fails, checking does not.
+    assert!(matches!(providers.resolve("anthropic/claude-sonnet-4-5"), Err(Error::MissingApiKey { .. })));
+    providers.check("anthropic/claude-sonnet-4-5").expect("a known provider");
+    providers.check("demo").expect("the demo model");
+    providers.check("openai/any-model-name").expect("a known provider, any model");
+    let err = providers.check("nosuch/model").expect_err("an unknown provider");
+    let Error::UnknownModel { reason, .. } = &err else { panic!("{err:?}") };
+    assert!(reason.contains("no provider `nosuch`"), "{reason}");
+    assert!(providers.check("gpt").is_err(), "neither provider/model nor a known bare name");
+}
