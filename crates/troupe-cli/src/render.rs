@@ -140,6 +140,9 @@ impl Renderer {
                 };
                 let line = if *is_error {
                     format!("{} {label}: {}", self.style.bad("✗"), first_line(content, 160))
+                } else if let Some(ending) = command_failure(&tool, content) {
+                    // The call worked; the command it ran did not.
+                    format!("{} {label} {}", self.style.bad("✗"), self.style.dim(&format!("({ending})")))
                 } else {
                     format!(
                         "{} {label} {}",
@@ -296,6 +299,21 @@ pub(crate) fn call_label(tool: &str, arguments: &str) -> String {
 }
 
 /// What a successful result amounts to: `12 lines`, `3 entries`, its one line.
+/// How a `shell` command that did not succeed ended (`exit code 127`, `terminated by
+/// signal 9`), from the first line of the tool's result; `None` for success and for
+/// other tools.
+pub(crate) fn command_failure(tool: &str, content: &str) -> Option<String> {
+    if tool != "shell" {
+        return None;
+    }
+    let headline = content.lines().next()?.trim();
+    match headline.strip_prefix("exit code: ") {
+        Some("0") => None,
+        Some(code) => Some(format!("exit code {code}")),
+        None => headline.starts_with("terminated by signal").then(|| headline.to_owned()),
+    }
+}
+
 pub(crate) fn result_detail(tool: &str, content: &str) -> String {
     let numbered = |line: &&str| line.split_once('\t').is_some_and(|(n, _)| n.trim().parse::<u64>().is_ok());
     let notes = |line: &&str| line.starts_with('(') || line.starts_with('[');
@@ -414,6 +432,17 @@ fn grouped(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_that_failed_is_told_apart_from_one_that_succeeded() {
+        assert_eq!(
+            command_failure("shell", "exit code: 127\nsandbox: …\nstderr: not found").as_deref(),
+            Some("exit code 127")
+        );
+        assert_eq!(command_failure("shell", "exit code: 0\nsandbox: …"), None);
+        assert_eq!(command_failure("shell", "terminated by signal 9\n").as_deref(), Some("terminated by signal 9"));
+        assert_eq!(command_failure("fs.read", "exit code: 1"), None, "only the shell's result says so");
+    }
 
     #[test]
     fn labels_show_the_main_argument() {

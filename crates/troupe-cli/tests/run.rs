@@ -622,3 +622,24 @@ fn an_agent_files_sandbox_confines_its_commands_and_approvals_name_it() {
         "the question (its `run_paused` event) names the sandbox: {err}"
     );
 }
+
+/// A command that is not found exits 127: its line shows a failure, not a tick.
+#[test]
+fn a_command_that_fails_is_shown_as_failed() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let url = server.url();
+    server.push(MockTurn::tool_call("toolu_1", "shell", json!({"command": "no-such-command-anywhere"})));
+    server.push(MockTurn::tool_call("toolu_2", "shell", json!({"command": "true"})));
+    server.push(MockTurn::text("Done."));
+    let dirs = Dirs::new();
+    let args = ["--model", "anthropic/claude-sonnet-4-5", "-w", dirs.workspace(), "--approve", "auto", "Run it"];
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str()), ("PATH", "/usr/bin:/bin")];
+    let output = troupe(dirs.cwd.path(), &args, &env);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let err = stderr(&output);
+    let failed = err.lines().find(|l| l.contains("no-such-command-anywhere")).expect("a line for the command");
+    assert!(failed.contains('✗') && failed.contains("exit code 127"), "{err}");
+    let worked = err.lines().find(|l| l.contains("shell") && l.contains("true")).expect("a line for `true`");
+    assert!(worked.contains('✓'), "{err}");
+}
