@@ -60,7 +60,7 @@ fn table(providers: &Providers) -> String {
             provider.name,
             provider.kind.as_str(),
             key_status(providers, provider),
-            provider.base_url
+            providers.base_url(provider)
         ));
     }
     text.push_str(&format!(
@@ -102,7 +102,7 @@ fn json_lines(providers: &Providers) -> String {
                 "type": "provider",
                 "name": provider.name,
                 "kind": provider.kind,
-                "base_url": provider.base_url,
+                "base_url": providers.base_url(provider),
                 "api_key_env": provider.api_key_env,
                 "requires_key": provider.requires_key,
                 "key_set": key_variable.is_some(),
@@ -150,6 +150,18 @@ mod tests {
         assert_eq!(price(0.125), "$0.125");
         assert_eq!(price(0.005), "$0.005");
         assert_eq!(price(0.1), "$0.10");
+    }
+
+    #[test]
+    fn the_base_url_shown_is_the_one_calls_go_to() {
+        let env = std::collections::HashMap::from([("OPENAI_BASE_URL".to_owned(), "http://127.0.0.1:9/v1".to_owned())]);
+        let providers = Providers::with_env(env);
+        let openai = table(&providers).lines().find(|l| l.trim_start().starts_with("openai ")).map(str::to_owned);
+        assert!(openai.as_deref().is_some_and(|l| l.ends_with("http://127.0.0.1:9/v1")), "{openai:?}");
+        let json = json_lines(&providers);
+        assert!(json.contains(r#""base_url":"http://127.0.0.1:9/v1""#), "{json}");
+        let default = table(&Providers::with_env(std::collections::HashMap::new()));
+        assert!(!default.contains("127.0.0.1:9"), "without the variable, the configured URL: {default}");
     }
 
     #[test]
