@@ -68,7 +68,7 @@ pub(crate) struct ListArgs {
 pub(crate) struct ShowArgs {
     #[command(flatten)]
     place: StoreArgs,
-    /// The run's id.
+    /// The run's id, or the first characters of it.
     run: String,
     /// The stored record with its transitions, as one JSON object.
     #[arg(long)]
@@ -80,7 +80,7 @@ pub(crate) struct ShowArgs {
 pub(crate) struct EventsArgs {
     #[command(flatten)]
     place: StoreArgs,
-    /// The run's id.
+    /// The run's id, or the first characters of it.
     run: String,
     /// Each entry as one JSON line.
     #[arg(long)]
@@ -123,10 +123,11 @@ pub(crate) struct ResumeArgs {
 pub(crate) struct ApproveArgs {
     #[command(flatten)]
     place: StoreArgs,
-    /// The run's id.
+    /// The run's id, or the first characters of it.
     run: String,
-    /// The waiting call's id (see `troupe runs show`).
-    call: String,
+    /// The waiting call's id, or the first characters of it (see `troupe runs show`)
+    /// [default: the only call waiting].
+    call: Option<String>,
     /// Only store the decision; a worker or `troupe runs resume` applies it.
     #[arg(long)]
     no_resume: bool,
@@ -139,10 +140,11 @@ pub(crate) struct ApproveArgs {
 pub(crate) struct RejectArgs {
     #[command(flatten)]
     place: StoreArgs,
-    /// The run's id.
+    /// The run's id, or the first characters of it.
     run: String,
-    /// The waiting call's id (see `troupe runs show`).
-    call: String,
+    /// The waiting call's id, or the first characters of it (see `troupe runs show`)
+    /// [default: the only call waiting].
+    call: Option<String>,
     /// Why, for the model.
     #[arg(long, value_name = "R")]
     reason: Option<String>,
@@ -158,7 +160,7 @@ pub(crate) struct RejectArgs {
 pub(crate) struct CancelArgs {
     #[command(flatten)]
     place: StoreArgs,
-    /// The run's id.
+    /// The run's id, or the first characters of it.
     run: String,
     /// Why, recorded in the outcome.
     #[arg(long, value_name = "R")]
@@ -175,7 +177,7 @@ pub(crate) struct CancelArgs {
 pub(crate) struct VerifyArgs {
     #[command(flatten)]
     place: StoreArgs,
-    /// The run's id.
+    /// The run's id, or the first characters of it.
     run: String,
 }
 
@@ -194,13 +196,15 @@ pub(crate) async fn run(command: RunsCommand) -> Result<(), Failure> {
         RunsCommand::Events(args) => events(args).await,
         RunsCommand::Resume(args) => resume(args).await,
         RunsCommand::Approve(args) => {
-            let signal = Signal::approval(args.call.clone(), ApprovalDecision::Approve);
-            decide(&args.place, &args.run, Some(&args.call), signal, args.no_resume, &args.foreground).await
+            let call = waiting_call(&args.place, &args.run, args.call.as_deref()).await?;
+            let signal = Signal::approval(call.clone(), ApprovalDecision::Approve);
+            decide(&args.place, &args.run, Some(&call), signal, args.no_resume, &args.foreground).await
         }
         RunsCommand::Reject(args) => {
+            let call = waiting_call(&args.place, &args.run, args.call.as_deref()).await?;
             let reason = args.reason.clone().or_else(|| Some("rejected with `troupe runs reject`".to_owned()));
-            let signal = Signal::approval(args.call.clone(), ApprovalDecision::Reject { reason });
-            decide(&args.place, &args.run, Some(&args.call), signal, args.no_resume, &args.foreground).await
+            let signal = Signal::approval(call.clone(), ApprovalDecision::Reject { reason });
+            decide(&args.place, &args.run, Some(&call), signal, args.no_resume, &args.foreground).await
         }
         RunsCommand::Cancel(args) => {
             let signal = Signal::Cancel { reason: args.reason.clone() };
@@ -219,13 +223,74 @@ fn store_failure(error: StoreError) -> Failure {
     }
 }
 
-/// The stored run `run_id`; exit 2 when there is none.
+/// The stored run `run_id`, or the one run whose id begins with it; exit 2 when there is
+/// none, or when several runs begin with it.
 async fn load(store: &dyn Store, run_id: &str) -> Result<RunRecord, Failure> {
-    store
-        .load_run(run_id)
-        .await
-        .map_err(store_failure)?
-        .ok_or_else(|| store_failure(StoreError::UnknownRun { run_id: run_id.to_owned() }))
+    if let Some(record) = store.load_run(run_id).await.map_err(store_failure)? {
+        return Ok(record);
+    }
+    let unknown = || store_failure(StoreError::UnknownRun { run_id: run_id.to_owned() });
+    if run_id.is_empty() {
+        return Err(unknown());
+    }
+    let filter = RunFilter { id_prefix: Some(run_id.to_owned()), limit: 6, ..RunFilter::default() };
+    let matches = store.list_runs(&filter).await.map_err(store_failure)?;
+    match matches.as_slice() {
+        [] => Err(unknown()),
+        [only] => store.load_run(&only.id).await.map_err(store_failure)?.ok_or_else(unknown),
+        several => {
+            let ids: Vec<&str> = several.iter().take(5).map(|r| r.id.as_str()).collect();
+            let more = if several.len() > 5 { ", …" } else { "" };
+            Err(Failure::Usage(anyhow!(
+                "`{run_id}` begins the ids of several runs ({}{more}); type more of the id",
+                ids.join(", ")
+            )))
+        }
+    }
+}
+
+/// The call of run `run_id` (or of its team's tree) that a decision is about: `given`
+/// when it waits, the only waiting call whose id begins with `given`, or, with none
+/// given, the only call waiting. Exit 2 when that does not name exactly one.
+async fn waiting_call(place: &StoreArgs, run_id: &str, given: Option<&str>) -> Result<String, Failure> {
+    let store = place.open_existing().await?;
+    let record = load(store.as_ref(), run_id).await?;
+    let mut records = vec![];
+    match tree::team_root(store.as_ref(), &record).await.map_err(store_failure)? {
+        Some(team) => {
+            for (_, run) in tree::walk(store.as_ref(), &team.id).await.map_err(store_failure)? {
+                if !run.status.is_terminal() {
+                    records.push(load(store.as_ref(), &run.id).await?);
+                }
+            }
+        }
+        None => records.push(record),
+    }
+    let waiting: Vec<(String, String)> = records
+        .iter()
+        .flat_map(|record| {
+            let stored = Stored::read(record);
+            stored.waiting().iter().map(|c| (c.call_id.to_string(), c.tool.clone())).collect::<Vec<_>>()
+        })
+        .collect();
+    if let Some(given) = given
+        && waiting.iter().any(|(id, _)| id == given)
+    {
+        return Ok(given.to_owned());
+    }
+    let candidates: Vec<&(String, String)> =
+        waiting.iter().filter(|(id, _)| given.is_none_or(|given| id.starts_with(given))).collect();
+    let listed = || candidates.iter().map(|(id, tool)| format!("{id} ({tool})")).collect::<Vec<_>>().join(", ");
+    match (candidates.as_slice(), given) {
+        ([(id, _)], _) => Ok(id.clone()),
+        // Let the decision itself say which calls do wait.
+        ([], Some(given)) => Ok(given.to_owned()),
+        ([], None) => Err(Failure::Usage(anyhow!("no call of run {run_id} is waiting for a person"))),
+        (_, None) => Err(Failure::Usage(anyhow!("several calls wait: {}; name one", listed()))),
+        (_, Some(given)) => {
+            Err(Failure::Usage(anyhow!("`{given}` begins the ids of several waiting calls: {}; type more", listed())))
+        }
+    }
 }
 
 async fn list(args: ListArgs) -> Result<(), Failure> {
@@ -287,7 +352,7 @@ impl Stored {
 async fn show(args: ShowArgs) -> Result<(), Failure> {
     let store = args.place.open_existing().await?;
     let record = load(store.as_ref(), &args.run).await?;
-    let transitions = store.transitions(&args.run).await.map_err(store_failure)?;
+    let transitions = store.transitions(&record.id).await.map_err(store_failure)?;
     let under = tree::descendants(store.as_ref(), &record.id).await.map_err(store_failure)?;
     if args.json {
         let mut value = serde_json::to_value(&record).map_err(|e| Failure::Run(e.into()))?;
@@ -375,6 +440,8 @@ async fn show(args: ShowArgs) -> Result<(), Failure> {
             };
             let label = crate::render::call_label(&call.tool, &call.effective_arguments().to_string());
             text.push_str(&format!("  {}  {label}: {}\n", call.call_id, first_line(reason, 200)));
+            // What approving it would run.
+            text.push_str(&format!("      arguments: {}\n", shorten(&call.effective_arguments().to_string(), 400)));
             text.push_str(&format!(
                 "      approve: troupe runs approve {id} {call}   reject: troupe runs reject {id} {call}\n",
                 id = record.id,
@@ -407,7 +474,7 @@ async fn events(args: EventsArgs) -> Result<(), Failure> {
         // The status is read before the entries: the entry that ends a run is stored with
         // its final status, so once that is seen, one more read has every entry. A team's
         // run ends after every run under it.
-        let ended = !args.follow || load(store.as_ref(), &args.run).await?.status.is_terminal();
+        let ended = !args.follow || load(store.as_ref(), &root.id).await?.status.is_terminal();
         let mut runs = vec![(root.id.clone(), root.agent.clone())];
         let under = tree::walk(store.as_ref(), &root.id).await.map_err(store_failure)?;
         runs.extend(under.into_iter().map(|(_, run)| (run.id, run.agent)));
@@ -494,6 +561,7 @@ async fn decide(
 ) -> Result<(), Failure> {
     let store = place.open_existing().await?;
     let record = load(store.as_ref(), run_id).await?;
+    let run_id = record.id.as_str();
     if let Some(team) = tree::team_root(store.as_ref(), &record).await.map_err(store_failure)? {
         return decide_in_team(store, &team, call, signal, no_resume, options).await;
     }

@@ -241,6 +241,44 @@ fn without_a_terminal_ask_pauses_and_runs_approve_finishes_the_run_writing_once(
     assert_eq!(stderr(&resume), format!("error: run {id} has finished (completed)\n"));
 }
 
+/// A person types the start of a run's id, and names no call when only one waits.
+#[test]
+fn a_run_is_named_by_the_start_of_its_id_and_the_only_waiting_call_is_the_default() {
+    let scene = Scene::new();
+    scene.server.push(write_hello());
+    scene.server.push(MockTurn::text("Wrote hello.txt."));
+    let (id, output) = scene.run(&["Write hello"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let prefix = &id[..8];
+
+    let show = scene.troupe(&["runs", "show", prefix]);
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    let shown = stdout(&show);
+    assert!(shown.contains(&id), "the whole id is shown: {shown}");
+    // What approving the call would do: its arguments, the content included.
+    let arguments = shown.lines().find(|l| l.trim_start().starts_with("arguments:")).expect("an arguments line");
+    assert!(arguments.contains(r#""path":"hello.txt""#) && arguments.contains(r#""content":"hi\n""#), "{shown}");
+
+    let none = scene.troupe(&["runs", "show", "zz-no-run"]);
+    assert_eq!(none.status.code(), Some(2), "{}", stderr(&none));
+
+    let approve = scene.troupe(&["runs", "approve", prefix]);
+    let err = stderr(&approve);
+    assert_eq!(approve.status.code(), Some(0), "{err}");
+    assert!(err.contains("✓ fs.write hello.txt (3 bytes)"), "{err}");
+    assert_eq!(scene.file("hello.txt").as_deref(), Some("hi\n"));
+    assert_eq!(scene.status(&id), "completed");
+
+    // Two runs begin `run_`: a prefix of both names neither.
+    scene.server.push(MockTurn::text("Hello."));
+    let (second, output) = scene.run(&["Say hello"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let both = scene.troupe(&["runs", "show", "run_"]);
+    assert_eq!(both.status.code(), Some(2), "{}", stdout(&both));
+    let said = stderr(&both);
+    assert!(said.contains("several runs") && said.contains(&id) && said.contains(&second), "{said}");
+}
+
 #[test]
 fn runs_reject_finishes_the_run_without_the_write() {
     let scene = Scene::new();

@@ -182,6 +182,9 @@ pub struct RunFilter {
     pub conversation_id: Option<String>,
     /// Only the runs this run started (its team's members, its delegations).
     pub parent_run_id: Option<String>,
+    /// Only runs whose id begins with this (a person typing the first characters of a
+    /// long id).
+    pub id_prefix: Option<String>,
     /// At most this many (0 for no limit).
     pub limit: u32,
 }

@@ -232,6 +232,7 @@ impl RunRepository for PostgresStore {
                 "SELECT id, agent, status, activity, conversation_id, parent_run_id, created_at, updated_at \
                  FROM runs WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR agent = $2) \
                  AND ($3::text IS NULL OR conversation_id = $3) AND ($5::text IS NULL OR parent_run_id = $5) \
+                 AND ($6::text IS NULL OR (id >= $6 AND left(id, length($6)) = $6)) \
                  ORDER BY created_at DESC, id DESC LIMIT $4",
             )
             .bind(filter.status.map(RunStatus::as_str))
@@ -239,6 +240,7 @@ impl RunRepository for PostgresStore {
             .bind(filter.conversation_id.as_deref())
             .bind(limit)
             .bind(filter.parent_run_id.as_deref())
+            .bind(filter.id_prefix.as_deref())
             .fetch_all(&self.pool)
             .await
             .map_err(db)?;

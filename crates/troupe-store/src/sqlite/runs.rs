@@ -45,6 +45,7 @@ impl RunRepository for SqliteStore {
                  FROM runs \
                  WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR agent = ?2) \
                    AND (?3 IS NULL OR conversation_id = ?3) AND (?5 IS NULL OR parent_run_id = ?5) \
+                   AND (?6 IS NULL OR (id >= ?6 AND substr(id, 1, length(?6)) = ?6)) \
                  ORDER BY created_at DESC, id DESC LIMIT ?4",
             )
             .bind(filter.status.map(RunStatus::as_str))
@@ -52,6 +53,7 @@ impl RunRepository for SqliteStore {
             .bind(filter.conversation_id.as_deref())
             .bind(limit)
             .bind(filter.parent_run_id.as_deref())
+            .bind(filter.id_prefix.as_deref())
             .fetch_all(&self.pool)
             .await
             .map_err(StoreError::database)?;

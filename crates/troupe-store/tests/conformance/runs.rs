@@ -81,6 +81,11 @@ pub async fn runs_are_listed_newest_first_with_filters(backend: Arc<dyn Backend>
         ["run-5", "run-2", "run-1"]
     );
     assert_eq!(ids(RunFilter { limit: 2, ..RunFilter::default() }).await, ["run-5", "run-4"]);
+    // A prefix of ids: every run starts `run-`, one starts `run-4`; a `%` is no wildcard.
+    assert_eq!(ids(RunFilter { id_prefix: Some("run-".into()), ..RunFilter::default() }).await.len(), 5);
+    assert_eq!(ids(RunFilter { id_prefix: Some("run-4".into()), ..RunFilter::default() }).await, ["run-4"]);
+    assert!(ids(RunFilter { id_prefix: Some("run-%".into()), ..RunFilter::default() }).await.is_empty());
+    assert!(ids(RunFilter { id_prefix: Some("nur".into()), ..RunFilter::default() }).await.is_empty());
     assert_eq!(
         ids(RunFilter {
             status: Some(RunStatus::Running),
