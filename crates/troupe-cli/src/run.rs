@@ -107,6 +107,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), Failure> {
         (false, Approve::Ask | Approve::Never) => ApprovalPolicy::default(),
     };
     let workspace = args.place.workspace()?;
+    setup::check_budget(&providers, &model, args.budget_usd)?;
     let spec = setup::coding_spec(model, policy, args.max_iterations, args.budget_usd);
     let mut runner = setup::runner(&workspace, providers, &args.sandbox.choice()?)?;
     // A run that cannot start (a missing key) leaves no store behind.

@@ -159,6 +159,7 @@ async fn add(args: AddArgs) -> Result<(), Failure> {
         eprintln!("{notice}");
     }
     let policy = setup::unattended_policy(args.approve == Approve::Never, args.approve == Approve::Auto);
+    setup::check_budget(&providers, &model, args.budget_usd)?;
     let spec = setup::coding_spec(model, policy, args.max_iterations, args.budget_usd);
     let input = StoredInput::new(&spec, &RunInput::new(args.task.join(" ")));
     let value = serde_json::to_value(&input).map_err(|e| Failure::Run(e.into()))?;

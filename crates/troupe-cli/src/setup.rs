@@ -70,6 +70,20 @@ pub(crate) fn runner(workspace: &Path, providers: Providers, sandbox: &SandboxCh
     Ok(Runner::new(Arc::new(providers), Arc::new(catalog), Arc::new(workspace)))
 }
 
+/// Refuses a USD budget for a model without prices: its cost would count as nothing, so
+/// the budget would never run out. A model that does not resolve (a missing key) is the
+/// run's to report.
+pub(crate) fn check_budget(providers: &Providers, model: &str, budget_usd: Option<f64>) -> Result<(), Failure> {
+    let Some(usd) = budget_usd else { return Ok(()) };
+    match providers.resolve(model) {
+        Ok(resolved) if resolved.info.is_none() => Err(Failure::Usage(anyhow!(
+            "--budget-usd {usd} cannot be kept: `{model}` has no prices in the model registry, so its cost is unknown; \
+             give it prices in troupe.toml ([models.\"{model}\"] with its prices and limits) or limit the run with --max-iterations"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The coding agent's declaration.
 pub(crate) fn coding_spec(
     model: String,

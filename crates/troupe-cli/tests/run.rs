@@ -643,3 +643,30 @@ fn a_command_that_fails_is_shown_as_failed() {
     let worked = err.lines().find(|l| l.contains("shell") && l.contains("true")).expect("a line for `true`");
     assert!(worked.contains('✓'), "{err}");
 }
+
+/// A USD budget on a model without prices would never run out: it is refused, and kept
+/// once troupe.toml prices the model.
+#[test]
+fn a_usd_budget_needs_a_priced_model() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let url = server.openai_url();
+    let dirs = Dirs::new();
+    let env = [("OPENAI_API_KEY", "sk-fake"), ("OPENAI_BASE_URL", url.as_str())];
+    let args = ["--model", "openai/house-model-7", "-w", dirs.workspace(), "--budget-usd", "0.5", "Say hi"];
+    let refused = troupe(dirs.cwd.path(), &args, &env);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let err = stderr(&refused);
+    assert!(err.contains("--budget-usd 0.5 cannot be kept") && err.contains("openai/house-model-7"), "{err}");
+    assert!(server.requests().is_empty(), "nothing was spent");
+
+    std::fs::write(
+        dirs.cwd.path().join("troupe.toml"),
+        "[models.\"openai/house-model-7\"]\ncontext_window = 32000\nmax_output_tokens = 4096\ninput_price = 1.0\noutput_price = 2.0\n",
+    )
+    .expect("troupe.toml");
+    server.push(MockTurn::text("hi"));
+    let priced = troupe(dirs.cwd.path(), &args, &env);
+    assert_eq!(priced.status.code(), Some(0), "{}", stderr(&priced));
+    assert_eq!(stdout(&priced), "hi\n");
+}
