@@ -392,7 +392,13 @@ pub(crate) async fn run(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure>
         eprintln!("note: {note}");
     }
     let handle = built.agent.start(RunInput::new(prompt));
-    let options = Follow { json: args.json, approve: args.approve, recorded: false, known: Vec::new() };
+    let options = Follow {
+        json: args.json,
+        approve: args.approve,
+        recorded: false,
+        known: Vec::new(),
+        workspace: Some(workspace.clone()),
+    };
     let output = crate::run::follow(handle, &options).await?;
     crate::run::completed(&output)
 }

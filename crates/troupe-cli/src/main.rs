@@ -47,6 +47,7 @@
 
 mod agent;
 mod agent_worker;
+mod approval_view;
 mod chat;
 mod evidence;
 mod mcp;

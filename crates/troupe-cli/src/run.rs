@@ -2,10 +2,11 @@
 //! and [`follow`], the foreground of a run that `troupe runs resume` shares.
 
 use crate::Failure;
-use crate::render::{Renderer, Style, outcome_message, shorten, summary_table};
+use crate::render::{Renderer, Style, outcome_message, summary_table};
 use crate::setup;
 use crate::store::StoreArgs;
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -135,8 +136,17 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), Failure> {
     if recorded {
         eprintln!("run {}", handle.run_id);
     }
-    let output =
-        follow(handle, &Follow { json: args.json, approve: args.approve, recorded, known: Vec::new() }).await?;
+    let output = follow(
+        handle,
+        &Follow {
+            json: args.json,
+            approve: args.approve,
+            recorded,
+            known: Vec::new(),
+            workspace: Some(workspace.clone()),
+        },
+    )
+    .await?;
     completed(&output)
 }
 
@@ -150,13 +160,21 @@ pub(crate) struct Follow {
     pub(crate) recorded: bool,
     /// Calls announced before this process saw the run (tool and arguments), for their labels.
     pub(crate) known: Vec<(ToolCallId, String, serde_json::Value)>,
+    /// The run's workspace, whose files a person deciding on a write sees the diff of.
+    pub(crate) workspace: Option<PathBuf>,
 }
 
 /// Renders a started run's events, decides its approvals as `options` say, and prints
 /// the summary table; the run's output once it ends.
 pub(crate) async fn follow(handle: RunHandle, options: &Follow) -> Result<RunOutput, Failure> {
     let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    let mut approver = Approver { mode: options.approve, terminal, recorded: options.recorded, lines: None };
+    let mut approver = Approver {
+        mode: options.approve,
+        terminal,
+        recorded: options.recorded,
+        lines: None,
+        workspace: options.workspace.clone(),
+    };
     let mut renderer = Renderer::new(options.json, Style::detect());
     for (call_id, tool, arguments) in &options.known {
         renderer.known_call(call_id.clone(), tool, arguments);
@@ -255,6 +273,8 @@ struct Approver {
     recorded: bool,
     /// stdin's lines, started at the first question.
     lines: Option<Lines>,
+    /// Where the run's files are.
+    workspace: Option<PathBuf>,
 }
 
 /// What to do about one waiting call.
@@ -293,7 +313,9 @@ impl Approver {
                 renderer.note(&format!("{} {label} needs approval: {reason}", style.warn("?")));
                 let lines = self.lines.get_or_insert_with(Lines::spawn);
                 let tool = label.split(' ').next().unwrap_or(label);
-                prompt(lines, tool, arguments, cancel).await.map_or(Answer::Gone, Answer::Decide)
+                prompt(lines, tool, arguments, self.workspace.as_deref(), cancel)
+                    .await
+                    .map_or(Answer::Gone, Answer::Decide)
             }
             (_, false) if self.recorded => {
                 renderer.note(&format!("{} {label} needs approval: {reason}", style.warn("?")));
@@ -305,16 +327,20 @@ impl Approver {
     }
 }
 
-/// Asks `Allow shell {"command": …}? [y]es / [n]o / [a]lways / [e]dit` until answered.
+/// Shows what the call would do (a file's diff, a command and its directory, the
+/// arguments one per line), then asks `Allow fs.write? [y]es / [n]o / [a]lways / [e]dit`
+/// until answered. A `no` asks why, for the model; `edit` opens the arguments in
+/// `$VISUAL`/`$EDITOR` (else reads them as one line of JSON).
 pub(crate) async fn prompt(
     lines: &mut Lines,
     tool: &str,
     arguments: &serde_json::Value,
+    workspace: Option<&Path>,
     cancel: &CancellationToken,
 ) -> Option<ApprovalDecision> {
-    let shown = shorten(&arguments.to_string(), 400);
+    eprint!("{}", crate::approval_view::describe(tool, arguments, workspace));
     loop {
-        eprint!("Allow {tool} {shown}? [y]es / [n]o / [a]lways / [e]dit ");
+        eprint!("Allow {tool}? [y]es / [n]o / [a]lways / [e]dit ");
         let Some(answer) = lines.next(cancel).await else {
             eprintln!();
             return None;
@@ -323,16 +349,77 @@ pub(crate) async fn prompt(
             eprintln!();
             return Some(ApprovalDecision::Reject { reason: Some("no answer (end of input)".into()) });
         };
-        match answer.trim().to_ascii_lowercase().as_str() {
+        let answer = answer.trim();
+        match answer.to_ascii_lowercase().as_str() {
             "y" | "yes" => return Some(ApprovalDecision::Approve),
-            "n" | "no" => return Some(ApprovalDecision::Reject { reason: Some("the user said no".into()) }),
+            "n" | "no" => {
+                eprint!("Why not? (the model is told; Enter to skip) ");
+                let why = lines.next(cancel).await?.unwrap_or_default();
+                let reason = match why.trim() {
+                    "" => "the user said no".to_owned(),
+                    why => format!("the user said no: {why}"),
+                };
+                return Some(ApprovalDecision::Reject { reason: Some(reason) });
+            }
             "a" | "always" => return Some(ApprovalDecision::AlwaysAllow),
             "e" | "edit" => {
-                if let Some(arguments) = edit(lines, cancel).await? {
+                let edited = match editor() {
+                    Some(editor) => in_editor(&editor, arguments),
+                    None => edit(lines, cancel).await?,
+                };
+                if let Some(arguments) = edited {
                     return Some(ApprovalDecision::Modify { arguments });
                 }
             }
             _ => eprintln!("Answer y, n, a or e."),
+        }
+    }
+}
+
+/// The person's editor: `$VISUAL`, else `$EDITOR`.
+fn editor() -> Option<String> {
+    ["VISUAL", "EDITOR"].iter().find_map(|v| std::env::var(v).ok().filter(|e| !e.trim().is_empty()))
+}
+
+/// The arguments edited in `editor` (run by the shell, as git runs it), started with the
+/// call's own, pretty-printed; `None` when the editor failed or left no JSON object (the
+/// question is asked again).
+fn in_editor(editor: &str, arguments: &serde_json::Value) -> Option<serde_json::Value> {
+    let file = match tempfile::Builder::new().prefix("troupe-arguments-").suffix(".json").tempfile() {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("Cannot make a file to edit: {e}.");
+            return None;
+        }
+    };
+    let pretty = serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string());
+    if let Err(e) = std::fs::write(file.path(), format!("{pretty}\n")) {
+        eprintln!("Cannot write {}: {e}.", file.path().display());
+        return None;
+    }
+    let status =
+        std::process::Command::new("sh").arg("-c").arg(format!("{editor} \"$1\"")).arg("sh").arg(file.path()).status();
+    match status {
+        Ok(status) if status.success() => {}
+        Ok(status) => {
+            eprintln!("The editor ended with {status}; the arguments are unchanged.");
+            return None;
+        }
+        Err(e) => {
+            eprintln!("Cannot start the editor `{editor}`: {e}.");
+            return None;
+        }
+    }
+    let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(value @ serde_json::Value::Object(_)) => Some(value),
+        Ok(_) => {
+            eprintln!("The arguments must be a JSON object; they are unchanged.");
+            None
+        }
+        Err(e) => {
+            eprintln!("That is not valid JSON ({e}); the arguments are unchanged.");
+            None
         }
     }
 }

@@ -747,7 +747,13 @@ async fn foreground(
         .flat_map(|s| s.pending_calls.iter().filter(|c| c.result.is_none()))
         .map(|c| (c.call_id.clone(), c.tool.clone(), c.effective_arguments().clone()))
         .collect();
-    let follow_options = Follow { json: options.json, approve: options.approve, recorded: true, known };
+    let follow_options = Follow {
+        json: options.json,
+        approve: options.approve,
+        recorded: true,
+        known,
+        workspace: Some(workspace.clone()),
+    };
     Ok(Resumed::Ran(Box::new(follow(handle, &follow_options).await?)))
 }
 

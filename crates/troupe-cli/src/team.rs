@@ -294,7 +294,7 @@ pub(crate) async fn follow(
     cancel_on_interrupt(cancel.clone());
     let (events, mut received) = mpsc::channel(EVENT_BUFFER);
     let mut progress = Progress::new(how.json, Style::detect());
-    let mut asker = Asker::new(control);
+    let mut asker = Asker::new(control).in_workspace(prepared.workspace());
     let render = async {
         while let Some(event) = received.recv().await {
             progress.event(&event);

@@ -670,3 +670,44 @@ fn a_usd_budget_needs_a_priced_model() {
     assert_eq!(priced.status.code(), Some(0), "{}", stderr(&priced));
     assert_eq!(stdout(&priced), "hi\n");
 }
+
+/// At a terminal, a person deciding on a write sees the diff it would make; a `no` asks
+/// why and the model is told; `edit` opens the arguments in `$EDITOR`, and the edited
+/// call is the one that runs.
+#[test]
+fn at_a_terminal_a_write_is_shown_as_a_diff_refused_with_a_reason_and_edited_in_the_editor() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let url = server.url();
+    server.push(MockTurn::tool_call("toolu_1", "fs_write", json!({"path": "hello.txt", "content": "greetings\n"})));
+    server.push(MockTurn::tool_call("toolu_2", "fs_write", json!({"path": "hello.txt", "content": "greetings\n"})));
+    server.push(MockTurn::text("Done."));
+    let dirs = Dirs::new();
+    std::fs::write(dirs.workspace.path().join("hello.txt"), "hi\n").expect("the file as it is");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command
+        .args(["run", "--no-store", "--model", "anthropic/claude-sonnet-4-5", "-w", dirs.workspace(), "Greet"])
+        .current_dir(dirs.cwd.path())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("ANTHROPIC_API_KEY", "sk-ant-fake")
+        .env("ANTHROPIC_BASE_URL", &url)
+        // The editor the person uses: it changes the greeting in the file it is given.
+        .env("EDITOR", "sed -i s/greetings/howdy/");
+    let answers = ["n\nthe tone is wrong", "e"];
+    let (output, shown) = troupe_testkit::terminal::at_a_terminal(&mut command, "[e]dit", &answers);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("--- a/hello.txt") && shown.contains("-hi") && shown.contains("+greetings"), "{shown}");
+    assert!(shown.contains("Why not?"), "{shown}");
+    let requests = server.requests();
+    assert!(
+        requests[1].body["messages"].to_string().contains("the user said no: the tone is wrong"),
+        "the model is told why: {}",
+        requests[1].body["messages"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(dirs.workspace.path().join("hello.txt")).expect("the file"),
+        "howdy\n",
+        "the edited call ran: {shown}"
+    );
+}

@@ -705,40 +705,12 @@ fn a_team_paused_for_a_workers_call_goes_on_after_runs_approve() {
 /// the screen shows a new `[e]dit` question, the next of `answers` is typed. Returns the
 /// output (stdout captured) and everything the terminal showed.
 fn at_a_terminal(cwd: &Path, args: &[&str], env: &[(&str, &str)], answers: &[&str]) -> (Output, String) {
-    use std::io::{Read, Write};
-    use std::process::Stdio;
-    use std::sync::{Arc, Mutex};
-    let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
-    let terminal = || Stdio::from(pty.slave.try_clone().expect("the terminal's other end"));
     let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
     command.args(args).current_dir(cwd).env_clear().env("PATH", std::env::var_os("PATH").unwrap_or_default());
     for (name, value) in env {
         command.env(name, value);
     }
-    let child = command.stdin(terminal()).stderr(terminal()).stdout(Stdio::piped()).spawn().expect("the binary starts");
-    drop(pty.slave);
-    let screen = Arc::new(Mutex::new(String::new()));
-    let mut master = std::fs::File::from(pty.master);
-    let mut reader = master.try_clone().expect("the terminal's reading end");
-    let seen = Arc::clone(&screen);
-    std::thread::spawn(move || {
-        let mut buffer = [0u8; 4096];
-        // Reading fails (EIO) once the child has closed the terminal.
-        while let Ok(n @ 1..) = reader.read(&mut buffer) {
-            seen.lock().expect("the screen").push_str(&String::from_utf8_lossy(&buffer[..n]));
-        }
-    });
-    for (n, answer) in answers.iter().enumerate() {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while screen.lock().expect("the screen").matches("[e]dit").count() <= n {
-            assert!(std::time::Instant::now() < deadline, "no question came: {}", screen.lock().expect("the screen"));
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        master.write_all(format!("{answer}\n").as_bytes()).expect("answers");
-    }
-    let output = child.wait_with_output().expect("the command ends");
-    let shown = screen.lock().expect("the screen").clone();
-    (output, shown)
+    troupe_testkit::terminal::at_a_terminal(&mut command, "[e]dit", answers)
 }
 
 /// Asked at a terminal (a pseudo-terminal) about the coder's call, the person says yes:
@@ -775,10 +747,12 @@ fn the_shipped_example_asks_before_a_members_write_at_a_terminal() {
     let workspace = workspace("# Gadget");
     let team_file = example().join("team.toml");
     let args = ["team", "run", text(&team_file), "Describe this repository", "-w", text(workspace.path())];
-    let (output, shown) = at_a_terminal(workspace.path(), &args, &[], &["n"]);
+    let (output, shown) = at_a_terminal(workspace.path(), &args, &[], &["n\nthe summary is not wanted"]);
     assert_eq!(output.status.code(), Some(0), "{shown}");
     assert!(shown.contains("? lead → writer: fs.write {"), "the question names the path: {shown}");
-    assert!(shown.contains("Allow fs.write"), "{shown}");
+    // The person sees the file the write would make, as a diff, and is asked why not.
+    assert!(shown.contains("--- /dev/null") && shown.contains("+++ b/TROUPE_DEMO.md"), "{shown}");
+    assert!(shown.contains("Allow fs.write?") && shown.contains("Why not?"), "{shown}");
     assert!(!workspace.path().join("TROUPE_DEMO.md").exists(), "refused, nothing was written");
     assert!(stdout(&output).contains("- writer: "), "the writer still reported: {}", stdout(&output));
 }

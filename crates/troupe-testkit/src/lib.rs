@@ -27,6 +27,7 @@ mod scripted;
 mod server;
 mod skip;
 pub mod strategies;
+pub mod terminal;
 pub mod test_deps;
 
 pub use child_server::{ChildMockServer, serve_if_child};

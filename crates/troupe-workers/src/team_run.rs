@@ -221,6 +221,7 @@ impl TeamService {
         };
         let assembled = crate::team::assemble(&setting)?;
         Ok(PreparedTeam {
+            workspace: self.workspace.clone(),
             name: team.name().to_owned(),
             budget: team.budget().unwrap_or_default(),
             assembled,
@@ -285,6 +286,7 @@ impl TeamService {
 /// [`TeamService::resume`]).
 pub struct PreparedTeam {
     name: String,
+    workspace: PathBuf,
     budget: TeamBudget,
     assembled: Assembled,
     received: mpsc::Receiver<AgentEvent>,
@@ -296,6 +298,11 @@ pub struct PreparedTeam {
 }
 
 impl PreparedTeam {
+    /// The directory its members work in.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
     /// Who is in the team, leader first.
     pub fn rows(&self) -> &[Row] {
         &self.assembled.rows
@@ -345,8 +352,9 @@ impl PreparedTeam {
     /// team's run is recorded paused ([`TeamReport::paused`]), to be resumed
     /// ([`TeamService::resume`]) once the calls are decided.
     pub async fn run(self, task: &str, events: Option<EventSink>, cancel: CancellationToken) -> TeamReport {
-        let PreparedTeam { name, budget, assembled, mut received, durability, control, mut input, resumed, run_id } =
-            self;
+        let PreparedTeam {
+            name, budget, assembled, mut received, durability, control, mut input, resumed, run_id, ..
+        } = self;
         let Assembled { work, firewall, records, .. } = assembled;
         let store = durability.as_ref().map(|d| Arc::clone(d.store()));
         input.instruction = task.to_owned();

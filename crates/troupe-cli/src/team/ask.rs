@@ -6,6 +6,7 @@
 use crate::render::shorten;
 use crate::run::{Lines, prompt};
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 use troupe::core::{AgentEvent, AgentEventKind, PauseReason, RunId};
 use troupe::runtime::durable::UNCERTAIN_REASON;
@@ -20,12 +21,20 @@ pub(crate) struct Asker {
     /// Every run seen: its agent and the run that delegated it.
     runs: HashMap<RunId, (String, Option<RunId>)>,
     lines: Option<Lines>,
+    /// Where the members' files are, for the diff of a write.
+    workspace: Option<PathBuf>,
 }
 
 impl Asker {
     /// An asker answering through `control`.
     pub(crate) fn new(control: TeamControl) -> Self {
-        Asker { control, runs: HashMap::new(), lines: None }
+        Asker { control, runs: HashMap::new(), lines: None, workspace: None }
+    }
+
+    /// Shows the change a member's write would make to the files in `workspace`.
+    pub(crate) fn in_workspace(mut self, workspace: &Path) -> Self {
+        self.workspace = Some(workspace.to_path_buf());
+        self
     }
 
     /// Takes one event; a member's call waiting for approval is asked about, and the
@@ -47,7 +56,7 @@ impl Asker {
         let path = self.path(&attribution.run_id);
         eprintln!("? {path}: {tool} {} needs approval: {reason}", shorten(&arguments.to_string(), 200));
         let lines = self.lines.get_or_insert_with(Lines::spawn);
-        let Some(decision) = prompt(lines, tool, arguments, cancel).await else {
+        let Some(decision) = prompt(lines, tool, arguments, self.workspace.as_deref(), cancel).await else {
             return;
         };
         if let Err(error) = self.control.decide(&attribution.run_id, call_id.clone(), decision).await {
