@@ -272,13 +272,14 @@ pub(crate) async fn follow(
     how: Foreground,
 ) -> Result<(), Failure> {
     let team = files.team();
-    for note in prepared.notes() {
-        eprintln!("note: {note}");
-    }
     let rows = prepared.rows().to_vec();
     let names: Vec<&str> = rows.iter().filter(|r| r.role == "member").map(|r| r.name.as_str()).collect();
     let leader = team.leader().map(|l| format!("leader {l}; ")).unwrap_or_default();
+    // The team first, then what was left out of it.
     eprintln!("team `{}` ({}): {leader}members {}", team.name(), team.team.strategy, names.join(", "));
+    for note in prepared.notes() {
+        eprintln!("note: {note}");
+    }
     if let Some(run_id) = prepared.resumes() {
         eprintln!("resuming team run {run_id}");
     }

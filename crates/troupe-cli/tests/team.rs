@@ -97,7 +97,7 @@ fn the_shipped_example_delegates_to_each_teammate() {
     assert!(out.starts_with("The team worked on “Describe this repository”"), "{out}");
     for teammate in ["researcher", "reviewer", "writer"] {
         let report = out.lines().find(|l| l.starts_with(&format!("- {teammate}: "))).unwrap_or_default();
-        assert!(report.contains(&format!("as {teammate}")), "{teammate}'s report reached the leader: {out}");
+        assert!(report.contains("“Gadget”"), "{teammate}'s finding reached the leader: {out}");
         assert!(err.contains(&format!("[{teammate}] started on demo, delegated by lead")), "{err}");
         assert!(err.contains(&format!("[{teammate}] ✓ fs.read README.md")), "{err}");
         assert!(err.contains(&format!("[{teammate}] finished: completed,")), "{err}");
@@ -117,6 +117,45 @@ fn the_shipped_example_delegates_to_each_teammate() {
     assert!(!out.contains('✓') && !out.contains("[lead]"), "progress stays on stderr: {out}");
 }
 
+/// The README's main job: the team's answer is made of what its members found in the
+/// repository they read — each by its role — not of what they were asked.
+#[test]
+fn the_main_job_answers_with_facts_the_members_read() {
+    let readme = "# Gadget\n\nGadget turns widgets into gizmos. It is fast.\n\n## Install\n\n```sh\nmake install\n```\n\n\
+                  ## Usage\n\nRun it.\n\n## Roadmap\n\nTODO: plugins\n";
+    let workspace = workspace(readme);
+    let team_file = example().join("team.toml");
+    let ws = text(workspace.path());
+    let output =
+        team(workspace.path(), &["run", text(&team_file), "Describe this repository", "-w", ws, "--approve", "auto"]);
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    let report = |who: &str| out.lines().find(|l| l.starts_with(&format!("- {who}: "))).unwrap_or_default().to_owned();
+    let facts = [
+        // What the researcher read: the title, the first sentence, the sections.
+        (report("researcher"), "Gadget turns widgets into gizmos."),
+        (report("researcher"), "Install, Usage, Roadmap"),
+        // What the reviewer judged: its sections, its examples, what is left to do.
+        (report("reviewer"), "3 sections, 1 code examples, 1 TODO or FIXME lines"),
+        (report("reviewer"), "names no license"),
+        // What the writer wrote.
+        (report("writer"), "I wrote `TROUPE_DEMO.md`"),
+    ];
+    for (line, fact) in &facts {
+        assert!(line.contains(fact), "`{fact}` is not in the answer's line {line:?}: {out}");
+    }
+    assert!(!out.contains("your part, as"), "the answer is the findings, not the briefs: {out}");
+    // Each acted by its role: only the writer wrote.
+    assert!(!err.contains("[researcher] ✓ fs.write") && !err.contains("[reviewer] ✓ fs.write"), "{err}");
+    let summary = std::fs::read_to_string(workspace.path().join("TROUPE_DEMO.md")).expect("the writer's summary");
+    assert!(
+        summary.contains("Gadget turns widgets into gizmos.") && summary.contains("Install, Usage, Roadmap"),
+        "{summary}"
+    );
+    // The first line on screen is the team, not a note.
+    assert!(err.starts_with("team `project`"), "{err}");
+}
+
 #[test]
 fn an_undeclared_channel_withholds_the_report() {
     let dir = edited_example(|team| {
@@ -130,7 +169,7 @@ fn an_undeclared_channel_withholds_the_report() {
         team(dir.path(), &["run", "team.toml", "Describe this", "-w", text(workspace.path()), "--approve", "never"]);
     let (out, err) = (stdout(&output), stderr(&output));
     assert_eq!(output.status.code(), Some(0), "{err}");
-    assert!(out.contains("- researcher: Done."), "the declared channel passes: {out}");
+    assert!(out.contains("- researcher: `README.md` is “Gadget”"), "the declared channel passes: {out}");
     assert!(
         out.contains("- reviewer: [firewall] the report of `reviewer` to `lead` was withheld"),
         "the leader read a notice instead of the report: {out}"
@@ -216,7 +255,10 @@ fn a_process_member_runs_in_a_worker() {
         team(dir.path(), &["run", "team.toml", "Describe this", "-w", text(workspace.path()), "--approve", "never"]);
     let (out, err) = (stdout(&output), stderr(&output));
     assert_eq!(output.status.code(), Some(0), "{err}");
-    assert!(out.contains("- reviewer: Done.") && out.contains("- researcher: Done."), "{out}");
+    assert!(
+        out.contains("- reviewer: `README.md` (“Gadget”)") && out.contains("- researcher: `README.md` is “Gadget”"),
+        "{out}"
+    );
     assert!(err.contains("[reviewer] worker sandbox:"), "the worker's first event: {err}");
     assert_eq!(row(&err, "reviewer").get(1..5), Some(&["member", "process", "1", "completed"].map(String::from)[..]));
 }

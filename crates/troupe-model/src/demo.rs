@@ -2,9 +2,12 @@
 //!
 //! Offered the workspace tools (`fs.list`, and `fs.read`/`fs.write` where given), it runs a
 //! genuine multi-step script ([`demo_reply`]); offered a `delegate` tool, it hands the task
-//! to each teammate and reports what they said; otherwise it chats.
+//! to each teammate and answers with the first line of each report; otherwise it chats. A
+//! teammate briefed by its role (researcher, reviewer, writer) opens its report with what
+//! it found in the file it read, as that role would.
 
 mod delegate;
+mod findings;
 mod script;
 
 pub use script::DEMO_FILE;

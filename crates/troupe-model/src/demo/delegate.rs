@@ -63,7 +63,7 @@ pub(super) fn reply(request: &ModelRequest) -> Option<DemoReply> {
     let mut answer = format!("The team worked on “{}”:\n", truncate(task.trim(), 120));
     for (to, result) in &reports {
         let line = match result {
-            Some((content, false)) => truncate(content.lines().next().unwrap_or_default().trim(), 160),
+            Some((content, false)) => truncate(content.lines().next().unwrap_or_default().trim(), 320),
             Some((content, true)) => {
                 format!("failed: {}", truncate(content.lines().next().unwrap_or_default().trim(), 160))
             }

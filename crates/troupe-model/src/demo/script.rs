@@ -6,6 +6,7 @@
 //! replayed run takes the same steps, and whatever the tools answered (an empty
 //! workspace, a rejected write) shapes what comes next.
 
+use super::findings::{Findings, TeamRole};
 use super::{DemoBlock, DemoReply, truncate};
 use serde_json::{Value, json};
 use troupe_core::{ContentBlock, Message, ModelRequest, Role, StopReason, ToolChoice};
@@ -105,10 +106,24 @@ pub(super) fn reply(request: &ModelRequest) -> Option<DemoReply> {
         let text = format!("Now I'll write a short summary to `{DEMO_FILE}`.\n");
         return Some(call(WRITE, text, json!({"path": DEMO_FILE, "content": summary(&progress, &listing)})));
     }
-    Some(DemoReply {
-        blocks: vec![DemoBlock::Text(final_answer(&progress, &listing))],
-        stop_reason: StopReason::EndTurn,
-    })
+    let answer = match TeamRole::of_task(&progress.task) {
+        Some(role) => format!("{}\n\n{}", report(role, &progress), final_answer(&progress, &listing)),
+        None => final_answer(&progress, &listing),
+    };
+    Some(DemoReply { blocks: vec![DemoBlock::Text(answer)], stop_reason: StopReason::EndTurn })
+}
+
+/// A teammate's finding, by its role, from the file it read: the first line of its report.
+fn report(role: TeamRole, progress: &Progress<'_>) -> String {
+    let path = read_path(progress).unwrap_or("the workspace");
+    let Some(content) = progress.read.as_ref().and_then(Step::output) else {
+        return read_sentence(progress).unwrap_or_else(|| "There was no file to read.".to_owned());
+    };
+    let wrote = progress.write.as_ref().filter(|step| step.failure().is_none()).map(|step| {
+        let bytes = step.input.get("content").and_then(Value::as_str).map_or(0, str::len);
+        (DEMO_FILE, bytes)
+    });
+    Findings::of_read(content).report(role, path, wrote)
 }
 
 /// The task and the script's calls since it was given, with their results.
@@ -246,6 +261,16 @@ fn summary(progress: &Progress<'_>, listing: &Listing) -> String {
     }
     if let Some(sentence) = read_sentence(progress) {
         text.push_str(&format!("{sentence}\n"));
+    }
+    if let (Some(path), Some(content)) = (read_path(progress), progress.read.as_ref().and_then(Step::output)) {
+        let findings = Findings::of_read(content);
+        text.push_str(&format!("\n## {}\n\n", findings.title));
+        if let Some(sentence) = &findings.sentence {
+            text.push_str(&format!("{sentence}\n\n"));
+        }
+        if !findings.sections.is_empty() {
+            text.push_str(&format!("`{path}` covers: {}.\n", findings.sections.join(", ")));
+        }
     }
     text.push_str(
         "\nWritten by troupe's offline demo model, which follows a fixed script \

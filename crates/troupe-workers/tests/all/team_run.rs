@@ -59,7 +59,7 @@ async fn a_team_file_runs_from_code_with_every_member_and_their_events() {
     assert!(report.output.starts_with("The team worked on “Describe this repository”"), "{}", report.output);
     for teammate in ["researcher", "reviewer", "writer"] {
         let line = report.output.lines().find(|l| l.starts_with(&format!("- {teammate}: "))).unwrap_or_default();
-        assert!(line.contains(&format!("as {teammate}")), "{teammate}'s report reached the leader: {}", report.output);
+        assert!(line.contains("“Gadget”"), "{teammate}'s finding reached the leader: {}", report.output);
     }
     assert_eq!(report.records.len(), 4, "three delegated calls and the leader's: {:?}", report.records);
     assert!(report.records.iter().all(|r| r.success), "{:?}", report.records);
