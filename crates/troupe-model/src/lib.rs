@@ -71,7 +71,7 @@ pub use http::{HttpConfig, HttpProvider, Timeouts, retry_hint};
 pub use provider::{EventStream, LlmProvider};
 pub use providers::{Env, ProcessEnv, ProviderConfig, ProviderKind, Providers, ResolvedModel};
 pub use registry::{ModelInfo, ModelRegistry, Pricing, split_id};
-pub use retry::{RetryPolicy, RetryingProvider};
+pub use retry::{RetryPolicy, RetryingProvider, watching_retries};
 pub use tool_names::{ToolNameCodec, wire_name};
 pub use wire::{EncodedRequest, EventParser, StreamParser, WireFormat, WireRequest};
 

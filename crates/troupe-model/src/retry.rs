@@ -18,6 +18,22 @@ use troupe_core::{ModelRequest, StreamEvent};
 /// the vendors' SDKs do: a client should not sit silent for minutes on one hint.
 const MAX_SERVER_DELAY: Duration = Duration::from_secs(60);
 
+tokio::task_local! {
+    /// Where the retries of the model calls made in [`watching_retries`] are announced.
+    static RETRY_WATCH: tokio::sync::mpsc::UnboundedSender<StreamEvent>;
+}
+
+/// Runs `future` with each retry of the model calls it makes announced on `watch` as it
+/// happens (a [`StreamEvent::Retrying`]), instead of at the head of the stream once one
+/// opens: a caller waiting on a failing provider hears of each retry at once, and of
+/// every retry even when no attempt succeeds.
+pub async fn watching_retries<F: Future>(
+    watch: tokio::sync::mpsc::UnboundedSender<StreamEvent>,
+    future: F,
+) -> F::Output {
+    RETRY_WATCH.scope(watch, future).await
+}
+
 /// How often and how patiently a failed model call is retried.
 ///
 /// The wait before retry `n` (0 for the first retry) is
@@ -197,15 +213,16 @@ impl<P: LlmProvider> RetryingProvider<P> {
             let delay = self.policy.delay(retry, &error);
             retry += 1;
             let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-            tracing::warn!(
-                provider = self.inner.name(),
-                model = request.model.as_str(),
-                attempt = retry,
-                delay_ms,
-                error = %error,
-                "model call failed; retrying"
-            );
-            retries.push(StreamEvent::Retrying { attempt: retry, delay_ms, reason: error.to_string() });
+            let event = StreamEvent::Retrying { attempt: retry, delay_ms, reason: error.to_string() };
+            // Announced as it happens to whoever watches (a run, which shows it), else at
+            // the head of the stream once one opens, and in the log.
+            let announced = RETRY_WATCH.try_with(|watch| watch.send(event.clone()).is_ok()).unwrap_or(false);
+            if announced {
+                tracing::debug!(provider = self.inner.name(), model = request.model.as_str(), attempt = retry, delay_ms, error = %error, "model call failed; retrying");
+            } else {
+                tracing::warn!(provider = self.inner.name(), model = request.model.as_str(), attempt = retry, delay_ms, error = %error, "model call failed; retrying");
+                retries.push(event);
+            }
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return Err(Error::Cancelled),

@@ -281,15 +281,25 @@ impl Run {
         answered: &mut bool,
     ) -> Result<ModelResponse, Interrupted> {
         let cancel = self.cancel.child_token();
-        let opened = tokio::select! {
-            biased;
-            () = cancel.cancelled() => return Err(Interrupted::Cancelled),
-            () = until(self.deadline) => { cancel.cancel(); return Err(Interrupted::TimedOut) }
-            opened = model.provider.stream(request, cancel.clone()) => opened,
+        let mut out = Vec::new();
+        // The provider's retries while the stream opens are shown as they happen.
+        let (watch, mut retries) = tokio::sync::mpsc::unbounded_channel();
+        let opening = troupe_model::watching_retries(watch, model.provider.stream(request, cancel.clone()));
+        tokio::pin!(opening);
+        let opened = loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(Interrupted::Cancelled),
+                () = until(self.deadline) => { cancel.cancel(); return Err(Interrupted::TimedOut) }
+                Some(retry) = retries.recv() => {
+                    translator.on_event(&retry, &mut out);
+                    self.emitter.emit_all(out.drain(..)).await;
+                }
+                opened = &mut opening => break opened,
+            }
         };
         let mut stream = opened.map_err(|e| self.interrupted(e))?;
         let mut accumulator = StreamAccumulator::new();
-        let mut out = Vec::new();
         // Made once for the whole stream, not per event: both end the loop when they fire,
         // so neither is polled after completing.
         let cancelled = cancel.cancelled();

@@ -270,6 +270,36 @@ async fn configuration_problems_are_found_at_build() {
     assert!(matches!(rule, Err(RuntimeError::InvalidSpec(_))), "{rule:?}");
 }
 
+/// A provider that never answers: every retry is shown as it happens, though no stream
+/// ever opens, and the run fails (never `Completed`).
+#[tokio::test]
+async fn retries_of_a_call_that_never_succeeds_are_shown_as_they_happen() {
+    let server = MockLlmServer::start().await.expect("mock server starts");
+    server.respond_with(|_| MockTurn::status(529, "overloaded"));
+    let http = HttpProvider::new(
+        HttpConfig::new("anthropic", server.url(), Some(ApiKey::new("test-key"))),
+        AnthropicWire::default(),
+    )
+    .expect("client");
+    let policy = RetryPolicy::default().max_retries(2).initial_delay(Duration::from_millis(10)).jitter(0.0);
+    let model = FixedModel::new(Arc::new(RetryingProvider::new(http, policy)), "mock-model");
+    let engine = Engine::builder().resolver(Arc::new(model)).build();
+    let agent = engine.agent("patient").build().expect("agent builds");
+    let output = agent.run("Hello?").await.expect("the run ends");
+    assert!(matches!(output.outcome, RunOutcome::Failed { .. }), "{:?}", output.outcome);
+    let retries: Vec<u32> = output
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            AgentEventKind::Retrying { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retries, [1, 2], "each retry is an event");
+    assert_eq!(server.requests().len(), 3);
+    check_events(&output.events);
+}
+
 #[tokio::test]
 async fn provider_retries_are_projected_as_events() {
     let server = MockLlmServer::start().await.expect("mock server starts");
