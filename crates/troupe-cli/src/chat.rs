@@ -1,13 +1,15 @@
-//! `troupe chat`: one prompt, the reply streamed as it arrives.
+//! `troupe chat`: one prompt, the reply streamed as it arrives: one turn of an agent
+//! without tools, whose events `--json` prints as `troupe run --json` does.
 
 use crate::Failure;
 use anyhow::anyhow;
-use futures::StreamExt;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Instant;
-use tokio_util::sync::CancellationToken;
-use troupe_core::{Message, StopReason, StreamEvent, Usage};
-use troupe_model::{ModelConfig, ModelInfo, Providers};
+use troupe::runtime::{AgentSpec, Limits, RunHandle, RunInput, RunOutcome, Runner, Signal};
+use troupe::tools::{ToolCatalog, Workspace};
+use troupe_core::{AgentEvent, AgentEventKind, Usage};
+use troupe_model::{ModelConfig, Providers};
 
 /// The token limit when neither `--max-tokens` nor the registry says more.
 const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -25,7 +27,7 @@ pub(crate) struct ChatArgs {
     /// The most tokens to generate [default: the model's limit, at most 4096].
     #[arg(long)]
     max_tokens: Option<u32>,
-    /// Print the stream's events as JSON lines instead of text.
+    /// Print the run's events as JSON lines instead of text (as `troupe run --json`).
     #[arg(long)]
     json: bool,
     /// The prompt (several words are joined by spaces).
@@ -54,7 +56,8 @@ pub(crate) fn choose_model(
     }
 }
 
-/// Runs `troupe chat`.
+/// Runs `troupe chat`: one turn of an agent without tools, so that `--json` prints the
+/// same events as `troupe run --json`.
 pub(crate) async fn run(args: ChatArgs) -> Result<(), Failure> {
     let config = crate::load_config()?;
     let providers = crate::providers(&config)?;
@@ -65,88 +68,67 @@ pub(crate) async fn run(args: ChatArgs) -> Result<(), Failure> {
     }
     let resolved = providers.resolve(&id).map_err(Failure::from_model)?;
     tracing::debug!(model = %resolved.id, wire = %resolved.model, "resolved");
-
-    let mut request = resolved.request().message(Message::user(args.prompt.join(" ")));
-    request.system = args.system;
     let limit = resolved.info.as_ref().map_or(DEFAULT_MAX_TOKENS, |i| i.max_output_tokens.min(DEFAULT_MAX_TOKENS));
-    request.max_tokens = Some(args.max_tokens.unwrap_or(limit));
-
-    let cancel = CancellationToken::new();
-    cancel_on_interrupt(cancel.clone());
+    let limits = Limits {
+        max_iterations: 1,
+        max_output_tokens: Some(args.max_tokens.unwrap_or(limit)),
+        // A reply cut at the limit is reported as such, not continued.
+        max_tokens_recoveries: 0,
+        ..Limits::default()
+    };
+    let spec = AgentSpec {
+        name: "chat".to_owned(),
+        instructions: args.system.unwrap_or_default(),
+        model: id,
+        tools: Some(Vec::new()),
+        limits,
+        ..AgentSpec::default()
+    };
+    // No tools: the workspace is never touched.
+    let workspace = Workspace::new(std::env::temp_dir()).map_err(|e| Failure::Run(e.into()))?;
+    let runner = Runner::new(Arc::new(providers), Arc::new(ToolCatalog::new()), Arc::new(workspace));
+    let handle = runner.start(Arc::new(spec), RunInput::new(args.prompt.join(" ")));
+    crate::run::cancel_on_interrupt(handle.signals.clone());
 
     let started = Instant::now();
     let mut printer = Printer { json: args.json, wrote_text: false, ends_with_newline: true };
-    let mut usage = Usage::default();
-    let mut info = resolved.info.clone();
-    let mut stop = None;
-    let outcome = async {
-        let mut stream = resolved.provider.stream(&request, cancel.clone()).await?;
-        while let Some(event) = stream.next().await {
-            let event = event?;
-            if !printer.print(&event) {
-                // stdout is gone (a closed pipe): nobody reads the rest.
-                cancel.cancel();
-                return Ok(());
-            }
-            match event {
-                StreamEvent::Usage { usage: totals } => usage = totals,
-                StreamEvent::Retrying { attempt, delay_ms, reason } => {
-                    eprintln!("note: retry {attempt} in {:.1}s: {reason}", delay_ms as f64 / 1000.0);
-                }
-                StreamEvent::ModelFallback { from, to, reason } => {
-                    eprintln!("note: {from} failed ({reason}); falling back to {to}");
-                    info = providers.registry().get(&to).cloned();
-                }
-                StreamEvent::MessageStop { stop_reason } => stop = Some(stop_reason),
-                _ => {}
-            }
+    let RunHandle { mut events, signals, result, .. } = handle;
+    while let Some(event) = events.next_event().await {
+        if !printer.print(&event) {
+            // stdout is gone (a closed pipe): nobody reads the rest.
+            let _ = signals.try_send(Signal::Cancel { reason: Some("stdout was closed".into()) });
         }
-        Ok::<(), troupe_model::Error>(())
+        match &event.kind {
+            AgentEventKind::Retrying { attempt, delay_ms, reason } => {
+                eprintln!("note: retry {attempt} in {:.1}s: {reason}", *delay_ms as f64 / 1000.0);
+            }
+            AgentEventKind::ModelFallback { from, to, reason } => {
+                eprintln!("note: {from} failed ({reason}); falling back to {to}");
+            }
+            _ => {}
+        }
     }
-    .await;
+    drop(signals);
+    let output = result.await.map_err(|e| Failure::Run(e.into()))?;
     printer.finish();
-    outcome.map_err(|e| match e {
-        troupe_model::Error::Cancelled => Failure::Run(anyhow!("cancelled")),
-        other => Failure::from_model(other),
-    })?;
-    match stop {
-        Some(StopReason::MaxTokens) => eprintln!("note: the reply was cut at the token limit; raise --max-tokens"),
-        Some(StopReason::Refusal) => eprintln!("note: the model declined to answer"),
-        _ => {}
+    match &output.outcome {
+        RunOutcome::Completed { .. } => {}
+        RunOutcome::Incomplete { .. } => eprintln!("note: the reply was cut at the token limit; raise --max-tokens"),
+        RunOutcome::Cancelled { .. } => return Err(Failure::Run(anyhow!("cancelled"))),
+        other => return Err(Failure::Run(anyhow!(crate::render::outcome_message(other)))),
     }
-    eprintln!("{}", usage_line(&usage, info.as_ref(), started.elapsed().as_secs_f64()));
+    let priced = output.cost_by_model.values().all(|c| c.priced) && !output.cost_by_model.is_empty();
+    eprintln!("{}", usage_line(&output.usage, priced.then_some(output.cost_usd), started.elapsed().as_secs_f64()));
     Ok(())
 }
 
-/// Cancels `cancel` on Ctrl-C. The handler is in place when this returns, so an interrupt
-/// that comes at once still cancels rather than killing the process mid-write.
-fn cancel_on_interrupt(cancel: CancellationToken) {
-    #[cfg(unix)]
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) {
-        Ok(mut interrupts) => {
-            tokio::spawn(async move {
-                if interrupts.recv().await.is_some() {
-                    cancel.cancel();
-                }
-            });
-        }
-        Err(e) => tracing::warn!("cannot listen for Ctrl-C: {e}"),
-    }
-    #[cfg(not(unix))]
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            cancel.cancel();
-        }
-    });
-}
-
 /// `tokens: in 12 · out 34 · cost $0.0001 · 0.8s`.
-fn usage_line(usage: &Usage, info: Option<&ModelInfo>, seconds: f64) -> String {
+fn usage_line(usage: &Usage, cost_usd: Option<f64>, seconds: f64) -> String {
     let mut input = usage.total_input().to_string();
     if usage.cache_read_tokens > 0 {
         input.push_str(&format!(" ({} cached)", usage.cache_read_tokens));
     }
-    let cost = info.map_or_else(|| "n/a".to_owned(), |info| format!("${:.4}", info.cost(usage)));
+    let cost = cost_usd.map_or_else(|| "n/a".to_owned(), |usd| format!("${usd:.4}"));
     format!("tokens: in {input} · out {} · cost {cost} · {seconds:.1}s", usage.output_tokens)
 }
 
@@ -158,18 +140,19 @@ struct Printer {
 }
 
 impl Printer {
-    /// Prints `event`; false once stdout is closed.
-    fn print(&mut self, event: &StreamEvent) -> bool {
+    /// Prints `event` (its text, or with `--json` the event as one JSON line, as `troupe
+    /// run --json` prints it); false once stdout is closed.
+    fn print(&mut self, event: &AgentEvent) -> bool {
         let mut out = std::io::stdout().lock();
         let written = if self.json {
             serde_json::to_string(event)
                 .map_err(std::io::Error::other)
                 .and_then(|line| writeln!(out, "{line}"))
                 .and_then(|()| out.flush())
-        } else if let StreamEvent::TextDelta { text, .. } = event {
+        } else if let AgentEventKind::MessageDelta { delta, .. } = &event.kind {
             self.wrote_text = true;
-            self.ends_with_newline = text.ends_with('\n');
-            out.write_all(text.as_bytes()).and_then(|()| out.flush())
+            self.ends_with_newline = delta.ends_with('\n');
+            out.write_all(delta.as_bytes()).and_then(|()| out.flush())
         } else {
             Ok(())
         };
@@ -189,7 +172,6 @@ impl Printer {
 mod tests {
     use super::*;
     use std::collections::HashMap;
-    use troupe_model::Pricing;
 
     fn providers(keys: &[&str]) -> Providers {
         Providers::with_env(keys.iter().map(|k| ((*k).to_owned(), "key".to_owned())).collect::<HashMap<_, _>>())
@@ -212,11 +194,8 @@ mod tests {
 
     #[test]
     fn the_usage_line_shows_tokens_cost_and_time() {
-        let info =
-            ModelInfo::new("x/y", 1000, 100, Pricing { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.75 })
-                .expect("valid id");
         let usage = Usage { input_tokens: 12, output_tokens: 34, ..Default::default() };
-        assert_eq!(usage_line(&usage, Some(&info), 0.84), "tokens: in 12 · out 34 · cost $0.0005 · 0.8s");
+        assert_eq!(usage_line(&usage, Some(0.000_546), 0.84), "tokens: in 12 · out 34 · cost $0.0005 · 0.8s");
         let cached = Usage { cache_read_tokens: 100, ..usage };
         assert_eq!(usage_line(&cached, None, 2.0), "tokens: in 112 (100 cached) · out 34 · cost n/a · 2.0s");
     }

@@ -236,7 +236,7 @@ pub(crate) fn completed(output: &RunOutput) -> Result<(), Failure> {
 
 /// Cancels the run on Ctrl-C; a second Ctrl-C quits at once. The handler is in place
 /// when this returns.
-fn cancel_on_interrupt(signals: SignalSender) {
+pub(crate) fn cancel_on_interrupt(signals: SignalSender) {
     let cancel = move || {
         // `try_send` trips the run's cancellation token even when the buffer is full.
         let _ = signals.try_send(Signal::Cancel { reason: Some("interrupted (Ctrl-C)".into()) });

@@ -164,9 +164,12 @@ fn chat_uses_the_default_model_of_troupe_toml_and_a_configured_provider() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let events: Vec<serde_json::Value> =
         stdout(&output).lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect();
-    let text: String = events.iter().filter(|e| e["type"] == "text_delta").filter_map(|e| e["text"].as_str()).collect();
+    // The vocabulary of `troupe run --json`: the run's events.
+    let text: String =
+        events.iter().filter(|e| e["type"] == "message_delta").filter_map(|e| e["delta"].as_str()).collect();
     assert_eq!(text, "acme says hi");
-    assert_eq!(events.last().map(|e| e["type"].clone()), Some("message_stop".into()));
+    assert_eq!(events.first().map(|e| e["type"].clone()), Some("run_started".into()));
+    assert_eq!(events.last().map(|e| e["type"].clone()), Some("run_finished".into()));
     // A model without prices has no cost.
     assert!(stderr(&output).contains("cost n/a"), "{}", stderr(&output));
     assert_eq!(server.requests()[0].header("authorization"), Some("Bearer acme-secret"));
@@ -192,7 +195,8 @@ fn a_failed_call_exits_1() {
     );
     assert_eq!(output.status.code(), Some(1));
     let err = stderr(&output);
-    assert!(err.starts_with("error: openai: invalid request (HTTP 400)") && err.contains("too large"), "{err}");
+    assert!(err.starts_with("error: the run failed") && err.contains("openai: invalid request (HTTP 400)"), "{err}");
+    assert!(err.contains("too large"), "{err}");
 }
 
 #[test]
