@@ -77,6 +77,17 @@ pub(crate) struct RunArgs {
     /// Print the run's events as JSON lines on stdout instead of text.
     #[arg(long)]
     json: bool,
+    /// Continue the conversation of a recorded run, the task as its next message: the
+    /// newest run in the store, or `--continue=RUN` (the first characters of its id do).
+    #[arg(
+        long = "continue",
+        value_name = "RUN",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "",
+        conflicts_with_all = ["no_store", "detach"]
+    )]
+    continues: Option<String>,
     /// The task (several words are joined by spaces).
     #[arg(required = true, value_name = "TASK")]
     task: Vec<String>,
@@ -113,10 +124,15 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), Failure> {
     let mut runner = setup::runner(&workspace, providers, &args.sandbox.choice()?)?;
     // A run that cannot start (a missing key) leaves no store behind.
     setup::validate(&runner, &spec)?;
-    let durability = match args.no_store {
+    let store = match args.no_store {
         true => None,
-        false => Some(Durability::new(args.place.open().await?)),
+        false => Some(args.place.open().await?),
     };
+    let mut input = RunInput::new(args.task.join(" "));
+    if let (Some(given), Some(store)) = (&args.continues, &store) {
+        input = continued(store.as_ref(), given, input).await?;
+    }
+    let durability = store.map(Durability::new);
     if let Some(path) = args.place.default_audit_log(&workspace).filter(|_| !args.no_store) {
         // Its directory is the store's, made by opening the store.
         let audit = troupe::tools::FileAuditLog::open(&path)
@@ -125,7 +141,6 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), Failure> {
     }
     let recorded = durability.is_some();
     let agent = setup::agent(runner, spec, durability);
-    let input = RunInput::new(args.task.join(" "));
     if args.detach {
         let run_id = agent.enqueue(input).await.map_err(|e| Failure::Run(e.into()))?;
         println!("{run_id}");
@@ -224,6 +239,35 @@ pub(crate) async fn follow(handle: RunHandle, options: &Follow) -> Result<RunOut
     renderer.finish();
     eprintln!("{}", summary_table(&output, renderer.priced()));
     Ok(output)
+}
+
+/// `input` continuing the conversation of the recorded run `given` (the newest run when
+/// empty): the earlier run's messages come first, and both runs share a conversation.
+async fn continued(store: &dyn troupe::store::Store, given: &str, input: RunInput) -> Result<RunInput, Failure> {
+    let record = match given.trim() {
+        "" => {
+            let filter = troupe::store::RunFilter { limit: 1, ..Default::default() };
+            let newest = store.list_runs(&filter).await.map_err(|e| Failure::Run(e.into()))?;
+            let Some(newest) = newest.first() else {
+                return Err(Failure::Usage(anyhow::anyhow!("--continue: the store has no run to continue")));
+            };
+            crate::runs::load(store, &newest.id).await?
+        }
+        run => crate::runs::load(store, run).await?,
+    };
+    let state = troupe::runtime::durable::state_from_value(&record.id, record.state.clone())
+        .map_err(|e| Failure::Usage(anyhow::anyhow!("--continue: run {} cannot be continued: {e}", record.id)))?;
+    let mut history = state.messages;
+    // A turn whose calls never got their results (the run stopped in between) is dropped:
+    // a model is never shown a call without its answer.
+    while history.last().is_some_and(|m| m.tool_uses().next().is_some()) {
+        history.pop();
+    }
+    let conversation = record.conversation_id.clone().unwrap_or_else(|| record.id.clone());
+    eprintln!("continuing run {} ({} messages)", record.id, history.len());
+    let mut input = input.history(history);
+    input.conversation_id = Some(troupe_core::ConversationId::new(conversation));
+    Ok(input)
 }
 
 /// Exit code 0 for a completed run, else 1 with the outcome's reason.

@@ -225,7 +225,7 @@ fn store_failure(error: StoreError) -> Failure {
 
 /// The stored run `run_id`, or the one run whose id begins with it; exit 2 when there is
 /// none, or when several runs begin with it.
-async fn load(store: &dyn Store, run_id: &str) -> Result<RunRecord, Failure> {
+pub(crate) async fn load(store: &dyn Store, run_id: &str) -> Result<RunRecord, Failure> {
     if let Some(record) = store.load_run(run_id).await.map_err(store_failure)? {
         return Ok(record);
     }

@@ -711,3 +711,45 @@ fn at_a_terminal_a_write_is_shown_as_a_diff_refused_with_a_reason_and_edited_in_
         "the edited call ran: {shown}"
     );
 }
+
+/// `--continue` picks up the newest run's conversation (or the one named), the task as
+/// its next message: the model sees the earlier task and answer.
+#[test]
+fn continue_carries_the_conversation_on() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let url = server.url();
+    let dirs = Dirs::new();
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+    let model = ["--model", "anthropic/claude-sonnet-4-5", "-w", dirs.workspace()];
+    let run = |extra: &[&str], task: &str| {
+        let mut args: Vec<&str> = model.to_vec();
+        args.extend_from_slice(extra);
+        args.push(task);
+        troupe(dirs.cwd.path(), &args, &env)
+    };
+    server.push(MockTurn::text("The capital of France is Paris."));
+    let first = run(&[], "What is the capital of France?");
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let first_id = stderr(&first).lines().find_map(|l| l.strip_prefix("run ")).expect("the run id").to_owned();
+
+    server.push(MockTurn::text("About 2.1 million people."));
+    let second = run(&["--continue"], "And how many people live there?");
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    assert!(stderr(&second).contains(&format!("continuing run {first_id}")), "{}", stderr(&second));
+    let sent = server.requests()[1].body["messages"].to_string();
+    for said in ["What is the capital of France?", "The capital of France is Paris.", "how many people live there"] {
+        assert!(sent.contains(said), "the model sees `{said}`: {sent}");
+    }
+
+    // Named by the start of its id: the first run again, without the second's turn.
+    server.push(MockTurn::text("Lyon."));
+    let prefix = format!("--continue={}", &first_id[..24]);
+    let third = run(&[&prefix], "And the second city?");
+    assert_eq!(third.status.code(), Some(0), "{}", stderr(&third));
+    let sent = server.requests()[2].body["messages"].to_string();
+    assert!(sent.contains("The capital of France is Paris.") && !sent.contains("2.1 million"), "{sent}");
+
+    let nothing = troupe(dirs.cwd.path(), &["--continue", "--no-store", "x"], &env);
+    assert_eq!(nothing.status.code(), Some(2), "--continue needs the store: {}", stderr(&nothing));
+}
