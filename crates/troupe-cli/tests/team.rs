@@ -156,6 +156,33 @@ fn the_main_job_answers_with_facts_the_members_read() {
     assert!(err.starts_with("team `project`"), "{err}");
 }
 
+/// Every strategy has an offline example next to the main one, and each answers with
+/// what its members found in the repository.
+#[test]
+fn each_strategy_has_an_offline_example_that_answers_from_the_files() {
+    for (file, strategy, members) in [
+        ("orchestrated.toml", "orchestrated", &["researcher", "reviewer", "writer"][..]),
+        ("parallel.toml", "parallel", &["researcher", "reviewer"][..]),
+        ("pipeline.toml", "pipeline", &["researcher", "writer"][..]),
+    ] {
+        let workspace = workspace("# Gadget");
+        let team_file = example().join(file);
+        let ws = text(workspace.path());
+        let output = team(
+            workspace.path(),
+            &["run", text(&team_file), "Describe this repository", "-w", ws, "--approve", "auto"],
+        );
+        let (out, err) = (stdout(&output), stderr(&output));
+        assert_eq!(output.status.code(), Some(0), "{file}: {err}");
+        assert!(err.contains(&format!("({strategy})")), "{file}: {err}");
+        for member in members {
+            assert!(err.contains(&format!("[{member}] finished: completed")), "{file}: {err}");
+        }
+        // The answer carries what was read, not only what was asked.
+        assert!(out.contains("“Gadget”"), "{file}: {out}");
+    }
+}
+
 #[test]
 fn an_undeclared_channel_withholds_the_report() {
     let dir = edited_example(|team| {

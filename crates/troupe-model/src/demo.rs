@@ -8,6 +8,7 @@
 
 mod delegate;
 mod findings;
+mod orchestrate;
 mod script;
 
 pub use script::DEMO_FILE;
@@ -72,6 +73,10 @@ pub struct DemoReply {
 pub fn demo_reply(request: &ModelRequest) -> DemoReply {
     // A leader (offered `delegate`) delegates before it touches the workspace itself.
     if let Some(reply) = delegate::reply(request) {
+        return reply;
+    }
+    // The leader of an orchestrated team: a delegation plan, then the combined answer.
+    if let Some(reply) = orchestrate::reply(request) {
         return reply;
     }
     if let Some(reply) = script::reply(request) {

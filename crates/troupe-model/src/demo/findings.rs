@@ -17,17 +17,27 @@ pub(super) enum TeamRole {
 }
 
 impl TeamRole {
-    /// The role the task gives, if any.
-    pub(super) fn of_task(task: &str) -> Option<TeamRole> {
-        let lower = task.to_ascii_lowercase();
-        let (_, after) = lower.split_once("as ")?;
-        let word: String = after.chars().take_while(char::is_ascii_alphabetic).collect();
-        match word.as_str() {
-            "researcher" => Some(TeamRole::Researcher),
-            "reviewer" => Some(TeamRole::Reviewer),
-            "writer" => Some(TeamRole::Writer),
-            _ => None,
-        }
+    /// The role the task gives (`… as reviewer: …`), else the agent's instructions
+    /// (`You are a code reviewer.`), if any.
+    pub(super) fn of(task: &str, instructions: Option<&str>) -> Option<TeamRole> {
+        let named = |text: &str, after: &str| {
+            let lower = text.to_ascii_lowercase();
+            let (_, rest) = lower.split_once(after)?;
+            // `as reviewer`, `you are a code reviewer`: the role is the first or second word.
+            let words: Vec<String> = rest
+                .split(|c: char| !c.is_ascii_alphabetic())
+                .filter(|w| !w.is_empty())
+                .take(2)
+                .map(str::to_owned)
+                .collect();
+            words.iter().find_map(|word| match word.as_str() {
+                "researcher" => Some(TeamRole::Researcher),
+                "reviewer" => Some(TeamRole::Reviewer),
+                "writer" => Some(TeamRole::Writer),
+                _ => None,
+            })
+        };
+        named(task, "(your part, as ").or_else(|| instructions.and_then(|text| named(text, "you are a")))
     }
 }
 
@@ -175,8 +185,10 @@ mod tests {
 
     #[test]
     fn roles_come_from_the_brief() {
-        assert_eq!(TeamRole::of_task("Describe it (your part, as reviewer: do what …)"), Some(TeamRole::Reviewer));
-        assert_eq!(TeamRole::of_task("Describe it"), None);
-        assert_eq!(TeamRole::of_task("Work as a team"), None);
+        assert_eq!(TeamRole::of("Describe it (your part, as reviewer: do what …)", None), Some(TeamRole::Reviewer));
+        assert_eq!(TeamRole::of("Describe it", None), None);
+        assert_eq!(TeamRole::of("Work as a team", None), None);
+        assert_eq!(TeamRole::of("Describe it", Some("You are a technical writer. Read…")), Some(TeamRole::Writer));
+        assert_eq!(TeamRole::of("Describe it", Some("You are a helpful assistant.")), None);
     }
 }

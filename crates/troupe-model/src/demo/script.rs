@@ -106,7 +106,7 @@ pub(super) fn reply(request: &ModelRequest) -> Option<DemoReply> {
         let text = format!("Now I'll write a short summary to `{DEMO_FILE}`.\n");
         return Some(call(WRITE, text, json!({"path": DEMO_FILE, "content": summary(&progress, &listing)})));
     }
-    let answer = match TeamRole::of_task(&progress.task) {
+    let answer = match TeamRole::of(&progress.task, request.system.as_deref()) {
         Some(role) => format!("{}\n\n{}", report(role, &progress), final_answer(&progress, &listing)),
         None => final_answer(&progress, &listing),
     };
