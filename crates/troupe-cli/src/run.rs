@@ -243,7 +243,11 @@ pub(crate) async fn follow(handle: RunHandle, options: &Follow) -> Result<RunOut
 
 /// `input` continuing the conversation of the recorded run `given` (the newest run when
 /// empty): the earlier run's messages come first, and both runs share a conversation.
-async fn continued(store: &dyn troupe::store::Store, given: &str, input: RunInput) -> Result<RunInput, Failure> {
+pub(crate) async fn continued(
+    store: &dyn troupe::store::Store,
+    given: &str,
+    input: RunInput,
+) -> Result<RunInput, Failure> {
     let record = match given.trim() {
         "" => {
             let filter = troupe::store::RunFilter { limit: 1, ..Default::default() };

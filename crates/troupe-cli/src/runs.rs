@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use troupe::runtime::durable::{Durability, StoredInput, send_signal, state_from_value};
-use troupe::runtime::{ApprovalDecision, PendingCall, RunOutcome, RunOutput, RunState, RuntimeError, Signal, Verdict};
+use troupe::runtime::{
+    ApprovalDecision, PendingCall, RunInput, RunOutcome, RunOutput, RunState, RuntimeError, Signal, Verdict,
+};
 use troupe::store::{RunFilter, RunRecord, RunStatus, Store, StoreError, verify_log};
 
 /// How often `runs events --follow` looks for new entries.
@@ -31,7 +33,8 @@ pub(crate) enum RunsCommand {
     Show(ShowArgs),
     /// A run's evidence log, one entry a line.
     Events(EventsArgs),
-    /// Continues a paused or interrupted run in the foreground, as `troupe run` shows it.
+    /// Continues a paused or interrupted run in the foreground, as `troupe run` shows it (a
+    /// cancelled run's conversation goes on in a new run).
     Resume(ResumeArgs),
     /// Approves a waiting call (stored at once), then resumes the run here.
     Approve(ApproveArgs),
@@ -543,10 +546,45 @@ async fn resume(args: ResumeArgs) -> Result<(), Failure> {
     if let Some(team) = tree::team_root(store.as_ref(), &record).await.map_err(store_failure)? {
         return crate::team::resume_held(store, &team, args.force, team_foreground(&args.foreground)).await;
     }
+    if record.status == RunStatus::Cancelled {
+        return continue_cancelled(&args.place, store, &record, &args.foreground).await;
+    }
     match foreground(&args.place, store, &record, &args.foreground).await? {
         Resumed::Ran(output) => completed(&output),
         Resumed::Leased(error) => Err(Failure::Run(error.into())),
     }
+}
+
+/// A cancelled run's record is final; resuming it goes on with its conversation in a new
+/// run of the same agent, which the model takes up where it stopped.
+async fn continue_cancelled(
+    place: &StoreArgs,
+    store: Arc<dyn Store>,
+    record: &RunRecord,
+    options: &ForegroundArgs,
+) -> Result<(), Failure> {
+    let stored = Stored::read(record);
+    let Some(input) = &stored.input else {
+        return Err(Failure::Run(anyhow!("the stored input of run {} cannot be read by this troupe", record.id)));
+    };
+    let config = crate::load_config()?;
+    let providers = crate::providers(&config)?;
+    let workspace = place.workspace()?;
+    let runner = setup::runner(&workspace, providers, &options.sandbox.choice()?)?;
+    setup::validate(&runner, &input.spec)?;
+    let next = crate::run::continued(store.as_ref(), &record.id, RunInput::new("")).await?;
+    let runner = runner.with_store(Durability::new(store));
+    let handle = runner.start(Arc::new(input.spec.clone()), next);
+    eprintln!("run {} was cancelled; its conversation goes on in run {}", record.id, handle.run_id);
+    eprintln!("run {}", handle.run_id);
+    let follow_options = Follow {
+        json: options.json,
+        approve: options.approve,
+        recorded: true,
+        known: Vec::new(),
+        workspace: Some(workspace.clone()),
+    };
+    completed(&follow(handle, &follow_options).await?)
 }
 
 /// Stores `signal` for the run (about `call`, which must be waiting), then resumes the run

@@ -325,6 +325,18 @@ fn runs_cancel_ends_a_paused_run_cancelled() {
     assert!(show.contains("the run was cancelled: changed my mind"), "{show}");
     let cancelled = stdout(&scene.troupe(&["runs", "list", "--status", "cancelled", "--json"]));
     assert!(cancelled.contains(&id), "{cancelled}");
+
+    // Resumed, the cancelled run stays cancelled and its conversation goes on in a new run.
+    scene.server.push(MockTurn::text("I stopped there; nothing was written."));
+    let resumed = scene.troupe(&["runs", "resume", &id]);
+    let err = stderr(&resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("run {id} was cancelled; its conversation goes on in run ")), "{err}");
+    assert_eq!(stdout(&resumed), "I stopped there; nothing was written.\n");
+    let sent = scene.server.requests()[1].body["messages"].to_string();
+    assert!(sent.contains("Write hello"), "the model sees the conversation so far: {sent}");
+    assert_eq!(scene.status(&id), "cancelled");
+    assert_eq!(scene.file("hello.txt"), None);
 }
 
 #[test]
