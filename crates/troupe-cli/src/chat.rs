@@ -30,8 +30,11 @@ pub(crate) struct ChatArgs {
     /// Print the run's events as JSON lines instead of text (as `troupe run --json`).
     #[arg(long)]
     json: bool,
-    /// The prompt (several words are joined by spaces).
-    #[arg(required = true)]
+    /// Where a session's agent works and its turns are recorded (without a prompt).
+    #[command(flatten)]
+    place: crate::store::StoreArgs,
+    /// The prompt (several words are joined by spaces); without one, at a terminal, a
+    /// session: the coding agent on the workspace, turn after turn.
     prompt: Vec<String>,
 }
 
@@ -65,6 +68,11 @@ pub(crate) async fn run(args: ChatArgs) -> Result<(), Failure> {
     let (id, notice) = choose_model(args.model.as_deref(), environment.as_deref(), &config, &providers);
     if let Some(notice) = notice {
         eprintln!("{notice}");
+    }
+    if args.prompt.is_empty() {
+        crate::session::at_a_terminal()?;
+        providers.resolve(&id).map_err(Failure::from_model)?;
+        return crate::session::run(&args.place, id, args.system).await;
     }
     let resolved = providers.resolve(&id).map_err(Failure::from_model)?;
     tracing::debug!(model = %resolved.id, wire = %resolved.model, "resolved");

@@ -57,6 +57,7 @@ mod run;
 mod runs;
 mod schedule;
 mod serve;
+mod session;
 mod setup;
 mod store;
 mod team;

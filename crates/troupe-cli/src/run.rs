@@ -182,12 +182,23 @@ pub(crate) struct Follow {
 /// Renders a started run's events, decides its approvals as `options` say, and prints
 /// the summary table; the run's output once it ends.
 pub(crate) async fn follow(handle: RunHandle, options: &Follow) -> Result<RunOutput, Failure> {
+    follow_with(handle, options, None).await.0
+}
+
+/// [`follow`], asking a person through `lines` (a session's, so that one reader has
+/// stdin), which it gives back; a session gets a one-line summary instead of the table.
+pub(crate) async fn follow_with(
+    handle: RunHandle,
+    options: &Follow,
+    lines: Option<Lines>,
+) -> (Result<RunOutput, Failure>, Option<Lines>) {
+    let session = lines.is_some();
     let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let mut approver = Approver {
         mode: options.approve,
         terminal,
         recorded: options.recorded,
-        lines: None,
+        lines,
         workspace: options.workspace.clone(),
     };
     let mut renderer = Renderer::new(options.json, Style::detect());
@@ -235,10 +246,22 @@ pub(crate) async fn follow(handle: RunHandle, options: &Follow) -> Result<RunOut
         renderer.resume_spinners();
     }
     drop(signals);
-    let output = result.await.map_err(|e| Failure::Run(e.into()))?;
+    let output = match result.await {
+        Ok(output) => output,
+        Err(error) => return (Err(Failure::Run(error.into())), approver.lines),
+    };
     renderer.finish();
-    eprintln!("{}", summary_table(&output, renderer.priced()));
-    Ok(output)
+    if session {
+        let cost = if renderer.priced() { format!("${:.4}", output.cost_usd) } else { "n/a".to_owned() };
+        eprintln!(
+            "({} tool calls · {} tokens · {cost})",
+            output.tool_calls,
+            output.usage.total_input() + output.usage.output_tokens
+        );
+    } else {
+        eprintln!("{}", summary_table(&output, renderer.priced()));
+    }
+    (Ok(output), approver.lines)
 }
 
 /// `input` continuing the conversation of the recorded run `given` (the newest run when
@@ -516,7 +539,7 @@ impl Lines {
     }
 
     /// The next line: `None` when cancelled, `Some(None)` at the end of input.
-    async fn next(&mut self, cancel: &CancellationToken) -> Option<Option<String>> {
+    pub(crate) async fn next(&mut self, cancel: &CancellationToken) -> Option<Option<String>> {
         tokio::select! {
             biased;
             () = cancel.cancelled() => None,

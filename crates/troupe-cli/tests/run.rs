@@ -695,7 +695,7 @@ fn at_a_terminal_a_write_is_shown_as_a_diff_refused_with_a_reason_and_edited_in_
         // The editor the person uses: it changes the greeting in the file it is given.
         .env("EDITOR", "sed -i s/greetings/howdy/");
     let answers = ["n\nthe tone is wrong", "e"];
-    let (output, shown) = troupe_testkit::terminal::at_a_terminal(&mut command, "[e]dit", &answers);
+    let (output, shown) = troupe_testkit::terminal::at_a_terminal(&mut command, &["[e]dit"], &answers);
     assert_eq!(output.status.code(), Some(0), "{shown}");
     assert!(shown.contains("--- a/hello.txt") && shown.contains("-hi") && shown.contains("+greetings"), "{shown}");
     assert!(shown.contains("Why not?"), "{shown}");
@@ -752,4 +752,60 @@ fn continue_carries_the_conversation_on() {
 
     let nothing = troupe(dirs.cwd.path(), &["--continue", "--no-store", "x"], &env);
     assert_eq!(nothing.status.code(), Some(2), "--continue needs the store: {}", stderr(&nothing));
+}
+
+/// `troupe chat -w DIR` at a terminal: a session. Two turns, the second seeing the first;
+/// an approval with its diff inline; slash commands; then `troupe run --continue` picks
+/// the conversation up after the session ended.
+#[test]
+fn a_session_talks_turn_after_turn_and_run_continue_picks_it_up() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let url = server.url();
+    server.push(MockTurn::tool_call("toolu_1", "fs_write", json!({"path": "hello.txt", "content": "hello\n"})));
+    server.push(MockTurn::text("I wrote hello.txt."));
+    server.push(MockTurn::text("It says hello."));
+    let dirs = Dirs::new();
+    let store = dirs.cwd.path().join("troupe.db");
+    let store = store.to_str().expect("a UTF-8 path");
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str()), ("PATH", "/usr/bin:/bin")];
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command
+        .args(["chat", "--model", "anthropic/claude-sonnet-4-5", "-w", dirs.workspace(), "--store", store])
+        .current_dir(dirs.cwd.path())
+        .env_clear()
+        .envs(env);
+    let answers = ["Write a greeting to hello.txt", "y", "What does it say?", "/cost", "/model nosuch/x", "/exit"];
+    let (output, shown) = troupe_testkit::terminal::at_a_terminal(&mut command, &["› ", "[e]dit"], &answers);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("+++ b/hello.txt") && shown.contains("+hello"), "the approval shows the diff: {shown}");
+    assert_eq!(std::fs::read_to_string(dirs.workspace.path().join("hello.txt")).expect("written"), "hello\n");
+    assert_eq!(stdout(&output), "I wrote hello.txt.\nIt says hello.\n", "{shown}");
+    // The second turn's request holds the first turn whole.
+    let second = server.requests()[2].body["messages"].to_string();
+    assert!(second.contains("Write a greeting to hello.txt") && second.contains("I wrote hello.txt."), "{second}");
+    assert!(shown.contains("2 turns; tokens: in"), "/cost: {shown}");
+    assert!(shown.contains("cannot use nosuch/x"), "/model refuses an unknown provider: {shown}");
+
+    server.push(MockTurn::text("Yes, hello."));
+    let later = troupe(
+        dirs.cwd.path(),
+        &[
+            "--model",
+            "anthropic/claude-sonnet-4-5",
+            "-w",
+            dirs.workspace(),
+            "--store",
+            store,
+            "--continue",
+            "Still there?",
+        ],
+        &env,
+    );
+    assert_eq!(later.status.code(), Some(0), "{}", stderr(&later));
+    let sent = server.requests()[3].body["messages"].to_string();
+    assert!(
+        sent.contains("What does it say?") && sent.contains("It says hello.") && sent.contains("Still there?"),
+        "{sent}"
+    );
 }

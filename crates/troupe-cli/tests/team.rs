@@ -779,7 +779,7 @@ fn at_a_terminal(cwd: &Path, args: &[&str], env: &[(&str, &str)], answers: &[&st
     for (name, value) in env {
         command.env(name, value);
     }
-    troupe_testkit::terminal::at_a_terminal(&mut command, "[e]dit", answers)
+    troupe_testkit::terminal::at_a_terminal(&mut command, &["[e]dit"], answers)
 }
 
 /// Asked at a terminal (a pseudo-terminal) about the coder's call, the person says yes:

@@ -10,15 +10,15 @@ use std::time::{Duration, Instant};
 const QUESTION_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs `command` with a pseudo-terminal as its stdin and stderr (stdout captured): each
-/// time the screen shows `question` once more, the next of `answers` is typed, followed
-/// by Enter (an answer may hold several lines). Returns the output and everything the
-/// terminal showed.
+/// time the screen shows one more of `questions` (any of them: a prompt, a question), the
+/// next of `answers` is typed, followed by Enter (an answer may hold several lines).
+/// Returns the output and everything the terminal showed.
 ///
 /// # Panics
 ///
 /// When no pseudo-terminal can be opened, the command cannot start, or a question does
 /// not appear within a minute: a test's failure.
-pub fn at_a_terminal(command: &mut Command, question: &str, answers: &[&str]) -> (Output, String) {
+pub fn at_a_terminal(command: &mut Command, questions: &[&str], answers: &[&str]) -> (Output, String) {
     let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
     let terminal = || Stdio::from(pty.slave.try_clone().expect("the terminal's other end"));
     let child =
@@ -37,7 +37,8 @@ pub fn at_a_terminal(command: &mut Command, question: &str, answers: &[&str]) ->
     });
     for (n, answer) in answers.iter().enumerate() {
         let deadline = Instant::now() + QUESTION_TIMEOUT;
-        while screen.lock().expect("the screen").matches(question).count() <= n {
+        let asked = |screen: &str| questions.iter().map(|q| screen.matches(q).count()).sum::<usize>();
+        while asked(&screen.lock().expect("the screen")) <= n {
             assert!(Instant::now() < deadline, "no question came: {}", screen.lock().expect("the screen"));
             std::thread::sleep(Duration::from_millis(20));
         }
