@@ -222,3 +222,19 @@ fn ctrl_c_cancels_the_stream() {
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("error: cancelled"), "{}", stderr(&output));
 }
+
+/// What users build and install is stripped: no debug info, no symbols (a debug build
+/// of the binary is hundreds of megabytes); a profile to profile with keeps them.
+#[test]
+fn the_release_profile_strips_what_users_install() {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).expect("the workspace manifest");
+    let manifest: toml::Table = toml::from_str(&text).expect("the manifest is TOML");
+    let profile = |name: &str| manifest["profile"][name].as_table().cloned().unwrap_or_default();
+    let release = profile("release");
+    assert_eq!(release.get("strip").and_then(toml::Value::as_bool), Some(true), "{release:?}");
+    assert!(release.get("debug").is_none_or(|d| d.as_bool() == Some(false)), "{release:?}");
+    let profiling = profile("profiling");
+    assert_eq!(profiling.get("inherits").and_then(toml::Value::as_str), Some("release"));
+    assert_eq!(profiling.get("strip").and_then(toml::Value::as_str), Some("none"));
+}
