@@ -208,6 +208,10 @@ pub(crate) async fn follow_with(
 
     let RunHandle { run_id, mut events, signals, cancel, result } = handle;
     cancel_on_interrupt(signals.clone());
+    if session {
+        // Said once Ctrl-C is taken: from here it stops this turn, not the session.
+        eprintln!("(working; Ctrl-C stops this turn)");
+    }
     let mut stdout_open = true;
     while let Some(event) = events.next_event().await {
         if stdout_open && !renderer.event(&event) {

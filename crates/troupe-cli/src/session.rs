@@ -20,7 +20,7 @@ const HELP: &str = "Type a task or a question; the agent works on the workspace 
   /model ID   use another model for the next turns\n\
   /cost       tokens and cost of this session so far\n\
   /clear      start a new conversation\n\
-  /exit       leave (Ctrl-D too)";
+  /exit       leave (Ctrl-D too); Ctrl-C stops the turn under way";
 
 /// Runs the session on `place`'s workspace and store, starting on `model`.
 pub(crate) async fn run(place: &StoreArgs, model: String, system: Option<String>) -> Result<(), Failure> {

@@ -809,3 +809,29 @@ fn a_session_talks_turn_after_turn_and_run_continue_picks_it_up() {
         "{sent}"
     );
 }
+
+/// Ctrl-C in a session stops the turn under way, not the session: the next turn runs.
+#[test]
+fn ctrl_c_in_a_session_stops_the_turn_and_the_session_goes_on() {
+    use troupe_testkit::terminal::{INTERRUPT, at_a_terminal};
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let url = server.url();
+    server.push(MockTurn::text("a very slow answer").with_latency(std::time::Duration::from_secs(60)));
+    server.push(MockTurn::text("Here I am."));
+    let dirs = Dirs::new();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command
+        .args(["chat", "--model", "anthropic/claude-sonnet-4-5", "-w", dirs.workspace()])
+        .current_dir(dirs.cwd.path())
+        .env_clear()
+        .env("TROUPE_STORE", dirs.cwd.path().join("troupe.db"))
+        .envs([("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str()), ("PATH", "/usr/bin:/bin")]);
+    let started = std::time::Instant::now();
+    let answers = ["Tell me slowly", INTERRUPT, "Are you there?", "/exit"];
+    let (output, shown) = at_a_terminal(&mut command, &["› ", "Ctrl-C stops this turn"], &answers);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(50), "the slow turn was stopped: {shown}");
+    assert!(shown.contains("the run was cancelled"), "{shown}");
+    assert_eq!(stdout(&output), "Here I am.\n", "{shown}");
+}

@@ -6,12 +6,17 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The answer that is Ctrl-C.
+pub const INTERRUPT: &str = "\u{3}";
+
 /// How long a question may take to appear before the test fails.
 const QUESTION_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs `command` with a pseudo-terminal as its stdin and stderr (stdout captured): each
 /// time the screen shows one more of `questions` (any of them: a prompt, a question), the
-/// next of `answers` is typed, followed by Enter (an answer may hold several lines).
+/// next of `answers` is typed, followed by Enter (an answer may hold several lines);
+/// the answer [`INTERRUPT`] is Ctrl-C instead, sent to the command as `SIGINT` (the
+/// terminal is not the command's controlling terminal, so typing it would not be).
 /// Returns the output and everything the terminal showed.
 ///
 /// # Panics
@@ -42,7 +47,12 @@ pub fn at_a_terminal(command: &mut Command, questions: &[&str], answers: &[&str]
             assert!(Instant::now() < deadline, "no question came: {}", screen.lock().expect("the screen"));
             std::thread::sleep(Duration::from_millis(20));
         }
-        master.write_all(format!("{answer}\n").as_bytes()).expect("answers");
+        if *answer == INTERRUPT {
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("interrupts");
+        } else {
+            master.write_all(format!("{answer}\n").as_bytes()).expect("answers");
+        }
     }
     let output = child.wait_with_output().expect("the command ends");
     let shown = screen.lock().expect("the screen").clone();
