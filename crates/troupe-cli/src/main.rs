@@ -61,6 +61,7 @@ mod session;
 mod setup;
 mod store;
 mod team;
+mod undo;
 mod worker;
 
 use clap::{Parser, Subcommand};

@@ -2,21 +2,25 @@
 //! coding agent works on the workspace (tool lines and approvals inline, as `troupe run`
 //! shows them), and the conversation goes on turn after turn; each turn is a recorded
 //! run continuing the one before, so `troupe run --continue` picks the conversation up
-//! later. Slash commands: `/model ID`, `/cost`, `/clear`, `/help`, `/exit`.
+//! later. Slash commands: `/undo`, `/model ID`, `/cost`, `/clear`, `/help`, `/exit`.
 
 use crate::Failure;
 use crate::run::{Approve, Follow, Lines, follow_with};
 use crate::setup;
 use crate::store::StoreArgs;
+use crate::undo::UndoJournal;
 use anyhow::anyhow;
 use std::io::Write;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use troupe::runtime::durable::Durability;
 use troupe::runtime::{ApprovalPolicy, RunInput};
+use troupe::tools::Workspace;
 use troupe_core::{ConversationId, Message, RunId, Usage};
 
 /// What `/help` says.
 const HELP: &str = "Type a task or a question; the agent works on the workspace and answers.\n\
+  /undo       put back the files the last turn wrote or edited
   /model ID   use another model for the next turns\n\
   /cost       tokens and cost of this session so far\n\
   /clear      start a new conversation\n\
@@ -32,6 +36,7 @@ pub(crate) async fn run(place: &StoreArgs, model: String, system: Option<String>
     let mut history: Vec<Message> = Vec::new();
     let mut conversation = ConversationId::new(RunId::generate().to_string());
     let (mut usage, mut cost, mut turns) = (Usage::default(), 0.0_f64, 0_u32);
+    let journal = UndoJournal::new(Workspace::new(&workspace).map_err(|e| Failure::Usage(e.into()))?);
     let mut lines = Some(Lines::spawn());
     let never = CancellationToken::new();
     eprintln!("troupe session on {} with {model}; /help for commands", workspace.display());
@@ -51,6 +56,10 @@ pub(crate) async fn run(place: &StoreArgs, model: String, system: Option<String>
             ("/cost", _) => {
                 eprintln!("{turns} turns; tokens: in {} · out {}; ${cost:.4}", usage.total_input(), usage.output_tokens)
             }
+            ("/undo", _) => match journal.undo() {
+                Ok(restored) => restored.iter().for_each(|line| eprintln!("{line}")),
+                Err(nothing) => eprintln!("{nothing}"),
+            },
             ("/clear", _) => {
                 history.clear();
                 conversation = ConversationId::new(RunId::generate().to_string());
@@ -70,7 +79,9 @@ pub(crate) async fn run(place: &StoreArgs, model: String, system: Option<String>
                 if let Some(system) = &system {
                     spec.instructions = format!("{}\n\n{system}", spec.instructions);
                 }
-                let runner = setup::runner(&workspace, providers.clone(), &Default::default())?;
+                journal.begin_turn();
+                let runner = setup::runner(&workspace, providers.clone(), &Default::default())?
+                    .with_middleware(Arc::new(journal.clone()));
                 setup::validate(&runner, &spec)?;
                 let agent = setup::agent(runner, spec, Some(Durability::new(store.clone())));
                 let mut input = RunInput::new(line).history(history.clone());

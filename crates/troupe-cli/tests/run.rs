@@ -775,12 +775,24 @@ fn a_session_talks_turn_after_turn_and_run_continue_picks_it_up() {
         .current_dir(dirs.cwd.path())
         .env_clear()
         .envs(env);
-    let answers = ["Write a greeting to hello.txt", "y", "What does it say?", "/cost", "/model nosuch/x", "/exit"];
+    std::fs::write(dirs.workspace.path().join("hello.txt"), "hi\n").expect("the file as it was");
+    let answers = [
+        "Write a greeting to hello.txt",
+        "y",
+        "What does it say?",
+        "/cost",
+        "/model nosuch/x",
+        "/undo",
+        "/undo",
+        "/exit",
+    ];
     let (output, shown) = troupe_testkit::terminal::at_a_terminal(&mut command, &["› ", "[e]dit"], &answers);
     assert_eq!(output.status.code(), Some(0), "{shown}");
-    assert!(shown.contains("+++ b/hello.txt") && shown.contains("+hello"), "the approval shows the diff: {shown}");
-    assert_eq!(std::fs::read_to_string(dirs.workspace.path().join("hello.txt")).expect("written"), "hello\n");
+    assert!(shown.contains("-hi") && shown.contains("+hello"), "the approval shows the diff: {shown}");
     assert_eq!(stdout(&output), "I wrote hello.txt.\nIt says hello.\n", "{shown}");
+    // `/undo` put the file back as it was before the turn that wrote it; a second has nothing left.
+    assert_eq!(std::fs::read_to_string(dirs.workspace.path().join("hello.txt")).expect("the file"), "hi\n");
+    assert!(shown.contains("hello.txt restored") && shown.contains("no file change to undo"), "{shown}");
     // The second turn's request holds the first turn whole.
     let second = server.requests()[2].body["messages"].to_string();
     assert!(second.contains("Write a greeting to hello.txt") && second.contains("I wrote hello.txt."), "{second}");
