@@ -38,6 +38,20 @@ pub(crate) struct ChatArgs {
     prompt: Vec<String>,
 }
 
+impl ChatArgs {
+    /// A session on the current directory with the default model: `troupe` alone.
+    pub(crate) fn session() -> Self {
+        ChatArgs {
+            model: None,
+            system: None,
+            max_tokens: None,
+            json: false,
+            place: crate::store::StoreArgs::default(),
+            prompt: Vec::new(),
+        }
+    }
+}
+
 /// Which model to use, and a notice for stderr when none was asked for.
 pub(crate) fn choose_model(
     flag: Option<&str>,

@@ -74,8 +74,9 @@ use troupe_model::{ModelConfig, ProcessEnv, Providers};
 #[derive(Debug, Parser)]
 #[command(name = "troupe", version, about)]
 struct Cli {
+    /// What to do; none, at a terminal, opens a session (`troupe chat` without a prompt).
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -262,8 +263,8 @@ fn init_logging(worker: bool, otlp: bool) -> Option<troupe::telemetry::Telemetry
     guard
 }
 
-async fn run(cli: Cli) -> Result<(), Failure> {
-    match cli.command {
+async fn run(command: Command) -> Result<(), Failure> {
+    match command {
         Command::Run(args) => run::run(args).await,
         Command::Runs { command } => runs::run(command).await,
         Command::Worker(args) => worker::run(args).await,
@@ -291,12 +292,21 @@ fn main() -> ExitCode {
     let _ = nix::sys::prctl::set_dumpable(false);
     // clap exits with code 2 on a usage error, as the CLI conventions want.
     let cli = Cli::parse();
+    let command = match cli.command {
+        Some(command) => command,
+        // `troupe` alone: a session where a person can type, else the usage.
+        None if session::at_a_terminal().is_ok() => Command::Chat(chat::ChatArgs::session()),
+        None => {
+            let _ = <Cli as clap::CommandFactory>::command().print_help();
+            return ExitCode::from(2);
+        }
+    };
     let agent_worker =
-        matches!(&cli.command, Command::Agent { command: AgentCommand::Run(args), .. } if args.worker_mode().is_some());
-    let _spans = init_logging(matches!(cli.command, Command::Worker(_)), !agent_worker);
+        matches!(&command, Command::Agent { command: AgentCommand::Run(args), .. } if args.worker_mode().is_some());
+    let _spans = init_logging(matches!(command, Command::Worker(_)), !agent_worker);
     // A worker confines itself before any thread exists (Landlock binds only the calling
     // thread and those it starts later), so it builds its own runtime.
-    if let Command::Agent { command: AgentCommand::Run(args), .. } = &cli.command
+    if let Command::Agent { command: AgentCommand::Run(args), .. } = &command
         && let Some(worker) = args.worker_mode()
     {
         return agent_worker::main(worker);
@@ -308,7 +318,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(e)) => {
             eprintln!("error: {e:#}");

@@ -829,8 +829,15 @@ fn ctrl_c_in_a_session_stops_the_turn_and_the_session_goes_on() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
     let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
     let url = server.url();
-    server.push(MockTurn::text("a very slow answer").with_latency(std::time::Duration::from_secs(60)));
-    server.push(MockTurn::text("Here I am."));
+    // Answered by what was asked: the first turn may be stopped before its request is sent.
+    server.respond_with(|request| {
+        let messages = request.body["messages"].to_string();
+        if messages.contains("Are you there?") {
+            MockTurn::text("Here I am.")
+        } else {
+            MockTurn::text("a very slow answer").with_latency(std::time::Duration::from_secs(60))
+        }
+    });
     let dirs = Dirs::new();
     let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
     command
@@ -846,4 +853,21 @@ fn ctrl_c_in_a_session_stops_the_turn_and_the_session_goes_on() {
     assert!(started.elapsed() < std::time::Duration::from_secs(50), "the slow turn was stopped: {shown}");
     assert!(shown.contains("the run was cancelled"), "{shown}");
     assert_eq!(stdout(&output), "Here I am.\n", "{shown}");
+}
+
+/// `troupe` alone opens a session at a terminal; without one it prints the usage and
+/// exits 2.
+#[test]
+fn troupe_alone_is_a_session_at_a_terminal_and_the_usage_elsewhere() {
+    let dirs = Dirs::new();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command.current_dir(dirs.workspace.path()).env_clear().env("TROUPE_STORE", dirs.cwd.path().join("troupe.db"));
+    let (output, shown) = troupe_testkit::terminal::at_a_terminal(&mut command, &["› "], &["/help", "/exit"]);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("troupe session on") && shown.contains("with demo"), "{shown}");
+    assert!(shown.contains("/undo") && shown.contains("/model ID"), "/help lists the commands: {shown}");
+
+    let piped = Command::new(env!("CARGO_BIN_EXE_troupe")).env_clear().output().expect("the binary runs");
+    assert_eq!(piped.status.code(), Some(2));
+    assert!(stdout(&piped).contains("Usage: troupe"), "{}", stdout(&piped));
 }
