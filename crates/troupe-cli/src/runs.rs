@@ -555,6 +555,25 @@ async fn resume(args: ResumeArgs) -> Result<(), Failure> {
     }
 }
 
+/// A runner for the stored run (its agent's spec, checked against this troupe's tools and
+/// models) in `place`'s workspace, the spec, and the workspace.
+fn stored_runner(
+    place: &StoreArgs,
+    stored: &Stored,
+    record: &RunRecord,
+    options: &ForegroundArgs,
+) -> Result<(troupe::runtime::Runner, troupe::runtime::AgentSpec, std::path::PathBuf), Failure> {
+    let Some(input) = &stored.input else {
+        return Err(Failure::Run(anyhow!("the stored input of run {} cannot be read by this troupe", record.id)));
+    };
+    let config = crate::load_config()?;
+    let providers = crate::providers(&config)?;
+    let workspace = place.workspace()?;
+    let runner = setup::runner(&workspace, providers, &options.sandbox.choice()?)?;
+    setup::validate(&runner, &input.spec)?;
+    Ok((runner, input.spec.clone(), workspace))
+}
+
 /// A cancelled run's record is final; resuming it goes on with its conversation in a new
 /// run of the same agent, which the model takes up where it stopped.
 async fn continue_cancelled(
@@ -564,17 +583,10 @@ async fn continue_cancelled(
     options: &ForegroundArgs,
 ) -> Result<(), Failure> {
     let stored = Stored::read(record);
-    let Some(input) = &stored.input else {
-        return Err(Failure::Run(anyhow!("the stored input of run {} cannot be read by this troupe", record.id)));
-    };
-    let config = crate::load_config()?;
-    let providers = crate::providers(&config)?;
-    let workspace = place.workspace()?;
-    let runner = setup::runner(&workspace, providers, &options.sandbox.choice()?)?;
-    setup::validate(&runner, &input.spec)?;
+    let (runner, spec, workspace) = stored_runner(place, &stored, record, options)?;
     let next = crate::run::continued(store.as_ref(), &record.id, RunInput::new("")).await?;
     let runner = runner.with_store(Durability::new(store));
-    let handle = runner.start(Arc::new(input.spec.clone()), next);
+    let handle = runner.start(Arc::new(spec), next);
     eprintln!("run {} was cancelled; its conversation goes on in run {}", record.id, handle.run_id);
     eprintln!("run {}", handle.run_id);
     let follow_options = Follow {
@@ -762,14 +774,7 @@ async fn foreground(
         return Err(finished(record));
     }
     let stored = Stored::read(record);
-    let Some(input) = &stored.input else {
-        return Err(Failure::Run(anyhow!("the stored input of run {} cannot be read by this troupe", record.id)));
-    };
-    let config = crate::load_config()?;
-    let providers = crate::providers(&config)?;
-    let workspace = place.workspace()?;
-    let runner = setup::runner(&workspace, providers, &options.sandbox.choice()?)?;
-    setup::validate(&runner, &input.spec)?;
+    let (runner, _, workspace) = stored_runner(place, &stored, record, options)?;
     let runner = runner.with_store(Durability::new(store));
     let handle = match runner.resume_run(&record.id, None).await {
         Ok(handle) => handle,

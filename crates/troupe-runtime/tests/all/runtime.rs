@@ -270,20 +270,26 @@ async fn configuration_problems_are_found_at_build() {
     assert!(matches!(rule, Err(RuntimeError::InvalidSpec(_))), "{rule:?}");
 }
 
+/// An engine whose model is the mock server's Anthropic wire behind `policy`'s retries,
+/// 10 ms apart.
+fn retrying_engine(server: &MockLlmServer, policy: RetryPolicy) -> Engine {
+    let http = HttpProvider::new(
+        HttpConfig::new("anthropic", server.url(), Some(ApiKey::new("test-key"))),
+        AnthropicWire::default(),
+    )
+    .expect("client");
+    let policy = policy.initial_delay(Duration::from_millis(10)).jitter(0.0);
+    let model = FixedModel::new(Arc::new(RetryingProvider::new(http, policy)), "mock-model");
+    Engine::builder().resolver(Arc::new(model)).build()
+}
+
 /// A provider that never answers: every retry is shown as it happens, though no stream
 /// ever opens, and the run fails (never `Completed`).
 #[tokio::test]
 async fn retries_of_a_call_that_never_succeeds_are_shown_as_they_happen() {
     let server = MockLlmServer::start().await.expect("mock server starts");
     server.respond_with(|_| MockTurn::status(529, "overloaded"));
-    let http = HttpProvider::new(
-        HttpConfig::new("anthropic", server.url(), Some(ApiKey::new("test-key"))),
-        AnthropicWire::default(),
-    )
-    .expect("client");
-    let policy = RetryPolicy::default().max_retries(2).initial_delay(Duration::from_millis(10)).jitter(0.0);
-    let model = FixedModel::new(Arc::new(RetryingProvider::new(http, policy)), "mock-model");
-    let engine = Engine::builder().resolver(Arc::new(model)).build();
+    let engine = retrying_engine(&server, RetryPolicy::default().max_retries(2));
     let agent = engine.agent("patient").build().expect("agent builds");
     let output = agent.run("Hello?").await.expect("the run ends");
     assert!(matches!(output.outcome, RunOutcome::Failed { .. }), "{:?}", output.outcome);
@@ -304,14 +310,7 @@ async fn retries_of_a_call_that_never_succeeds_are_shown_as_they_happen() {
 async fn provider_retries_are_projected_as_events() {
     let server = MockLlmServer::start().await.expect("mock server starts");
     server.push(MockTurn::status(529, "overloaded")).push(MockTurn::text("after a retry"));
-    let http = HttpProvider::new(
-        HttpConfig::new("anthropic", server.url(), Some(ApiKey::new("test-key"))),
-        AnthropicWire::default(),
-    )
-    .expect("client");
-    let policy = RetryPolicy::default().initial_delay(Duration::from_millis(10)).jitter(0.0);
-    let model = FixedModel::new(Arc::new(RetryingProvider::new(http, policy)), "mock-model");
-    let engine = Engine::builder().resolver(Arc::new(model)).build();
+    let engine = retrying_engine(&server, RetryPolicy::default());
     let agent = engine.agent("patient").build().expect("agent builds");
     let output = agent.run("Hello?").await.expect("the run ends");
     assert_eq!(output.outcome, RunOutcome::Completed { output: "after a retry".into() });
