@@ -133,3 +133,13 @@ pub use troupe_workers as workers;
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The SDK guide's Rust examples (`docs/SDK.md`), compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/SDK.md")]
+pub struct SdkGuideDoctests;
+
+/// The serving guide's Rust examples (`docs/SERVING.md`), compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/SERVING.md")]
+pub struct ServingDoctests;
