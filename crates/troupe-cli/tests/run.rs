@@ -765,6 +765,7 @@ fn a_session_talks_turn_after_turn_and_run_continue_picks_it_up() {
     server.push(MockTurn::tool_call("toolu_1", "fs_write", json!({"path": "hello.txt", "content": "hello\n"})));
     server.push(MockTurn::text("I wrote hello.txt."));
     server.push(MockTurn::text("It says hello."));
+    server.push(MockTurn::text("Nothing before."));
     let dirs = Dirs::new();
     let store = dirs.cwd.path().join("troupe.db");
     let store = store.to_str().expect("a UTF-8 path");
@@ -784,12 +785,15 @@ fn a_session_talks_turn_after_turn_and_run_continue_picks_it_up() {
         "/model nosuch/x",
         "/undo",
         "/undo",
+        "/clear",
+        "Fresh start?",
+        "/model demo",
         "/exit",
     ];
     let (output, shown) = troupe_testkit::terminal::at_a_terminal(&mut command, &["› ", "[e]dit"], &answers);
     assert_eq!(output.status.code(), Some(0), "{shown}");
     assert!(shown.contains("-hi") && shown.contains("+hello"), "the approval shows the diff: {shown}");
-    assert_eq!(stdout(&output), "I wrote hello.txt.\nIt says hello.\n", "{shown}");
+    assert_eq!(stdout(&output), "I wrote hello.txt.\nIt says hello.\nNothing before.\n", "{shown}");
     // `/undo` put the file back as it was before the turn that wrote it; a second has nothing left.
     assert_eq!(std::fs::read_to_string(dirs.workspace.path().join("hello.txt")).expect("the file"), "hi\n");
     assert!(shown.contains("hello.txt restored") && shown.contains("no file change to undo"), "{shown}");
@@ -798,6 +802,10 @@ fn a_session_talks_turn_after_turn_and_run_continue_picks_it_up() {
     assert!(second.contains("Write a greeting to hello.txt") && second.contains("I wrote hello.txt."), "{second}");
     assert!(shown.contains("2 turns; tokens: in"), "/cost: {shown}");
     assert!(shown.contains("cannot use nosuch/x"), "/model refuses an unknown provider: {shown}");
+    assert!(shown.contains("the next turns use demo"), "/model takes a known one: {shown}");
+    // After /clear, the model sees nothing of the turns before.
+    let fresh = server.requests()[3].body["messages"].to_string();
+    assert!(fresh.contains("Fresh start?") && !fresh.contains("hello.txt"), "{fresh}");
 
     server.push(MockTurn::text("Yes, hello."));
     let later = troupe(
@@ -815,11 +823,13 @@ fn a_session_talks_turn_after_turn_and_run_continue_picks_it_up() {
         &env,
     );
     assert_eq!(later.status.code(), Some(0), "{}", stderr(&later));
-    let sent = server.requests()[3].body["messages"].to_string();
+    // The newest run is the session's last turn: its conversation goes on.
+    let sent = server.requests()[4].body["messages"].to_string();
     assert!(
-        sent.contains("What does it say?") && sent.contains("It says hello.") && sent.contains("Still there?"),
+        sent.contains("Fresh start?") && sent.contains("Nothing before.") && sent.contains("Still there?"),
         "{sent}"
     );
+    assert!(!sent.contains("What does it say?"), "{sent}");
 }
 
 /// Ctrl-C in a session stops the turn under way, not the session: the next turn runs.
