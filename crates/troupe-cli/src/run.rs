@@ -268,6 +268,15 @@ pub(crate) async fn follow_with(
     (Ok(output), approver.lines)
 }
 
+/// A conversation to go on from: a last turn whose calls never got their results (the
+/// run stopped in between) is dropped, so a model is never shown a call without its answer.
+pub(crate) fn answered(mut messages: Vec<troupe_core::Message>) -> Vec<troupe_core::Message> {
+    while messages.last().is_some_and(|m| m.tool_uses().next().is_some()) {
+        messages.pop();
+    }
+    messages
+}
+
 /// `input` continuing the conversation of the recorded run `given` (the newest run when
 /// empty): the earlier run's messages come first, and both runs share a conversation.
 pub(crate) async fn continued(
@@ -288,12 +297,7 @@ pub(crate) async fn continued(
     };
     let state = troupe::runtime::durable::state_from_value(&record.id, record.state.clone())
         .map_err(|e| Failure::Usage(anyhow::anyhow!("--continue: run {} cannot be continued: {e}", record.id)))?;
-    let mut history = state.messages;
-    // A turn whose calls never got their results (the run stopped in between) is dropped:
-    // a model is never shown a call without its answer.
-    while history.last().is_some_and(|m| m.tool_uses().next().is_some()) {
-        history.pop();
-    }
+    let history = answered(state.messages);
     let conversation = record.conversation_id.clone().unwrap_or_else(|| record.id.clone());
     eprintln!("continuing run {} ({} messages)", record.id, history.len());
     let mut input = input.history(history);

@@ -104,10 +104,7 @@ pub(crate) async fn run(place: &StoreArgs, model: String, system: Option<String>
                     eprintln!("{}", crate::render::outcome_message(&output.outcome));
                 }
                 // The next turn sees this one whole; a turn stopped mid-call is left out.
-                history = output.messages;
-                while history.last().is_some_and(|m| m.tool_uses().next().is_some()) {
-                    history.pop();
-                }
+                history = crate::run::answered(output.messages);
             }
         }
     }

@@ -283,6 +283,17 @@ fn retrying_engine(server: &MockLlmServer, policy: RetryPolicy) -> Engine {
     Engine::builder().resolver(Arc::new(model)).build()
 }
 
+/// The attempts the run's `Retrying` events announce, in order.
+fn retry_attempts(events: &[troupe_core::AgentEvent]) -> Vec<u32> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            AgentEventKind::Retrying { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A provider that never answers: every retry is shown as it happens, though no stream
 /// ever opens, and the run fails (never `Completed`).
 #[tokio::test]
@@ -293,14 +304,7 @@ async fn retries_of_a_call_that_never_succeeds_are_shown_as_they_happen() {
     let agent = engine.agent("patient").build().expect("agent builds");
     let output = agent.run("Hello?").await.expect("the run ends");
     assert!(matches!(output.outcome, RunOutcome::Failed { .. }), "{:?}", output.outcome);
-    let retries: Vec<u32> = output
-        .events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            AgentEventKind::Retrying { attempt, .. } => Some(*attempt),
-            _ => None,
-        })
-        .collect();
+    let retries = retry_attempts(&output.events);
     assert_eq!(retries, [1, 2], "each retry is an event");
     assert_eq!(server.requests().len(), 3);
     check_events(&output.events);
@@ -314,14 +318,7 @@ async fn provider_retries_are_projected_as_events() {
     let agent = engine.agent("patient").build().expect("agent builds");
     let output = agent.run("Hello?").await.expect("the run ends");
     assert_eq!(output.outcome, RunOutcome::Completed { output: "after a retry".into() });
-    let retries: Vec<u32> = output
-        .events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            AgentEventKind::Retrying { attempt, .. } => Some(*attempt),
-            _ => None,
-        })
-        .collect();
+    let retries = retry_attempts(&output.events);
     assert_eq!(retries, [1]);
     assert_eq!(server.requests().len(), 2);
     check_events(&output.events);
