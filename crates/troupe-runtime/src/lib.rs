@@ -130,6 +130,7 @@ mod genai;
 mod handle;
 mod live;
 mod live_spec;
+pub mod machine;
 mod metrics;
 pub mod middleware;
 mod outcome;

@@ -480,11 +480,13 @@ impl Runner {
             None => self.compactor.clone(),
         };
         let launched = Instant::now();
+        let catalog = self.agent_catalog(&spec);
         let run = Run {
             deadline: spec.limits.timeout.map(|t| launched + t),
             live,
             launched,
-            catalog: self.agent_catalog(&spec),
+            tools: catalog.as_ref().map(Arc::clone).unwrap_or_default(),
+            catalog,
             spec,
             resolver: Arc::clone(&self.resolver),
             workspace: Arc::clone(&self.workspace),

@@ -1,8 +1,10 @@
 //! [`RunState`]: the run's step logic, without any I/O.
 //!
-//! The state answers one question, [`next_action`](RunState::next_action): call the model
-//! with this request, run these tool calls, wait for these approvals, or finish. The
-//! [`Runner`](crate::Runner) performs the action and feeds back what happened
+//! The shell drives it through [`handle`](RunState::handle) (the effect machine, in
+//! [`machine`](crate::machine)): what it learned goes in as an input, what it is to do
+//! comes out as effects. Underneath, the state answers one question,
+//! [`next_action`](RunState::next_action): call the model with this request, run these
+//! tool calls, wait for these approvals, or finish; and takes what happened
 //! ([`apply_model_response`](RunState::apply_model_response),
 //! [`apply_tool_results`](RunState::apply_tool_results),
 //! [`apply_signal`](RunState::apply_signal)). Because the state is plain data (it
@@ -19,6 +21,7 @@
 use crate::approval::{ApprovalDecision, ApprovalRequest, Verdict};
 use crate::error::RuntimeError;
 use crate::live_spec::AppliedSpec;
+use crate::machine::InFlight;
 use crate::outcome::RunOutcome;
 use crate::signal::Signal;
 use crate::spec::AgentSpec;
@@ -229,6 +232,9 @@ pub struct RunState {
     /// resumed run goes on with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_spec: Option<AppliedSpec>,
+    /// The machine's bookkeeping between an effect and its answer (never stored).
+    #[serde(skip)]
+    pub(crate) in_flight: InFlight,
 }
 
 impl RunState {
@@ -266,6 +272,7 @@ impl RunState {
             outcome: None,
             signal_cursor: 0,
             applied_spec: None,
+            in_flight: InFlight::default(),
         }
     }
 
@@ -669,6 +676,26 @@ impl RunState {
         self.status = LoopStatus::Running;
         self.phase = Phase::CallModel;
         Some(failure)
+    }
+
+    /// The state of a run stopped by cancellation made ready to go on (a team suspends a
+    /// member that way): the outcome is cleared and the next step chosen from where the
+    /// run stood. Any other state is returned as it is.
+    pub fn reopened_after_cancel(mut self) -> Self {
+        if matches!(self.outcome, Some(RunOutcome::Cancelled { .. })) {
+            self.outcome = None;
+            self.cancel_reason = None;
+            self.status = LoopStatus::Running;
+            let last_is_answer = self.messages.last().is_some_and(|m| m.role == Role::Assistant);
+            self.phase = if !self.answer.is_empty() {
+                Phase::Answered
+            } else if last_is_answer && !self.continuation.is_empty() {
+                Phase::Truncated
+            } else {
+                Phase::CallModel
+            };
+        }
+        self
     }
 
     /// Reopens a paused run so it can take decisions and go on; no effect otherwise.

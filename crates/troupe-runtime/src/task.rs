@@ -8,13 +8,14 @@ pub(crate) mod model_call;
 pub(crate) mod reconfigure;
 mod tool_calls;
 
-use crate::approval::{ApprovalDecision, Verdict};
+use crate::approval::ApprovalDecision;
 use crate::compaction::Compactor;
 use crate::cost::CostTracker;
 use crate::durable::recorder::{EndRecord, Recorder, RecorderSetup};
 use crate::error::RuntimeError;
 use crate::genai;
 use crate::live::{Emitter, until};
+use crate::machine::{Context, Effect, Input};
 use crate::metrics::Metrics;
 use crate::middleware::MiddlewareStack;
 use crate::outcome::{RunOutcome, RunOutput};
@@ -23,24 +24,25 @@ use crate::plugins::PluginSet;
 use crate::resolver::ModelResolver;
 use crate::signal::Signal;
 use crate::spec::AgentSpec;
-use crate::state::{Action, PendingCall, RunState};
+use crate::state::RunState;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
-use troupe_core::Budget;
 use troupe_core::FailureCode;
 use troupe_core::{AgentEventKind, ContentBlock, PauseReason, Role, ToolCallId};
 use troupe_model::ResolvedModel;
 use troupe_store::{EvidenceKind, NewEvidence, StoreError};
-use troupe_tools::{AuditEntry, AuditKind, AuditLog, Authorizer, ToolCatalog, Workspace};
+use troupe_tools::{AuditEntry, AuditKind, AuditLog, Authorizer, ToolCall, ToolCatalog, Workspace};
 
 /// One run's task.
 pub(crate) struct Run {
     pub(crate) spec: Arc<AgentSpec>,
     pub(crate) catalog: Result<Arc<ToolCatalog>, RuntimeError>,
+    /// The agent's tools (none when its catalog could not be made: the run fails first).
+    pub(crate) tools: Arc<ToolCatalog>,
     pub(crate) resolver: Arc<dyn ModelResolver>,
     pub(crate) workspace: Arc<Workspace>,
     pub(crate) compactor: Option<Arc<dyn Compactor>>,
@@ -94,8 +96,7 @@ impl Run {
         agent_metrics.run_started();
         let resolved = self.resolver.resolve(&state.model);
         if let Ok(model) = &resolved {
-            state.model.clone_from(&model.id);
-            state.model_name.clone_from(&model.model);
+            self.learn(&mut state, Input::ModelResolved { id: model.id.clone(), name: model.model.clone() });
         }
         if fresh {
             self.emitter
@@ -104,28 +105,29 @@ impl Run {
         }
         // A run halted mid-way drops this future: the guard stops the heartbeat with it.
         let _heartbeat = self.open_recorder(&mut state, recorder, &instruction, fresh).await.map(AbortOnDrop);
-        let catalog = match (&self.catalog, resolved) {
+        let model = match (&self.catalog, resolved) {
             (Err(error), _) => {
-                state.finish(RunOutcome::failed(error.to_string(), FailureCode::UnknownTool));
+                let error = error.to_string();
+                self.learn(&mut state, Input::Failed { error, code: FailureCode::UnknownTool });
                 None
             }
             (_, Err(error)) => {
-                state.finish(RunOutcome::failed(error.to_string(), error.code()));
+                self.learn(&mut state, Input::Failed { error: error.to_string(), code: error.code().into() });
                 None
             }
-            (Ok(catalog), Ok(model)) => Some((Arc::clone(catalog), model)),
+            (Ok(_), Ok(model)) => Some(model),
         };
-        let catalog = match catalog {
+        let model = match model {
             Some(found) if !state.is_finished() => self.initialize_plugins(&mut state).await.then_some(found),
             _ => None,
         };
-        if let Some((catalog, mut model)) = catalog {
-            self.drive(&mut state, &catalog, &mut model).await;
+        if let Some(mut model) = model {
+            self.drive(&mut state, &mut model).await;
             // A signal acknowledged while the run completed reopens it: it is answered,
             // never lost.
             while !self.record_end(&mut state).await {
-                state.reopen_completed();
-                self.drive(&mut state, &catalog, &mut model).await;
+                self.learn(&mut state, Input::EndDeferred);
+                self.drive(&mut state, &mut model).await;
             }
         }
         let output = self.end(state, started).await;
@@ -149,7 +151,7 @@ impl Run {
             Ok(()) => true,
             Err(error) => {
                 tracing::warn!(run = %state.run_id, %error, "a plugin could not be initialized; the run stops");
-                state.finish(RunOutcome::failed(error.to_string(), FailureCode::Plugin));
+                self.learn(state, Input::Failed { error: error.to_string(), code: FailureCode::Plugin });
                 false
             }
         }
@@ -202,89 +204,147 @@ impl Run {
     /// Ends the run because its store failed or its lease was taken over.
     fn store_failed(&mut self, state: &mut RunState, error: StoreError) {
         tracing::warn!(run = %state.run_id, %error, "the run's store failed; the run stops");
-        let outcome = match &error {
-            StoreError::LeaseLost { .. } => RunOutcome::failed(
-                "another worker took this run over (its lease lapsed); this process stopped working on it",
-                FailureCode::LeaseLost,
-            ),
-            other => RunOutcome::failed(
-                format!("the run's store failed ({other}); the run can be resumed from its last checkpoint"),
-                FailureCode::Store,
-            ),
-        };
-        state.finish(outcome);
+        let lease_lost = matches!(error, StoreError::LeaseLost { .. });
+        self.learn(state, Input::StoreFailed { lease_lost, error: error.to_string() });
         self.recorder.fail(error);
     }
 
-    async fn drive(&mut self, state: &mut RunState, catalog: &ToolCatalog, model: &mut ResolvedModel) {
+    /// Learns `input` where it can ask for nothing to be done (a failure, a resolution, a
+    /// usage): the state decides, and the next step comes at the next boundary.
+    pub(crate) fn learn(&self, state: &mut RunState, input: Input) {
+        let effects = state.handle(input, &self.context());
+        debug_assert!(effects.is_empty(), "an input outside the loop asked for {effects:?}");
+    }
+
+    /// What the state reads besides itself.
+    pub(crate) fn context(&self) -> Context<'_> {
+        Context {
+            spec: &self.spec,
+            tools: &self.tools,
+            recording: self.recorder.is_on(),
+            authorizing: self.authorizer.is_some(),
+        }
+    }
+
+    /// The loop: at each boundary, deliver what came and ask the state what to do; perform
+    /// its effects, feeding back each one's answer, until it says the run is over.
+    async fn drive(&mut self, state: &mut RunState, model: &mut ResolvedModel) {
         loop {
             self.boundary(state, model).await;
-            let denied = state.apply_policy(&self.spec, catalog);
-            self.audit_denials(state, &denied);
-            let action = state.next_action(&self.spec, catalog);
+            let mut effects = state.handle(Input::Continue, &self.context());
             self.announce_results(state).await;
-            if !matches!(action, Action::Finish(_)) && self.recorder.turn_unsaved() {
-                // The last model turn is on record before the run acts on it; a signal
-                // that came meanwhile (the checkpoint says so) is taken first.
-                self.checkpoint_turn(state).await;
-                if state.is_finished() || self.recorder.signal_waits(state.signal_cursor) {
-                    continue;
-                }
-            }
-            match action {
-                Action::Finish(_) => return,
-                Action::CallModel(request) => {
-                    let turn = self.call_model(state, model, request).await;
-                    self.authorize_calls(state, catalog);
-                    if let Some(turn) = turn {
-                        self.recorder.note_turn(turn.evidence());
-                    }
-                }
-                Action::RunTools(calls) => self.run_tools(state, catalog, calls).await,
-                Action::AwaitApproval(requests) => {
-                    let mut waits = Vec::new();
-                    for mut request in requests {
-                        if self.paused.insert(request.call_id.clone()) {
-                            // A person deciding on a command sees how it will be confined (an
-                            // interrupted call keeps the reason that says so, which callers read).
-                            let uncertain =
-                                state.pending_calls.iter().any(|c| c.call_id == request.call_id && c.uncertain);
-                            if let Some(mode) = self.sandbox_of(&request.tool).filter(|_| !uncertain) {
-                                request.reason = format!("{} (sandbox: {mode})", request.reason);
+            loop {
+                let mut answer = None;
+                for effect in effects {
+                    let acts = matches!(
+                        effect,
+                        Effect::CallModel(_) | Effect::RunTools(_) | Effect::AskApproval(_) | Effect::SaveTurn
+                    );
+                    match effect {
+                        Effect::Finish(_) => return,
+                        // A save that failed ended the run: nothing more is done.
+                        _ if acts && state.is_finished() => break,
+                        effect => {
+                            if let Some(input) = self.perform(state, model, effect).await {
+                                answer = Some(input);
+                                break;
                             }
-                            let payload = serde_json::json!({"tool": request.tool, "reason": request.reason});
-                            waits.push(
-                                NewEvidence::new(EvidenceKind::ApprovalWait, payload)
-                                    .for_call(request.call_id.as_str()),
-                            );
-                            // An interrupted call is announced as what it is, so a
-                            // handler can tell "may run" from "may have run already".
-                            let reason = if uncertain {
-                                PauseReason::UncertainAction {
-                                    call_id: request.call_id,
-                                    tool: request.tool,
-                                    arguments: request.arguments,
-                                }
-                            } else {
-                                PauseReason::Approval {
-                                    call_id: request.call_id,
-                                    tool: request.tool,
-                                    arguments: request.arguments,
-                                    reason: request.reason,
-                                }
-                            };
-                            self.emitter.emit(AgentEventKind::RunPaused { reason }).await;
                         }
                     }
-                    if !waits.is_empty() {
-                        self.checkpoint(state, waits).await;
-                    }
-                    if !state.is_finished() {
-                        self.await_decision(state).await;
-                    }
                 }
+                let Some(input) = answer else { break };
+                effects = state.handle(input, &self.context());
             }
         }
+    }
+
+    /// Performs one effect; returns its answer, for those that have one.
+    async fn perform(&mut self, state: &mut RunState, model: &mut ResolvedModel, effect: Effect) -> Option<Input> {
+        match effect {
+            Effect::CallModel(request) => self.call_model(state, model, request).await,
+            Effect::Authorize(calls) => {
+                self.authorize_calls(state, &calls);
+                None
+            }
+            Effect::RunTools(batch) => self.run_tools(state, batch).await,
+            Effect::AskApproval(requests) => self.ask_approval(state, requests).await,
+            Effect::AuditDenial { call_id, tool, arguments, reason } => {
+                self.audit.record(
+                    AuditEntry::new(AuditKind::Denial, &self.spec.name, false, reason)
+                        .with_run_id(state.run_id.as_str())
+                        .with_tool(&tool)
+                        .with_call_id(call_id.as_str())
+                        .with_arguments(&arguments)
+                        .with_sandbox(self.sandbox_of(&tool)),
+                );
+                None
+            }
+            Effect::AuditDecision { call_id, call, decision } => {
+                self.audit_decision(state, &call_id, call, &decision);
+                None
+            }
+            Effect::RefuseSignal { kind, reason } => {
+                self.refuse_signal(state, kind, &reason).await;
+                None
+            }
+            Effect::SaveTurn => {
+                // The last model turn is on record before the run acts on it; a signal
+                // that came meanwhile (the save says so) is taken first.
+                self.checkpoint_turn(state).await;
+                Some(Input::TurnSaved { signal_waiting: self.recorder.signal_waits(state.signal_cursor) })
+            }
+            Effect::Checkpoint(entries) => {
+                self.checkpoint(state, entries).await;
+                None
+            }
+            Effect::Finish(_) => None,
+        }
+    }
+
+    /// Asks a person about `requests`: each is announced once (and recorded as waiting),
+    /// then the run waits for a decision.
+    async fn ask_approval(
+        &mut self,
+        state: &mut RunState,
+        requests: Vec<crate::approval::ApprovalRequest>,
+    ) -> Option<Input> {
+        let mut waits = Vec::new();
+        for mut request in requests {
+            if self.paused.insert(request.call_id.clone()) {
+                // A person deciding on a command sees how it will be confined (an
+                // interrupted call keeps the reason that says so, which callers read).
+                let uncertain = state.pending_calls.iter().any(|c| c.call_id == request.call_id && c.uncertain);
+                if let Some(mode) = self.sandbox_of(&request.tool).filter(|_| !uncertain) {
+                    request.reason = format!("{} (sandbox: {mode})", request.reason);
+                }
+                let payload = serde_json::json!({"tool": request.tool, "reason": request.reason});
+                waits.push(NewEvidence::new(EvidenceKind::ApprovalWait, payload).for_call(request.call_id.as_str()));
+                // An interrupted call is announced as what it is, so a handler can tell
+                // "may run" from "may have run already".
+                let reason = if uncertain {
+                    PauseReason::UncertainAction {
+                        call_id: request.call_id,
+                        tool: request.tool,
+                        arguments: request.arguments,
+                    }
+                } else {
+                    PauseReason::Approval {
+                        call_id: request.call_id,
+                        tool: request.tool,
+                        arguments: request.arguments,
+                        reason: request.reason,
+                    }
+                };
+                self.emitter.emit(AgentEventKind::RunPaused { reason }).await;
+            }
+        }
+        if !waits.is_empty() {
+            self.checkpoint(state, waits).await;
+        }
+        if state.is_finished() {
+            return None;
+        }
+        self.await_decision(state).await
     }
 
     /// The safe boundary: takes every waiting signal and the agent's latest configuration,
@@ -298,16 +358,15 @@ impl Run {
         }
         while let Some(signal) = self.queued.pop_front() {
             // Refused live signals are reported as events (`signal_refused`); none is stored.
-            let _ = self.deliver(state, signal).await;
+            let _ = self.deliver(state, signal, None).await;
         }
         self.take_revision(state, model).await;
         if self.cancel.is_cancelled() {
-            state.request_cancel(None);
+            self.learn(state, Input::Cancelled { reason: None });
         } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
-            state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
-        } else if self.suspend.is_cancelled() && !state.is_finished() {
-            let pending = state.awaiting_approval();
-            state.finish(RunOutcome::Paused { pending });
+            self.learn(state, Input::DeadlinePassed);
+        } else if self.suspend.is_cancelled() {
+            self.learn(state, Input::Suspended);
         }
     }
 
@@ -321,61 +380,41 @@ impl Run {
 
     /// Checks the calls the model just requested against the agent's capabilities, before
     /// any approval is asked; every decision goes to the audit log.
-    fn authorize_calls(&self, state: &mut RunState, catalog: &ToolCatalog) {
+    fn authorize_calls(&self, state: &mut RunState, calls: &[ToolCall]) {
         let Some(authorizer) = &self.authorizer else { return };
-        let mut denied = Vec::new();
-        for call in state.pending_calls.iter().filter(|c| c.result.is_none() && c.verdict.is_none()) {
-            // Unknown tools are not decisions: the catalog answers them with the known names.
-            let Some(tool) = catalog.get(&call.tool) else { continue };
-            let decision =
-                authorizer.authorize_in(&self.spec.name, tool.declaration(), &call.arguments, &self.workspace);
+        for call in calls {
+            let Some(tool) = self.tools.get(&call.name) else { continue };
+            let decision = authorizer.authorize_in(&self.spec.name, tool.declaration(), &call.args, &self.workspace);
             self.audit.record(
                 AuditEntry::new(AuditKind::CapabilityCheck, &self.spec.name, decision.is_allowed(), decision.reason())
                     .with_run_id(state.run_id.as_str())
-                    .with_tool(&call.tool)
-                    .with_call_id(call.call_id.as_str())
-                    .with_arguments(&call.arguments)
-                    .with_sandbox(self.sandbox_of(&call.tool)),
+                    .with_tool(&call.name)
+                    .with_call_id(call.id.as_str())
+                    .with_arguments(&call.args)
+                    .with_sandbox(self.sandbox_of(&call.name)),
             );
             if !decision.is_allowed() {
-                denied.push((call.call_id.clone(), decision.reason().to_owned()));
+                let reason = decision.reason().to_owned();
+                self.learn(state, Input::CapabilityDenied { call_id: call.id.clone(), reason });
             }
-        }
-        for (call_id, reason) in denied {
-            state.deny_call(&call_id, &reason);
-        }
-    }
-
-    /// Records the calls the approval policy refused.
-    fn audit_denials(&self, state: &RunState, denied: &[PendingCall]) {
-        for call in denied {
-            let reason = match &call.verdict {
-                Some(Verdict::Deny { reason }) => reason.as_str(),
-                _ => "denied by the approval policy",
-            };
-            self.audit.record(
-                AuditEntry::new(AuditKind::Denial, &self.spec.name, false, reason)
-                    .with_run_id(state.run_id.as_str())
-                    .with_tool(&call.tool)
-                    .with_call_id(call.call_id.as_str())
-                    .with_arguments(&call.arguments)
-                    .with_sandbox(self.sandbox_of(&call.tool)),
-            );
         }
     }
 
     /// Records a person's approval decision.
-    fn audit_decision(&self, state: &RunState, signal: &Signal) {
-        let Signal::Approval { call_id, decision } = signal else { return };
-        let call = state.pending_calls.iter().find(|c| &c.call_id == call_id);
+    fn audit_decision(
+        &self,
+        state: &RunState,
+        call_id: &ToolCallId,
+        call: Option<(String, serde_json::Value)>,
+        decision: &ApprovalDecision,
+    ) {
         let allowed = !matches!(decision, ApprovalDecision::Reject { .. } | ApprovalDecision::Cancel);
         let reason = serde_json::to_value(decision).map(|v| v.to_string()).unwrap_or_default();
         let mut entry = AuditEntry::new(AuditKind::Approval, &self.spec.name, allowed, reason)
             .with_run_id(state.run_id.as_str())
             .with_call_id(call_id.as_str());
-        if let Some(call) = call {
-            entry =
-                entry.with_tool(&call.tool).with_arguments(&call.arguments).with_sandbox(self.sandbox_of(&call.tool));
+        if let Some((tool, arguments)) = call {
+            entry = entry.with_tool(&tool).with_arguments(&arguments).with_sandbox(self.sandbox_of(&tool));
         }
         self.audit.record(entry);
     }
@@ -394,10 +433,10 @@ impl Run {
             }
         };
         for stored in pending {
-            state.signal_cursor = state.signal_cursor.max(stored.seq);
             let refused = match serde_json::from_value::<Signal>(stored.payload.clone()) {
-                Ok(signal) => self.deliver(state, signal).await.err(),
+                Ok(signal) => self.deliver(state, signal, Some(stored.seq)).await.err(),
                 Err(error) => {
+                    self.learn(state, Input::SignalUnreadable { seq: stored.seq });
                     tracing::warn!(run = %run_id, seq = stored.seq, %error, "a stored signal cannot be read; skipped");
                     Some(format!("it cannot be read: {error}"))
                 }
@@ -408,30 +447,33 @@ impl Run {
         }
     }
 
-    /// Runs the signal's hooks and applies it; a signal the run cannot take is reported,
-    /// and why is returned.
-    async fn deliver(&mut self, state: &mut RunState, signal: Signal) -> Result<(), String> {
-        let kind = signal.kind();
-        let refused = if !self.spec.accepts(kind) {
-            Some(RuntimeError::SignalNotAccepted { kind })
-        } else {
-            let extra = self.spec.signal_hooks.run(&signal, state);
-            self.audit_decision(state, &signal);
-            match state.apply_signal(signal) {
-                Ok(()) => {
-                    state.inject(extra);
-                    None
-                }
-                Err(error) => Some(error),
+    /// Delivers a signal (`seq`: its number in the store); a signal the run cannot take is
+    /// reported, and why is returned.
+    async fn deliver(&mut self, state: &mut RunState, signal: Signal, seq: Option<i64>) -> Result<(), String> {
+        let mut refused = Ok(());
+        for effect in state.handle(Input::Signal { signal, seq }, &self.context()) {
+            if let Effect::RefuseSignal { reason, .. } = &effect {
+                refused = Err(reason.clone());
             }
-        };
-        if let Some(error) = refused {
-            tracing::warn!(run = %state.run_id, %kind, %error, "signal refused");
-            let value = serde_json::json!({"kind": kind, "error": error.to_string()});
-            self.emitter.emit(AgentEventKind::Custom { name: "signal_refused".into(), value }).await;
-            return Err(error.to_string());
+            self.perform_record(state, effect).await;
         }
-        Ok(())
+        refused
+    }
+
+    /// Performs an effect that only records or reports.
+    async fn perform_record(&mut self, state: &mut RunState, effect: Effect) {
+        match effect {
+            Effect::AuditDecision { call_id, call, decision } => self.audit_decision(state, &call_id, call, &decision),
+            Effect::RefuseSignal { kind, reason } => self.refuse_signal(state, kind, &reason).await,
+            other => debug_assert!(false, "a signal asked for {other:?}"),
+        }
+    }
+
+    /// Reports a refused signal as a `signal_refused` event.
+    async fn refuse_signal(&mut self, state: &RunState, kind: crate::signal::SignalKind, reason: &str) {
+        tracing::warn!(run = %state.run_id, %kind, error = reason, "signal refused");
+        let value = serde_json::json!({"kind": kind, "error": reason});
+        self.emitter.emit(AgentEventKind::Custom { name: "signal_refused".into(), value }).await;
     }
 
     /// Emits a result event for every tool result added to the conversation since the
@@ -462,39 +504,32 @@ impl Run {
 
     /// Waits for an approval decision or cancellation; other signals wait for the next
     /// boundary. With nobody left to decide, the run pauses.
-    async fn await_decision(&mut self, state: &mut RunState) {
+    async fn await_decision(&mut self, state: &RunState) -> Option<Input> {
         let poll = self.recorder.start_waiting();
         loop {
             let signal = tokio::select! {
                 biased;
-                () = self.cancel.cancelled() => return,
-                () = until(self.deadline) => {
-                    state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
-                    return;
-                }
+                () = self.cancel.cancelled() => return None,
+                () = until(self.deadline) => return Some(Input::DeadlinePassed),
                 () = self.defer.cancelled() => None,
                 () = self.suspend.cancelled() => None,
                 signal = self.signals.recv() => signal,
                 // The agent's configuration changed: the boundary takes it, then the wait goes on.
-                () = reconfigure::next_revision(&mut self.live) => return,
+                () = reconfigure::next_revision(&mut self.live) => return None,
                 // A decision stored by another process (`troupe runs approve`) counts too.
                 () = tokio::time::sleep(poll.unwrap_or_default()), if poll.is_some() => {
                     if self.recorder.has_stored_signals(state.run_id.as_str(), state.signal_cursor).await {
-                        return;
+                        return None;
                     }
                     continue;
                 }
             };
             match signal {
-                None => {
-                    let pending = state.awaiting_approval();
-                    state.finish(RunOutcome::Paused { pending });
-                    return;
-                }
+                None => return Some(Input::NobodyToApprove),
                 Some(signal @ (Signal::Approval { .. } | Signal::Cancel { .. })) => {
                     // Signals that came before this one are taken first, in order.
                     self.queued.push_back(signal);
-                    return;
+                    return None;
                 }
                 Some(other) => self.queued.push_back(other),
             }
@@ -507,10 +542,7 @@ impl Run {
         if !self.recorder.end_pending() {
             return true;
         }
-        let outcome = match state.outcome.clone() {
-            Some(outcome) => outcome,
-            None => state.finish(RunOutcome::failed("the run stopped without an outcome", FailureCode::Internal)),
-        };
+        let outcome = self.outcome(state);
         let seq = self.emitter.next_seq();
         match self.recorder.record_end(state, &outcome, seq).await {
             EndRecord::Recorded => true,
@@ -522,18 +554,25 @@ impl Run {
         }
     }
 
+    /// The run's outcome; a run that stopped without one failed.
+    fn outcome(&self, state: &mut RunState) -> RunOutcome {
+        if state.outcome.is_none() {
+            let error = "the run stopped without an outcome".to_owned();
+            self.learn(state, Input::Failed { error, code: FailureCode::Internal });
+        }
+        state.outcome.clone().unwrap_or_else(|| RunOutcome::failed("the run has no outcome", FailureCode::Internal))
+    }
+
     async fn end(mut self, mut state: RunState, started: std::time::Instant) -> RunOutput {
         if self.recorder.is_stopped() && !self.recorder.has_failed() {
             // The heartbeat found the lease taken over: whatever the run did since is not
             // on record, and the new holder goes on from the last checkpoint.
-            state.outcome = None;
+            tracing::warn!(run = %state.run_id, "the run's lease was taken over; the run stops");
+            self.learn(&mut state, Input::LeaseTakenOver);
             let run_id = state.run_id.to_string();
-            self.store_failed(&mut state, StoreError::LeaseLost { run_id, owner: String::new() });
+            self.recorder.fail(StoreError::LeaseLost { run_id, owner: String::new() });
         }
-        let outcome = match state.outcome.clone() {
-            Some(outcome) => outcome,
-            None => state.finish(RunOutcome::failed("the run stopped without an outcome", FailureCode::Internal)),
-        };
+        let outcome = self.outcome(&mut state);
         self.record_end(&mut state).await;
         // A store failure while recording the end shows in the outcome.
         let outcome = state.outcome.clone().unwrap_or(outcome);

@@ -76,8 +76,6 @@ pub(crate) struct Journal {
     /// The run's latest signal as the store last told it (a created run has none; each
     /// checkpoint says), and when: a boundary soon after need not ask again.
     latest_signal: Option<(i64, Instant)>,
-    /// Whether a model turn is buffered that no checkpoint has saved.
-    turn_unsaved: bool,
 }
 
 impl Journal {
@@ -90,7 +88,6 @@ impl Journal {
             stopped: Arc::new(AtomicBool::new(false)),
             instruction: String::new(),
             latest_signal: None,
-            turn_unsaved: false,
         }
     }
 
@@ -132,18 +129,6 @@ impl Journal {
     /// Keeps `entry` for the next checkpoint.
     pub(crate) fn note(&mut self, entry: NewEvidence) {
         self.buffered.push(entry);
-    }
-
-    /// Keeps a model turn's `entry` for the next checkpoint: the run saves it before it
-    /// acts on the turn, or with its end when the turn ended it (one commit, not two).
-    pub(crate) fn note_turn(&mut self, entry: NewEvidence) {
-        self.buffered.push(entry);
-        self.turn_unsaved = true;
-    }
-
-    /// Whether a model turn waits to be saved.
-    pub(crate) fn turn_unsaved(&self) -> bool {
-        self.turn_unsaved
     }
 
     /// Appends `entries` at once, without a checkpoint: durable when this returns.
@@ -220,7 +205,6 @@ impl Journal {
         self.latest_signal = Some((saved.latest_signal, Instant::now()));
         self.chain = advanced;
         self.buffered.clear();
-        self.turn_unsaved = false;
         Ok(())
     }
 

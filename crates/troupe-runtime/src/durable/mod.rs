@@ -260,6 +260,3 @@ mod tests {
         assert!(!is_dead_local_owner(&format!("local:{host}:notapid:abc")));
     }
 }
-
-#[cfg(test)]
-mod crash_tests;

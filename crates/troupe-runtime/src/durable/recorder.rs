@@ -139,16 +139,13 @@ impl Recorder {
         recording.settle(saved)
     }
 
-    /// Keeps a model turn's evidence for the checkpoint before the run acts on it.
+    /// Keeps a model turn's evidence for the next save: the run saves it before it acts on
+    /// the turn ([`Effect::SaveTurn`](crate::machine::Effect::SaveTurn)), or with its end
+    /// when the turn ended it (one commit, not two).
     pub(crate) fn note_turn(&mut self, entry: NewEvidence) {
         if let Recorder::Store(recording) = self {
-            recording.journal.note_turn(entry);
+            recording.journal.note(entry);
         }
-    }
-
-    /// Whether a model turn waits to be saved.
-    pub(crate) fn turn_unsaved(&self) -> bool {
-        matches!(self, Recorder::Store(recording) if recording.journal.turn_unsaved())
     }
 
     /// Whether the store's last word was of a signal after `cursor`.

@@ -14,12 +14,11 @@ use crate::compaction::CompactionContext;
 use crate::durable::ModelTurn;
 use crate::genai;
 use crate::live::{Translator, until};
+use crate::machine::Input;
 use crate::middleware::{MiddlewareError, ModelCallContext};
-use crate::outcome::RunOutcome;
 use crate::state::RunState;
 use futures::StreamExt;
 use tracing::Instrument;
-use troupe_core::Budget;
 use troupe_core::FailureCode;
 use troupe_core::{AgentEventKind, ModelRequest, Role, Usage};
 use troupe_model::{ModelResponse, ResolvedModel, StreamAccumulator};
@@ -49,30 +48,35 @@ impl Interrupted {
 }
 
 impl Run {
-    /// Calls the model and applies its response; returns the turn to record, if one came.
+    /// Calls the model; returns what came of it for the state (the response, or why there
+    /// is none), `None` when the run was cancelled (the next boundary takes the signal).
     pub(super) async fn call_model(
         &mut self,
         state: &mut RunState,
         model: &ResolvedModel,
         mut request: ModelRequest,
-    ) -> Option<ModelTurn> {
+    ) -> Option<Input> {
         self.close_step().await;
         self.step += 1;
         self.open_step = Some(self.step);
         self.emitter.emit(AgentEventKind::StepStarted { step: self.step }).await;
         if let Some(compactor) = self.compactor.clone() {
             let before = state.messages.len();
+            // The conversation is taken out to be compacted and given back to the state.
+            let mut messages = std::mem::take(&mut state.messages);
             let context = CompactionContext {
                 model,
                 last_usage: state.last_usage,
                 // The previous request sent everything before the response it got.
-                last_request_messages: state.messages.iter().rposition(|m| m.role == Role::Assistant),
+                last_request_messages: messages.iter().rposition(|m| m.role == Role::Assistant),
                 iteration: state.iteration,
                 cancel: &self.cancel,
                 request: &request,
                 resolver: self.resolver.as_ref(),
             };
-            match compactor.compact_with_report(&mut state.messages, context).await {
+            let compacted = compactor.compact_with_report(&mut messages, context).await;
+            self.learn(state, Input::Compacted(messages));
+            match compacted {
                 Ok(None) => {}
                 Ok(Some(report)) => {
                     request.messages.clone_from(&state.messages);
@@ -82,9 +86,8 @@ impl Run {
                         let (model, usage, cost_usd) = (call.model.clone(), call.usage, call.cost_usd);
                         self.emitter.emit(AgentEventKind::Usage { model, usage, cost_usd }).await;
                         // The run's totals grow, but `last_usage` keeps measuring the conversation.
-                        let last = state.last_usage;
-                        state.record_usage(call.usage, call.cost_usd.unwrap_or(0.0));
-                        state.last_usage = last;
+                        let cost_usd = call.cost_usd.unwrap_or(0.0);
+                        self.learn(state, Input::Billed { usage: call.usage, cost_usd, of_conversation: false });
                     }
                     let value = serde_json::json!({
                         "messages_before": before,
@@ -94,8 +97,7 @@ impl Run {
                     self.emitter.emit(AgentEventKind::Custom { name: "compacted".into(), value }).await;
                 }
                 Err(error) => {
-                    state.finish(RunOutcome::failed(error.to_string(), FailureCode::Compaction));
-                    return None;
+                    return Some(Input::Failed { error: error.to_string(), code: FailureCode::Compaction });
                 }
             }
         }
@@ -111,9 +113,9 @@ impl Run {
             .with_cancel(self.cancel.clone())
         });
         if let Some(hook) = &hook
-            && !self.before_model(state, hook, &mut request).await
+            && let Err(stopped) = self.before_model(hook, &mut request).await
         {
-            return None;
+            return stopped;
         }
         let span = genai::chat_span(model.provider.name(), &request, self.capture_content);
         let mut priced_as = model.clone();
@@ -143,8 +145,8 @@ impl Run {
             self.emitter.emit_all(out).await;
             if !partial.is_empty() {
                 // The broken-off part was billed.
-                let cost = self.price(&priced_as, partial).await;
-                state.record_usage(partial, cost);
+                let cost_usd = self.price(&priced_as, partial).await;
+                self.learn(state, Input::Billed { usage: partial, cost_usd, of_conversation: true });
                 partial = Usage::default();
             }
             let delay = RESTART_DELAY * 2u32.pow(restarts - 1);
@@ -173,24 +175,25 @@ impl Run {
                     genai::record_error(&span, error.code());
                     translator.abort(&format!("the response was not kept ({error})"), &mut out);
                     self.emitter.emit_all(out).await;
-                    let cost = self.price(&priced_as, response.usage).await;
-                    state.record_usage(response.usage, cost);
-                    self.stop_for(state, error);
-                    return None;
+                    let cost_usd = self.price(&priced_as, response.usage).await;
+                    self.learn(state, Input::Billed { usage: response.usage, cost_usd, of_conversation: true });
+                    return self.stop_for(&state.run_id, error);
                 }
                 translator.finish(&mut out);
                 self.emitter.emit_all(out).await;
-                let cost = self.price(&priced_as, response.usage).await;
-                let turn = self.recorder.is_on().then(|| ModelTurn {
-                    iteration: state.iteration,
-                    model: priced_as.id.clone(),
-                    message: response.message.clone(),
-                    stop_reason: response.stop_reason.clone(),
-                    usage: response.usage,
-                    cost_usd: cost,
-                });
-                state.apply_model_response(response, cost);
-                turn
+                let cost_usd = self.price(&priced_as, response.usage).await;
+                if self.recorder.is_on() {
+                    let turn = ModelTurn {
+                        iteration: state.iteration,
+                        model: priced_as.id.clone(),
+                        message: response.message.clone(),
+                        stop_reason: response.stop_reason.clone(),
+                        usage: response.usage,
+                        cost_usd,
+                    };
+                    self.recorder.note_turn(turn.evidence());
+                }
+                Some(Input::ModelResponded { response, cost_usd })
             }
             Err(interrupted) => {
                 genai::record_error(&span, interrupted.error_type());
@@ -203,61 +206,45 @@ impl Run {
                 translator.abort(&why, &mut out);
                 self.emitter.emit_all(out).await;
                 if !partial.is_empty() {
-                    let cost = self.price(&priced_as, partial).await;
-                    state.record_usage(partial, cost);
+                    let cost_usd = self.price(&priced_as, partial).await;
+                    self.learn(state, Input::Billed { usage: partial, cost_usd, of_conversation: true });
                 }
                 match interrupted {
                     // The next boundary takes the cancel signal (and its reason) first.
-                    Interrupted::Cancelled => {}
-                    Interrupted::TimedOut => {
-                        state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
-                    }
+                    Interrupted::Cancelled => None,
+                    Interrupted::TimedOut => Some(Input::DeadlinePassed),
                     Interrupted::Failed(error) => {
-                        state.finish(RunOutcome::failed(error.to_string(), error.code()));
+                        Some(Input::Failed { error: error.to_string(), code: error.code().into() })
                     }
                 }
-                None
             }
         }
     }
 
-    /// Runs the `before_model` hooks under the run's cancellation and deadline; returns
-    /// whether the call goes on. A refusal ends the run.
-    async fn before_model(
-        &mut self,
-        state: &mut RunState,
-        hook: &ModelCallContext,
-        request: &mut ModelRequest,
-    ) -> bool {
+    /// Runs the `before_model` hooks under the run's cancellation and deadline; `Err` with
+    /// what stopped the call, when one did.
+    async fn before_model(&self, hook: &ModelCallContext, request: &mut ModelRequest) -> Result<(), Option<Input>> {
         let stack = self.middleware.clone();
         let verdict = tokio::select! {
             biased;
             // The next boundary takes the cancel signal (and its reason).
-            () = self.cancel.cancelled() => return false,
-            () = until(self.deadline) => {
-                state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
-                return false;
-            }
+            () = self.cancel.cancelled() => return Err(None),
+            () = until(self.deadline) => return Err(Some(Input::DeadlinePassed)),
             verdict = stack.before_model(hook, request) => verdict,
         };
-        match verdict {
-            Ok(()) => true,
-            Err(error) => {
-                self.stop_for(state, error);
-                false
-            }
-        }
+        verdict.map_err(|error| self.stop_for(&hook.run_id, error))
     }
 
-    /// Ends the run, or starts its cancellation, because a middleware stopped a model call.
-    fn stop_for(&self, state: &mut RunState, error: MiddlewareError) {
-        tracing::info!(run = %state.run_id, %error, "a middleware stopped the model call");
+    /// What a middleware that stopped a model call means for the run: a refusal ends it,
+    /// a cancellation starts its cancellation.
+    fn stop_for(&self, run_id: &troupe_core::RunId, error: MiddlewareError) -> Option<Input> {
+        tracing::info!(run = %run_id, %error, "a middleware stopped the model call");
         match &error {
             // A cancelled run's boundary takes its own signal and reason.
-            MiddlewareError::Cancelled { .. } if self.cancel.is_cancelled() => {}
-            MiddlewareError::Cancelled { .. } => state.request_cancel(Some(error.to_string())),
+            MiddlewareError::Cancelled { .. } if self.cancel.is_cancelled() => None,
+            MiddlewareError::Cancelled { .. } => Some(Input::Cancelled { reason: Some(error.to_string()) }),
             MiddlewareError::Refused { .. } => {
-                state.finish(RunOutcome::failed(error.to_string(), error.code()));
+                Some(Input::Failed { error: error.to_string(), code: error.code().into() })
             }
         }
     }

@@ -7,6 +7,7 @@
 
 use super::Run;
 use crate::live_spec::{AppliedSpec, LiveSpec, SpecRevision, SpecUpdate, changed_fields};
+use crate::machine::Input;
 use crate::middleware::RateQuotas;
 use crate::spec::AgentSpec;
 use crate::state::RunState;
@@ -93,8 +94,8 @@ impl Run {
         if next.model != self.spec.model {
             match self.resolver.resolve(&next.model) {
                 Ok(resolved) => {
-                    state.model.clone_from(&resolved.id);
-                    state.model_name.clone_from(&resolved.model);
+                    let (id, name) = (resolved.id.clone(), resolved.model.clone());
+                    self.learn(state, Input::ModelResolved { id, name });
                     *model = resolved;
                 }
                 Err(error) => {
@@ -125,7 +126,7 @@ impl Run {
             self.deadline = next.limits.timeout.map(|timeout| self.launched + timeout);
         }
         tracing::info!(run = %state.run_id, revision = revision.revision, ?changed, "the run's configuration changed");
-        state.applied_spec = Some(AppliedSpec::of(&source, revision.revision, &next));
+        self.learn(state, Input::SpecApplied(AppliedSpec::of(&source, revision.revision, &next)));
         self.spec = Arc::new(next);
         self.emitter.emit(AgentEventKind::ConfigChanged { revision: revision.revision, changed }).await;
         self.checkpoint(state, Vec::new()).await;

@@ -3,52 +3,36 @@
 
 use super::Run;
 use crate::durable::{ActionCompleted, ActionStarted};
-use crate::outcome::RunOutcome;
+use crate::machine::{Input, ToolBatch};
 use crate::state::RunState;
 use crate::tool_pipeline::ToolPipeline;
 use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use troupe_core::Budget;
 use troupe_store::NewEvidence;
 use troupe_tools::{ToolCall, ToolCatalog, ToolContext, ToolDeclaration, ToolResultOutcome};
 
 impl Run {
-    /// Runs one batch under the run's cancellation; on the deadline, cancels the batch and
-    /// keeps what the tools report.
-    pub(super) async fn run_tools(&mut self, state: &mut RunState, catalog: &ToolCatalog, calls: Vec<ToolCall>) {
-        // One schedule, recorded or not: read-only calls run together, each call with side
-        // effects runs alone between its `action started` and its completion (which the
-        // recorder writes, when the run has a store), so a read after a write sees it.
-        let mut rest = &calls[..];
-        while !rest.is_empty() && !state.is_finished() {
-            let side_effect =
-                |call: &ToolCall| catalog.get(&call.name).is_some_and(|t| !t.declaration().is_read_only());
-            let readers = rest.iter().take_while(|c| !side_effect(c)).count();
-            let (group, tail) = rest.split_at(readers.max(1));
-            rest = tail;
-            let declaration =
-                (readers == 0).then(|| catalog.get(&group[0].name)).flatten().map(|t| t.declaration().clone());
-            let (outcomes, timed_out, completions) = match &declaration {
-                Some(declaration) => match self.run_recorded(state, catalog, &group[0], declaration).await {
-                    Some(ran) => ran,
-                    None => return,
-                },
-                None => {
-                    let (outcomes, timed_out) = self.run_group(state, catalog, group).await;
-                    (outcomes, timed_out, Vec::new())
-                }
-            };
-            state.apply_tool_results(group.iter().map(|c| c.id.clone()).zip(outcomes).collect());
-            if timed_out {
-                state.finish(RunOutcome::BudgetExceeded { budget: Budget::Time });
+    /// Runs one batch the state scheduled (read-only calls together; a call with side
+    /// effects alone, between its `action started` and its completion); on the deadline,
+    /// cancels the batch and keeps what the tools report. `None` when the store failed
+    /// before the call could start.
+    pub(super) async fn run_tools(&mut self, state: &mut RunState, batch: ToolBatch) -> Option<Input> {
+        let tools = Arc::clone(&self.tools);
+        let declaration = batch
+            .side_effect
+            .then(|| batch.calls.first().and_then(|call| tools.get(&call.name)))
+            .flatten()
+            .map(|t| t.declaration().clone());
+        let (outcomes, timed_out, completions) = match (&declaration, batch.calls.first()) {
+            (Some(declaration), Some(call)) => self.run_recorded(state, &tools, call, declaration).await?,
+            _ => {
+                let (outcomes, timed_out) = self.run_group(state, &tools, &batch.calls).await;
+                (outcomes, timed_out, Vec::new())
             }
-            // Read-only results need no boundary of their own: a resume may run them again,
-            // and the next model turn's checkpoint records them.
-            if declaration.is_some() || timed_out {
-                self.checkpoint(state, completions).await;
-            }
-        }
+        };
+        let results = batch.calls.iter().map(|c| c.id.clone()).zip(outcomes).collect();
+        Some(Input::ToolsFinished { results, timed_out, completions })
     }
 
     /// Runs one call with side effects between its evidence entries: its `before_tool`

@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 use troupe_core::Budget;
 use troupe_core::{AgentEventKind, ToolCallId, Usage};
 use troupe_runtime::{
-    Agent, AgentSpec, ApprovalDecision, ApprovalRequest, LoopStatus, Phase, RunHandle, RunInput, RunOutcome, RunState,
-    Signal, SignalSender,
+    Agent, AgentSpec, ApprovalDecision, ApprovalRequest, RunHandle, RunInput, RunOutcome, RunState, Signal,
+    SignalSender,
 };
 
 /// Where a supervised agent stands.
@@ -304,7 +304,7 @@ impl AgentHandle {
                 if state.model_switched {
                     snapshot.model.clone_from(&state.spec.model);
                 }
-                state.agent.resume(reopen(snapshot))
+                state.agent.resume(snapshot.reopened_after_cancel())
             }
         };
         // Nobody answers approvals live: a call that needs one suspends the agent.
@@ -452,25 +452,6 @@ fn describe_spec(spec: &AgentSpec) -> String {
         None if line.is_empty() => format!("the agent `{}`", spec.name),
         None => line.to_owned(),
     }
-}
-
-/// A suspended run's state made ready to go on: a run stopped by the supervisor ended
-/// cancelled, so its outcome is cleared and its next step chosen from where it stood.
-fn reopen(mut state: RunState) -> RunState {
-    if matches!(state.outcome, Some(RunOutcome::Cancelled { .. })) {
-        state.outcome = None;
-        state.cancel_reason = None;
-        state.status = LoopStatus::Running;
-        let last_is_answer = state.messages.last().is_some_and(|m| m.role == troupe_core::Role::Assistant);
-        state.phase = if !state.answer.is_empty() {
-            Phase::Answered
-        } else if last_is_answer && !state.continuation.is_empty() {
-            Phase::Truncated
-        } else {
-            Phase::CallModel
-        };
-    }
-    state
 }
 
 /// `usage` minus `counted`, field by field (what the live events did not report).

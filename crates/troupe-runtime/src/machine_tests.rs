@@ -1,26 +1,27 @@
-//! Property test of a run under crashes: random model turns, random decisions of a
-//! person, and crashes at random points of the recording protocol. After each crash the
-//! run is restored from its last checkpoint and its evidence, and resumed by
-//! [`plan_resume`], as `Runner::resume_run` does.
-//!
-//! The shell below performs the run's actions the way the runner records them: a model
-//! turn is saved with the checkpoint before the run acts on it; a call with side effects
-//! runs between its `action started` (appended, or saved with the state when a person's
-//! decision is not on record yet) and a checkpoint with its `action completed`; read-only
-//! calls run without a boundary of their own; the end is the last checkpoint.
+//! Property test of the effect machine under crashes: random model turns, random
+//! decisions of a person, random messages and cancellations at boundaries, and crashes at
+//! random points of the recording protocol. The shell below only performs what
+//! [`RunState::handle`] asks — it decides nothing — the way the runner's task does: a
+//! model turn's evidence is kept for the next save, a save is one transaction, a call's
+//! start record is saved with the state when a person's decision is not on record yet
+//! and appended alone otherwise. After each crash the run is restored from its last
+//! checkpoint and its evidence, and resumed by [`plan_resume`], as `Runner::resume_run`
+//! does.
 //!
 //! Invariants, whatever the crashes:
 //! - a call with side effects runs at most once, plus once per retry a person chose after
 //!   it was put to them as interrupted;
 //! - the run ends, and every tool call of its conversation is answered exactly once;
+//! - the state on record is the state the run ended with;
 //! - the evidence is a gap-free chain that verifies.
 
-use super::{ActionCompleted, ActionStarted, ModelTurn, UNCERTAIN_REASON, plan_resume};
 use crate::approval::{ApprovalDecision, ApprovalPolicy};
+use crate::durable::{ActionCompleted, ActionStarted, ModelTurn, UNCERTAIN_REASON, plan_resume};
+use crate::machine::{Context, Effect, Input};
 use crate::outcome::RunOutcome;
 use crate::signal::Signal;
 use crate::spec::AgentSpec;
-use crate::state::{Action, RunState};
+use crate::state::RunState;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use proptest::prelude::*;
@@ -31,7 +32,9 @@ use std::time::Duration;
 use troupe_core::{ContentBlock, Message, Role, RunId, StopReason, ToolCallId, Usage};
 use troupe_model::ModelResponse;
 use troupe_store::{EvidenceChain, EvidenceEntry, NewEvidence, verify_chain};
-use troupe_tools::{Effect, Tool, ToolCatalog, ToolContext, ToolDeclaration, ToolError, ToolOutput, ToolResultOutcome};
+use troupe_tools::{
+    Effect as ToolEffect, Tool, ToolCatalog, ToolContext, ToolDeclaration, ToolError, ToolOutput, ToolResultOutcome,
+};
 
 /// A tool that only declares itself: the shell runs calls, not the catalog.
 struct Declared(ToolDeclaration);
@@ -50,7 +53,7 @@ fn catalog() -> ToolCatalog {
     let tool = |name: &str, effect| -> Arc<dyn Tool> {
         Arc::new(Declared(ToolDeclaration::new(name, "a tool", json!({"type": "object"}), effect)))
     };
-    ToolCatalog::with_tools([tool("read", Effect::ReadOnly), tool("append", Effect::ExternalSideEffect)])
+    ToolCatalog::with_tools([tool("read", ToolEffect::ReadOnly), tool("append", ToolEffect::ExternalSideEffect)])
         .expect("the catalog")
 }
 
@@ -74,17 +77,37 @@ struct Case {
     answers: Vec<Answer>,
     /// The ticks of the recording protocol at which the process dies.
     crashes: BTreeSet<u32>,
+    /// Signals that arrive at boundaries, by the boundary's number (counted across crashes).
+    interjections: BTreeMap<u32, Interjection>,
+}
+
+/// A signal that arrives between two steps.
+#[derive(Clone, Copy, Debug)]
+enum Interjection {
+    /// A user message.
+    Message,
+    /// A cancellation.
+    Cancel,
 }
 
 fn case() -> impl Strategy<Value = Case> {
     let answer = prop_oneof![Just(Answer::Approve), Just(Answer::Reject), Just(Answer::AlwaysAllow)];
+    // Cancellations are rare, so most runs go to their end.
+    let interjection = prop_oneof![4 => Just(Interjection::Message), 1 => Just(Interjection::Cancel)];
     (
         prop::collection::vec(prop::collection::vec(any::<bool>(), 0..4), 0..5),
         any::<bool>(),
         prop::collection::vec(answer, 1..6),
         prop::collection::btree_set(0u32..60, 0..12),
+        prop::collection::btree_map(0u32..40, interjection, 0..3),
     )
-        .prop_map(|(turns, ask, answers, crashes)| Case { turns, ask, answers, crashes })
+        .prop_map(|(turns, ask, answers, crashes, interjections)| Case {
+            turns,
+            ask,
+            answers,
+            crashes,
+            interjections,
+        })
 }
 
 /// The store as a crash leaves it: the last checkpoint and the evidence on record.
@@ -106,12 +129,21 @@ struct Shell<'c> {
     decision_unsaved: bool,
     /// Every tick of the protocol so far, across crashes.
     tick: u32,
+    /// The boundaries passed so far, across crashes.
+    boundaries: u32,
     /// The answers given so far.
     asked: usize,
     /// The world: how often each call with side effects ran.
     ran: BTreeMap<ToolCallId, u32>,
     /// How often a person chose to retry each interrupted call.
     retries_chosen: BTreeMap<ToolCallId, u32>,
+    /// The outcome the run ended with, once it did.
+    ended: Option<RunOutcome>,
+    /// The call with side effects between its start record and the save that follows its
+    /// result, if any.
+    in_flight: Option<ToolCallId>,
+    /// The calls the process died during.
+    interrupted: BTreeSet<ToolCallId>,
 }
 
 /// The process died at this tick.
@@ -131,16 +163,24 @@ impl<'c> Shell<'c> {
             buffered: Vec::new(),
             decision_unsaved: false,
             tick: 0,
+            boundaries: 0,
             asked: 0,
             ran: BTreeMap::new(),
             retries_chosen: BTreeMap::new(),
+            ended: None,
+            in_flight: None,
+            interrupted: BTreeSet::new(),
         }
     }
 
     /// A point where the process may die.
     fn tick(&mut self) -> Result<(), Crash> {
         self.tick += 1;
-        if self.case.crashes.contains(&self.tick) { Err(Crash) } else { Ok(()) }
+        if !self.case.crashes.contains(&self.tick) {
+            return Ok(());
+        }
+        self.interrupted.extend(self.in_flight.take());
+        Err(Crash)
     }
 
     fn append(&mut self, entries: Vec<NewEvidence>) {
@@ -184,78 +224,141 @@ impl<'c> Shell<'c> {
         }
     }
 
-    /// Runs the state until it ends or the process dies.
+    fn context(&self) -> Context<'_> {
+        Context { spec: &self.spec, tools: &self.catalog, recording: true, authorizing: false }
+    }
+
+    /// Runs the state until it ends or the process dies: at each boundary the signals that
+    /// arrive, then what the state asks, with each effect's answer fed back.
     fn drive(&mut self, state: &mut RunState) -> Result<RunOutcome, Crash> {
         loop {
-            match state.next_action(&self.spec, &self.catalog) {
-                Action::CallModel(_) => {
-                    let response = self.response(state);
-                    let turn = ModelTurn {
-                        iteration: state.iteration,
-                        model: "fake/model".into(),
-                        message: response.message.clone(),
-                        stop_reason: response.stop_reason.clone(),
-                        usage: response.usage,
-                        cost_usd: 0.0,
-                    };
-                    state.apply_model_response(response, 0.0);
-                    self.buffered.push(turn.evidence());
-                    self.tick()?;
-                    if !state.pending_calls.is_empty() {
-                        // Saved before the run acts on it.
-                        self.checkpoint(state, Vec::new());
-                        self.tick()?;
+            // The save after a call's result comes before the next boundary.
+            self.in_flight = None;
+            self.boundaries += 1;
+            if let Some(interjection) = self.case.interjections.get(&self.boundaries) {
+                let signal = match interjection {
+                    Interjection::Message => Signal::user_message("also this"),
+                    Interjection::Cancel => Signal::Cancel { reason: Some("enough".into()) },
+                };
+                // A signal taken is on record with the next save, like a decision.
+                let effects = state.handle(Input::Signal { signal, seq: None }, &self.context());
+                assert_taken(&effects);
+                self.decision_unsaved = true;
+            }
+            let mut effects = state.handle(Input::Continue, &self.context());
+            loop {
+                let mut answer = None;
+                for effect in effects {
+                    if let Some(input) = self.perform(state, effect)? {
+                        answer = Some(input);
+                        break;
+                    }
+                    if let Some(outcome) = &self.ended {
+                        return Ok(outcome.clone());
                     }
                 }
-                Action::AwaitApproval(requests) => {
-                    for request in requests {
-                        let answer = self.case.answers[self.asked.min(self.case.answers.len() - 1)];
-                        self.asked += 1;
-                        let decision = match answer {
-                            Answer::Approve => ApprovalDecision::Approve,
-                            Answer::Reject => ApprovalDecision::Reject { reason: None },
-                            Answer::AlwaysAllow => ApprovalDecision::AlwaysAllow,
-                        };
-                        if request.reason == UNCERTAIN_REASON && !matches!(answer, Answer::Reject) {
-                            *self.retries_chosen.entry(request.call_id.clone()).or_default() += 1;
-                        }
-                        state
-                            .apply_signal(Signal::Approval { call_id: request.call_id, decision })
-                            .expect("a waiting call takes a decision");
-                        self.decision_unsaved = true;
-                        self.tick()?;
-                    }
-                }
-                Action::RunTools(calls) => {
-                    for call in calls {
-                        let declaration = self.catalog.get(&call.name).expect("a known tool").declaration().clone();
-                        if declaration.is_read_only() {
-                            state.apply_tool_results(vec![(call.id.clone(), ok("read"))]);
-                            continue;
-                        }
-                        let started = ActionStarted::evidence(call.id.as_str(), &declaration, &call.args);
-                        if self.decision_unsaved {
-                            self.checkpoint(state, vec![started]);
-                        } else {
-                            self.append(vec![started]);
-                        }
-                        self.tick()?;
-                        *self.ran.entry(call.id.clone()).or_default() += 1;
-                        self.tick()?;
-                        let outcome = ok("appended");
-                        let completed =
-                            ActionCompleted::evidence(call.id.as_str(), &declaration, &outcome.content, false);
-                        state.apply_tool_results(vec![(call.id.clone(), outcome)]);
-                        self.checkpoint(state, vec![completed]);
-                        self.tick()?;
-                    }
-                }
-                Action::Finish(outcome) => {
-                    self.checkpoint(state, Vec::new());
-                    return Ok(outcome);
-                }
+                let Some(input) = answer else { break };
+                effects = state.handle(input, &self.context());
             }
         }
+    }
+
+    /// Performs one effect; returns its answer.
+    fn perform(&mut self, state: &mut RunState, effect: Effect) -> Result<Option<Input>, Crash> {
+        Ok(match effect {
+            Effect::CallModel(_) => {
+                let response = self.response(state);
+                let turn = ModelTurn {
+                    iteration: state.iteration,
+                    model: "fake/model".into(),
+                    message: response.message.clone(),
+                    stop_reason: response.stop_reason.clone(),
+                    usage: response.usage,
+                    cost_usd: 0.0,
+                };
+                self.buffered.push(turn.evidence());
+                self.tick()?;
+                Some(Input::ModelResponded { response, cost_usd: 0.0 })
+            }
+            Effect::SaveTurn => {
+                self.checkpoint(state, Vec::new());
+                self.tick()?;
+                Some(Input::TurnSaved { signal_waiting: false })
+            }
+            Effect::Checkpoint(entries) => {
+                self.checkpoint(state, entries);
+                self.tick()?;
+                None
+            }
+            Effect::AskApproval(requests) => {
+                for request in requests {
+                    let answer = self.case.answers[self.asked.min(self.case.answers.len() - 1)];
+                    self.asked += 1;
+                    let decision = match answer {
+                        Answer::Approve => ApprovalDecision::Approve,
+                        Answer::Reject => ApprovalDecision::Reject { reason: None },
+                        Answer::AlwaysAllow => ApprovalDecision::AlwaysAllow,
+                    };
+                    if request.reason == UNCERTAIN_REASON {
+                        // Only a call the process died during is put to a person as interrupted.
+                        assert!(
+                            self.interrupted.contains(&request.call_id),
+                            "{} asked as interrupted",
+                            request.call_id
+                        );
+                    }
+                    if request.reason == UNCERTAIN_REASON && !matches!(answer, Answer::Reject) {
+                        *self.retries_chosen.entry(request.call_id.clone()).or_default() += 1;
+                    }
+                    let signal = Signal::Approval { call_id: request.call_id, decision };
+                    let effects = state.handle(Input::Signal { signal, seq: None }, &self.context());
+                    assert_taken(&effects);
+                    self.decision_unsaved = true;
+                    self.tick()?;
+                }
+                None
+            }
+            Effect::RunTools(batch) => {
+                let mut results = Vec::new();
+                let mut completions = Vec::new();
+                for call in &batch.calls {
+                    let declaration = self.catalog.get(&call.name).expect("a known tool").declaration().clone();
+                    assert_eq!(batch.side_effect, !declaration.is_read_only(), "{batch:?}");
+                    if !batch.side_effect {
+                        results.push((call.id.clone(), ok("read")));
+                        continue;
+                    }
+                    assert_eq!(batch.calls.len(), 1, "a call with side effects runs alone");
+                    self.in_flight = Some(call.id.clone());
+                    let started = ActionStarted::evidence(call.id.as_str(), &declaration, &call.args);
+                    if self.decision_unsaved {
+                        self.checkpoint(state, vec![started]);
+                    } else {
+                        self.append(vec![started]);
+                    }
+                    self.tick()?;
+                    *self.ran.entry(call.id.clone()).or_default() += 1;
+                    self.tick()?;
+                    let outcome = ok("appended");
+                    completions.push(ActionCompleted::evidence(
+                        call.id.as_str(),
+                        &declaration,
+                        &outcome.content,
+                        false,
+                    ));
+                    results.push((call.id.clone(), outcome));
+                }
+                Some(Input::ToolsFinished { results, timed_out: false, completions })
+            }
+            Effect::Finish(outcome) => {
+                // The end's record: the last save.
+                self.checkpoint(state, Vec::new());
+                self.ended = Some(outcome);
+                None
+            }
+            Effect::Authorize(_) | Effect::AuditDenial { .. } | Effect::AuditDecision { .. } => None,
+            Effect::RefuseSignal { reason, .. } => panic!("a signal was refused: {reason}"),
+        })
     }
 
     /// The process starts again: the state of the last checkpoint, the evidence on
@@ -267,6 +370,13 @@ impl<'c> Shell<'c> {
         self.chain = EvidenceChain::after(state.run_id.as_str(), self.stored.evidence.last());
         plan_resume(&state, &self.stored.evidence, &[]).apply(&mut state);
         state
+    }
+}
+
+/// A signal the shell sends is one the run takes: a refusal would be a shell's mistake.
+fn assert_taken(effects: &[Effect]) {
+    for effect in effects {
+        assert!(!matches!(effect, Effect::RefuseSignal { .. }), "a signal was refused: {effect:?}");
     }
 }
 
