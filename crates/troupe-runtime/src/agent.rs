@@ -6,7 +6,7 @@ use crate::live_spec::{LiveSpec, SpecRevision, SpecUpdate, validate_limits};
 use crate::metrics::MetricsSnapshot;
 use crate::middleware::RateLimit;
 use crate::outcome::RunOutput;
-use crate::runner::Runner;
+use crate::runner::{Claim, Runner, SpecSource};
 use crate::spec::AgentSpec;
 use crate::state::RunState;
 use std::sync::Arc;
@@ -123,7 +123,7 @@ impl Agent {
     /// Starts a run and returns its handle at once: live events, signals, cancellation
     /// and the result. Must be called inside a Tokio runtime.
     pub fn start(&self, input: impl Into<RunInput>) -> RunHandle {
-        self.runner.start_live(&self.live, input.into())
+        self.runner.start(&self.live, input.into())
     }
 
     /// Runs to the end and returns the output.
@@ -137,13 +137,13 @@ impl Agent {
 
     /// Continues a run from `state` (see [`Runner::resume`]).
     pub fn resume(&self, state: RunState) -> RunHandle {
-        self.runner.resume_live(&self.live, state)
+        self.runner.resume(&self.live, state)
     }
 
     /// Continues the stored run `run_id` with this agent's spec
     /// ([`Runner::resume_run`]).
     pub async fn resume_run(&self, run_id: &str) -> Result<RunHandle, RuntimeError> {
-        self.runner.resume_run_live(run_id, Some(self.live.spec()), Some(&self.live)).await
+        self.runner.resume_stored(Claim::RunId(run_id), Some(SpecSource::Live(&self.live))).await
     }
 
     /// Puts a run of this agent in the store's queue for a worker ([`Runner::enqueue`]).

@@ -168,7 +168,7 @@ pub use middleware::{
 pub use outcome::{RunNotCompleted, RunOutcome, RunOutput};
 pub use plugin::{Plugin, PluginContext, PluginError};
 pub use resolver::{FixedModel, ModelResolver};
-pub use runner::{DEFAULT_TOOL_CONCURRENCY, Runner};
+pub use runner::{DEFAULT_TOOL_CONCURRENCY, Runner, SpecSource};
 pub use signal::{Signal, SignalHook, SignalHooks, SignalKind};
 pub use spec::{AgentSpec, Limits};
 pub use state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState};

@@ -33,6 +33,75 @@ use troupe_core::{AgentId, RunId};
 use troupe_store::{EvidenceChain, EvidenceKind, Lease, NewEvidence, RunStatus, now_millis};
 use troupe_tools::{AuditLog, Authorizer, NoAudit, ToolCatalog, Workspace};
 
+/// Which definition a run goes by: a fixed spec, or a [`LiveSpec`] whose later revisions
+/// the run takes at its boundaries (what an [`Agent`](crate::Agent)'s runs go by).
+#[derive(Clone)]
+pub enum SpecSource<'a> {
+    /// This spec, for the whole run.
+    Fixed(Arc<AgentSpec>),
+    /// The live spec's latest revision, and those after it.
+    Live(&'a LiveSpec),
+}
+
+impl<'a> SpecSource<'a> {
+    /// The spec in force now.
+    pub fn spec(&self) -> Arc<AgentSpec> {
+        match self {
+            SpecSource::Fixed(spec) => Arc::clone(spec),
+            SpecSource::Live(live) => live.spec(),
+        }
+    }
+
+    fn live(&self) -> Option<&'a LiveSpec> {
+        match self {
+            SpecSource::Fixed(_) => None,
+            SpecSource::Live(live) => Some(live),
+        }
+    }
+}
+
+impl From<Arc<AgentSpec>> for SpecSource<'_> {
+    fn from(spec: Arc<AgentSpec>) -> Self {
+        SpecSource::Fixed(spec)
+    }
+}
+
+impl From<AgentSpec> for SpecSource<'_> {
+    fn from(spec: AgentSpec) -> Self {
+        SpecSource::Fixed(Arc::new(spec))
+    }
+}
+
+impl<'a> From<&'a LiveSpec> for SpecSource<'a> {
+    fn from(live: &'a LiveSpec) -> Self {
+        SpecSource::Live(live)
+    }
+}
+
+/// How a stored run to resume is claimed.
+pub(crate) enum Claim<'a> {
+    /// By its id: this process takes its lease.
+    RunId(&'a str),
+    /// By the lease this process holds.
+    Lease(Lease),
+}
+
+/// What a run's task starts from.
+struct Launch<'a> {
+    /// The spec in force at the start.
+    spec: Arc<AgentSpec>,
+    /// Its live source, when the run follows revisions.
+    live: Option<&'a LiveSpec>,
+    /// The state the run starts (or goes on) from.
+    state: RunState,
+    /// The task, for a run's first start.
+    instruction: String,
+    /// Whether the run starts now (not resumed): it announces its start.
+    fresh: bool,
+    /// How the run records.
+    recorder: RecorderSetup,
+}
+
 /// Tool calls of one batch that may run at once, by default.
 pub const DEFAULT_TOOL_CONCURRENCY: usize = 8;
 
@@ -282,20 +351,15 @@ impl Runner {
     }
 
     /// Starts a run of `spec` on a spawned task; must be called inside a Tokio runtime.
+    /// `spec` is an `Arc<AgentSpec>`, or a [`LiveSpec`] whose later revisions the run
+    /// follows.
     ///
     /// Problems found once the run is going (an unknown tool name in the spec, a model
     /// that does not resolve) end it [`Failed`](crate::RunOutcome::Failed) with a code.
-    pub fn start(&self, spec: Arc<AgentSpec>, input: RunInput) -> RunHandle {
-        self.start_with(spec, input, None)
-    }
-
-    /// Starts a run of `live`'s latest spec that follows its later revisions.
-    pub(crate) fn start_live(&self, live: &LiveSpec, input: RunInput) -> RunHandle {
-        self.start_with(live.spec(), input, Some(live))
-    }
-
-    fn start_with(&self, spec: Arc<AgentSpec>, input: RunInput, live: Option<&LiveSpec>) -> RunHandle {
-        let setup = match &self.durability {
+    pub fn start<'a>(&self, spec: impl Into<SpecSource<'a>>, input: RunInput) -> RunHandle {
+        let source = spec.into();
+        let spec = source.spec();
+        let recorder = match &self.durability {
             Some(durability) => RecorderSetup::Create(
                 durability.clone(),
                 Box::new(StoredInput::new(&spec, &input).in_workspace(self.workspace.root())),
@@ -309,7 +373,7 @@ impl Runner {
             .with_instruction(&input.instruction);
         state.conversation_id = input.conversation_id;
         state.parent_run_id = input.parent_run_id;
-        self.launch(spec, state, input.instruction, true, setup, live)
+        self.launch(Launch { spec, live: source.live(), state, instruction: input.instruction, fresh: true, recorder })
     }
 
     /// Records a run of `spec` with `input` in the store's queue, for a worker to run;
@@ -328,41 +392,37 @@ impl Runner {
     /// (to bring back signal hooks, say); the configuration the run applied while it was
     /// going ([`RunState::applied_spec`]) stays in force either way.
     pub async fn resume_run(&self, run_id: &str, spec: Option<Arc<AgentSpec>>) -> Result<RunHandle, RuntimeError> {
-        self.resume_run_live(run_id, spec, None).await
-    }
-
-    /// [`resume_run`](Self::resume_run), following `live`'s later revisions.
-    pub(crate) async fn resume_run_live(
-        &self,
-        run_id: &str,
-        spec: Option<Arc<AgentSpec>>,
-        live: Option<&LiveSpec>,
-    ) -> Result<RunHandle, RuntimeError> {
-        let durability = self.durability.as_ref().ok_or(RuntimeError::NoStore)?;
-        let store = durability.store();
-        let (owner, ttl) = (durability.owner(), durability.lease_ttl());
-        let lease = crate::durable::take_lease(store.as_ref(), run_id, owner, ttl)
-            .await?
-            .map_err(|holder| RuntimeError::RunLeased { run_id: run_id.to_owned(), owner: holder })?;
-        self.resume_leased_live(lease, spec, live).await
+        self.resume_stored(Claim::RunId(run_id), spec.map(SpecSource::Fixed)).await
     }
 
     /// Continues the stored run whose lease this process holds (a worker's claim).
     pub async fn resume_leased(&self, lease: Lease, spec: Option<Arc<AgentSpec>>) -> Result<RunHandle, RuntimeError> {
-        self.resume_leased_live(lease, spec, None).await
+        self.resume_stored(Claim::Lease(lease), spec.map(SpecSource::Fixed)).await
     }
 
-    async fn resume_leased_live(
+    /// Continues a stored run: by its id (its lease taken here) or by a lease held.
+    pub(crate) async fn resume_stored(
         &self,
-        lease: Lease,
-        spec: Option<Arc<AgentSpec>>,
-        live: Option<&LiveSpec>,
+        claim: Claim<'_>,
+        spec: Option<SpecSource<'_>>,
     ) -> Result<RunHandle, RuntimeError> {
         let durability = self.durability.as_ref().ok_or(RuntimeError::NoStore)?;
+        let lease = match claim {
+            Claim::Lease(lease) => lease,
+            Claim::RunId(run_id) => {
+                let store = durability.store();
+                let (owner, ttl) = (durability.owner(), durability.lease_ttl());
+                crate::durable::take_lease(store.as_ref(), run_id, owner, ttl)
+                    .await?
+                    .map_err(|holder| RuntimeError::RunLeased { run_id: run_id.to_owned(), owner: holder })?
+            }
+        };
+        let live = spec.as_ref().and_then(SpecSource::live);
+        let spec = spec.map(|source| source.spec());
         match self.prepare_resume(durability, &lease, spec).await {
             Ok((spec, state, instruction, fresh, journal)) => {
-                let setup = RecorderSetup::Ready(durability.clone(), Box::new(journal));
-                Ok(self.launch(spec, state, instruction, fresh, setup, live))
+                let recorder = RecorderSetup::Ready(durability.clone(), Box::new(journal));
+                Ok(self.launch(Launch { spec, live, state, instruction, fresh, recorder }))
             }
             Err(error) => {
                 // The run cannot go on here: let another process (or a person) have it.
@@ -427,29 +487,23 @@ impl Runner {
     /// one the run emitted ([`RunState::event_seq`]). This continues a state held in
     /// memory and records nothing; a stored run is continued with
     /// [`resume_run`](Self::resume_run).
-    pub fn resume(&self, spec: Arc<AgentSpec>, state: RunState) -> RunHandle {
-        self.resume_with(spec, state, None)
-    }
-
-    /// [`resume`](Self::resume), following `live`'s later revisions.
-    pub(crate) fn resume_live(&self, live: &LiveSpec, state: RunState) -> RunHandle {
-        self.resume_with(live.spec(), state, Some(live))
-    }
-
-    fn resume_with(&self, spec: Arc<AgentSpec>, mut state: RunState, live: Option<&LiveSpec>) -> RunHandle {
+    pub fn resume<'a>(&self, spec: impl Into<SpecSource<'a>>, mut state: RunState) -> RunHandle {
+        let source = spec.into();
         state.reopen();
-        self.launch(spec, state, String::new(), false, RecorderSetup::Off, live)
+        let (spec, live) = (source.spec(), source.live());
+        self.launch(Launch {
+            spec,
+            live,
+            state,
+            instruction: String::new(),
+            fresh: false,
+            recorder: RecorderSetup::Off,
+        })
     }
 
-    fn launch(
-        &self,
-        spec: Arc<AgentSpec>,
-        state: RunState,
-        instruction: String,
-        fresh: bool,
-        recorder: RecorderSetup,
-        live: Option<&LiveSpec>,
-    ) -> RunHandle {
+    /// Spawns a run's task: every run, fresh or resumed, fixed or live, starts here.
+    fn launch(&self, launch: Launch<'_>) -> RunHandle {
+        let Launch { spec, live, state, instruction, fresh, recorder } = launch;
         // A configuration the run applied before it stopped stays in force.
         let (spec, live) = crate::task::reconfigure::launch_spec(spec, &state, live);
         let (event_tx, event_rx) = mpsc::channel(EVENT_BUFFER);
