@@ -1,6 +1,6 @@
 //! Capability checks before tool calls, and the audit trail of every decision.
 
-mod common;
+use crate::common;
 
 use axum::Router;
 use axum::routing::get;

@@ -1,6 +1,6 @@
 //! The catalog: registration, subsets, contained invocation and batches.
 
-mod common;
+use crate::common;
 
 use common::{Fixture, err, ok};
 use futures::FutureExt;

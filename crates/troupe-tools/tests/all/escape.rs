@@ -1,6 +1,6 @@
 //! The workspace-escape suite: no built-in tool reads, writes or lists outside the workspace.
 
-mod common;
+use crate::common;
 
 use common::{Fixture, SECRET, assert_outside, err, ok};
 use serde_json::json;

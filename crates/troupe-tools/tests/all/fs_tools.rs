@@ -1,6 +1,6 @@
 //! Behaviour of the file, search and git tools inside the workspace.
 
-mod common;
+use crate::common;
 
 use common::{Fixture, err, ok};
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! The `shell` tool: pinned working directory, scrubbed environment, timeouts that kill the
 //! whole process group, output caps and cancellation.
 
-mod common;
+use crate::common;
 
 use common::{Fixture, err, ok};
 use serde_json::json;
@@ -83,7 +83,7 @@ async fn the_environment_is_scrubbed_of_the_host_variables() {
 fn a_secret_in_the_host_environment_is_not_visible() {
     let exe = std::env::current_exe().expect("test binary");
     let output = std::process::Command::new(exe)
-        .args(["--exact", "secret_env_var_is_not_visible_inner", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "shell::secret_env_var_is_not_visible_inner", "--ignored", "--nocapture", "--test-threads=1"])
         .env("FAKE_SECRET_KEY", "sk-fake-0123456789")
         .env("TROUPE_ALLOWED_VAR", "allowed-value")
         .output()
