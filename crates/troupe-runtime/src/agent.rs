@@ -7,9 +7,9 @@ use crate::metrics::MetricsSnapshot;
 use crate::middleware::RateLimit;
 use crate::outcome::RunOutput;
 use crate::runner::{Claim, Runner, SpecSource};
-use crate::spec::AgentSpec;
-use crate::state::RunState;
 use std::sync::Arc;
+use troupe_run::AgentSpec;
+use troupe_run::RunState;
 
 /// A declared agent and the runner that runs it; cheap to clone (clones share the
 /// agent's configuration). Built with [`Engine::agent`](crate::Engine::agent).

@@ -1,8 +1,7 @@
 //! The builder API: an [`Engine`] (models, metrics) hands out [`AgentBuilder`]s.
 
 use crate::agent::Agent;
-use crate::approval::{ApprovalMode, ApprovalPolicy, ApprovalRule};
-use crate::compaction::{CompactionPolicy, Compactor};
+use crate::compaction::Compactor;
 use crate::durable::Durability;
 use crate::error::RuntimeError;
 use crate::metrics::Metrics;
@@ -11,12 +10,14 @@ use crate::plugin::Plugin;
 use crate::plugins::PluginSet;
 use crate::resolver::ModelResolver;
 use crate::runner::{DEFAULT_TOOL_CONCURRENCY, Runner};
-use crate::signal::{SignalHook, SignalKind};
-use crate::spec::AgentSpec;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use troupe_model::Providers;
+use troupe_run::AgentSpec;
+use troupe_run::CompactionPolicy;
+use troupe_run::{ApprovalMode, ApprovalPolicy, ApprovalRule};
+use troupe_run::{SignalHook, SignalKind};
 use troupe_tools::{AuditLog, CapabilityAuthorizer, CapabilitySet, Tool, ToolCatalog, Workspace};
 
 /// What every agent of an application shares: how models are resolved, where metrics go,

@@ -5,8 +5,8 @@
 //! is a configuration problem found while building an agent, a signal the run cannot take,
 //! or a run task that died.
 
-use crate::signal::SignalKind;
 use troupe_core::ToolCallId;
+use troupe_run::SignalKind;
 
 /// A configuration or control problem of the runtime.
 #[derive(Debug, thiserror::Error)]
@@ -92,4 +92,14 @@ pub enum RuntimeError {
     /// its outcome, its partial text, its state (a paused run resumes from it).
     #[error(transparent)]
     NotCompleted(crate::RunNotCompleted),
+}
+
+impl From<troupe_run::SignalError> for RuntimeError {
+    fn from(error: troupe_run::SignalError) -> Self {
+        match error {
+            troupe_run::SignalError::NotAccepted { kind } => RuntimeError::SignalNotAccepted { kind },
+            troupe_run::SignalError::UnknownCall { call_id } => RuntimeError::UnknownCall { call_id },
+            troupe_run::SignalError::RunFinished => RuntimeError::RunFinished,
+        }
+    }
 }

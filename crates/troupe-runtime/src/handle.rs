@@ -1,9 +1,7 @@
 //! What starting a run takes ([`RunInput`]) and gives back ([`RunHandle`]).
 
-use crate::approval::ApprovalDecision;
 use crate::error::RuntimeError;
 use crate::outcome::RunOutput;
-use crate::signal::Signal;
 use futures::Stream;
 use std::future::Future;
 use std::pin::Pin;
@@ -12,6 +10,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, ConversationId, Message, RunId, ToolCallId};
+use troupe_run::ApprovalDecision;
+use troupe_run::Signal;
 
 /// How many events a run buffers for a slow consumer before it waits.
 pub const EVENT_BUFFER: usize = 1024;

@@ -120,7 +120,6 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod agent;
-mod approval;
 mod builder;
 mod compaction;
 mod cost;
@@ -130,7 +129,6 @@ mod genai;
 mod handle;
 mod live;
 mod live_spec;
-pub mod machine;
 mod metrics;
 pub mod middleware;
 mod outcome;
@@ -138,37 +136,33 @@ mod plugin;
 mod plugins;
 mod resolver;
 mod runner;
-mod signal;
-mod spec;
-mod state;
 mod task;
 pub use task::model_call::STREAM_RESTARTS;
 mod tool_pipeline;
 
 pub use agent::Agent;
-pub use approval::{
-    ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest, ApprovalRule, RuleAction, Verdict,
-};
 pub use builder::{AgentBuilder, Engine, EngineBuilder};
 pub use compaction::{
-    AuxiliaryUsage, CompactionContext, CompactionPolicy, CompactionReport, Compactor, DEFAULT_CONTEXT_WINDOW,
-    NoCompaction, PolicyCompactor, REMOVED_NOTE_SUFFIX, SUMMARY_INSTRUCTION, SUMMARY_PREFIX, Strategy,
-    TRIMMED_NOTE_PREFIX, TokenEstimator,
+    AuxiliaryUsage, CompactionContext, CompactionReport, Compactor, NoCompaction, PolicyCompactor, REMOVED_NOTE_SUFFIX,
+    SUMMARY_INSTRUCTION, SUMMARY_PREFIX, TRIMMED_NOTE_PREFIX, TokenEstimator,
 };
 pub use cost::{CostTracker, ModelCost};
 pub use durable::{Durability, QueueWorker, ResumePlan, StoredInput, plan_resume};
 pub use error::RuntimeError;
 pub use handle::{EVENT_BUFFER, RunEvents, RunHalt, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
-pub use live_spec::{AppliedSpec, LiveSpec, SpecRevision, SpecUpdate, changed_fields, validate_limits};
+pub use live_spec::{LiveSpec, SpecRevision, SpecUpdate, changed_fields, validate_limits};
 pub use metrics::{AgentMetrics, Metrics, MetricsSnapshot};
 pub use middleware::{
     ContentFilter, FilterMode, Logging, Middleware, MiddlewareError, MiddlewareStack, ModelCallContext, PatternError,
     RateLimit, RateQuota, RateQuotas, RateScope, SensitiveData, ToolCallContext,
 };
-pub use outcome::{RunNotCompleted, RunOutcome, RunOutput};
+pub use outcome::{RunNotCompleted, RunOutput};
 pub use plugin::{Plugin, PluginContext, PluginError};
 pub use resolver::{FixedModel, ModelResolver};
 pub use runner::{DEFAULT_TOOL_CONCURRENCY, Runner, SpecSource};
-pub use signal::{Signal, SignalHook, SignalHooks, SignalKind};
-pub use spec::{AgentSpec, Limits};
-pub use state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState};
+pub use troupe_run::machine;
+pub use troupe_run::{
+    Action, AgentSpec, AppliedSpec, ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest, ApprovalRule,
+    CallResult, CompactionPolicy, DEFAULT_CONTEXT_WINDOW, Limits, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION,
+    RuleAction, RunOutcome, RunState, Signal, SignalError, SignalHook, SignalHooks, SignalKind, Strategy, Verdict,
+};

@@ -20,8 +20,6 @@ use crate::middleware::{Middleware, MiddlewareStack};
 use crate::plugin::{Plugin, PluginContext, PluginError};
 use crate::plugins::PluginSet;
 use crate::resolver::ModelResolver;
-use crate::spec::AgentSpec;
-use crate::state::RunState;
 use crate::task::Run;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -30,6 +28,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use troupe_core::{AgentId, RunId};
+use troupe_run::AgentSpec;
+use troupe_run::RunState;
 use troupe_store::{EvidenceChain, EvidenceKind, Lease, NewEvidence, RunStatus, now_millis};
 use troupe_tools::{AuditLog, Authorizer, NoAudit, ToolCatalog, Workspace};
 

@@ -8,23 +8,18 @@ pub(crate) mod model_call;
 pub(crate) mod reconfigure;
 mod tool_calls;
 
-use crate::approval::ApprovalDecision;
 use crate::compaction::Compactor;
 use crate::cost::CostTracker;
 use crate::durable::recorder::{EndRecord, Recorder, RecorderSetup};
 use crate::error::RuntimeError;
 use crate::genai;
 use crate::live::{Emitter, until};
-use crate::machine::{Context, Effect, Input};
 use crate::metrics::Metrics;
 use crate::middleware::MiddlewareStack;
-use crate::outcome::{RunOutcome, RunOutput};
+use crate::outcome::RunOutput;
 use crate::plugin::PluginContext;
 use crate::plugins::PluginSet;
 use crate::resolver::ModelResolver;
-use crate::signal::Signal;
-use crate::spec::AgentSpec;
-use crate::state::RunState;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -34,6 +29,12 @@ use tracing::Span;
 use troupe_core::FailureCode;
 use troupe_core::{AgentEventKind, ContentBlock, PauseReason, Role, ToolCallId};
 use troupe_model::ResolvedModel;
+use troupe_run::AgentSpec;
+use troupe_run::ApprovalDecision;
+use troupe_run::RunOutcome;
+use troupe_run::RunState;
+use troupe_run::Signal;
+use troupe_run::machine::{Context, Effect, Input};
 use troupe_store::{EvidenceKind, NewEvidence, StoreError};
 use troupe_tools::{AuditEntry, AuditKind, AuditLog, Authorizer, ToolCall, ToolCatalog, Workspace};
 
@@ -306,7 +307,7 @@ impl Run {
     async fn ask_approval(
         &mut self,
         state: &mut RunState,
-        requests: Vec<crate::approval::ApprovalRequest>,
+        requests: Vec<troupe_run::ApprovalRequest>,
     ) -> Option<Input> {
         let mut waits = Vec::new();
         for mut request in requests {
@@ -470,7 +471,7 @@ impl Run {
     }
 
     /// Reports a refused signal as a `signal_refused` event.
-    async fn refuse_signal(&mut self, state: &RunState, kind: crate::signal::SignalKind, reason: &str) {
+    async fn refuse_signal(&mut self, state: &RunState, kind: troupe_run::SignalKind, reason: &str) {
         tracing::warn!(run = %state.run_id, %kind, error = reason, "signal refused");
         let value = serde_json::json!({"kind": kind, "error": reason});
         self.emitter.emit(AgentEventKind::Custom { name: "signal_refused".into(), value }).await;

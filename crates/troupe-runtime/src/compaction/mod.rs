@@ -33,9 +33,7 @@ mod strategies;
 mod summarize;
 
 pub use estimate::TokenEstimator;
-pub use policy::{
-    AuxiliaryUsage, CompactionPolicy, CompactionReport, DEFAULT_CONTEXT_WINDOW, PolicyCompactor, Strategy,
-};
+pub use policy::{AuxiliaryUsage, CompactionReport, PolicyCompactor};
 pub use strategies::{REMOVED_NOTE_SUFFIX, TRIMMED_NOTE_PREFIX};
 pub use summarize::{SUMMARY_INSTRUCTION, SUMMARY_PREFIX};
 

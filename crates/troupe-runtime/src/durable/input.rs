@@ -2,10 +2,10 @@
 
 use crate::error::RuntimeError;
 use crate::handle::RunInput;
-use crate::spec::AgentSpec;
-use crate::state::RunState;
 use serde::{Deserialize, Serialize};
 use troupe_core::{ConversationId, Message, RunId};
+use troupe_run::AgentSpec;
+use troupe_run::RunState;
 use troupe_store::{NewRun, RunStatus};
 
 /// A run's input as stored: the agent's definition and the task.

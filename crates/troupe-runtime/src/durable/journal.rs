@@ -3,15 +3,15 @@
 //! lease, so a worker that was taken over cannot record anything more.
 
 use super::evidence::to_value;
-use crate::outcome::RunOutcome;
-use crate::signal::Signal;
-use crate::state::{LoopStatus, Phase, RunState};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 use troupe_core::RunOutcomeKind;
+use troupe_run::RunOutcome;
+use troupe_run::Signal;
+use troupe_run::{LoopStatus, Phase, RunState};
 use troupe_store::{
     Checkpoint, EvidenceChain, EvidenceKind, Flush, Lease, NewEvidence, RunStatus, Store, StoreError, StoredSignal,
     now_millis,

@@ -31,9 +31,9 @@ pub use schedule::{ScheduleFired, fire_due, next_tick, schedule_agent, schedule_
 pub use worker::{ClaimedRuns, QueueWorker, WorkerReport};
 
 use crate::error::RuntimeError;
-use crate::signal::Signal;
 use std::sync::Arc;
 use std::time::Duration;
+use troupe_run::Signal;
 use troupe_store::{Flush, RunStatus, Store, now_millis};
 
 /// How long a lease lasts without a heartbeat, by default.
@@ -260,3 +260,6 @@ mod tests {
         assert!(!is_dead_local_owner(&format!("local:{host}:notapid:abc")));
     }
 }
+
+#[cfg(test)]
+mod crash_tests;

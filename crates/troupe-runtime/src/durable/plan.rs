@@ -12,10 +12,10 @@
 //! - signals stored after the state's cursor are applied in append order, each once.
 
 use super::evidence::{ActionCompleted, ActionStarted};
-use crate::approval::Verdict;
-use crate::state::{CallResult, RunState};
 use serde::{Deserialize, Serialize};
 use troupe_core::ToolCallId;
+use troupe_run::Verdict;
+use troupe_run::{CallResult, RunState};
 use troupe_store::{EvidenceEntry, EvidenceKind, StoredSignal};
 use troupe_tools::Idempotency;
 

@@ -1,9 +1,9 @@
 use super::*;
-use crate::approval::ApprovalDecision;
 use crate::durable::evidence::{ActionCompleted, ActionStarted, ModelTurn};
-use crate::state::{PendingCall, Phase};
 use serde_json::json;
 use troupe_core::{Message, RunId, StopReason, Usage};
+use troupe_run::ApprovalDecision;
+use troupe_run::{PendingCall, Phase};
 use troupe_store::{EvidenceChain, NewEvidence};
 use troupe_tools::{Effect, ToolDeclaration};
 

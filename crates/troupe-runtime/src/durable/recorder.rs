@@ -9,15 +9,15 @@
 
 use super::journal::Journal;
 use super::{Durability, StoredInput};
-use crate::outcome::RunOutcome;
-use crate::signal::Signal;
-use crate::state::RunState;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use troupe_core::Message;
+use troupe_run::RunOutcome;
+use troupe_run::RunState;
+use troupe_run::Signal;
 use troupe_store::{
     EvidenceChain, EvidenceKind, NewEvidence, RunStatus as StoredStatus, StoreError, StoredSignal, now_millis,
 };
@@ -140,7 +140,7 @@ impl Recorder {
     }
 
     /// Keeps a model turn's evidence for the next save: the run saves it before it acts on
-    /// the turn ([`Effect::SaveTurn`](crate::machine::Effect::SaveTurn)), or with its end
+    /// the turn ([`Effect::SaveTurn`](troupe_run::machine::Effect::SaveTurn)), or with its end
     /// when the turn ended it (one commit, not two).
     pub(crate) fn note_turn(&mut self, entry: NewEvidence) {
         if let Recorder::Store(recording) = self {

@@ -8,11 +8,11 @@
 use super::input::{StoredInput, TEAM_RUN_KIND};
 use crate::error::RuntimeError;
 use crate::handle::RunInput;
-use crate::signal::Signal;
-use crate::spec::AgentSpec;
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use troupe_core::RunId;
+use troupe_run::AgentSpec;
+use troupe_run::Signal;
 use troupe_store::{Firing, Millis, NewRun, RunStatus, Schedule, ScheduleTarget, Store, StoreError, Trigger};
 
 /// The first tick of `trigger` strictly after `after`.

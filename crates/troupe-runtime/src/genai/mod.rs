@@ -24,11 +24,11 @@
 
 mod content;
 
-use crate::outcome::RunOutcome;
 use tracing::Span;
 use tracing::field::Empty;
 use troupe_core::{ConversationId, ModelRequest, RunId, StopReason, Usage};
 use troupe_model::ModelResponse;
+use troupe_run::RunOutcome;
 use troupe_tools::{ToolCall, ToolError, ToolResultOutcome};
 
 /// The span of a whole run (or of the part of it one process runs).

@@ -14,14 +14,14 @@ use crate::compaction::CompactionContext;
 use crate::durable::ModelTurn;
 use crate::genai;
 use crate::live::{Translator, until};
-use crate::machine::Input;
 use crate::middleware::{MiddlewareError, ModelCallContext};
-use crate::state::RunState;
 use futures::StreamExt;
 use tracing::Instrument;
 use troupe_core::FailureCode;
 use troupe_core::{AgentEventKind, ModelRequest, Role, Usage};
 use troupe_model::{ModelResponse, ResolvedModel, StreamAccumulator};
+use troupe_run::RunState;
+use troupe_run::machine::Input;
 
 /// How many times a model call whose answer broke off mid-stream is asked again.
 pub const STREAM_RESTARTS: u32 = 2;

@@ -6,15 +6,16 @@
 //! and its result, so every request is made by one configuration from end to end.
 
 use super::Run;
-use crate::live_spec::{AppliedSpec, LiveSpec, SpecRevision, SpecUpdate, changed_fields};
-use crate::machine::Input;
+use crate::live_spec::{LiveSpec, SpecRevision, SpecUpdate, changed_fields};
 use crate::middleware::RateQuotas;
-use crate::spec::AgentSpec;
-use crate::state::RunState;
 use std::sync::Arc;
 use tokio::sync::watch;
 use troupe_core::AgentEventKind;
 use troupe_model::ResolvedModel;
+use troupe_run::AgentSpec;
+use troupe_run::AppliedSpec;
+use troupe_run::RunState;
+use troupe_run::machine::Input;
 
 /// A run's view of its agent's live spec.
 pub(crate) struct LiveFeed {

@@ -3,12 +3,12 @@
 
 use super::Run;
 use crate::durable::{ActionCompleted, ActionStarted};
-use crate::machine::{Input, ToolBatch};
-use crate::state::RunState;
 use crate::tool_pipeline::ToolPipeline;
 use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use troupe_run::RunState;
+use troupe_run::machine::{Input, ToolBatch};
 use troupe_store::NewEvidence;
 use troupe_tools::{ToolCall, ToolCatalog, ToolContext, ToolDeclaration, ToolResultOutcome};
 

@@ -373,7 +373,7 @@ impl AgentHandle {
             .snapshot
             .as_mut()
             .ok_or_else(|| TeamError::Invalid(format!("`{name}` has no suspended run to decide for")))?;
-        snapshot.apply_signal(Signal::approval(call_id, decision))?;
+        snapshot.apply_signal(Signal::approval(call_id, decision)).map_err(troupe_runtime::RuntimeError::from)?;
         Ok(())
     }
 

@@ -18,9 +18,9 @@
 //! - budgets and the iteration limit are checked before each model call, so a run that
 //!   has spent its budget makes no further call.
 
+use crate::applied::AppliedSpec;
 use crate::approval::{ApprovalDecision, ApprovalRequest, Verdict};
-use crate::error::RuntimeError;
-use crate::live_spec::AppliedSpec;
+use crate::error::SignalError;
 use crate::machine::InFlight;
 use crate::outcome::RunOutcome;
 use crate::signal::Signal;
@@ -41,7 +41,7 @@ pub const RESUME_INSTRUCTION: &str = "Output token limit hit. Resume directly fr
 
 /// Where a run stands in its loop: working, waiting for a person, stopping, or ended.
 /// The status a run is stored and listed under is [`troupe_store::RunStatus`], derived
-/// from this and the outcome ([`stored_status`](crate::durable::stored_status)).
+/// from this and the outcome (`troupe_runtime::durable::stored_status`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", content = "outcome", rename_all = "snake_case")]
 pub enum LoopStatus {
@@ -565,10 +565,10 @@ impl RunState {
     /// Applies a signal: queues input, records an approval decision, or starts
     /// cancellation. Whether the agent accepts the signal's kind is the caller's check
     /// ([`AgentSpec::accepts`]). A paused run is reopened by any signal.
-    pub fn apply_signal(&mut self, signal: Signal) -> Result<(), RuntimeError> {
+    pub fn apply_signal(&mut self, signal: Signal) -> Result<(), SignalError> {
         match &self.outcome {
             Some(RunOutcome::Paused { .. }) => self.reopen(),
-            Some(_) => return Err(RuntimeError::RunFinished),
+            Some(_) => return Err(SignalError::RunFinished),
             None => {}
         }
         match signal {
@@ -583,9 +583,9 @@ impl RunState {
         Ok(())
     }
 
-    fn decide(&mut self, call_id: ToolCallId, decision: ApprovalDecision) -> Result<(), RuntimeError> {
+    fn decide(&mut self, call_id: ToolCallId, decision: ApprovalDecision) -> Result<(), SignalError> {
         let Some(call) = self.pending_calls.iter_mut().find(|c| c.call_id == call_id && c.is_awaiting()) else {
-            return Err(RuntimeError::UnknownCall { call_id });
+            return Err(SignalError::UnknownCall { call_id });
         };
         match &decision {
             ApprovalDecision::Reject { reason } if call.uncertain => {

@@ -16,8 +16,8 @@
 //!   effects after it in the same list are not to be performed before that answer;
 //! - [`Effect::Finish`] ends the loop.
 
+use crate::applied::AppliedSpec;
 use crate::approval::{ApprovalDecision, ApprovalRequest, Verdict};
-use crate::live_spec::AppliedSpec;
 use crate::outcome::RunOutcome;
 use crate::signal::{Signal, SignalKind};
 use crate::spec::AgentSpec;
@@ -428,7 +428,7 @@ impl RunState {
         }
         let kind = signal.kind();
         if !ctx.spec.accepts(kind) {
-            let reason = crate::error::RuntimeError::SignalNotAccepted { kind }.to_string();
+            let reason = crate::error::SignalError::NotAccepted { kind }.to_string();
             return vec![Effect::RefuseSignal { kind, reason }];
         }
         let extra = ctx.spec.signal_hooks.run(&signal, self);
@@ -463,7 +463,3 @@ fn store_failure(lease_lost: bool, error: &str) -> RunOutcome {
         )
     }
 }
-
-#[cfg(test)]
-#[path = "machine_tests.rs"]
-mod tests;

@@ -2,7 +2,7 @@
 //!
 //! Everything that makes one agent differ from another (its instructions, its model, the
 //! tools it may call, its limits and approval policy, the signals it takes) is data here.
-//! The [`Runner`](crate::Runner) owns the loop for every agent alike.
+//! The runtime's `Runner` owns the loop for every agent alike.
 
 use crate::approval::ApprovalPolicy;
 use crate::compaction::CompactionPolicy;
@@ -58,7 +58,7 @@ impl Default for Limits {
 /// [`signal_hooks`](AgentSpec::signal_hooks), which are code and are skipped.
 ///
 /// ```
-/// use troupe_runtime::{AgentSpec, ApprovalMode};
+/// use troupe_run::{AgentSpec, ApprovalMode};
 ///
 /// let spec: AgentSpec = serde_json::from_value(serde_json::json!({
 ///     "name": "reviewer",
@@ -81,7 +81,7 @@ pub struct AgentSpec {
     /// The system instructions.
     pub instructions: String,
     /// The model: a `provider/model` id, or `demo`; resolved by the runner's
-    /// [`ModelResolver`](crate::ModelResolver).
+    /// runtime's `ModelResolver`.
     pub model: String,
     /// The sampling temperature of every model request; `None` leaves it to the provider.
     #[serde(skip_serializing_if = "Option::is_none")]

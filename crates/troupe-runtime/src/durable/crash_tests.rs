@@ -15,13 +15,7 @@
 //! - the state on record is the state the run ended with;
 //! - the evidence is a gap-free chain that verifies.
 
-use crate::approval::{ApprovalDecision, ApprovalPolicy};
 use crate::durable::{ActionCompleted, ActionStarted, ModelTurn, UNCERTAIN_REASON, plan_resume};
-use crate::machine::{Context, Effect, Input};
-use crate::outcome::RunOutcome;
-use crate::signal::Signal;
-use crate::spec::AgentSpec;
-use crate::state::RunState;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use proptest::prelude::*;
@@ -31,6 +25,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use troupe_core::{ContentBlock, Message, Role, RunId, StopReason, ToolCallId, Usage};
 use troupe_model::ModelResponse;
+use troupe_run::AgentSpec;
+use troupe_run::RunOutcome;
+use troupe_run::RunState;
+use troupe_run::Signal;
+use troupe_run::machine::{Context, Effect, Input};
+use troupe_run::{ApprovalDecision, ApprovalPolicy};
 use troupe_store::{EvidenceChain, EvidenceEntry, NewEvidence, verify_chain};
 use troupe_tools::{
     Effect as ToolEffect, Tool, ToolCatalog, ToolContext, ToolDeclaration, ToolError, ToolOutput, ToolResultOutcome,

@@ -258,7 +258,7 @@ fn cancelling_at_approval_ends_the_run_with_every_call_answered() {
     assert_eq!(results_at(&state, 2).len(), 2);
     assert!(results_at(&state, 2).iter().all(|(_, content, err)| *err && content.contains("not run")));
     assert_paired(&state);
-    assert!(matches!(state.apply_signal(Signal::user_message("late")), Err(RuntimeError::RunFinished)));
+    assert!(matches!(state.apply_signal(Signal::user_message("late")), Err(SignalError::RunFinished)));
 }
 
 #[test]
@@ -403,7 +403,7 @@ fn approvals_for_calls_not_waiting_are_refused() {
     state.apply_model_response(response(vec![call("r", "read", json!({}))], StopReason::ToolUse), 0.0);
     expect_tools(state.next_action(&spec, &tools));
     let err = state.apply_signal(Signal::approval("r", ApprovalDecision::Approve)).expect_err("not waiting");
-    assert!(matches!(err, RuntimeError::UnknownCall { call_id } if call_id.as_str() == "r"));
+    assert!(matches!(err, SignalError::UnknownCall { call_id } if call_id.as_str() == "r"));
 }
 
 #[test]

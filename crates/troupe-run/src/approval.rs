@@ -41,7 +41,7 @@ pub enum RuleAction {
 ///
 /// ```
 /// use serde_json::json;
-/// use troupe_runtime::{ApprovalPolicy, ApprovalRule, Verdict};
+/// use troupe_run::{ApprovalPolicy, ApprovalRule, Verdict};
 /// use troupe_tools::{Effect, ToolDeclaration};
 ///
 /// let shell = ToolDeclaration::new("shell", "Runs a command.", json!({"type": "object"}), Effect::ExternalSideEffect);

@@ -1,0 +1,38 @@
+//! The protocol of a troupe run, without I/O.
+//!
+//! What an agent is ([`AgentSpec`]: instructions, model, tools, [`Limits`], an
+//! [`ApprovalPolicy`], a [`CompactionPolicy`], the signals it accepts), what a run knows
+//! between two steps ([`RunState`]: plain data that serializes at any boundary), what can
+//! be said to it ([`Signal`]), what a person decides ([`ApprovalDecision`]) and how it ends
+//! ([`RunOutcome`]).
+//!
+//! A run is an effect machine ([`machine`]): [`RunState::handle`] takes what its shell
+//! learned (an [`Input`](machine::Input): a model response, tool results, a signal, the
+//! deadline, a store failure, …) and returns what the shell is to do (a list of
+//! [`Effect`](machine::Effect)s: call the model, run a batch of tools, ask a person, save,
+//! finish). Budgets, deadlines, failure codes, approval and the recording protocol are
+//! decided here; `troupe-runtime`'s runner performs the effects.
+
+// Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+mod applied;
+mod approval;
+mod compaction;
+mod error;
+pub mod machine;
+mod outcome;
+mod signal;
+mod spec;
+mod state;
+
+pub use applied::AppliedSpec;
+pub use approval::{
+    ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest, ApprovalRule, RuleAction, Verdict,
+};
+pub use compaction::{CompactionPolicy, DEFAULT_CONTEXT_WINDOW, Strategy};
+pub use error::SignalError;
+pub use outcome::RunOutcome;
+pub use signal::{Signal, SignalHook, SignalHooks, SignalKind};
+pub use spec::{AgentSpec, Limits};
+pub use state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState};
