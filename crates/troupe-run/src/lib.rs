@@ -20,11 +20,14 @@ mod applied;
 mod approval;
 mod compaction;
 mod error;
+mod hooks;
+mod limits;
 pub mod machine;
 mod outcome;
 mod signal;
 mod spec;
 mod state;
+mod step;
 
 pub use applied::AppliedSpec;
 pub use approval::{
@@ -32,7 +35,9 @@ pub use approval::{
 };
 pub use compaction::{CompactionPolicy, DEFAULT_CONTEXT_WINDOW, Strategy};
 pub use error::SignalError;
+pub use hooks::{SignalHook, SignalHooks};
+pub use limits::Limits;
 pub use outcome::RunOutcome;
-pub use signal::{Signal, SignalHook, SignalHooks, SignalKind};
-pub use spec::{AgentSpec, Limits};
-pub use state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState};
+pub use signal::{Signal, SignalKind};
+pub use spec::AgentSpec;
+pub use state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState, ToolBatch};

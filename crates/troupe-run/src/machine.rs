@@ -21,7 +21,8 @@ use crate::approval::{ApprovalDecision, ApprovalRequest, Verdict};
 use crate::outcome::RunOutcome;
 use crate::signal::{Signal, SignalKind};
 use crate::spec::AgentSpec;
-use crate::state::{Action, CallResult, PendingCall, RunState};
+pub use crate::state::ToolBatch;
+use crate::state::{Action, CallResult, InFlight, PendingCall, RunState};
 use serde_json::Value;
 use troupe_core::{Budget, FailureCode, Message, ModelRequest, ToolCallId, Usage};
 use troupe_model::ModelResponse;
@@ -144,16 +145,6 @@ pub enum Input {
     EndDeferred,
 }
 
-/// A group of tool calls to run together.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolBatch {
-    /// The calls, in the model's order.
-    pub calls: Vec<ToolCall>,
-    /// Whether the batch is one call with side effects: it runs alone, after its start
-    /// is on record (when the run is recorded), and a save follows its completion.
-    pub side_effect: bool,
-}
-
 /// What the shell is to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Effect {
@@ -202,24 +193,6 @@ pub enum Effect {
     Checkpoint(Vec<NewEvidence>),
     /// The loop ends with this outcome.
     Finish(RunOutcome),
-}
-
-/// The machine's bookkeeping between an effect and its answer. Not part of what a run is:
-/// never stored, equal to any other.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct InFlight {
-    /// A model turn came that no save holds yet.
-    turn_unsaved: bool,
-    /// The action decided before the turn's save, performed once it is saved.
-    held: Option<Action>,
-    /// The tool batch running, if any.
-    batch: Option<ToolBatch>,
-}
-
-impl PartialEq for InFlight {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
 }
 
 impl RunState {

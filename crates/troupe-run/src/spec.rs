@@ -4,52 +4,14 @@
 //! tools it may call, its limits and approval policy, the signals it takes) is data here.
 //! The runtime's `Runner` owns the loop for every agent alike.
 
+use crate::applied::AppliedSpec;
 use crate::approval::ApprovalPolicy;
 use crate::compaction::CompactionPolicy;
-use crate::signal::{SignalHooks, SignalKind};
+use crate::hooks::SignalHooks;
+use crate::limits::Limits;
+use crate::signal::SignalKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::time::Duration;
-
-/// The limits a run stops at.
-///
-/// Budgets are checked before each model call: a run that has spent its tokens or dollars
-/// ends [`BudgetExceeded`](crate::RunOutcome::BudgetExceeded) without making the call.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Limits {
-    /// The most model calls a run makes (default 50).
-    pub max_iterations: u32,
-    /// The longest a run may take, wall clock, waits for approval included; `None` for no
-    /// limit. Serialized as whole milliseconds (`timeout_ms`).
-    #[serde(with = "troupe_core::duration_ms", skip_serializing_if = "Option::is_none", rename = "timeout_ms")]
-    pub timeout: Option<Duration>,
-    /// The most tokens (input, cached and output) the whole run may use.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_total_tokens: Option<u64>,
-    /// The most the whole run may cost, in USD, by the registry's prices.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_usd: Option<f64>,
-    /// The most tokens one model response may generate (`max_tokens` of each request).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_output_tokens: Option<u32>,
-    /// How many times in a row a response cut at the output limit is resumed before the
-    /// run ends [`Incomplete`](crate::RunOutcome::Incomplete) (default 3).
-    pub max_tokens_recoveries: u32,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_iterations: 50,
-            timeout: None,
-            max_total_tokens: None,
-            max_usd: None,
-            max_output_tokens: None,
-            max_tokens_recoveries: 3,
-        }
-    }
-}
 
 /// What an agent is: its name, instructions, model, tools, limits, approval policy and the
 /// signals it accepts.
@@ -142,10 +104,33 @@ impl AgentSpec {
     }
 }
 
+impl AppliedSpec {
+    /// What `spec` is as revision `revision` of the live spec `source`.
+    pub fn of(source: &str, revision: u64, spec: &AgentSpec) -> Self {
+        AppliedSpec {
+            source: source.to_owned(),
+            revision,
+            instructions: spec.instructions.clone(),
+            model: spec.model.clone(),
+            limits: spec.limits.clone(),
+        }
+    }
+
+    /// `spec` with what was applied in place of its live parts.
+    pub fn apply_to(&self, spec: &AgentSpec) -> AgentSpec {
+        let mut next = spec.clone();
+        next.instructions.clone_from(&self.instructions);
+        next.model.clone_from(&self.model);
+        next.limits = self.limits.clone();
+        next
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::time::Duration;
 
     #[test]
     fn limits_round_trip_with_a_millisecond_timeout() {

@@ -21,20 +21,17 @@
 use crate::applied::AppliedSpec;
 use crate::approval::{ApprovalDecision, ApprovalRequest, Verdict};
 use crate::error::SignalError;
-use crate::machine::InFlight;
 use crate::outcome::RunOutcome;
 use crate::signal::Signal;
-use crate::spec::AgentSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use troupe_core::Budget;
 use troupe_core::FailureCode;
 use troupe_core::{
     ContentBlock, ConversationId, Message, ModelRequest, Role, RunId, RunOutcomeKind, StopReason, ToolCallId, Usage,
 };
 use troupe_model::ModelResponse;
-use troupe_tools::{ToolCall, ToolCatalog, ToolResultOutcome};
+use troupe_tools::{ToolCall, ToolResultOutcome};
 
 /// The user message appended when a response stops at the output token limit.
 pub const RESUME_INSTRUCTION: &str = "Output token limit hit. Resume directly from where you stopped.";
@@ -139,7 +136,7 @@ impl PendingCall {
             }
     }
 
-    fn request(&self) -> ApprovalRequest {
+    pub(crate) fn request(&self) -> ApprovalRequest {
         let reason = match &self.verdict {
             Some(Verdict::Ask { reason }) => reason.clone(),
             _ => String::new(),
@@ -164,6 +161,34 @@ pub enum Action {
     AwaitApproval(Vec<ApprovalRequest>),
     /// The run is over.
     Finish(RunOutcome),
+}
+
+/// A group of tool calls to run together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolBatch {
+    /// The calls, in the model's order.
+    pub calls: Vec<ToolCall>,
+    /// Whether the batch is one call with side effects: it runs alone, after its start
+    /// is on record (when the run is recorded), and a save follows its completion.
+    pub side_effect: bool,
+}
+
+/// The machine's bookkeeping between an effect and its answer. Not part of what a run is:
+/// never stored, equal to any other.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct InFlight {
+    /// A model turn came that no save holds yet.
+    pub(crate) turn_unsaved: bool,
+    /// The action decided before the turn's save, performed once it is saved.
+    pub(crate) held: Option<Action>,
+    /// The tool batch running, if any.
+    pub(crate) batch: Option<ToolBatch>,
+}
+
+impl PartialEq for InFlight {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Everything a run knows between two steps. Plain data: it serializes, clones, and
@@ -305,134 +330,6 @@ impl RunState {
         self.messages.iter().rev().find(|m| m.role == Role::Assistant).map(Message::text).unwrap_or_default()
     }
 
-    /// What to do next. Calling it again without feeding anything back returns the same
-    /// kind of action (the model call is counted once it is returned).
-    pub fn next_action(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Action {
-        if let Some(outcome) = &self.outcome {
-            return Action::Finish(outcome.clone());
-        }
-        if self.status == LoopStatus::Cancelling {
-            let reason = self.cancel_reason.clone();
-            return Action::Finish(self.finish(RunOutcome::Cancelled { reason }));
-        }
-        if self.phase == Phase::Tools
-            && let Some(action) = self.tools_step(spec, tools)
-        {
-            return action;
-        }
-        if self.phase == Phase::Answered {
-            if self.pending_input.is_empty() {
-                let output = std::mem::take(&mut self.answer);
-                return Action::Finish(self.finish(RunOutcome::Completed { output }));
-            }
-            self.answer.clear();
-            self.phase = Phase::CallModel;
-        }
-        if self.phase == Phase::Truncated {
-            if self.recoveries >= spec.limits.max_tokens_recoveries {
-                let partial = std::mem::take(&mut self.continuation);
-                return Action::Finish(self.finish(RunOutcome::Incomplete { partial }));
-            }
-            self.recoveries += 1;
-            self.append(Message::user(RESUME_INSTRUCTION));
-            self.phase = Phase::CallModel;
-        }
-        for message in std::mem::take(&mut self.pending_input) {
-            self.append(message);
-        }
-        if let Some(outcome) = self.check_limits(spec) {
-            return Action::Finish(outcome);
-        }
-        self.iteration += 1;
-        self.status = LoopStatus::Running;
-        Action::CallModel(self.request(spec, tools))
-    }
-
-    /// Ends the run when it has made its iterations or spent its token or dollar budget by
-    /// `spec`'s limits (as they are now: they may have changed while the run was going), and
-    /// returns the outcome; `None` while it may call the model again.
-    fn check_limits(&mut self, spec: &AgentSpec) -> Option<RunOutcome> {
-        let limits = &spec.limits;
-        let outcome = if self.iteration >= limits.max_iterations {
-            RunOutcome::MaxIterations { iterations: self.iteration }
-        } else if limits.max_total_tokens.is_some_and(|max| self.usage.total() >= max) {
-            RunOutcome::BudgetExceeded { budget: Budget::Tokens }
-        } else if limits.max_usd.is_some_and(|max| self.cost_usd >= max) {
-            RunOutcome::BudgetExceeded { budget: Budget::Usd }
-        } else {
-            return None;
-        };
-        Some(self.finish(outcome))
-    }
-
-    /// The request for the next model call.
-    pub fn request(&self, spec: &AgentSpec, tools: &ToolCatalog) -> ModelRequest {
-        ModelRequest {
-            model: self.model_name.clone(),
-            system: (!spec.instructions.is_empty()).then(|| spec.instructions.clone()),
-            messages: self.messages.clone(),
-            tools: tools.specs(),
-            max_tokens: spec.limits.max_output_tokens,
-            temperature: spec.temperature,
-            ..ModelRequest::default()
-        }
-    }
-
-    /// Decides the pending calls by the approval policy (what [`next_action`](Self::next_action)
-    /// does first on a tool turn) and returns the calls the policy denied just now, each
-    /// answered with an error the model sees. Calls decided before are not decided again,
-    /// except those waiting for a person: one may have always-allowed the tool since.
-    pub fn apply_policy(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Vec<PendingCall> {
-        let mut denied = Vec::new();
-        if self.phase != Phase::Tools || self.outcome.is_some() {
-            return denied;
-        }
-        for call in &mut self.pending_calls {
-            // An interrupted call is never reconsidered: only a person knows whether it happened.
-            if call.result.is_some() || call.uncertain || !(call.verdict.is_none() || call.is_awaiting()) {
-                continue;
-            }
-            let verdict = match tools.get(&call.tool) {
-                Some(tool) => spec.approval.decide(tool.declaration(), &call.arguments, &self.always_allowed),
-                // The catalog answers an unknown name with an error listing the known ones.
-                None => Verdict::Allow,
-            };
-            if let Verdict::Deny { reason } = &verdict {
-                call.result = Some(CallResult::error(format!(
-                    "The tool call was denied by policy: {reason}. Do not repeat it; choose another approach."
-                )));
-            }
-            let is_denied = matches!(verdict, Verdict::Deny { .. });
-            call.verdict = Some(verdict);
-            if is_denied {
-                denied.push(call.clone());
-            }
-        }
-        denied
-    }
-
-    /// Decides the pending calls; `None` once all are answered and committed.
-    fn tools_step(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Option<Action> {
-        self.apply_policy(spec, tools);
-        let waiting = self.awaiting_approval();
-        if !waiting.is_empty() {
-            self.status = LoopStatus::AwaitingApproval;
-            return Some(Action::AwaitApproval(waiting));
-        }
-        self.status = LoopStatus::Running;
-        let runnable: Vec<ToolCall> = self
-            .pending_calls
-            .iter()
-            .filter(|c| c.may_run())
-            .map(|c| ToolCall::new(c.call_id.clone(), c.tool.clone(), c.effective_arguments().clone()))
-            .collect();
-        if !runnable.is_empty() {
-            return Some(Action::RunTools(runnable));
-        }
-        self.commit_results("");
-        None
-    }
-
     /// Refuses a pending call before approval is asked or the tool runs (a capability
     /// check failed); the model sees `reason` as the call's error result.
     pub fn deny_call(&mut self, call_id: &ToolCallId, reason: &str) {
@@ -446,7 +343,7 @@ impl RunState {
 
     /// Appends the results of every pending call as one user message, in call order;
     /// calls without a result are answered with `not_run`.
-    fn commit_results(&mut self, not_run: &str) {
+    pub(crate) fn commit_results(&mut self, not_run: &str) {
         if self.pending_calls.is_empty() {
             return;
         }
@@ -466,7 +363,7 @@ impl RunState {
     }
 
     /// Adds `message`, merging consecutive user messages so roles keep alternating.
-    fn append(&mut self, message: Message) {
+    pub(crate) fn append(&mut self, message: Message) {
         match self.messages.last_mut() {
             Some(last) if last.role == Role::User && message.role == Role::User => last.content.extend(message.content),
             _ => self.messages.push(message),
@@ -564,7 +461,7 @@ impl RunState {
 
     /// Applies a signal: queues input, records an approval decision, or starts
     /// cancellation. Whether the agent accepts the signal's kind is the caller's check
-    /// ([`AgentSpec::accepts`]). A paused run is reopened by any signal.
+    /// ([`AgentSpec::accepts`](crate::AgentSpec::accepts)). A paused run is reopened by any signal.
     pub fn apply_signal(&mut self, signal: Signal) -> Result<(), SignalError> {
         match &self.outcome {
             Some(RunOutcome::Paused { .. }) => self.reopen(),

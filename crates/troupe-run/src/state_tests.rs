@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::approval::{ApprovalPolicy, ApprovalRule};
+use crate::spec::AgentSpec;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::json;
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use troupe_core::Budget;
 use troupe_core::FailureCode;
+use troupe_tools::ToolCatalog;
 use troupe_tools::{Effect, Tool, ToolContext, ToolDeclaration, ToolError, ToolOutput};
 
 struct Fake(ToolDeclaration);

@@ -1,0 +1,138 @@
+//! The step logic of [`RunState`]: what the run does next, by its agent's spec and tools.
+
+use crate::approval::Verdict;
+use crate::outcome::RunOutcome;
+use crate::spec::AgentSpec;
+use crate::state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState};
+use troupe_core::{Budget, Message, ModelRequest};
+use troupe_tools::{ToolCall, ToolCatalog};
+
+impl RunState {
+    /// What to do next. Calling it again without feeding anything back returns the same
+    /// kind of action (the model call is counted once it is returned).
+    pub fn next_action(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Action {
+        if let Some(outcome) = &self.outcome {
+            return Action::Finish(outcome.clone());
+        }
+        if self.status == LoopStatus::Cancelling {
+            let reason = self.cancel_reason.clone();
+            return Action::Finish(self.finish(RunOutcome::Cancelled { reason }));
+        }
+        if self.phase == Phase::Tools
+            && let Some(action) = self.tools_step(spec, tools)
+        {
+            return action;
+        }
+        if self.phase == Phase::Answered {
+            if self.pending_input.is_empty() {
+                let output = std::mem::take(&mut self.answer);
+                return Action::Finish(self.finish(RunOutcome::Completed { output }));
+            }
+            self.answer.clear();
+            self.phase = Phase::CallModel;
+        }
+        if self.phase == Phase::Truncated {
+            if self.recoveries >= spec.limits.max_tokens_recoveries {
+                let partial = std::mem::take(&mut self.continuation);
+                return Action::Finish(self.finish(RunOutcome::Incomplete { partial }));
+            }
+            self.recoveries += 1;
+            self.append(Message::user(RESUME_INSTRUCTION));
+            self.phase = Phase::CallModel;
+        }
+        for message in std::mem::take(&mut self.pending_input) {
+            self.append(message);
+        }
+        if let Some(outcome) = self.check_limits(spec) {
+            return Action::Finish(outcome);
+        }
+        self.iteration += 1;
+        self.status = LoopStatus::Running;
+        Action::CallModel(self.request(spec, tools))
+    }
+
+    /// Ends the run when it has made its iterations or spent its token or dollar budget by
+    /// `spec`'s limits (as they are now: they may have changed while the run was going), and
+    /// returns the outcome; `None` while it may call the model again.
+    fn check_limits(&mut self, spec: &AgentSpec) -> Option<RunOutcome> {
+        let limits = &spec.limits;
+        let outcome = if self.iteration >= limits.max_iterations {
+            RunOutcome::MaxIterations { iterations: self.iteration }
+        } else if limits.max_total_tokens.is_some_and(|max| self.usage.total() >= max) {
+            RunOutcome::BudgetExceeded { budget: Budget::Tokens }
+        } else if limits.max_usd.is_some_and(|max| self.cost_usd >= max) {
+            RunOutcome::BudgetExceeded { budget: Budget::Usd }
+        } else {
+            return None;
+        };
+        Some(self.finish(outcome))
+    }
+
+    /// The request for the next model call.
+    pub fn request(&self, spec: &AgentSpec, tools: &ToolCatalog) -> ModelRequest {
+        ModelRequest {
+            model: self.model_name.clone(),
+            system: (!spec.instructions.is_empty()).then(|| spec.instructions.clone()),
+            messages: self.messages.clone(),
+            tools: tools.specs(),
+            max_tokens: spec.limits.max_output_tokens,
+            temperature: spec.temperature,
+            ..ModelRequest::default()
+        }
+    }
+
+    /// Decides the pending calls by the approval policy (what [`next_action`](Self::next_action)
+    /// does first on a tool turn) and returns the calls the policy denied just now, each
+    /// answered with an error the model sees. Calls decided before are not decided again,
+    /// except those waiting for a person: one may have always-allowed the tool since.
+    pub fn apply_policy(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Vec<PendingCall> {
+        let mut denied = Vec::new();
+        if self.phase != Phase::Tools || self.outcome.is_some() {
+            return denied;
+        }
+        for call in &mut self.pending_calls {
+            // An interrupted call is never reconsidered: only a person knows whether it happened.
+            if call.result.is_some() || call.uncertain || !(call.verdict.is_none() || call.is_awaiting()) {
+                continue;
+            }
+            let verdict = match tools.get(&call.tool) {
+                Some(tool) => spec.approval.decide(tool.declaration(), &call.arguments, &self.always_allowed),
+                // The catalog answers an unknown name with an error listing the known ones.
+                None => Verdict::Allow,
+            };
+            if let Verdict::Deny { reason } = &verdict {
+                call.result = Some(CallResult::error(format!(
+                    "The tool call was denied by policy: {reason}. Do not repeat it; choose another approach."
+                )));
+            }
+            let is_denied = matches!(verdict, Verdict::Deny { .. });
+            call.verdict = Some(verdict);
+            if is_denied {
+                denied.push(call.clone());
+            }
+        }
+        denied
+    }
+
+    /// Decides the pending calls; `None` once all are answered and committed.
+    fn tools_step(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Option<Action> {
+        self.apply_policy(spec, tools);
+        let waiting = self.awaiting_approval();
+        if !waiting.is_empty() {
+            self.status = LoopStatus::AwaitingApproval;
+            return Some(Action::AwaitApproval(waiting));
+        }
+        self.status = LoopStatus::Running;
+        let runnable: Vec<ToolCall> = self
+            .pending_calls
+            .iter()
+            .filter(|c| c.may_run())
+            .map(|c| ToolCall::new(c.call_id.clone(), c.tool.clone(), c.effective_arguments().clone()))
+            .collect();
+        if !runnable.is_empty() {
+            return Some(Action::RunTools(runnable));
+        }
+        self.commit_results("");
+        None
+    }
+}
