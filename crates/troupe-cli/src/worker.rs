@@ -19,7 +19,7 @@ use troupe::runtime::durable::{Durability, fire_due, unique_owner};
 use troupe::store::{QueueEntry, Store, now_millis};
 
 /// Where the runtime's worker logs its claims and ends.
-const WORKER_TARGET: &str = "troupe_runtime::durable::worker";
+const WORKER_TARGET: &str = troupe::runtime::queue::TRACING_TARGET;
 
 /// Arguments of `troupe worker`.
 #[derive(Debug, clap::Args)]

@@ -5,6 +5,7 @@
 //! is a configuration problem found while building an agent, a signal the run cannot take,
 //! or a run task that died.
 
+use crate::outcome::RunOutput;
 use troupe_core::ToolCallId;
 use troupe_run::SignalKind;
 
@@ -91,7 +92,7 @@ pub enum RuntimeError {
     /// it failed, paused, was cancelled or ran out of a budget. The whole output is kept:
     /// its outcome, its partial text, its state (a paused run resumes from it).
     #[error(transparent)]
-    NotCompleted(crate::RunNotCompleted),
+    NotCompleted(RunNotCompleted),
 }
 
 impl From<troupe_run::SignalError> for RuntimeError {
@@ -103,3 +104,53 @@ impl From<troupe_run::SignalError> for RuntimeError {
         }
     }
 }
+
+impl RunOutput {
+    /// The output of a completed run, or [`RuntimeError::NotCompleted`] (holding this
+    /// whole output, its outcome readable as a sentence) for any other outcome.
+    ///
+    /// ```
+    /// # use troupe_runtime::{Engine, RuntimeError};
+    /// # async fn demo() -> Result<(), RuntimeError> {
+    /// let agent = Engine::builder().build().agent("helper").model("demo").build()?;
+    /// let answer = agent.run("Say hello").await?.into_result()?.text;
+    /// # assert!(!answer.is_empty());
+    /// # Ok(())
+    /// # }
+    /// # tokio::runtime::Runtime::new().expect("runtime").block_on(demo()).expect("runs");
+    /// ```
+    #[allow(clippy::result_large_err)]
+    pub fn into_result(self) -> Result<RunOutput, RuntimeError> {
+        if self.is_completed() {
+            Ok(self)
+        } else {
+            Err(RuntimeError::NotCompleted(RunNotCompleted { output: Box::new(self) }))
+        }
+    }
+}
+
+/// A run that ended without completing, as an error ([`RunOutput::into_result`]). It
+/// reads as its outcome's sentence; its `Debug` shows the run and the outcome, not the
+/// whole conversation, which is in `output`.
+pub struct RunNotCompleted {
+    /// Everything the run produced: its outcome, partial text, usage and state (a paused
+    /// run resumes from it).
+    pub output: Box<RunOutput>,
+}
+
+impl std::fmt::Display for RunNotCompleted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.output.outcome.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for RunNotCompleted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunNotCompleted")
+            .field("run_id", &self.output.run_id)
+            .field("outcome", &self.output.outcome)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::error::Error for RunNotCompleted {}

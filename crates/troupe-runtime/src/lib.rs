@@ -134,6 +134,7 @@ pub mod middleware;
 mod outcome;
 mod plugin;
 mod plugins;
+pub mod queue;
 mod resolver;
 mod runner;
 mod task;
@@ -147,8 +148,8 @@ pub use compaction::{
     SUMMARY_INSTRUCTION, SUMMARY_PREFIX, TRIMMED_NOTE_PREFIX, TokenEstimator,
 };
 pub use cost::{CostTracker, ModelCost};
-pub use durable::{Durability, QueueWorker, ResumePlan, StoredInput, plan_resume};
-pub use error::RuntimeError;
+pub use durable::{Durability, ResumePlan, StoredInput, plan_resume};
+pub use error::{RunNotCompleted, RuntimeError};
 pub use handle::{EVENT_BUFFER, RunEvents, RunHalt, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
 pub use live_spec::{LiveSpec, SpecRevision, SpecUpdate, changed_fields, validate_limits};
 pub use metrics::{AgentMetrics, Metrics, MetricsSnapshot};
@@ -156,8 +157,9 @@ pub use middleware::{
     ContentFilter, FilterMode, Logging, Middleware, MiddlewareError, MiddlewareStack, ModelCallContext, PatternError,
     RateLimit, RateQuota, RateQuotas, RateScope, SensitiveData, ToolCallContext,
 };
-pub use outcome::{RunNotCompleted, RunOutput};
+pub use outcome::RunOutput;
 pub use plugin::{Plugin, PluginContext, PluginError};
+pub use queue::QueueWorker;
 pub use resolver::{FixedModel, ModelResolver};
 pub use runner::{DEFAULT_TOOL_CONCURRENCY, Runner, SpecSource};
 pub use troupe_run::machine;

@@ -1,7 +1,6 @@
-//! Everything a run produced ([`RunOutput`]), and a run that did not complete as an error.
+//! Everything a run produced: [`RunOutput`].
 
 use crate::cost::ModelCost;
-use crate::error::RuntimeError;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use troupe_core::{AgentEvent, Message, RunId, Usage};
@@ -70,52 +69,4 @@ impl RunOutput {
     pub fn is_completed(&self) -> bool {
         self.outcome.is_completed()
     }
-
-    /// The output of a completed run, or [`RuntimeError::NotCompleted`] (holding this
-    /// whole output, its outcome readable as a sentence) for any other outcome.
-    ///
-    /// ```
-    /// # use troupe_runtime::{Engine, RuntimeError};
-    /// # async fn demo() -> Result<(), RuntimeError> {
-    /// let agent = Engine::builder().build().agent("helper").model("demo").build()?;
-    /// let answer = agent.run("Say hello").await?.into_result()?.text;
-    /// # assert!(!answer.is_empty());
-    /// # Ok(())
-    /// # }
-    /// # tokio::runtime::Runtime::new().expect("runtime").block_on(demo()).expect("runs");
-    /// ```
-    #[allow(clippy::result_large_err)]
-    pub fn into_result(self) -> Result<RunOutput, RuntimeError> {
-        if self.is_completed() {
-            Ok(self)
-        } else {
-            Err(RuntimeError::NotCompleted(RunNotCompleted { output: Box::new(self) }))
-        }
-    }
 }
-
-/// A run that ended without completing, as an error ([`RunOutput::into_result`]). It
-/// reads as its outcome's sentence; its `Debug` shows the run and the outcome, not the
-/// whole conversation, which is in `output`.
-pub struct RunNotCompleted {
-    /// Everything the run produced: its outcome, partial text, usage and state (a paused
-    /// run resumes from it).
-    pub output: Box<RunOutput>,
-}
-
-impl std::fmt::Display for RunNotCompleted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.output.outcome.fmt(f)
-    }
-}
-
-impl std::fmt::Debug for RunNotCompleted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunNotCompleted")
-            .field("run_id", &self.output.run_id)
-            .field("outcome", &self.output.outcome)
-            .finish_non_exhaustive()
-    }
-}
-
-impl std::error::Error for RunNotCompleted {}

@@ -21,6 +21,7 @@
 
 mod child_server;
 pub mod encode;
+pub mod modules;
 pub mod process;
 mod script;
 mod scripted;

@@ -10,8 +10,8 @@
 //! - applies signals through the store, in append order, each exactly once.
 //!
 //! [`Runner::resume_run`](crate::Runner::resume_run) continues a stored run by
-//! [`plan_resume`]; a [`QueueWorker`] claims queued runs and runs them; [`fire_due`] starts
-//! scheduled runs.
+//! [`plan_resume`]; [`fire_due`] starts scheduled runs (a [`QueueWorker`](crate::queue::QueueWorker),
+//! above the runner, claims queued runs and runs them).
 
 mod child;
 mod evidence;
@@ -20,7 +20,6 @@ pub(crate) mod journal;
 mod plan;
 pub(crate) mod recorder;
 mod schedule;
-mod worker;
 
 pub use child::{child_run_id, finished_output};
 pub use evidence::{ActionCompleted, ActionStarted, ModelTurn, SUMMARY_CHARS, digest};
@@ -28,7 +27,6 @@ pub use input::{StoredInput, TEAM_RUN_KIND, state_from_value};
 pub use journal::{activity, stored_status};
 pub use plan::{CallPlan, CallResume, ResumePlan, UNCERTAIN_REASON, plan_resume};
 pub use schedule::{ScheduleFired, fire_due, next_tick, schedule_agent, schedule_run, schedule_wake};
-pub use worker::{ClaimedRuns, QueueWorker, WorkerReport};
 
 use crate::error::RuntimeError;
 use std::sync::Arc;

@@ -13,6 +13,7 @@ mod durable;
 mod failure_resume;
 mod genai_spans;
 mod middleware;
+mod module_graph;
 mod plugins;
 mod reconfigure;
 mod runtime;

@@ -6,7 +6,7 @@
 //! from its last boundary. A run that needs a person pauses and leaves the queue; the
 //! person's decision (a stored signal) puts it back.
 
-use super::schedule::fire_due;
+use crate::durable::fire_due;
 use crate::error::RuntimeError;
 use crate::outcome::RunOutput;
 use crate::runner::Runner;
@@ -16,6 +16,10 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use troupe_store::{Lease, RunRecord, RunStatus, now_millis};
+
+/// The tracing target of a worker's events (`claimed`, `run ended`, with the run's id and
+/// outcome as fields): what a program follows to report a worker's claims.
+pub const TRACING_TARGET: &str = module_path!();
 
 /// Runs claimed runs that are not an agent's (a team's own run), for a [`QueueWorker`]
 /// whose runner cannot: the worker hands over the lease, which the run renews while it
