@@ -313,7 +313,7 @@ impl RunState {
                 Effect::AuditDenial { call_id: call.call_id, tool: call.tool, arguments: call.arguments, reason }
             })
             .collect();
-        let action = self.next_action(ctx.spec, ctx.tools);
+        let action = self.next_action_decided(ctx.spec, ctx.tools);
         match action {
             Action::Finish(outcome) => {
                 // The turn goes with the end's record: one save, not two.

@@ -11,6 +11,16 @@ impl RunState {
     /// What to do next. Calling it again without feeding anything back returns the same
     /// kind of action (the model call is counted once it is returned).
     pub fn next_action(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Action {
+        self.next_action_by(spec, tools, false)
+    }
+
+    /// [`next_action`](Self::next_action) once [`apply_policy`](Self::apply_policy) has
+    /// decided the pending calls (the machine applies it first, for its denials' audit).
+    pub(crate) fn next_action_decided(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Action {
+        self.next_action_by(spec, tools, true)
+    }
+
+    fn next_action_by(&mut self, spec: &AgentSpec, tools: &ToolCatalog, policy_applied: bool) -> Action {
         if let Some(outcome) = &self.outcome {
             return Action::Finish(outcome.clone());
         }
@@ -19,7 +29,7 @@ impl RunState {
             return Action::Finish(self.finish(RunOutcome::Cancelled { reason }));
         }
         if self.phase == Phase::Tools
-            && let Some(action) = self.tools_step(spec, tools)
+            && let Some(action) = self.tools_step(spec, tools, policy_applied)
         {
             return action;
         }
@@ -115,8 +125,10 @@ impl RunState {
     }
 
     /// Decides the pending calls; `None` once all are answered and committed.
-    fn tools_step(&mut self, spec: &AgentSpec, tools: &ToolCatalog) -> Option<Action> {
-        self.apply_policy(spec, tools);
+    fn tools_step(&mut self, spec: &AgentSpec, tools: &ToolCatalog, policy_applied: bool) -> Option<Action> {
+        if !policy_applied {
+            self.apply_policy(spec, tools);
+        }
         let waiting = self.awaiting_approval();
         if !waiting.is_empty() {
             self.status = LoopStatus::AwaitingApproval;
