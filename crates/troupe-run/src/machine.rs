@@ -382,12 +382,7 @@ impl RunState {
             effects.push(Effect::Checkpoint(completions));
         }
         if !self.is_finished() {
-            let runnable: Vec<ToolCall> = self
-                .pending_calls
-                .iter()
-                .filter(|c| c.may_run())
-                .map(|c| ToolCall::new(c.call_id.clone(), c.tool.clone(), c.effective_arguments().clone()))
-                .collect();
+            let runnable = self.runnable_calls();
             effects.extend(self.next_batch(runnable, ctx));
         }
         effects

@@ -325,6 +325,16 @@ impl RunState {
         self.pending_calls.iter().filter(|c| c.is_awaiting()).map(PendingCall::request).collect()
     }
 
+    /// The pending calls cleared to run that have not run yet, in call order, with the
+    /// arguments they run with.
+    pub fn runnable_calls(&self) -> Vec<ToolCall> {
+        self.pending_calls
+            .iter()
+            .filter(|c| c.may_run())
+            .map(|c| ToolCall::new(c.call_id.clone(), c.tool.clone(), c.effective_arguments().clone()))
+            .collect()
+    }
+
     /// The text of the last model response.
     pub fn last_assistant_text(&self) -> String {
         self.messages.iter().rev().find(|m| m.role == Role::Assistant).map(Message::text).unwrap_or_default()

@@ -5,7 +5,7 @@ use crate::outcome::RunOutcome;
 use crate::spec::AgentSpec;
 use crate::state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState};
 use troupe_core::{Budget, Message, ModelRequest};
-use troupe_tools::{ToolCall, ToolCatalog};
+use troupe_tools::ToolCatalog;
 
 impl RunState {
     /// What to do next. Calling it again without feeding anything back returns the same
@@ -135,12 +135,7 @@ impl RunState {
             return Some(Action::AwaitApproval(waiting));
         }
         self.status = LoopStatus::Running;
-        let runnable: Vec<ToolCall> = self
-            .pending_calls
-            .iter()
-            .filter(|c| c.may_run())
-            .map(|c| ToolCall::new(c.call_id.clone(), c.tool.clone(), c.effective_arguments().clone()))
-            .collect();
+        let runnable = self.runnable_calls();
         if !runnable.is_empty() {
             return Some(Action::RunTools(runnable));
         }

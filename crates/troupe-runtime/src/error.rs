@@ -6,8 +6,6 @@
 //! or a run task that died.
 
 use crate::outcome::RunOutput;
-use troupe_core::ToolCallId;
-use troupe_run::SignalKind;
 
 /// A configuration or control problem of the runtime.
 #[derive(Debug, thiserror::Error)]
@@ -30,18 +28,10 @@ pub enum RuntimeError {
     /// The agent's spec is inconsistent (an approval rule that can never match, ...).
     #[error("invalid agent spec: {0}")]
     InvalidSpec(String),
-    /// The agent does not accept signals of this kind.
-    #[error("the agent does not accept `{kind}` signals")]
-    SignalNotAccepted {
-        /// The refused kind.
-        kind: SignalKind,
-    },
-    /// An approval decision names a call that is not waiting for one.
-    #[error("no tool call `{call_id}` is waiting for approval")]
-    UnknownCall {
-        /// The call named by the decision.
-        call_id: ToolCallId,
-    },
+    /// The run's state refused a signal (a kind the agent does not accept, a decision
+    /// about a call that is not waiting for one).
+    #[error(transparent)]
+    Signal(troupe_run::SignalError),
     /// The run has finished; it takes no more signals.
     #[error("the run has finished")]
     RunFinished,
@@ -98,9 +88,9 @@ pub enum RuntimeError {
 impl From<troupe_run::SignalError> for RuntimeError {
     fn from(error: troupe_run::SignalError) -> Self {
         match error {
-            troupe_run::SignalError::NotAccepted { kind } => RuntimeError::SignalNotAccepted { kind },
-            troupe_run::SignalError::UnknownCall { call_id } => RuntimeError::UnknownCall { call_id },
+            // A finished run refuses everything alike, stored or in memory.
             troupe_run::SignalError::RunFinished => RuntimeError::RunFinished,
+            other => RuntimeError::Signal(other),
         }
     }
 }
