@@ -4,6 +4,9 @@
 //! writes names `::troupe::tools`. The attribute's documentation, with examples that run,
 //! is on [`macro@tool`].
 
+// Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as Tokens};
 use quote::{format_ident, quote};

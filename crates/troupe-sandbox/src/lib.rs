@@ -29,6 +29,9 @@
 //! # Ok(()) }
 //! ```
 
+// Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod calls;
 mod error;
 mod mode;
