@@ -13,46 +13,10 @@
 
 use super::evidence::{ActionCompleted, ActionStarted};
 use serde::{Deserialize, Serialize};
-use troupe_core::ToolCallId;
-use troupe_run::Verdict;
-use troupe_run::{CallResult, RunState};
+use troupe_run::RunState;
+pub use troupe_run::{CallPlan, CallResume, UNCERTAIN_REASON};
 use troupe_store::{EvidenceEntry, EvidenceKind, StoredSignal};
 use troupe_tools::Idempotency;
-
-/// Why an interrupted call is put to a person.
-pub const UNCERTAIN_REASON: &str = "this call was interrupted and may or may not have happened: approve to retry it, reject to skip it, or cancel the run";
-
-/// What resuming does with one unanswered call.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "action", rename_all = "snake_case")]
-pub enum CallResume {
-    /// It completed before the interruption: the recorded result is replayed.
-    Replay {
-        /// The result the model sees.
-        content: String,
-        /// Whether the call had failed.
-        is_error: bool,
-    },
-    /// It started and is idempotent: it runs again.
-    Retry,
-    /// It started, and repeating it may repeat its effect: a person decides.
-    AskPerson,
-    /// It was waiting for approval: it keeps waiting.
-    KeepWaiting,
-    /// It had not started: it runs as planned.
-    NotStarted,
-}
-
-/// The plan for one call.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CallPlan {
-    /// The call.
-    pub call_id: ToolCallId,
-    /// Its tool.
-    pub tool: String,
-    /// What resuming does with it.
-    pub resume: CallResume,
-}
 
 /// What a resumed run does first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -72,23 +36,7 @@ impl ResumePlan {
 
     /// Applies the plan's call decisions to `state` (signals are applied by the run).
     pub fn apply(&self, state: &mut RunState) {
-        for plan in &self.calls {
-            let Some(call) = state.pending_calls.iter_mut().find(|c| c.call_id == plan.call_id && c.result.is_none())
-            else {
-                continue;
-            };
-            match &plan.resume {
-                CallResume::Replay { content, is_error } => {
-                    call.result = Some(CallResult { content: content.clone(), is_error: *is_error });
-                }
-                CallResume::AskPerson => {
-                    call.uncertain = true;
-                    call.decision = None;
-                    call.verdict = Some(Verdict::Ask { reason: UNCERTAIN_REASON.to_owned() });
-                }
-                CallResume::Retry | CallResume::KeepWaiting | CallResume::NotStarted => {}
-            }
-        }
+        state.apply_resume(&self.calls);
     }
 }
 

@@ -1,8 +1,8 @@
 use super::*;
 use crate::durable::evidence::{ActionCompleted, ActionStarted, ModelTurn};
 use serde_json::json;
-use troupe_core::{Message, RunId, StopReason, Usage};
-use troupe_run::ApprovalDecision;
+use troupe_core::{Message, RunId, StopReason, ToolCallId, Usage};
+use troupe_run::{ApprovalDecision, Verdict};
 use troupe_run::{PendingCall, Phase};
 use troupe_store::{EvidenceChain, NewEvidence};
 use troupe_tools::{Effect, ToolDeclaration};
