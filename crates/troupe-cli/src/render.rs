@@ -394,7 +394,7 @@ pub(crate) fn summary_table(output: &RunOutput, priced: bool) -> String {
     let cost = if priced { format!("${:.4}", output.cost_usd) } else { "n/a (unpriced model)".to_owned() };
     let rows: [(&str, String); 10] = [
         ("outcome", outcome),
-        ("model", output.state.model.clone()),
+        ("model", output.state.model().to_owned()),
         ("steps", steps.to_string()),
         ("tool calls", output.tool_calls.to_string()),
         ("input tokens", grouped(input_tokens)),

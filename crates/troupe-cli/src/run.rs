@@ -297,7 +297,7 @@ pub(crate) async fn continued(
     };
     let state = troupe::runtime::durable::state_from_value(&record.id, record.state.clone())
         .map_err(|e| Failure::Usage(anyhow::anyhow!("--continue: run {} cannot be continued: {e}", record.id)))?;
-    let history = answered(state.messages);
+    let history = answered(state.into_messages());
     let conversation = record.conversation_id.clone().unwrap_or_else(|| record.id.clone());
     eprintln!("continuing run {} ({} messages)", record.id, history.len());
     let mut input = input.history(history);

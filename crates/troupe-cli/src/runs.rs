@@ -348,7 +348,7 @@ impl Stored {
 
     /// The calls waiting for a person.
     fn waiting(&self) -> Vec<&PendingCall> {
-        self.state.iter().flat_map(|s| s.pending_calls.iter().filter(|c| c.is_awaiting())).collect()
+        self.state.iter().flat_map(|s| s.pending_calls().iter().filter(|c| c.is_awaiting())).collect()
     }
 }
 
@@ -380,9 +380,9 @@ async fn show(args: ShowArgs) -> Result<(), Failure> {
         None => rows.push(("task", "(the stored input cannot be read by this troupe)".into())),
     }
     if let Some(state) = &stored.state {
-        let usage = state.usage;
-        rows.push(("model", state.model.clone()));
-        rows.push(("iteration", state.iteration.to_string()));
+        let usage = state.usage();
+        rows.push(("model", state.model().to_owned()));
+        rows.push(("iteration", state.iteration().to_string()));
         rows.push((
             "usage",
             format!(
@@ -390,8 +390,8 @@ async fn show(args: ShowArgs) -> Result<(), Failure> {
                 usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens
             ),
         ));
-        rows.push(("cost", format!("${:.4}", state.cost_usd)));
-        match &state.outcome {
+        rows.push(("cost", format!("${:.4}", state.cost_usd())));
+        match &state.outcome() {
             Some(RunOutcome::Completed { output }) => rows.push(("answer", output.clone())),
             Some(RunOutcome::Paused { .. }) | None => {}
             Some(outcome) => rows.push(("outcome", outcome_message(outcome))),
@@ -407,7 +407,7 @@ async fn show(args: ShowArgs) -> Result<(), Failure> {
     }
     // A decision stored but not applied yet (the run has not resumed) is said as such,
     // not left as waiting.
-    let cursor = stored.state.as_ref().map_or(0, |s| s.signal_cursor);
+    let cursor = stored.state.as_ref().map_or(0, |s| s.signal_cursor());
     let stored_decisions: BTreeMap<String, (i64, &'static str)> = store
         .pending_signals(&record.id, cursor)
         .await
@@ -787,7 +787,7 @@ async fn foreground(
     let known = stored
         .state
         .iter()
-        .flat_map(|s| s.pending_calls.iter().filter(|c| c.result.is_none()))
+        .flat_map(|s| s.pending_calls().iter().filter(|c| c.result.is_none()))
         .map(|c| (c.call_id.clone(), c.tool.clone(), c.effective_arguments().clone()))
         .collect();
     let follow_options = Follow {

@@ -24,6 +24,7 @@ mod hooks;
 mod limits;
 pub mod machine;
 mod outcome;
+mod reading;
 mod resume;
 mod signal;
 mod spec;

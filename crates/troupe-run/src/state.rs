@@ -196,67 +196,67 @@ impl PartialEq for InFlight {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunState {
     /// The run.
-    pub run_id: RunId,
+    pub(crate) run_id: RunId,
     /// The agent's name.
-    pub agent: String,
+    pub(crate) agent: String,
     /// The model's id (`provider/model`).
-    pub model: String,
+    pub(crate) model: String,
     /// The model's name on the wire, sent in requests.
-    pub model_name: String,
+    pub(crate) model_name: String,
     /// The conversation the run continues, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conversation_id: Option<ConversationId>,
+    pub(crate) conversation_id: Option<ConversationId>,
     /// The run that delegated this one, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_run_id: Option<RunId>,
+    pub(crate) parent_run_id: Option<RunId>,
     /// The conversation so far.
-    pub messages: Vec<Message>,
+    pub(crate) messages: Vec<Message>,
     /// Model calls made.
-    pub iteration: u32,
+    pub(crate) iteration: u32,
     /// Tokens used by all model calls.
-    pub usage: Usage,
+    pub(crate) usage: Usage,
     /// The usage of the last model call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_usage: Option<Usage>,
+    pub(crate) last_usage: Option<Usage>,
     /// What the model calls cost, in USD.
-    pub cost_usd: f64,
+    pub(crate) cost_usd: f64,
     /// Where the run stands.
-    pub status: LoopStatus,
+    pub(crate) status: LoopStatus,
     /// What the loop does next.
-    pub phase: Phase,
+    pub(crate) phase: Phase,
     /// Output-limit recoveries made in a row.
-    pub recoveries: u32,
+    pub(crate) recoveries: u32,
     /// Tools a person chose to always allow in this run.
-    pub always_allowed: BTreeSet<String>,
+    pub(crate) always_allowed: BTreeSet<String>,
     /// The tool calls of the last response, until their results are in the conversation.
-    pub pending_calls: Vec<PendingCall>,
+    pub(crate) pending_calls: Vec<PendingCall>,
     /// Messages (user input, steering, hook output) waiting for the next model call.
-    pub pending_input: Vec<Message>,
+    pub(crate) pending_input: Vec<Message>,
     /// Text of responses cut at the output limit, to be continued.
-    pub continuation: String,
+    pub(crate) continuation: String,
     /// The final answer, once the model gave it.
-    pub answer: String,
+    pub(crate) answer: String,
     /// Why the run is being cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cancel_reason: Option<String>,
+    pub(crate) cancel_reason: Option<String>,
     /// Tool calls answered (refused ones included).
-    pub tool_calls: u32,
+    pub(crate) tool_calls: u32,
     /// Of those, the ones answered with an error.
-    pub tool_errors: u32,
+    pub(crate) tool_errors: u32,
     /// The sequence number of the run's next event: a resumed run numbers its events on
     /// from where it stopped.
     #[serde(default)]
-    pub event_seq: u64,
+    pub(crate) event_seq: u64,
     /// How the run ended, once it has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<RunOutcome>,
+    pub(crate) outcome: Option<RunOutcome>,
     /// With a store: every stored signal up to this sequence number has been applied.
     #[serde(default)]
-    pub signal_cursor: i64,
+    pub(crate) signal_cursor: i64,
     /// The agent's configuration as changed while the run was going, once it was: a
     /// resumed run goes on with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub applied_spec: Option<AppliedSpec>,
+    pub(crate) applied_spec: Option<AppliedSpec>,
     /// The machine's bookkeeping between an effect and its answer (never stored).
     #[serde(skip)]
     pub(crate) in_flight: InFlight,
@@ -305,6 +305,44 @@ impl RunState {
     pub fn with_history(mut self, history: Vec<Message>) -> Self {
         self.messages = history;
         self
+    }
+
+    /// Continues `conversation` (none: a run of its own).
+    pub fn with_conversation(mut self, conversation: Option<ConversationId>) -> Self {
+        self.conversation_id = conversation;
+        self
+    }
+
+    /// Delegated by the run `parent` (none: a run at the top of its tree).
+    pub fn with_parent(mut self, parent: Option<RunId>) -> Self {
+        self.parent_run_id = parent;
+        self
+    }
+
+    /// Goes on with the model `model` (its id) from its next call: a switch made while
+    /// the run was stopped. Its name on the wire is resolved again.
+    pub fn switch_model(&mut self, model: impl Into<String>) {
+        self.model = model.into();
+    }
+
+    /// Puts `earlier` (a stored conversation's turns) before the messages the run starts
+    /// with.
+    pub fn prepend_history(&mut self, mut earlier: Vec<Message>) {
+        earlier.append(&mut self.messages);
+        self.messages = earlier;
+    }
+
+    /// Takes the conversation out to be compacted: the shell hands it back, compacted or
+    /// not, as [`Input::Compacted`](crate::machine::Input::Compacted) before anything else
+    /// (moved, not cloned: it is the run's largest part).
+    pub fn take_messages(&mut self) -> Vec<Message> {
+        std::mem::take(&mut self.messages)
+    }
+
+    /// The shell numbers the run's events; it says which number comes next before a
+    /// save, so a resumed run numbers its events on from where it stopped.
+    pub fn set_event_seq(&mut self, next: u64) {
+        self.event_seq = next;
     }
 
     /// Adds the task as a user message (nothing for an empty task).

@@ -88,9 +88,9 @@ impl AgentMetrics {
         self.output_tokens.fetch_add(usage.output_tokens, Ordering::Relaxed);
         self.cache_read_tokens.fetch_add(usage.cache_read_tokens, Ordering::Relaxed);
         self.cache_write_tokens.fetch_add(usage.cache_write_tokens, Ordering::Relaxed);
-        self.model_calls.fetch_add(u64::from(output.state.iteration), Ordering::Relaxed);
+        self.model_calls.fetch_add(u64::from(output.state.iteration()), Ordering::Relaxed);
         self.tool_calls.fetch_add(u64::from(output.tool_calls), Ordering::Relaxed);
-        self.tool_errors.fetch_add(u64::from(output.state.tool_errors), Ordering::Relaxed);
+        self.tool_errors.fetch_add(u64::from(output.state.tool_errors()), Ordering::Relaxed);
         let millis = u64::try_from(output.duration.as_millis()).unwrap_or(u64::MAX);
         self.total_duration_ms.fetch_add(millis, Ordering::Relaxed);
         // Micro-dollars keep the sum exact enough in an integer atomic.

@@ -51,14 +51,14 @@ impl RunOutput {
     ) -> Self {
         let text = outcome.text().map_or_else(|| state.last_assistant_text(), str::to_owned);
         RunOutput {
-            run_id: state.run_id.clone(),
+            run_id: state.run_id().clone(),
             outcome,
             text,
-            messages: state.messages.clone(),
-            usage: state.usage,
-            cost_usd: state.cost_usd,
+            messages: state.messages().to_vec(),
+            usage: state.usage(),
+            cost_usd: state.cost_usd(),
             cost_by_model,
-            tool_calls: state.tool_calls,
+            tool_calls: state.tool_calls(),
             duration,
             events,
             state,

@@ -368,11 +368,11 @@ impl Runner {
         };
         let run_id = input.run_id.clone().unwrap_or_else(RunId::generate);
         let model_id = input.model.clone().unwrap_or_else(|| spec.model.clone());
-        let mut state = RunState::new(run_id, spec.name.clone(), model_id, String::new())
+        let state = RunState::new(run_id, spec.name.clone(), model_id, String::new())
             .with_history(input.history)
-            .with_instruction(&input.instruction);
-        state.conversation_id = input.conversation_id;
-        state.parent_run_id = input.parent_run_id;
+            .with_instruction(&input.instruction)
+            .with_conversation(input.conversation_id)
+            .with_parent(input.parent_run_id);
         self.launch(Launch { spec, live: source.live(), state, instruction: input.instruction, fresh: true, recorder })
     }
 
@@ -455,7 +455,7 @@ impl Runner {
         }
         let mut state = state_from_value(run_id, record.state)?;
         let evidence = store.evidence(run_id, 0).await?;
-        let pending = store.pending_signals(run_id, state.signal_cursor).await?;
+        let pending = store.pending_signals(run_id, state.signal_cursor()).await?;
         let fresh = evidence.is_empty();
         let mut journal =
             Journal::new(Arc::clone(store), EvidenceChain::after(run_id, evidence.last()), Some(lease.clone()))
@@ -511,23 +511,18 @@ impl Runner {
         let cancel = CancellationToken::new();
         let defer = CancellationToken::new();
         let suspend = CancellationToken::new();
-        let run_id = state.run_id.clone();
-        let span = genai::agent_span(
-            &spec.name,
-            &run_id,
-            state.conversation_id.as_ref(),
-            state.parent_run_id.as_ref(),
-            &state.model,
-        );
+        let run_id = state.run_id().clone();
+        let span =
+            genai::agent_span(&spec.name, &run_id, state.conversation_id(), state.parent_run_id(), &state.model());
         let emitter = Emitter::new(
             AgentId::new(spec.name.clone()),
             run_id.clone(),
-            state.conversation_id.clone(),
-            state.parent_run_id.clone(),
+            state.conversation_id().cloned(),
+            state.parent_run_id().cloned(),
             event_tx,
             self.keep_events,
         )
-        .starting_at(state.event_seq);
+        .starting_at(state.event_seq());
         // An agent's own policy takes precedence over the runner's compactor.
         let compactor = match &spec.compaction {
             Some(policy) => Some(Arc::new(PolicyCompactor::new(policy.clone())) as Arc<dyn Compactor>),
@@ -554,7 +549,7 @@ impl Runner {
             queued: VecDeque::new(),
             cancel: cancel.clone(),
             costs: CostTracker::new(),
-            announced: state.messages.len(),
+            announced: state.messages().len(),
             paused: HashSet::new(),
             step: 0,
             open_step: None,

@@ -95,13 +95,13 @@ impl Run {
         let started = std::time::Instant::now();
         let agent_metrics = self.metrics.agent(&self.spec.name);
         agent_metrics.run_started();
-        let resolved = self.resolver.resolve(&state.model);
+        let resolved = self.resolver.resolve(&state.model());
         if let Ok(model) = &resolved {
             self.learn(&mut state, Input::ModelResolved { id: model.id.clone(), name: model.model.clone() });
         }
         if fresh {
             self.emitter
-                .emit(AgentEventKind::RunStarted { instruction: instruction.clone(), model: state.model.clone() })
+                .emit(AgentEventKind::RunStarted { instruction: instruction.clone(), model: state.model().to_owned() })
                 .await;
         }
         // A run halted mid-way drops this future: the guard stops the heartbeat with it.
@@ -151,7 +151,7 @@ impl Run {
         match initialized {
             Ok(()) => true,
             Err(error) => {
-                tracing::warn!(run = %state.run_id, %error, "a plugin could not be initialized; the run stops");
+                tracing::warn!(run = %state.run_id(), %error, "a plugin could not be initialized; the run stops");
                 self.learn(state, Input::Failed { error: error.to_string(), code: FailureCode::Plugin });
                 false
             }
@@ -204,7 +204,7 @@ impl Run {
 
     /// Ends the run because its store failed or its lease was taken over.
     fn store_failed(&mut self, state: &mut RunState, error: StoreError) {
-        tracing::warn!(run = %state.run_id, %error, "the run's store failed; the run stops");
+        tracing::warn!(run = %state.run_id(), %error, "the run's store failed; the run stops");
         let lease_lost = matches!(error, StoreError::LeaseLost { .. });
         self.learn(state, Input::StoreFailed { lease_lost, error: error.to_string() });
         self.recorder.fail(error);
@@ -272,7 +272,7 @@ impl Run {
             Effect::AuditDenial { call_id, tool, arguments, reason } => {
                 self.audit.record(
                     AuditEntry::new(AuditKind::Denial, &self.spec.name, false, reason)
-                        .with_run_id(state.run_id.as_str())
+                        .with_run_id(state.run_id().as_str())
                         .with_tool(&tool)
                         .with_call_id(call_id.as_str())
                         .with_arguments(&arguments)
@@ -292,7 +292,7 @@ impl Run {
                 // The last model turn is on record before the run acts on it; a signal
                 // that came meanwhile (the save says so) is taken first.
                 self.checkpoint_turn(state).await;
-                Some(Input::TurnSaved { signal_waiting: self.recorder.signal_waits(state.signal_cursor) })
+                Some(Input::TurnSaved { signal_waiting: self.recorder.signal_waits(state.signal_cursor()) })
             }
             Effect::Checkpoint(entries) => {
                 self.checkpoint(state, entries).await;
@@ -314,7 +314,7 @@ impl Run {
             if self.paused.insert(request.call_id.clone()) {
                 // A person deciding on a command sees how it will be confined (an
                 // interrupted call keeps the reason that says so, which callers read).
-                let uncertain = state.pending_calls.iter().any(|c| c.call_id == request.call_id && c.uncertain);
+                let uncertain = state.pending_calls().iter().any(|c| c.call_id == request.call_id && c.uncertain);
                 if let Some(mode) = self.sandbox_of(&request.tool).filter(|_| !uncertain) {
                     request.reason = format!("{} (sandbox: {mode})", request.reason);
                 }
@@ -388,7 +388,7 @@ impl Run {
             let decision = authorizer.authorize_in(&self.spec.name, tool.declaration(), &call.args, &self.workspace);
             self.audit.record(
                 AuditEntry::new(AuditKind::CapabilityCheck, &self.spec.name, decision.is_allowed(), decision.reason())
-                    .with_run_id(state.run_id.as_str())
+                    .with_run_id(state.run_id().as_str())
                     .with_tool(&call.name)
                     .with_call_id(call.id.as_str())
                     .with_arguments(&call.args)
@@ -412,7 +412,7 @@ impl Run {
         let allowed = !matches!(decision, ApprovalDecision::Reject { .. } | ApprovalDecision::Cancel);
         let reason = serde_json::to_value(decision).map(|v| v.to_string()).unwrap_or_default();
         let mut entry = AuditEntry::new(AuditKind::Approval, &self.spec.name, allowed, reason)
-            .with_run_id(state.run_id.as_str())
+            .with_run_id(state.run_id().as_str())
             .with_call_id(call_id.as_str());
         if let Some((tool, arguments)) = call {
             entry = entry.with_tool(&tool).with_arguments(&arguments).with_sandbox(self.sandbox_of(&tool));
@@ -425,8 +425,8 @@ impl Run {
     /// applied in append order. A crash before the next checkpoint applies them again to
     /// the checkpointed state, never twice to the same state.
     async fn deliver_stored(&mut self, state: &mut RunState) {
-        let run_id = state.run_id.to_string();
-        let pending = match self.recorder.stored_signals(&run_id, &mut self.queued, state.signal_cursor).await {
+        let run_id = state.run_id().to_string();
+        let pending = match self.recorder.stored_signals(&run_id, &mut self.queued, state.signal_cursor()).await {
             Ok(pending) => pending,
             Err(error) => {
                 self.store_failed(state, error);
@@ -472,7 +472,7 @@ impl Run {
 
     /// Reports a refused signal as a `signal_refused` event.
     async fn refuse_signal(&mut self, state: &RunState, kind: troupe_run::SignalKind, reason: &str) {
-        tracing::warn!(run = %state.run_id, %kind, error = reason, "signal refused");
+        tracing::warn!(run = %state.run_id(), %kind, error = reason, "signal refused");
         let value = serde_json::json!({"kind": kind, "error": reason});
         self.emitter.emit(AgentEventKind::Custom { name: "signal_refused".into(), value }).await;
     }
@@ -480,9 +480,9 @@ impl Run {
     /// Emits a result event for every tool result added to the conversation since the
     /// last call, in order: executed, refused and abandoned calls alike.
     async fn announce_results(&mut self, state: &RunState) {
-        let start = self.announced.min(state.messages.len());
+        let start = self.announced.min(state.messages().len());
         let mut events = Vec::new();
-        for message in state.messages[start..].iter().filter(|m| m.role == Role::User) {
+        for message in state.messages()[start..].iter().filter(|m| m.role == Role::User) {
             for block in &message.content {
                 if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
                     events.push(AgentEventKind::ToolCallResult {
@@ -493,7 +493,7 @@ impl Run {
                 }
             }
         }
-        self.announced = state.messages.len();
+        self.announced = state.messages().len();
         self.emitter.emit_all(events).await;
     }
 
@@ -519,7 +519,7 @@ impl Run {
                 () = reconfigure::next_revision(&mut self.live) => return None,
                 // A decision stored by another process (`troupe runs approve`) counts too.
                 () = tokio::time::sleep(poll.unwrap_or_default()), if poll.is_some() => {
-                    if self.recorder.has_stored_signals(state.run_id.as_str(), state.signal_cursor).await {
+                    if self.recorder.has_stored_signals(state.run_id().as_str(), state.signal_cursor()).await {
                         return None;
                     }
                     continue;
@@ -557,27 +557,27 @@ impl Run {
 
     /// The run's outcome; a run that stopped without one failed.
     fn outcome(&self, state: &mut RunState) -> RunOutcome {
-        if state.outcome.is_none() {
+        if state.outcome().is_none() {
             let error = "the run stopped without an outcome".to_owned();
             self.learn(state, Input::Failed { error, code: FailureCode::Internal });
         }
-        state.outcome.clone().unwrap_or_else(|| RunOutcome::failed("the run has no outcome", FailureCode::Internal))
+        state.outcome().cloned().unwrap_or_else(|| RunOutcome::failed("the run has no outcome", FailureCode::Internal))
     }
 
     async fn end(mut self, mut state: RunState, started: std::time::Instant) -> RunOutput {
         if self.recorder.is_stopped() && !self.recorder.has_failed() {
             // The heartbeat found the lease taken over: whatever the run did since is not
             // on record, and the new holder goes on from the last checkpoint.
-            tracing::warn!(run = %state.run_id, "the run's lease was taken over; the run stops");
+            tracing::warn!(run = %state.run_id(), "the run's lease was taken over; the run stops");
             self.learn(&mut state, Input::LeaseTakenOver);
-            let run_id = state.run_id.to_string();
+            let run_id = state.run_id().to_string();
             self.recorder.fail(StoreError::LeaseLost { run_id, owner: String::new() });
         }
         let outcome = self.outcome(&mut state);
         self.record_end(&mut state).await;
         // A store failure while recording the end shows in the outcome.
-        let outcome = state.outcome.clone().unwrap_or(outcome);
-        genai::record_run_end(&self.span, &outcome, &state.usage);
+        let outcome = state.outcome().cloned().unwrap_or(outcome);
+        genai::record_run_end(&self.span, &outcome, &state.usage());
         self.announce_results(&state).await;
         self.close_step().await;
         let kind = match &outcome {
@@ -587,12 +587,12 @@ impl Run {
             _ => AgentEventKind::RunFinished {
                 outcome: outcome.kind(),
                 output: outcome.text().map(str::to_owned),
-                usage: state.usage,
-                cost_usd: state.cost_usd,
+                usage: state.usage(),
+                cost_usd: state.cost_usd(),
             },
         };
         self.emitter.emit(kind).await;
-        state.event_seq = self.emitter.next_seq();
+        state.set_event_seq(self.emitter.next_seq());
         let cost_by_model = self.costs.by_model().clone();
         RunOutput::ended(state, outcome, cost_by_model, started.elapsed(), self.emitter.take_events())
     }

@@ -84,13 +84,13 @@ fn node(depth: usize, run: RunSummary, record: Option<&RunRecord>) -> Node {
     let state = record.and_then(|r| state_from_value(&r.id, r.state.clone()).ok());
     Node {
         depth,
-        tool_calls: state.as_ref().map(|s| s.tool_calls),
-        tokens: state.as_ref().map(|s| s.usage.total()),
-        cost_usd: state.as_ref().map(|s| s.cost_usd),
+        tool_calls: state.as_ref().map(|s| s.tool_calls()),
+        tokens: state.as_ref().map(|s| s.usage().total()),
+        cost_usd: state.as_ref().map(|s| s.cost_usd()),
         elapsed_ms: run.updated_at.saturating_sub(run.created_at),
         waiting: state
             .iter()
-            .flat_map(|s| s.pending_calls.iter().filter(|c| c.is_awaiting()))
+            .flat_map(|s| s.pending_calls().iter().filter(|c| c.is_awaiting()))
             .map(|c| (c.call_id.to_string(), c.tool.clone()))
             .collect(),
         id: run.id,

@@ -27,7 +27,7 @@ pub fn finished_output(record: RunRecord) -> Result<Option<RunOutput>, RuntimeEr
         return Ok(None);
     }
     let state = state_from_value(&record.id, record.state)?;
-    let Some(outcome) = state.outcome.clone() else {
+    let Some(outcome) = state.outcome().cloned() else {
         return Ok(None);
     };
     Ok(Some(RunOutput::ended(state, outcome, BTreeMap::new(), Duration::ZERO, Vec::new())))

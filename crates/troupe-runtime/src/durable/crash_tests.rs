@@ -153,7 +153,7 @@ impl<'c> Shell<'c> {
     fn new(case: &'c Case, state: &RunState) -> Self {
         let mut spec = AgentSpec::new("tester", "fake/model");
         spec.approval = if case.ask { ApprovalPolicy::default() } else { ApprovalPolicy::auto() };
-        let run_id = state.run_id.as_str().to_owned();
+        let run_id = state.run_id().as_str().to_owned();
         Shell {
             case,
             spec,
@@ -201,7 +201,7 @@ impl<'c> Shell<'c> {
     /// The model's response at the state's iteration (the same one again when a crash
     /// lost the turn: the model is asked the same question).
     fn response(&self, state: &RunState) -> ModelResponse {
-        let turn = state.iteration as usize - 1;
+        let turn = state.iteration() as usize - 1;
         let calls = self.case.turns.get(turn).filter(|calls| !calls.is_empty());
         let blocks = match calls {
             Some(calls) => calls
@@ -269,7 +269,7 @@ impl<'c> Shell<'c> {
             Effect::CallModel(_) => {
                 let response = self.response(state);
                 let turn = ModelTurn {
-                    iteration: state.iteration,
+                    iteration: state.iteration(),
                     model: "fake/model".into(),
                     message: response.message.clone(),
                     stop_reason: response.stop_reason.clone(),
@@ -367,7 +367,7 @@ impl<'c> Shell<'c> {
         self.buffered.clear();
         self.decision_unsaved = false;
         let mut state: RunState = serde_json::from_str(&self.stored.state).expect("the stored state decodes");
-        self.chain = EvidenceChain::after(state.run_id.as_str(), self.stored.evidence.last());
+        self.chain = EvidenceChain::after(state.run_id().as_str(), self.stored.evidence.last());
         plan_resume(&state, &self.stored.evidence, &[]).apply(&mut state);
         state
     }
@@ -438,7 +438,7 @@ proptest! {
         // The state on record is the state the run ended with.
         let stored: RunState = serde_json::from_str(&shell.stored.state).expect("decodes");
         prop_assert_eq!(&stored, &state);
-        if let Err(problem) = every_call_answered_once(&state.messages) {
+        if let Err(problem) = every_call_answered_once(&state.messages()) {
             prop_assert!(false, "{}", problem);
         }
         prop_assert!(verify_chain(&shell.stored.evidence).is_ok(), "the evidence chain verifies");

@@ -63,12 +63,11 @@ impl StoredInput {
     /// The run's first state.
     pub fn initial_state(&self, run_id: RunId) -> RunState {
         let model = self.model.clone().unwrap_or_else(|| self.spec.model.clone());
-        let mut state = RunState::new(run_id, self.spec.name.clone(), model, String::new())
+        RunState::new(run_id, self.spec.name.clone(), model, String::new())
             .with_history(self.history.clone())
-            .with_instruction(&self.instruction);
-        state.conversation_id.clone_from(&self.conversation_id);
-        state.parent_run_id.clone_from(&self.parent_run_id);
-        state
+            .with_instruction(&self.instruction)
+            .with_conversation(self.conversation_id.clone())
+            .with_parent(self.parent_run_id.clone())
     }
 
     /// The record that creates run `run_id` with this input, in `status`.

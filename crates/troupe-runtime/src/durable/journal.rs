@@ -19,7 +19,7 @@ use troupe_store::{
 
 /// The store's status for a run in `state`.
 pub fn stored_status(state: &RunState) -> RunStatus {
-    match &state.outcome {
+    match &state.outcome() {
         Some(outcome) => match outcome.kind() {
             RunOutcomeKind::Completed => RunStatus::Completed,
             RunOutcomeKind::Paused => RunStatus::Paused,
@@ -29,14 +29,14 @@ pub fn stored_status(state: &RunState) -> RunStatus {
             RunOutcomeKind::Incomplete => RunStatus::Incomplete,
             _ => RunStatus::Failed,
         },
-        None if state.status == LoopStatus::AwaitingApproval => RunStatus::Paused,
+        None if state.status() == LoopStatus::AwaitingApproval => RunStatus::Paused,
         None => RunStatus::Running,
     }
 }
 
 /// What a run in `state` is doing or waiting for, in words.
 pub fn activity(state: &RunState) -> Option<String> {
-    if let Some(outcome) = &state.outcome {
+    if let Some(outcome) = &state.outcome() {
         return match outcome {
             RunOutcome::Paused { pending } => {
                 Some(waiting_for(pending.iter().map(|p| (p.tool.as_str(), p.call_id.as_str()))))
@@ -45,15 +45,15 @@ pub fn activity(state: &RunState) -> Option<String> {
             _ => None,
         };
     }
-    let awaiting: Vec<_> = state.pending_calls.iter().filter(|c| c.is_awaiting()).collect();
+    let awaiting: Vec<_> = state.pending_calls().iter().filter(|c| c.is_awaiting()).collect();
     if !awaiting.is_empty() {
         return Some(waiting_for(awaiting.iter().map(|c| (c.tool.as_str(), c.call_id.as_str()))));
     }
     let running: Vec<&str> =
-        state.pending_calls.iter().filter(|c| c.result.is_none()).map(|c| c.tool.as_str()).collect();
-    Some(match state.phase {
+        state.pending_calls().iter().filter(|c| c.result.is_none()).map(|c| c.tool.as_str()).collect();
+    Some(match state.phase() {
         Phase::Tools if !running.is_empty() => format!("running {}", running.join(", ")),
-        _ => format!("model call {}", state.iteration + 1),
+        _ => format!("model call {}", state.iteration() + 1),
     })
 }
 
@@ -184,12 +184,12 @@ impl Journal {
         advanced.advance(&sealed);
         let status = stored_status(state);
         let checkpoint = Checkpoint {
-            run_id: state.run_id.to_string(),
+            run_id: state.run_id().to_string(),
             status,
             activity: activity(state),
             state: encoded,
             evidence: sealed,
-            signals_consumed_through: (state.signal_cursor > 0).then_some(state.signal_cursor),
+            signals_consumed_through: (state.signal_cursor() > 0).then_some(state.signal_cursor()),
             fence: self.lease.clone(),
             // A completion must not pass over a signal acknowledged meanwhile.
             require_signals_consumed: status == RunStatus::Completed,

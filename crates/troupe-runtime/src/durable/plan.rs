@@ -48,7 +48,7 @@ pub fn plan_resume(state: &RunState, evidence: &[EvidenceEntry], pending: &[Stor
     let turn_start = evidence.iter().rposition(|e| e.kind == EvidenceKind::ModelTurn).map_or(0, |i| i + 1);
     let this_turn = &evidence[turn_start..];
     let calls = state
-        .pending_calls
+        .pending_calls()
         .iter()
         .filter(|call| call.result.is_none())
         .map(|call| {
@@ -71,7 +71,7 @@ pub fn plan_resume(state: &RunState, evidence: &[EvidenceEntry], pending: &[Stor
         })
         .collect();
     let mut signals: Vec<StoredSignal> =
-        pending.iter().filter(|s| s.seq > state.signal_cursor && s.consumed_at.is_none()).cloned().collect();
+        pending.iter().filter(|s| s.seq > state.signal_cursor() && s.consumed_at.is_none()).cloned().collect();
     signals.sort_by_key(|s| s.seq);
     signals.dedup_by_key(|s| s.seq);
     ResumePlan { calls, signals }

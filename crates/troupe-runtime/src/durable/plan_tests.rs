@@ -25,11 +25,17 @@ fn call(id: &str, tool: &str) -> PendingCall {
     }
 }
 
+/// A stored state waiting on `calls`, read back as a resumed run reads its checkpoint.
+fn stored_state(calls: Vec<PendingCall>, signal_cursor: i64) -> RunState {
+    let mut value = serde_json::to_value(RunState::new(RunId::new("r"), "a", "demo", "demo")).expect("state");
+    value["pending_calls"] = serde_json::to_value(calls).expect("calls");
+    value["phase"] = serde_json::to_value(Phase::Tools).expect("phase");
+    value["signal_cursor"] = json!(signal_cursor);
+    serde_json::from_value(value).expect("a stored state")
+}
+
 fn state(calls: Vec<PendingCall>) -> RunState {
-    let mut state = RunState::new(RunId::new("r"), "a", "demo", "demo");
-    state.pending_calls = calls;
-    state.phase = Phase::Tools;
-    state
+    stored_state(calls, 0)
 }
 
 fn log(entries: Vec<NewEvidence>) -> Vec<EvidenceEntry> {
@@ -88,11 +94,11 @@ fn each_rule_of_the_plan() {
 
     let mut resumed = state.clone();
     plan.apply(&mut resumed);
-    assert!(resumed.pending_calls[0].result.is_some(), "a completed call is replayed, not run");
-    assert!(resumed.pending_calls[1].uncertain && resumed.pending_calls[1].is_awaiting());
-    assert!(resumed.pending_calls[2].may_run(), "an idempotent call is retried");
-    assert!(resumed.pending_calls[3].may_run());
-    assert!(resumed.pending_calls[4].is_awaiting());
+    assert!(resumed.pending_calls()[0].result.is_some(), "a completed call is replayed, not run");
+    assert!(resumed.pending_calls()[1].uncertain && resumed.pending_calls()[1].is_awaiting());
+    assert!(resumed.pending_calls()[2].may_run(), "an idempotent call is retried");
+    assert!(resumed.pending_calls()[3].may_run());
+    assert!(resumed.pending_calls()[4].is_awaiting());
 }
 
 #[test]
@@ -124,13 +130,13 @@ fn a_person_decides_an_uncertain_call() {
             decision: ApprovalDecision::Reject { reason: None },
         })
         .expect("a decision for the waiting call");
-    let result = skipped.pending_calls[0].result.clone().expect("skipped");
+    let result = skipped.pending_calls()[0].result.clone().expect("skipped");
     assert!(result.is_error && result.content.contains("may or may not"));
 
     retried
         .apply_signal(crate::Signal::Approval { call_id: ToolCallId::new("c1"), decision: ApprovalDecision::Approve })
         .expect("a decision for the waiting call");
-    assert!(retried.pending_calls[0].may_run());
+    assert!(retried.pending_calls()[0].may_run());
 }
 
 #[test]
@@ -143,8 +149,7 @@ fn signals_come_in_order_once_after_the_cursor() {
         sent_at: 0,
         consumed_at: None,
     };
-    let mut state = state(Vec::new());
-    state.signal_cursor = 2;
+    let state = stored_state(Vec::new(), 2);
     let plan = plan_resume(&state, &[], &[signal(4), signal(1), signal(3), signal(3), signal(2)]);
     assert_eq!(plan.signals.iter().map(|s| s.seq).collect::<Vec<_>>(), [3, 4]);
 }

@@ -83,7 +83,8 @@ impl Recorder {
             }
         };
         if fresh {
-            let payload = serde_json::json!({"agent": state.agent, "model": state.model, "instruction": instruction});
+            let payload =
+                serde_json::json!({"agent": state.agent(), "model": state.model(), "instruction": instruction});
             journal.note(NewEvidence::new(EvidenceKind::RunStarted, payload));
         }
         let heartbeat = heartbeat(&journal, durability.lease_ttl(), cancel.clone());
@@ -124,7 +125,7 @@ impl Recorder {
         event_seq: u64,
     ) -> Saved {
         let Some(recording) = self.writing() else { return Ok(()) };
-        state.event_seq = event_seq;
+        state.set_event_seq(event_seq);
         let saved = recording.journal.checkpoint(state, entries).await;
         recording.settle(saved)
     }
@@ -133,7 +134,7 @@ impl Recorder {
     /// disk when the run's durability says (`Durability::with_turn_flush`).
     pub(crate) async fn checkpoint_turn(&mut self, state: &mut RunState, event_seq: u64) -> Saved {
         let Some(recording) = self.writing() else { return Ok(()) };
-        state.event_seq = event_seq;
+        state.set_event_seq(event_seq);
         let flush = recording.durability.turn_flush();
         let saved = recording.journal.checkpoint_turn(state, Vec::new(), flush).await;
         recording.settle(saved)
@@ -211,7 +212,7 @@ impl Recorder {
     pub(crate) async fn action_started(&mut self, state: &mut RunState, started: NewEvidence, event_seq: u64) -> Saved {
         let Recorder::Store(recording) = self else { return Ok(()) };
         if recording.unsaved_signals && !recording.journal.is_stopped() {
-            state.event_seq = event_seq;
+            state.set_event_seq(event_seq);
             let saved = recording.journal.checkpoint(state, vec![started]).await;
             return recording.settle(saved);
         }
@@ -225,7 +226,7 @@ impl Recorder {
         if recording.end_recorded {
             return EndRecord::Recorded;
         }
-        if let (Some(conversation), false) = (&state.conversation_id, matches!(outcome, RunOutcome::Paused { .. })) {
+        if let (Some(conversation), false) = (&state.conversation_id(), matches!(outcome, RunOutcome::Paused { .. })) {
             let store = Arc::clone(recording.journal.store());
             let instruction = recording.journal.instruction();
             if let Err(error) =
@@ -234,8 +235,8 @@ impl Recorder {
                 return EndRecord::Failed(error);
             }
         }
-        let payload = serde_json::json!({"outcome": outcome, "usage": state.usage, "cost_usd": state.cost_usd});
-        state.event_seq = event_seq;
+        let payload = serde_json::json!({"outcome": outcome, "usage": state.usage(), "cost_usd": state.cost_usd()});
+        state.set_event_seq(event_seq);
         match recording.journal.finish(state, vec![NewEvidence::new(EvidenceKind::RunFinished, payload)]).await {
             Ok(()) => {
                 recording.end_recorded = true;
@@ -300,20 +301,19 @@ fn heartbeat(journal: &Journal, ttl: Duration, cancel: CancellationToken) -> Opt
 async fn create_run(durability: &Durability, state: &mut RunState, input: &StoredInput) -> Result<Journal, StoreError> {
     let store = durability.store();
     if input.history.is_empty()
-        && let Some(conversation) = &state.conversation_id
+        && let Some(conversation) = &state.conversation_id()
     {
         let turns = store.conversation(conversation.as_str()).await?;
-        let mut history = Vec::with_capacity(turns.len() + state.messages.len());
+        let mut history = Vec::with_capacity(turns.len());
         for turn in turns {
             let message: Message = serde_json::from_value(turn.message)
                 .map_err(|e| StoreError::decode(format!("turn {} of conversation `{conversation}`", turn.seq), e))?;
             history.push(message);
         }
-        history.append(&mut state.messages);
-        state.messages = history;
+        state.prepend_history(history);
     }
-    let run_id = state.run_id.to_string();
-    let mut record = input.new_run(&state.run_id, StoredStatus::Running);
+    let run_id = state.run_id().to_string();
+    let mut record = input.new_run(&state.run_id(), StoredStatus::Running);
     record.state = serde_json::to_value(&*state).unwrap_or_default();
     let lease = store.create_leased_run(record, durability.owner(), durability.lease_ttl(), now_millis()).await?;
     Ok(Journal::new(Arc::clone(store), EvidenceChain::new(run_id), Some(lease))
@@ -330,7 +330,7 @@ async fn append_conversation(
     instruction: &str,
     outcome: &RunOutcome,
 ) -> Result<(), StoreError> {
-    let run_id = state.run_id.as_str();
+    let run_id = state.run_id().as_str();
     if store.conversation(conversation).await?.iter().any(|t| t.run_id == run_id) {
         return Ok(());
     }

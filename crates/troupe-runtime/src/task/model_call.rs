@@ -61,15 +61,15 @@ impl Run {
         self.open_step = Some(self.step);
         self.emitter.emit(AgentEventKind::StepStarted { step: self.step }).await;
         if let Some(compactor) = self.compactor.clone() {
-            let before = state.messages.len();
+            let before = state.messages().len();
             // The conversation is taken out to be compacted and given back to the state.
-            let mut messages = std::mem::take(&mut state.messages);
+            let mut messages = state.take_messages();
             let context = CompactionContext {
                 model,
-                last_usage: state.last_usage,
+                last_usage: state.last_usage(),
                 // The previous request sent everything before the response it got.
                 last_request_messages: messages.iter().rposition(|m| m.role == Role::Assistant),
-                iteration: state.iteration,
+                iteration: state.iteration(),
                 cancel: &self.cancel,
                 request: &request,
                 resolver: self.resolver.as_ref(),
@@ -79,8 +79,8 @@ impl Run {
             match compacted {
                 Ok(None) => {}
                 Ok(Some(report)) => {
-                    request.messages.clone_from(&state.messages);
-                    self.announced = state.messages.len();
+                    request.messages = state.messages().to_vec();
+                    self.announced = state.messages().len();
                     for call in &report.auxiliary {
                         self.costs.record_priced(&call.model, &call.usage, call.cost_usd);
                         let (model, usage, cost_usd) = (call.model.clone(), call.usage, call.cost_usd);
@@ -91,7 +91,7 @@ impl Run {
                     }
                     let value = serde_json::json!({
                         "messages_before": before,
-                        "messages_after": state.messages.len(),
+                        "messages_after": state.messages().len(),
                         "report": serde_json::to_value(&report).unwrap_or_default(),
                     });
                     self.emitter.emit(AgentEventKind::Custom { name: "compacted".into(), value }).await;
@@ -105,8 +105,8 @@ impl Run {
         let mut hook = (!self.middleware.is_empty()).then(|| {
             ModelCallContext::new(
                 &self.spec.name,
-                state.run_id.clone(),
-                state.iteration,
+                state.run_id().clone(),
+                state.iteration(),
                 &model.id,
                 model.provider.name(),
             )
@@ -124,8 +124,8 @@ impl Run {
         let mut restarts = 0;
         let (result, mut translator) = loop {
             let message_id = match restarts {
-                0 => format!("{}-m{}", state.run_id, self.step),
-                n => format!("{}-m{}.{n}", state.run_id, self.step),
+                0 => format!("{}-m{}", state.run_id(), self.step),
+                n => format!("{}-m{}.{n}", state.run_id(), self.step),
             };
             let mut translator = Translator::new(message_id);
             let mut answered = false;
@@ -177,14 +177,14 @@ impl Run {
                     self.emitter.emit_all(out).await;
                     let cost_usd = self.price(&priced_as, response.usage).await;
                     self.learn(state, Input::Billed { usage: response.usage, cost_usd, of_conversation: true });
-                    return self.stop_for(&state.run_id, error);
+                    return self.stop_for(&state.run_id(), error);
                 }
                 translator.finish(&mut out);
                 self.emitter.emit_all(out).await;
                 let cost_usd = self.price(&priced_as, response.usage).await;
                 if self.recorder.is_on() {
                     let turn = ModelTurn {
-                        iteration: state.iteration,
+                        iteration: state.iteration(),
                         model: priced_as.id.clone(),
                         message: response.message.clone(),
                         stop_reason: response.stop_reason.clone(),

@@ -41,7 +41,7 @@ pub(crate) fn launch_spec(
         rx: live.subscribe(),
         rate_quotas: live.current().rate_quotas,
     });
-    let Some(applied) = &state.applied_spec else { return (given, feed) };
+    let Some(applied) = &state.applied_spec() else { return (given, feed) };
     if let (Some(feed), Some(live)) = (&mut feed, live)
         && applied.source == feed.source
         && applied.revision < live.revision()
@@ -101,7 +101,7 @@ impl Run {
                 }
                 Err(error) => {
                     tracing::warn!(
-                        run = %state.run_id, model = %next.model, %error,
+                        run = %state.run_id(), model = %next.model, %error,
                         "the new model does not resolve; the run keeps its model"
                     );
                     let value = serde_json::json!({
@@ -126,7 +126,7 @@ impl Run {
             // already passed ends the run at this boundary.
             self.deadline = next.limits.timeout.map(|timeout| self.launched + timeout);
         }
-        tracing::info!(run = %state.run_id, revision = revision.revision, ?changed, "the run's configuration changed");
+        tracing::info!(run = %state.run_id(), revision = revision.revision, ?changed, "the run's configuration changed");
         self.learn(state, Input::SpecApplied(AppliedSpec::of(&source, revision.revision, &next)));
         self.spec = Arc::new(next);
         self.emitter.emit(AgentEventKind::ConfigChanged { revision: revision.revision, changed }).await;

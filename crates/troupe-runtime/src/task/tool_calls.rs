@@ -98,8 +98,8 @@ impl Run {
             middleware: self.middleware.clone(),
             ctx,
             agent: self.spec.name.clone(),
-            run_id: state.run_id.clone(),
-            step: state.iteration,
+            run_id: state.run_id().clone(),
+            step: state.iteration(),
             capture_content: self.capture_content,
         };
         (pipeline, cancel)

@@ -153,8 +153,8 @@ async fn a_run_waiting_for_approval_takes_new_instructions_model_and_budget() {
     assert!(output.is_completed(), "{:?}", output.outcome);
     assert_eq!(config_changes(&output.events).len(), 1, "announced once");
     assert_eq!(h.read("out.txt").as_deref(), Some("bonjour"));
-    assert_eq!(output.state.model_name, "model-b");
-    let applied = output.state.applied_spec.as_ref().expect("the state carries the change");
+    assert_eq!(output.state.model_name(), "model-b");
+    let applied = output.state.applied_spec().expect("the state carries the change");
     assert_eq!((applied.revision, applied.instructions.as_str()), (1, NEW));
     assert_eq!(applied.limits.max_usd, Some(5.0));
 
@@ -358,7 +358,7 @@ async fn a_stored_run_resumes_with_the_configuration_it_applied() {
     let bodies = requests(&h);
     assert_eq!(bodies.len(), 2);
     assert_eq!((bodies[1]["model"].as_str(), system(&bodies[1]).as_str()), (Some("model-b"), NEW));
-    assert_eq!(output.state.applied_spec.as_ref().map(|a| a.revision), Some(1));
+    assert_eq!(output.state.applied_spec().map(|a| a.revision), Some(1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -382,7 +382,7 @@ async fn a_paused_run_resumed_by_its_agent_takes_what_changed_while_it_was_pause
     handle.cancel.cancel();
     let output = handle.result.await.expect("the run ends");
     assert!(config_changes(&output.events).is_empty());
-    assert_eq!(output.state.applied_spec.as_ref().map(|a| a.instructions.as_str()), Some(NEW));
+    assert_eq!(output.state.applied_spec().map(|a| a.instructions.as_str()), Some(NEW));
 
     // ...while its own agent, changed again meanwhile, brings the newer revision.
     agent.reconfigure(SpecUpdate::new().model("mock/b")).expect("valid").expect("a change");

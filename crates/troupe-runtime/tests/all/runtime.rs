@@ -117,7 +117,7 @@ async fn signals_are_taken_at_boundaries_and_run_their_hooks() {
         .on_signal(SignalKind::UserMessage, move |signal: &Signal, state: &troupe_runtime::RunState| {
             seen_by_hook.fetch_add(1, Ordering::SeqCst);
             assert!(matches!(signal, Signal::UserMessage { .. }));
-            Some(vec![Message::user(format!("(hook saw {} messages)", state.messages.len()))])
+            Some(vec![Message::user(format!("(hook saw {} messages)", state.messages().len()))])
         })
         .build()
         .expect("agent builds");

@@ -142,7 +142,7 @@ async fn tool_errors_are_recovered_from(wire: Wire) {
     let bodies = h.bodies();
     assert!(bodies[1].contains("unknown tool"), "the model saw the error: {}", bodies[1]);
     assert!(bodies[2].contains("invalid arguments"));
-    assert_eq!((output.state.tool_calls, output.state.tool_errors), (3, 2));
+    assert_eq!((output.state.tool_calls(), output.state.tool_errors()), (3, 2));
     assert_eq!(agent.metrics().tool_errors, 2);
     check_events(&output.events);
 }

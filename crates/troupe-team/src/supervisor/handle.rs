@@ -302,7 +302,7 @@ impl AgentHandle {
                     return refuse("it has no state to resume");
                 };
                 if state.model_switched {
-                    snapshot.model.clone_from(&state.spec.model);
+                    snapshot.switch_model(state.spec.model.clone());
                 }
                 state.agent.resume(snapshot.reopened_after_cancel())
             }
