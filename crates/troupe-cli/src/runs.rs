@@ -14,7 +14,8 @@ use comfy_table::{ContentArrangement, Table, presets};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use troupe::runtime::durable::{Durability, StoredInput, send_signal, state_from_value};
+use troupe::durable::{ResumeRun, send_signal};
+use troupe::runtime::durable::{Durability, StoredInput, state_from_value};
 use troupe::runtime::{
     ApprovalDecision, PendingCall, RunInput, RunOutcome, RunOutput, RunState, RuntimeError, Signal, Verdict,
 };
@@ -776,7 +777,7 @@ async fn foreground(
     let stored = Stored::read(record);
     let (runner, _, workspace) = stored_runner(place, &stored, record, options)?;
     let runner = runner.with_store(Durability::new(store));
-    let handle = match runner.resume_run(&record.id, None).await {
+    let handle = match runner.resume_run(&record.id).await {
         Ok(handle) => handle,
         Err(error @ RuntimeError::RunLeased { .. }) => return Ok(Resumed::Leased(error)),
         Err(RuntimeError::RunFinished) => return Err(finished(record)),

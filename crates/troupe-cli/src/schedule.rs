@@ -10,9 +10,9 @@ use anyhow::anyhow;
 use clap::Subcommand;
 use comfy_table::{ContentArrangement, Table, presets};
 use serde_json::Value;
+use troupe::durable::schedule_run;
 use troupe::runtime::RunInput;
 use troupe::runtime::StoredInput;
-use troupe::runtime::durable::schedule_run;
 use troupe::store::{Schedule, ScheduleTarget, Trigger, now_millis};
 
 /// The subcommands of `troupe schedule`.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use troupe::core::{AgentEvent, AgentEventKind, AgentId, Attribution, PauseReason, RunId, RunOutcomeKind};
+use troupe::durable::ResumeRun;
 use troupe::runtime::durable::{Durability, is_dead_local_owner, unique_owner};
 use troupe::runtime::{Agent, ApprovalPolicy, EVENT_BUFFER, RunInput};
 use troupe::server::{

@@ -61,9 +61,9 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use troupe::durable::ClaimedRuns;
 use troupe::runtime::RuntimeError;
 use troupe::runtime::durable::{Durability, unique_owner};
-use troupe::runtime::queue::ClaimedRuns;
 use troupe::store::{Lease, RunStatus};
 use troupe_workers::registry::AgentRegistry;
 use troupe_workers::team_file::TeamFile;
@@ -455,7 +455,7 @@ async fn take_team_lease(
     owner: &str,
     ttl: std::time::Duration,
 ) -> Result<Lease, Failure> {
-    let taken = troupe::runtime::durable::take_lease(store, run_id, owner, ttl).await;
+    let taken = troupe::durable::take_lease(store, run_id, owner, ttl).await;
     taken.map_err(|e| Failure::Run(anyhow!(e)))?.map_err(|holder| {
         Failure::Usage(anyhow!(
             "team run {run_id} is being run by {holder}: wait for it to end (or stop that process), then resume it"

@@ -14,12 +14,12 @@ use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::Context;
-use troupe::runtime::QueueWorker;
-use troupe::runtime::durable::{Durability, fire_due, unique_owner};
+use troupe::durable::{QueueWorker, fire_due};
+use troupe::runtime::durable::{Durability, unique_owner};
 use troupe::store::{QueueEntry, Store, now_millis};
 
 /// Where the runtime's worker logs its claims and ends.
-const WORKER_TARGET: &str = troupe::runtime::queue::TRACING_TARGET;
+const WORKER_TARGET: &str = troupe::durable::queue::TRACING_TARGET;
 
 /// Arguments of `troupe worker`.
 #[derive(Debug, clap::Args)]
@@ -164,7 +164,7 @@ fn stop_on_signals(shutdown: CancellationToken) {
 
 /// Reports the runtime worker's claims and ends on stderr: `claimed RUN`, `ended RUN STATUS`.
 ///
-/// The runtime's [`QueueWorker`] reports them only as tracing events, so this layer reads
+/// The [`QueueWorker`] reports them only as tracing events, so this layer reads
 /// those.
 pub(crate) struct ClaimLog;
 

@@ -6,7 +6,7 @@ use crate::live_spec::{LiveSpec, SpecRevision, SpecUpdate, validate_limits};
 use crate::metrics::MetricsSnapshot;
 use crate::middleware::RateLimit;
 use crate::outcome::RunOutput;
-use crate::runner::{Claim, Runner, SpecSource};
+use crate::runner::{Runner, SpecSource};
 use std::sync::Arc;
 use troupe_run::AgentSpec;
 use troupe_run::RunState;
@@ -140,10 +140,11 @@ impl Agent {
         self.runner.resume(&self.live, state)
     }
 
-    /// Continues the stored run `run_id` with this agent's spec
-    /// ([`Runner::resume_run`]).
-    pub async fn resume_run(&self, run_id: &str) -> Result<RunHandle, RuntimeError> {
-        self.runner.resume_stored(Claim::RunId(run_id), Some(SpecSource::Live(&self.live))).await
+    /// Continues the stored run whose lease this process holds with this agent's spec,
+    /// following its later revisions ([`Runner::resume_leased`]; by the run's id:
+    /// `troupe_durable::ResumeRun`).
+    pub async fn resume_leased(&self, lease: troupe_store::Lease) -> Result<RunHandle, RuntimeError> {
+        self.runner.resume_stored(lease, Some(SpecSource::Live(&self.live))).await
     }
 
     /// Puts a run of this agent in the store's queue for a worker ([`Runner::enqueue`]).

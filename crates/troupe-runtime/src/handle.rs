@@ -220,9 +220,10 @@ impl RunResult {
 /// Halts a run where it stands, as a crash of its process would: its task is dropped at
 /// once (its model stream, its tools, its lease's heartbeat), nothing more is recorded,
 /// and its result is [`RuntimeError::Halted`]. A recorded run is left as its last
-/// checkpoint says, to be resumed ([`Runner::resume_run`](crate::Runner::resume_run)) —
-/// which is what a team does with its members' runs when it pauses for a person. To
-/// stop a run for good, cancel it instead.
+/// checkpoint says, to be resumed (`troupe_durable::ResumeRun`, or
+/// [`Runner::resume_leased`](crate::Runner::resume_leased)) — which is what a team does
+/// with its members' runs when it pauses for a person. To stop a run for good, cancel it
+/// instead.
 #[derive(Clone, Debug)]
 pub struct RunHalt {
     abort: tokio::task::AbortHandle,

@@ -134,7 +134,6 @@ pub mod middleware;
 mod outcome;
 mod plugin;
 mod plugins;
-pub mod queue;
 mod resolver;
 mod runner;
 mod task;
@@ -159,7 +158,6 @@ pub use middleware::{
 };
 pub use outcome::RunOutput;
 pub use plugin::{Plugin, PluginContext, PluginError};
-pub use queue::QueueWorker;
 pub use resolver::{FixedModel, ModelResolver};
 pub use runner::{DEFAULT_TOOL_CONCURRENCY, Runner, SpecSource};
 pub use troupe_run::machine;

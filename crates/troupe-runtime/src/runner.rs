@@ -78,14 +78,6 @@ impl<'a> From<&'a LiveSpec> for SpecSource<'a> {
     }
 }
 
-/// How a stored run to resume is claimed.
-pub(crate) enum Claim<'a> {
-    /// By its id: this process takes its lease.
-    RunId(&'a str),
-    /// By the lease this process holds.
-    Lease(Lease),
-}
-
 /// What a run's task starts from.
 struct Launch<'a> {
     /// The spec in force at the start.
@@ -386,37 +378,23 @@ impl Runner {
         Ok(run_id)
     }
 
-    /// Continues the stored run `run_id` in this process: takes its lease (refused with
-    /// [`RuntimeError::RunLeased`] while another process holds it), plans the resume from
-    /// its evidence ([`plan_resume`]) and runs it. `spec` replaces the stored definition
-    /// (to bring back signal hooks, say); the configuration the run applied while it was
-    /// going ([`RunState::applied_spec`]) stays in force either way.
-    pub async fn resume_run(&self, run_id: &str, spec: Option<Arc<AgentSpec>>) -> Result<RunHandle, RuntimeError> {
-        self.resume_stored(Claim::RunId(run_id), spec.map(SpecSource::Fixed)).await
-    }
-
-    /// Continues the stored run whose lease this process holds (a worker's claim).
+    /// Continues the stored run whose lease this process holds (a worker's claim, or one
+    /// taken to resume the run by its id: `troupe_durable::ResumeRun`): plans the resume
+    /// from its evidence ([`plan_resume`]) and runs it. `spec` replaces the stored
+    /// definition (to bring back signal hooks, say); the configuration the run applied
+    /// while it was going ([`RunState::applied_spec`]) stays in force either way. A run
+    /// that cannot go on here gives its lease back.
     pub async fn resume_leased(&self, lease: Lease, spec: Option<Arc<AgentSpec>>) -> Result<RunHandle, RuntimeError> {
-        self.resume_stored(Claim::Lease(lease), spec.map(SpecSource::Fixed)).await
+        self.resume_stored(lease, spec.map(SpecSource::Fixed)).await
     }
 
-    /// Continues a stored run: by its id (its lease taken here) or by a lease held.
+    /// Continues a stored run whose lease this process holds, by `spec` when given.
     pub(crate) async fn resume_stored(
         &self,
-        claim: Claim<'_>,
+        lease: Lease,
         spec: Option<SpecSource<'_>>,
     ) -> Result<RunHandle, RuntimeError> {
         let durability = self.durability.as_ref().ok_or(RuntimeError::NoStore)?;
-        let lease = match claim {
-            Claim::Lease(lease) => lease,
-            Claim::RunId(run_id) => {
-                let store = durability.store();
-                let (owner, ttl) = (durability.owner(), durability.lease_ttl());
-                crate::durable::take_lease(store.as_ref(), run_id, owner, ttl)
-                    .await?
-                    .map_err(|holder| RuntimeError::RunLeased { run_id: run_id.to_owned(), owner: holder })?
-            }
-        };
         let live = spec.as_ref().and_then(SpecSource::live);
         let spec = spec.map(|source| source.spec());
         match self.prepare_resume(durability, &lease, spec).await {
@@ -486,7 +464,7 @@ impl Runner {
     /// The resumed run emits no second `RunStarted`; its events number on from the last
     /// one the run emitted ([`RunState::event_seq`]). This continues a state held in
     /// memory and records nothing; a stored run is continued with
-    /// [`resume_run`](Self::resume_run).
+    /// [`resume_leased`](Self::resume_leased).
     pub fn resume<'a>(&self, spec: impl Into<SpecSource<'a>>, mut state: RunState) -> RunHandle {
         let source = spec.into();
         state.reopen();
@@ -513,7 +491,7 @@ impl Runner {
         let suspend = CancellationToken::new();
         let run_id = state.run_id().clone();
         let span =
-            genai::agent_span(&spec.name, &run_id, state.conversation_id(), state.parent_run_id(), &state.model());
+            genai::agent_span(&spec.name, &run_id, state.conversation_id(), state.parent_run_id(), state.model());
         let emitter = Emitter::new(
             AgentId::new(spec.name.clone()),
             run_id.clone(),

@@ -95,7 +95,7 @@ impl Run {
         let started = std::time::Instant::now();
         let agent_metrics = self.metrics.agent(&self.spec.name);
         agent_metrics.run_started();
-        let resolved = self.resolver.resolve(&state.model());
+        let resolved = self.resolver.resolve(state.model());
         if let Ok(model) = &resolved {
             self.learn(&mut state, Input::ModelResolved { id: model.id.clone(), name: model.model.clone() });
         }

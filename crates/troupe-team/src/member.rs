@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, AgentEventKind, PauseReason, RunId, Usage};
+use troupe_durable::ResumeRun;
 use troupe_runtime::durable::{child_run_id, finished_output};
 use troupe_runtime::{Agent, RunHandle, RunInput, RunOutcome, RunOutput, RuntimeError};
 

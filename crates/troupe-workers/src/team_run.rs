@@ -235,7 +235,7 @@ impl TeamService {
     }
 
     /// Records a run of the team on `task` in the store's queue, for a worker to run
-    /// ([`troupe_runtime::queue::QueueWorker::with_claimed_runs`]); returns its id.
+    /// ([`troupe_durable::QueueWorker::with_claimed_runs`]); returns its id.
     pub async fn enqueue(&self, task: &str) -> Result<RunId, TeamResumeError> {
         let durability = self.durability.as_ref().ok_or(TeamResumeError::NoStore)?;
         let run_id = RunId::generate();

@@ -63,6 +63,7 @@ pub mod prelude;
 
 pub use error::{Error, Result};
 pub use troupe_core as core;
+pub use troupe_durable as durable;
 /// Turns an async function into a tool an agent can call.
 ///
 /// The function stays as it is (callable from your own code and tests). Beside it comes

@@ -4,6 +4,7 @@ pub use troupe_core::{
     AgentEvent, AgentEventKind, Budget, ContentBlock, FailureCode, Message, ModelRequest, Role, StopReason,
     StreamEvent, ToolChoice, ToolSpec, Usage,
 };
+pub use troupe_durable::ResumeRun;
 pub use troupe_model::{LlmProvider, ModelResponse, StreamAccumulator};
 pub use troupe_runtime::{
     Agent, AgentSpec, ApprovalPolicy, ContentFilter, Engine, Logging, Middleware, Plugin, RateLimit, RunOutcome,

@@ -27,8 +27,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
+use troupe::durable::send_signal;
 use troupe::runtime::Signal;
-use troupe::runtime::durable::send_signal;
 use troupe::store::{RunFilter, RunStatus, Store};
 use troupe_testkit::{MockLlmServer, MockTurn, RecordedRequest};
 

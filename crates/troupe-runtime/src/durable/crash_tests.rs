@@ -438,7 +438,7 @@ proptest! {
         // The state on record is the state the run ended with.
         let stored: RunState = serde_json::from_str(&shell.stored.state).expect("decodes");
         prop_assert_eq!(&stored, &state);
-        if let Err(problem) = every_call_answered_once(&state.messages()) {
+        if let Err(problem) = every_call_answered_once(state.messages()) {
             prop_assert!(false, "{}", problem);
         }
         prop_assert!(verify_chain(&shell.stored.evidence).is_ok(), "the evidence chain verifies");

@@ -9,9 +9,10 @@
 //!   during the call is known for what it is;
 //! - applies signals through the store, in append order, each exactly once.
 //!
-//! [`Runner::resume_run`](crate::Runner::resume_run) continues a stored run by
-//! [`plan_resume`]; [`fire_due`] starts scheduled runs (a [`QueueWorker`](crate::queue::QueueWorker),
-//! above the runner, claims queued runs and runs them).
+//! [`Runner::resume_leased`](crate::Runner::resume_leased) continues a stored run whose
+//! lease this process holds, by [`plan_resume`]. What works on stored runs from above the
+//! runner (the queue consumer, schedules, taking a run's lease to resume it by its id,
+//! signals sent through the store) is the crate `troupe-durable`.
 
 mod child;
 mod evidence;
@@ -19,20 +20,16 @@ mod input;
 pub(crate) mod journal;
 mod plan;
 pub(crate) mod recorder;
-mod schedule;
 
 pub use child::{child_run_id, finished_output};
 pub use evidence::{ActionCompleted, ActionStarted, ModelTurn, SUMMARY_CHARS, digest};
 pub use input::{StoredInput, TEAM_RUN_KIND, state_from_value};
 pub use journal::{activity, stored_status};
 pub use plan::{CallPlan, CallResume, ResumePlan, UNCERTAIN_REASON, plan_resume};
-pub use schedule::{ScheduleFired, fire_due, next_tick, schedule_agent, schedule_run, schedule_wake};
 
-use crate::error::RuntimeError;
 use std::sync::Arc;
 use std::time::Duration;
-use troupe_run::Signal;
-use troupe_store::{Flush, RunStatus, Store, now_millis};
+use troupe_store::{Flush, RunStatus, Store};
 
 /// How long a lease lasts without a heartbeat, by default.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
@@ -166,32 +163,6 @@ fn host_name() -> String {
         .unwrap_or_else(|| "host".to_owned())
 }
 
-/// Takes the lease on `run_id` for `owner`: at once when it is free; from a holder on this
-/// machine that died ([`is_dead_local_owner`]) by releasing its lease first; otherwise
-/// not, and the holder is named (`Err`, "another process" when the queue says nobody).
-pub async fn take_lease(
-    store: &dyn Store,
-    run_id: &str,
-    owner: &str,
-    ttl: Duration,
-) -> Result<Result<troupe_store::Lease, String>, troupe_store::StoreError> {
-    if let Some(lease) = store.acquire(run_id, owner, ttl, now_millis()).await? {
-        return Ok(Ok(lease));
-    }
-    let entry = store.queue().await?.into_iter().find(|entry| entry.run_id == run_id);
-    let holder = entry.as_ref().and_then(|e| e.owner.clone()).unwrap_or_else(|| "another process".to_owned());
-    if let Some(entry) = entry.filter(|_| is_dead_local_owner(&holder)) {
-        tracing::info!(run = run_id, %holder, "the run's holder is gone; taking its lease");
-        let dead =
-            troupe_store::Lease { run_id: run_id.to_owned(), owner: holder.clone(), epoch: entry.epoch, expires_at: 0 };
-        store.release(&dead, Some(now_millis())).await?;
-        if let Some(lease) = store.acquire(run_id, owner, ttl, now_millis()).await? {
-            return Ok(Ok(lease));
-        }
-    }
-    Ok(Err(holder))
-}
-
 /// Whether `owner` (as [`unique_owner`] makes them) names a process of this machine that
 /// no longer exists: its lease can be taken at once instead of waiting for it to lapse.
 /// Where that cannot be known (another machine, no `/proc`), `false`.
@@ -211,8 +182,8 @@ pub fn is_dead_local_owner(owner: &str) -> bool {
 
 /// The failure of a stored run that failed for a transient reason
 /// ([`FailureCode::is_transient`](troupe_core::FailureCode::is_transient)), as its message:
-/// such a run can be resumed from its last checkpoint
-/// ([`Runner::resume_run`](crate::Runner::resume_run)). `None` for any other run.
+/// such a run can be resumed from its last checkpoint (`troupe_durable::ResumeRun`, or
+/// [`Runner::resume_leased`](crate::Runner::resume_leased)). `None` for any other run.
 pub fn resumable_failure(record: &troupe_store::RunRecord) -> Option<String> {
     if record.status != RunStatus::Failed {
         return None;
@@ -222,25 +193,6 @@ pub fn resumable_failure(record: &troupe_store::RunRecord) -> Option<String> {
         crate::RunOutcome::Failed { error, code: Some(code) } if code.is_transient() => Some(error),
         _ => None,
     }
-}
-
-/// Sends `signal` to the stored run `run_id` and returns its sequence number: once this
-/// returns, the signal is acknowledged and will be applied, in order, exactly once. A
-/// paused run is put back in the queue so that a worker (or `troupe runs resume`) takes
-/// it up.
-pub async fn send_signal(store: &dyn Store, run_id: &str, signal: &Signal) -> Result<i64, RuntimeError> {
-    let Some(run) = store.load_run(run_id).await? else {
-        return Err(RuntimeError::Store(troupe_store::StoreError::UnknownRun { run_id: run_id.to_owned() }));
-    };
-    if run.status.is_terminal() {
-        return Err(RuntimeError::RunFinished);
-    }
-    let payload = serde_json::to_value(signal).unwrap_or_default();
-    let seq = store.send_signal(run_id, &signal.kind().to_string(), payload, now_millis()).await?;
-    if run.status == RunStatus::Paused {
-        store.enqueue(run_id, now_millis()).await?;
-    }
-    Ok(seq)
 }
 
 #[cfg(test)]

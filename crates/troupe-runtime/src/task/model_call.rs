@@ -177,7 +177,7 @@ impl Run {
                     self.emitter.emit_all(out).await;
                     let cost_usd = self.price(&priced_as, response.usage).await;
                     self.learn(state, Input::Billed { usage: response.usage, cost_usd, of_conversation: true });
-                    return self.stop_for(&state.run_id(), error);
+                    return self.stop_for(state.run_id(), error);
                 }
                 translator.finish(&mut out);
                 self.emitter.emit_all(out).await;

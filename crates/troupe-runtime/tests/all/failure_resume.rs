@@ -36,7 +36,11 @@ async fn a_run_failed_by_an_overloaded_provider_resumes_from_its_last_checkpoint
     assert_eq!(record.status, RunStatus::Failed);
     assert!(resumable_failure(&record).is_some_and(|why| why.contains("overloaded")), "resumable");
 
-    let resumed = agent.runner().resume_run(&run_id, None).await.expect("a transient failure resumes");
+    let resumed = agent
+        .runner()
+        .resume_leased(crate::common::lease_of(agent.runner(), &run_id).await, None)
+        .await
+        .expect("a transient failure resumes");
     let output = resumed.result.await.expect("the run ends");
     assert_eq!(output.outcome, RunOutcome::Completed { output: "Listed it.".into() });
     assert_eq!(h.bodies().len(), 3, "the failed call is made again, and only it");
@@ -62,7 +66,7 @@ async fn a_run_failed_by_a_refused_key_is_not_resumed() {
     let run_id = failed.run_id.to_string();
     let record = store.load_run(&run_id).await.expect("load").expect("recorded");
     assert_eq!(resumable_failure(&record), None);
-    let refused = agent.runner().resume_run(&run_id, None).await;
+    let refused = agent.runner().resume_leased(crate::common::lease_of(agent.runner(), &run_id).await, None).await;
     assert!(matches!(refused, Err(RuntimeError::RunFinished)), "{:?}", refused.err());
     let record = store.load_run(&run_id).await.expect("load").expect("recorded");
     assert_eq!(record.status, RunStatus::Failed, "nothing changed");

@@ -106,6 +106,13 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<
 
 impl Collector {
     fn install(&self) -> tracing::subscriber::DefaultGuard {
+        // A callsite first reached by another test's thread while no collector exists is
+        // cached as of no interest; a collector set up at that moment can miss it. A
+        // global subscriber that wants everything keeps every callsite asking.
+        static EVERY_CALLSITE: std::sync::Once = std::sync::Once::new();
+        EVERY_CALLSITE.call_once(|| {
+            let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+        });
         tracing::subscriber::set_default(tracing_subscriber::registry().with(self.clone()))
     }
 

@@ -1,15 +1,12 @@
 //! troupe-runtime's integration tests, as one binary: each module was a test binary of its
-//! own, and each linked the whole stack. `common` is the shared harness (one per wire),
-//! `recording` a store that notes every call a run makes.
+//! own, and each linked the whole stack. `common` is the shared harness (one per wire).
 
 #[macro_use]
 mod common;
-mod recording;
 
 mod capabilities;
 mod compaction;
 mod control;
-mod durable;
 mod failure_resume;
 mod genai_spans;
 mod middleware;

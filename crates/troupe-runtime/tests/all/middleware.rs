@@ -405,7 +405,13 @@ fn a_resumed_run_replays_the_filtered_result_without_running_the_call_again() {
     process().block_on(async {
         tokio::time::sleep(Duration::from_millis(350)).await;
         let runner = book.runner("second").await;
-        let output = runner.resume_run(run_id.as_str(), None).await.expect("resumes").output().await.expect("ends");
+        let output = runner
+            .resume_leased(crate::common::lease_of(&runner, run_id.as_str()).await, None)
+            .await
+            .expect("resumes")
+            .output()
+            .await
+            .expect("ends");
         assert!(output.is_completed(), "{:?}", output.outcome);
         assert_eq!(output.text, "done");
     });

@@ -346,7 +346,8 @@ async fn a_stored_run_resumes_with_the_configuration_it_applied() {
     // Another process, whose agent was built with the old definition, resumes the run.
     let second = writer(&h, &stored_engine("second", store));
     assert_eq!(second.current_spec().instructions, OLD);
-    let mut handle = second.resume_run(&run_id).await.expect("resumes");
+    let mut handle =
+        second.resume_leased(crate::common::lease_of(second.runner(), &run_id).await).await.expect("resumes");
     let paused = until(&mut handle, "the approval request", |k| matches!(k, AgentEventKind::RunPaused { .. })).await;
     let AgentEventKind::RunPaused { reason: PauseReason::Approval { call_id, .. } } = paused.kind else {
         unreachable!()

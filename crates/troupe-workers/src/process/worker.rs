@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId, RunOutcomeKind};
+use troupe_durable::ResumeRun;
 use troupe_runtime::durable::{finished_output, resumable_failure};
 use troupe_runtime::{Agent, Durability, RunHandle, RunInput, RunOutcome, RunOutput};
 use troupe_tools::Workspace;

@@ -220,7 +220,7 @@ async fn paused_team(
 /// had finished are not run again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_team_paused_for_a_person_resumes_by_id_once_decided() {
-    use troupe_runtime::durable::send_signal;
+    use troupe_durable::send_signal;
     use troupe_runtime::{ApprovalDecision, Signal};
     use troupe_store::{RunFilter, RunStatus};
     let (dir, workspace) = (writing_team(), workspace());

@@ -308,3 +308,11 @@ impl LlmProvider for Reader {
         async move { Ok(futures::StreamExt::boxed(futures::stream::iter(events.into_iter().map(Ok)))) }.boxed()
     }
 }
+
+/// The lease on the stored run `run_id` for `runner`'s process: free, or lapsed (taking a
+/// run's lease from a live holder is `troupe-durable`'s, above the runner).
+pub async fn lease_of(runner: &troupe_runtime::Runner, run_id: &str) -> troupe_store::Lease {
+    let durability = runner.durability().expect("a store");
+    let (owner, ttl, now) = (durability.owner(), durability.lease_ttl(), troupe_store::now_millis());
+    durability.store().acquire(run_id, owner, ttl, now).await.expect("the store answers").expect("the lease is free")
+}

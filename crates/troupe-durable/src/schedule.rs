@@ -5,14 +5,14 @@
 //! A tick missed while no worker was up fires once, late; the schedule then moves to its
 //! next tick after now, so a long outage does not unleash a burst of runs.
 
-use super::input::{StoredInput, TEAM_RUN_KIND};
-use crate::error::RuntimeError;
-use crate::handle::RunInput;
 use chrono::{DateTime, Utc};
 use std::str::FromStr;
 use troupe_core::RunId;
 use troupe_run::AgentSpec;
 use troupe_run::Signal;
+use troupe_runtime::RunInput;
+use troupe_runtime::RuntimeError;
+use troupe_runtime::durable::{StoredInput, TEAM_RUN_KIND};
 use troupe_store::{Firing, Millis, NewRun, RunStatus, Schedule, ScheduleTarget, Store, StoreError, Trigger};
 
 /// The first tick of `trigger` strictly after `after`.

@@ -6,15 +6,15 @@
 //! from its last boundary. A run that needs a person pauses and leaves the queue; the
 //! person's decision (a stored signal) puts it back.
 
-use crate::durable::fire_due;
-use crate::error::RuntimeError;
-use crate::outcome::RunOutput;
-use crate::runner::Runner;
+use crate::schedule::fire_due;
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use troupe_runtime::RunOutput;
+use troupe_runtime::Runner;
+use troupe_runtime::RuntimeError;
 use troupe_store::{Lease, RunRecord, RunStatus, now_millis};
 
 /// The tracing target of a worker's events (`claimed`, `run ended`, with the run's id and

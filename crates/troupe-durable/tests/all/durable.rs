@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 use troupe_core::{AgentEventKind, ConversationId, Message, PauseReason, RunId};
-use troupe_runtime::durable::{fire_due, schedule_agent, send_signal};
+use troupe_durable::{QueueWorker, ResumeRun, fire_due, schedule_agent, send_signal};
 use troupe_runtime::{
-    AgentSpec, ApprovalDecision, ApprovalPolicy, Durability, FixedModel, QueueWorker, RunInput, RunOutcome, Runner,
-    RuntimeError, Signal,
+    AgentSpec, ApprovalDecision, ApprovalPolicy, Durability, FixedModel, RunInput, RunOutcome, Runner, RuntimeError,
+    Signal,
 };
 use troupe_store::{EvidenceKind, Flush, RunStatus, Store, Trigger, verify_chain};
 use troupe_testkit::{MockTurn, ScriptedModel};
@@ -205,10 +205,10 @@ fn crash_in_a_non_idempotent_call(after_effect: bool) {
     process().block_on(async {
         let runner = world.runner("second").await;
         // The dead process's lease has not lapsed yet: nobody may take the run.
-        let early = runner.resume_run(run_id.as_str(), None).await;
+        let early = runner.resume_run(run_id.as_str()).await;
         assert!(matches!(early, Err(RuntimeError::RunLeased { ref owner, .. }) if owner == "first"), "{early:?}");
         tokio::time::sleep(TTL + Duration::from_millis(50)).await;
-        let mut handle = runner.resume_run(run_id.as_str(), None).await.expect("resumes after the lease lapsed");
+        let mut handle = runner.resume_run(run_id.as_str()).await.expect("resumes after the lease lapsed");
         let mut asked = Vec::new();
         while let Some(event) = handle.events.next_event().await {
             if let AgentEventKind::RunPaused { reason } = event.kind {
@@ -269,7 +269,7 @@ fn an_interrupted_idempotent_call_is_retried_without_asking() {
     process().block_on(async {
         tokio::time::sleep(TTL + Duration::from_millis(50)).await;
         let runner = world.runner("second").await;
-        let handle = runner.resume_run(run_id.as_str(), None).await.expect("resumes");
+        let handle = runner.resume_run(run_id.as_str()).await.expect("resumes");
         let output = handle.output().await.expect("ends");
         assert!(output.is_completed(), "{:?}", output.outcome);
         assert!(!output.events.iter().any(|e| matches!(e.kind, AgentEventKind::RunPaused { .. })));
