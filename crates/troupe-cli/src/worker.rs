@@ -68,7 +68,7 @@ pub(crate) async fn run(args: WorkerArgs) -> Result<(), Failure> {
     let durability = Durability::new(Arc::clone(&store)).with_lease_ttl(args.lease_ttl).with_owner(owner.clone());
     // Nobody reads a worker's runs live: their events need not be kept.
     let runner =
-        setup::runner(&workspace, providers, &args.sandbox.choice()?)?.with_store(durability).keep_events(false);
+        setup::runner(&workspace, providers, &args.sandbox.choice()?)?.with_store(durability).with_events_kept(false);
     let poll = Duration::from_millis(args.poll_ms);
     let teams = crate::team::QueuedTeams {
         store: Arc::clone(&store),
@@ -77,8 +77,8 @@ pub(crate) async fn run(args: WorkerArgs) -> Result<(), Failure> {
     };
     let mut worker = QueueWorker::new(runner)
         .map_err(|e| Failure::Usage(e.into()))?
-        .concurrency(usize::try_from(args.concurrency).unwrap_or(1))
-        .idle_poll(poll)
+        .with_concurrency(usize::try_from(args.concurrency).unwrap_or(1))
+        .with_idle_poll(poll)
         .with_claimed_runs(Arc::new(teams));
     let shutdown = CancellationToken::new();
     stop_on_signals(shutdown.clone());
@@ -86,7 +86,7 @@ pub(crate) async fn run(args: WorkerArgs) -> Result<(), Failure> {
     if args.once {
         // The schedules due now fire first, so their runs are in the queue this worker empties.
         fired = fire_due(store.as_ref(), now_millis()).await.map_err(|e| Failure::Run(e.into()))?.len();
-        worker = worker.fire_schedules(false);
+        worker = worker.with_schedules(false);
         tokio::spawn(stop_when_drained(Arc::clone(&store), shutdown.clone(), poll));
     }
     eprintln!("worker {owner}: store {}, up to {} runs at once", store.info().location, args.concurrency);

@@ -108,19 +108,19 @@ impl QueueWorker {
     }
 
     /// Runs at most `n` runs at once (0 counts as 1).
-    pub fn concurrency(mut self, n: usize) -> Self {
+    pub fn with_concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
         self
     }
 
     /// Looks at an empty queue again every `every`.
-    pub fn idle_poll(mut self, every: Duration) -> Self {
+    pub fn with_idle_poll(mut self, every: Duration) -> Self {
         self.idle_poll = every.max(Duration::from_millis(5));
         self
     }
 
     /// Whether the worker also fires due schedules (the default).
-    pub fn fire_schedules(mut self, on: bool) -> Self {
+    pub fn with_schedules(mut self, on: bool) -> Self {
         self.schedules = on;
         self
     }

@@ -166,7 +166,7 @@ impl EngineBuilder {
     }
 
     /// Whether spans record prompts, responses, tool arguments and results
-    /// ([`Runner::capture_content`]); off by default.
+    /// ([`Runner::with_content_capture`]); off by default.
     pub fn capture_content(mut self, capture: bool) -> Self {
         self.capture_content = capture;
         self
@@ -380,7 +380,7 @@ impl AgentBuilder {
             .with_tool_concurrency(engine.tool_concurrency)
             .with_plugin_set(engine.plugins.clone())
             .with_middleware_stack(&engine.middleware)
-            .capture_content(engine.capture_content);
+            .with_content_capture(engine.capture_content);
         if let Some(compactor) = &self.engine.compactor {
             runner = runner.with_compactor(Arc::clone(compactor));
         }

@@ -25,7 +25,7 @@
 //! [`Plugin`] brings tools and middlewares together, with a setup run once before the
 //! first run and a teardown at [`Engine::shutdown`]. Every run is traced as `tracing`
 //! spans on the OpenTelemetry GenAI conventions (`invoke_agent`, `chat`, `execute_tool`);
-//! prompts and results are recorded in them only with [`Runner::capture_content`].
+//! prompts and results are recorded in them only with [`Runner::with_content_capture`].
 //!
 //! An [`Agent`] can be reconfigured while its runs go ([`Agent::reconfigure`] with a
 //! [`SpecUpdate`]): new runs start with the new instructions, model, [`Limits`] or rate

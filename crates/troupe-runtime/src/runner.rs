@@ -221,7 +221,7 @@ impl Runner {
     /// (`gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.system_instructions`),
     /// tool arguments and results. Off by default: spans carry names, ids, models, token
     /// counts and errors only. What is recorded is what middlewares let through.
-    pub fn capture_content(mut self, capture: bool) -> Self {
+    pub fn with_content_capture(mut self, capture: bool) -> Self {
         self.capture_content = capture;
         self
     }
@@ -296,7 +296,7 @@ impl Runner {
 
     /// Whether [`RunOutput::events`](crate::RunOutput::events) keeps every event (the
     /// default); turning it off saves memory when the live stream is consumed anyway.
-    pub fn keep_events(mut self, keep: bool) -> Self {
+    pub fn with_events_kept(mut self, keep: bool) -> Self {
         self.keep_events = keep;
         self
     }

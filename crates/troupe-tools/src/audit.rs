@@ -247,7 +247,7 @@ impl FileAuditLog {
 
     /// Also asks the operating system to put each entry on disk (`fsync`) before
     /// [`AuditLog::record`] returns; slower, but an entry survives a crash of the machine.
-    pub fn sync_each_entry(mut self, sync: bool) -> Self {
+    pub fn with_sync_each_entry(mut self, sync: bool) -> Self {
         self.sync = sync;
         self
     }

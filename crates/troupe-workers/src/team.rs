@@ -284,7 +284,7 @@ fn local(
         sandbox: setting.sandbox,
     })?;
     // Member runs are followed through their events; their outputs need not keep them too.
-    let runner = built.agent.runner().clone().keep_events(false);
+    let runner = built.agent.runner().clone().with_events_kept(false);
     let runner = match &setting.durability {
         Some(durability) => runner.with_store(durability.clone()),
         None => runner,

@@ -485,7 +485,7 @@ fn a_worker_takes_over_a_run_whose_worker_died() {
     let run_id = first.block_on(async {
         let runner = world.runner("worker-a").await;
         let run_id = runner.enqueue(&spec(ApprovalPolicy::auto()), RunInput::new("put")).await.expect("queued");
-        let worker = QueueWorker::new(runner).expect("a worker").idle_poll(Duration::from_millis(10));
+        let worker = QueueWorker::new(runner).expect("a worker").with_idle_poll(Duration::from_millis(10));
         tokio::spawn(async move { worker.run_until(tokio_util::sync::CancellationToken::new()).await });
         until("worker a is in the call", async || world.file("kv.txt") == "3\n").await;
         run_id

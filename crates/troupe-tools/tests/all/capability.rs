@@ -304,7 +304,7 @@ fn the_file_audit_log_appends_parseable_json_lines() {
     }
     // Reopening appends rather than truncating.
     let later = AuditEntry::new(AuditKind::Approval, "coder", true, "approved by ada").with_call_id("call_9");
-    FileAuditLog::open(&path).expect("reopen").sync_each_entry(true).record(later.clone());
+    FileAuditLog::open(&path).expect("reopen").with_sync_each_entry(true).record(later.clone());
 
     let text = std::fs::read_to_string(&path).expect("read log");
     assert!(text.ends_with('\n'));

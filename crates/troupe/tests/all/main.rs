@@ -1,5 +1,6 @@
 //! The facade's integration tests, one binary: what a user writes against `troupe`.
 
+mod layers;
 mod run_result;
 mod tool_attribute;
 
