@@ -243,6 +243,8 @@ fn watch_config(
         })
         .on_removed(|id, path| eprintln!("note: {} was removed; agent `{id}` is served on", path.display()))
         .on_error(|error| eprintln!("error: not applied, the previous configuration stays: {error}"))
+        // A problem of the files as serve read them (an agent whose model cannot be used) was
+        // said above, as "not served"; the reloader only logs it.
         .start();
     match started {
         Ok(reloader) => Some(reloader),

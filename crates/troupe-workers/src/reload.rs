@@ -13,7 +13,8 @@
 //!   and its running runs take it at their next safe boundary.
 //! - A file that does not read, or whose model is refused, goes to
 //!   [`on_error`](ReloaderBuilder::on_error) as a [`ReloadError`] naming the file, line and
-//!   column; what the file said before stays in force.
+//!   column; what the file said before stays in force. A problem in the files as first
+//!   read is no refused edit: it goes to [`on_start_problem`](ReloaderBuilder::on_start_problem).
 //! - A removed agent file goes to [`on_removed`](ReloaderBuilder::on_removed): nothing is
 //!   stopped (running agents run on); the reloader just forgets the agent.
 //! - Changed settings go to [`on_settings`](ReloaderBuilder::on_settings) (a rebuilt
@@ -85,6 +86,7 @@ pub struct ReloaderBuilder {
     on_removed: Option<RemovedCallback>,
     on_settings: Option<SettingsCallback>,
     on_error: Option<ErrorCallback>,
+    on_start_problem: Option<ErrorCallback>,
 }
 
 impl std::fmt::Debug for ReloaderBuilder {
@@ -160,9 +162,18 @@ impl ReloaderBuilder {
         self
     }
 
+    /// Called with each problem of the files as the reloader first reads them (without a
+    /// baseline; with one, of `troupe.toml`): nothing was edited, what the file defines is
+    /// just not in force. An application that built its agents from the same files has
+    /// said so already, and may leave this unset; the problems are logged either way.
+    pub fn on_start_problem(mut self, callback: impl FnMut(&ReloadError) + Send + 'static) -> Self {
+        self.on_start_problem = Some(Box::new(callback));
+        self
+    }
+
     /// Reads the files, starts watching them, and returns the running reloader. Problems
-    /// in the files as first read go to `on_error`; only a watch that cannot be set up
-    /// fails here.
+    /// in the files as first read go to `on_start_problem`; only a watch that cannot be
+    /// set up fails here.
     pub fn start(self) -> Result<Reloader, ReloadError> {
         let (tx, rx) = mpsc::channel();
         let forward = tx.clone();
@@ -183,6 +194,7 @@ impl ReloaderBuilder {
             on_removed: self.on_removed,
             on_settings: self.on_settings,
             on_error: self.on_error,
+            on_start_problem: self.on_start_problem,
         };
         worker.first_look(self.baseline.as_ref());
         let debounce = self.debounce;
@@ -221,6 +233,7 @@ impl Reloader {
             on_removed: None,
             on_settings: None,
             on_error: None,
+            on_start_problem: None,
         }
     }
 
@@ -287,6 +300,7 @@ struct ReloadWorker {
     on_removed: Option<RemovedCallback>,
     on_settings: Option<SettingsCallback>,
     on_error: Option<ErrorCallback>,
+    on_start_problem: Option<ErrorCallback>,
 }
 
 impl ReloadWorker {
@@ -297,7 +311,7 @@ impl ReloadWorker {
             let changes = self.look();
             for change in changes {
                 if let Change::Rejected(error) = change {
-                    self.report_error(&error);
+                    self.report_start_problem(&error);
                 }
             }
             return;
@@ -306,11 +320,22 @@ impl ReloadWorker {
         let settings = self.snapshot.rescan(&[], self.config_file.as_deref(), None);
         for change in settings {
             if let Change::Rejected(error) = change {
-                self.report_error(&error);
+                self.report_start_problem(&error);
             }
         }
         self.snapshot.seed(registry);
         let changes = self.look();
+        // The first read checks every agent's model: one refused while it is the model the
+        // application started with was not edited in, it was there at start.
+        let (at_start, changes): (Vec<Change>, Vec<Change>) = changes.into_iter().partition(|change| {
+            matches!(change, Change::Rejected(ReloadError::Model { agent, model, .. })
+                if self.snapshot.model_of(agent) == Some(model.as_str()))
+        });
+        for change in at_start {
+            if let Change::Rejected(error) = change {
+                self.report_start_problem(&error);
+            }
+        }
         self.dispatch(changes);
     }
 
@@ -403,6 +428,13 @@ impl ReloadWorker {
                 }
                 Change::Rejected(error) => self.report_error(&error),
             }
+        }
+    }
+
+    fn report_start_problem(&mut self, error: &ReloadError) {
+        tracing::warn!(%error, "a configuration file has a problem; what it defines is not in force");
+        if let Some(callback) = &mut self.on_start_problem {
+            callback(error);
         }
     }
 

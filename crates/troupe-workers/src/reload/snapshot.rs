@@ -102,6 +102,11 @@ impl Snapshot {
         }
     }
 
+    /// The model id of the agent `id` in force, if it is.
+    pub(crate) fn model_of(&self, id: &str) -> Option<&str> {
+        self.agents.get(id).map(|entry| entry.spec.model.as_str())
+    }
+
     /// Reads `troupe.toml` and the agent files of `dirs` again; returns what changed.
     pub(crate) fn rescan(
         &mut self,

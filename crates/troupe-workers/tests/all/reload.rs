@@ -208,3 +208,69 @@ fn a_file_edited_before_the_reloader_started_is_reported_against_the_baseline() 
     drop(reloader);
     assert!(Path::new(&dir.path().join(".troupe")).is_dir());
 }
+
+/// An agent whose model cannot be used is a problem of the files as they were read at
+/// start, not an edit: an application that built its agents from them (and said which
+/// it could not build) hears nothing of it from the reloader, which still reports a
+/// later edit of that file.
+#[test]
+fn a_problem_in_the_files_at_start_is_not_reported_as_a_refused_edit() {
+    let dir = workspace();
+    std::fs::write(dir.path().join(".troupe/agents/coder.toml"), agent_file("Be brief.", "bad/model")).expect("write");
+    let registry = troupe_workers::AgentRegistry::discover(&[dir.path().join(".troupe")]).expect("discovers");
+    let (tx, rx) = mpsc::channel();
+    let (errors, at_start) = (tx.clone(), tx);
+    let reloader =
+        Reloader::builder()
+            .config_dirs(vec![dir.path().join(".troupe")])
+            .config_file(dir.path().join("troupe.toml"))
+            .debounce(Duration::from_millis(100))
+            .baseline(registry)
+            .check_model(|model, _config| {
+                if model.starts_with("bad/") { Err(format!("no provider `bad` knows `{model}`")) } else { Ok(()) }
+            })
+            .on_error(move |error| {
+                let _ = errors.send(format!("refused edit: {error}"));
+            })
+            .on_start_problem(move |error| {
+                let _ = at_start.send(format!("at start: {error}"));
+            })
+            .start()
+            .expect("starts");
+    let report = rx.recv_timeout(Duration::ZERO).expect("reported as the reloader starts");
+    assert!(report.starts_with("at start:") && report.contains("bad/model"), "{report}");
+    assert!(rx.recv_timeout(QUIET).is_err(), "reported once");
+    std::fs::write(dir.path().join(".troupe/agents/coder.toml"), agent_file("Be thorough.", "bad/other"))
+        .expect("edit");
+    let report = rx.recv_timeout(PATIENCE).expect("the refused edit is reported");
+    assert!(report.starts_with("refused edit:") && report.contains("bad/other"), "{report}");
+    drop(reloader);
+}
+
+/// Without a baseline, the files as first read are the starting point: a problem in them
+/// goes to `on_start_problem`, never to `on_error` (nothing was edited).
+#[test]
+fn without_a_baseline_a_problem_at_start_goes_to_its_own_callback() {
+    let dir = workspace();
+    std::fs::write(dir.path().join(".troupe/agents/coder.toml"), agent_file("Be brief.", "bad/model")).expect("write");
+    let (tx, rx) = mpsc::channel();
+    let (errors, at_start) = (tx.clone(), tx);
+    let reloader =
+        Reloader::builder()
+            .config_dirs(vec![dir.path().join(".troupe")])
+            .check_model(|model, _config| {
+                if model.starts_with("bad/") { Err(format!("no provider `bad` knows `{model}`")) } else { Ok(()) }
+            })
+            .on_error(move |error| {
+                let _ = errors.send(format!("refused edit: {error}"));
+            })
+            .on_start_problem(move |error| {
+                let _ = at_start.send(format!("at start: {error}"));
+            })
+            .start()
+            .expect("starts");
+    let report = rx.recv_timeout(Duration::ZERO).expect("reported as the reloader starts");
+    assert!(report.starts_with("at start:") && report.contains("bad/model"), "{report}");
+    assert!(rx.recv_timeout(QUIET).is_err(), "reported once");
+    drop(reloader);
+}
