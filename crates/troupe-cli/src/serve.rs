@@ -55,6 +55,10 @@ pub(crate) struct ServeArgs {
     /// Append every security decision (capability checks, approvals, denials) as JSON lines to this file.
     #[arg(long, value_name = "FILE")]
     audit_log: Option<PathBuf>,
+    /// How long a run's lease lasts without a heartbeat, in seconds (fractions allowed):
+    /// a run whose server stopped answering is adopted by another that long after.
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = crate::worker::parse_seconds)]
+    lease_ttl: std::time::Duration,
     /// How long shutdown waits for running runs to finish, in seconds.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     shutdown_grace: u64,
@@ -92,7 +96,9 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
     }
     let durability = match args.no_store {
         true => None,
-        false => Some(Durability::new(args.place.open().await?).with_owner(unique_owner("serve"))),
+        false => Some(
+            Durability::new(args.place.open().await?).with_owner(unique_owner("serve")).with_lease_ttl(args.lease_ttl),
+        ),
     };
 
     let environment = std::env::var("TROUPE_MODEL").ok();
@@ -177,17 +183,28 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let launcher = Arc::new(launcher);
     let reloader = watch_config(&args.config, registry, &launcher);
     let server = Server::new(server_config, Arc::clone(&launcher) as Arc<dyn Launcher>);
-    if let Some(durability) = &durability {
-        recover(&server, &launcher, durability.store().as_ref()).await;
-        gauge_queue_depth(&server, Arc::clone(durability.store()));
-    }
+    let shutdown = CancellationToken::new();
+    let server = match &durability {
+        Some(durability) => {
+            let store = Arc::clone(durability.store());
+            // Runs found at start are back before the server listens; later ones as they come.
+            let hub = Arc::clone(server.hub());
+            if let Err(error) = adopt_once(&hub, &launcher, store.as_ref(), &shutdown).await {
+                eprintln!("note: cannot look for runs to resume: {error}");
+            }
+            let every = (durability.lease_ttl() / 3).clamp(std::time::Duration::from_millis(100), ADOPT_EVERY);
+            tokio::spawn(adopt(hub, Arc::clone(&launcher), Arc::clone(&store), every, shutdown.clone()));
+            gauge_queue_depth(&server, Arc::clone(&store));
+            server.with_store(store)
+        }
+        None => server,
+    };
     let listener =
         troupe::server::bind(args.addr).map_err(|e| Failure::Usage(anyhow!("cannot listen on {}: {e}", args.addr)))?;
     let addr = listener.local_addr().map_err(|e| Failure::Usage(e.into()))?;
     let names: Vec<String> = launcher.targets().into_iter().map(|t| t.name).collect();
     eprintln!("troupe serving on http://{addr} ({})", names.join(", "));
     eprintln!("{}", server.state().config.auth_summary());
-    let shutdown = CancellationToken::new();
     stop_on_signals(shutdown.clone());
     let served = server.serve(listener, shutdown).await.map_err(|e| Failure::Run(e.into()));
     if let Some(reloader) = reloader {
@@ -255,6 +272,9 @@ fn watch_config(
     }
 }
 
+/// How often, at most, a server looks for runs to adopt (a third of the lease is sooner).
+const ADOPT_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How often `/metrics`' queue depth is read from the store.
 const QUEUE_DEPTH_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -278,36 +298,79 @@ fn gauge_queue_depth(server: &Server, store: Arc<dyn Store>) {
     });
 }
 
-/// Resumes, into the server, the recorded runs of its agents that were going (or waiting
-/// for a decision) when a process on this machine that held them stopped.
-async fn recover(server: &Server, launcher: &ServeLauncher, store: &dyn Store) {
-    let listed = async {
-        let mut runs = store.list_runs(&RunFilter { status: Some(RunStatus::Running), ..RunFilter::default() }).await?;
-        runs.extend(store.list_runs(&RunFilter { status: Some(RunStatus::Paused), ..RunFilter::default() }).await?);
-        Ok::<_, troupe::store::StoreError>((runs, store.queue().await?))
-    };
-    let (runs, queue) = match listed.await {
-        Ok(found) => found,
-        Err(error) => {
-            eprintln!("note: cannot look for interrupted runs: {error}");
-            return;
+/// Adopts, into the server, the recorded runs of its agents that no live process holds:
+/// those that were going when their process died (its lease lapsed, or it was a process of
+/// this machine that is gone) and those waiting for a person (paused, holding nothing).
+/// Every `every` until `shutdown` (start-up adopts once before the server listens), so one
+/// server can replace another without losing a waiting run.
+async fn adopt(
+    hub: Arc<troupe::server::RunHub>,
+    launcher: Arc<ServeLauncher>,
+    store: Arc<dyn Store>,
+    every: std::time::Duration,
+    shutdown: CancellationToken,
+) {
+    let mut said = false;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
         }
-    };
-    for run in runs {
+        match adopt_once(&hub, &launcher, store.as_ref(), &shutdown).await {
+            Ok(()) => said = false,
+            Err(error) if !said => {
+                said = true;
+                eprintln!("note: cannot look for runs to resume: {error}");
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Resumes into the server every run [`adoptable`] finds (until `shutdown`).
+async fn adopt_once(
+    hub: &Arc<troupe::server::RunHub>,
+    launcher: &ServeLauncher,
+    store: &dyn Store,
+    shutdown: &CancellationToken,
+) -> Result<(), troupe::store::StoreError> {
+    for run in adoptable(hub, launcher, store).await? {
         let Some((agent, _)) = launcher.agents.get(&run.agent) else { continue };
-        let orphaned =
-            queue.iter().any(|entry| entry.run_id == run.id && entry.owner.as_deref().is_some_and(is_dead_local_owner));
-        if !orphaned {
-            continue;
+        if shutdown.is_cancelled() {
+            break;
         }
         match agent.resume_run(&run.id).await {
             Ok(handle) => {
                 eprintln!("resumed run {} ({})", run.id, run.agent);
-                server.hub().insert(&run.agent, LaunchedRun::from_handle(handle));
+                hub.insert(&run.agent, LaunchedRun::from_handle(handle));
             }
             Err(error) => tracing::debug!(run = %run.id, %error, "not resumed here"),
         }
     }
+    Ok(())
+}
+
+/// The stored runs of the server's agents it does not hold and nobody alive holds: going
+/// or waiting, at the top of their tree (a member's run is its team's to resume).
+async fn adoptable(
+    hub: &troupe::server::RunHub,
+    launcher: &ServeLauncher,
+    store: &dyn Store,
+) -> Result<Vec<troupe::store::RunSummary>, troupe::store::StoreError> {
+    let mut runs = store.list_runs(&RunFilter { status: Some(RunStatus::Running), ..RunFilter::default() }).await?;
+    runs.extend(store.list_runs(&RunFilter { status: Some(RunStatus::Paused), ..RunFilter::default() }).await?);
+    let queue = store.queue().await?;
+    let now = troupe::store::now_millis();
+    Ok(runs
+        .into_iter()
+        .filter(|run| run.parent_run_id.is_none() && launcher.agents.contains_key(&run.agent))
+        .filter(|run| hub.get(&run.id).is_none())
+        .filter(|run| {
+            let entry = queue.iter().find(|entry| entry.run_id == run.id);
+            let holder = entry.and_then(|e| e.owner.as_deref().filter(|_| e.expires_at.is_some_and(|at| at > now)));
+            holder.is_none_or(is_dead_local_owner)
+        })
+        .collect())
 }
 
 /// What `troupe serve` runs: agents by id, teams by name.

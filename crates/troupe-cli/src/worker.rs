@@ -51,7 +51,7 @@ pub(crate) struct WorkerArgs {
 }
 
 /// A positive, finite number of seconds.
-fn parse_seconds(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
     match text.trim().parse::<f64>() {
         Ok(seconds) if seconds.is_finite() && seconds > 0.0 => Ok(Duration::from_secs_f64(seconds)),
         _ => Err(format!("`{text}` is not a positive number of seconds (such as 30 or 0.5)")),

@@ -110,6 +110,35 @@ impl HubRun {
         }
     }
 
+    /// A run this server does not hold, as read from its record: `events` say what is
+    /// known of it (its start, the decisions it waits for), `end` how it ended. It is in
+    /// no hub; its signals go where `signals` says (through the store).
+    pub(crate) fn detached(
+        run_id: RunId,
+        target: &str,
+        started_ms: u64,
+        events: Vec<AgentEvent>,
+        end: Option<RunEnd>,
+        signals: Option<RunSignals>,
+    ) -> Arc<HubRun> {
+        let run = HubRun {
+            run_id,
+            target: target.to_owned(),
+            started_ms,
+            log: Mutex::new(RunLog { events: Vec::new(), pending: Vec::new(), end: None }),
+            changed: watch::Sender::new(0),
+            signals,
+            cancel: CancellationToken::new(),
+        };
+        for event in events {
+            run.push(event);
+        }
+        if let Some(end) = end {
+            run.finish(end);
+        }
+        Arc::new(run)
+    }
+
     /// Whether it has ended.
     pub fn is_ended(&self) -> bool {
         self.log().end.is_some()
@@ -222,6 +251,20 @@ impl HubRun {
             (RunSignals::Team(_), Signal::Cancel { .. }) => {
                 self.cancel.cancel();
                 Ok(())
+            }
+            (RunSignals::Store { store, run_id }, signal) => {
+                match troupe_durable::send_signal(store.as_ref(), run_id, &signal).await {
+                    Ok(_) => Ok(()),
+                    Err(troupe_runtime::RuntimeError::RunFinished) => Err(ended()),
+                    Err(error) => {
+                        tracing::warn!(run = %run_id, %error, "a signal could not be stored");
+                        Err(ApiError::new(
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            "store_unavailable",
+                            "the run store cannot take the signal now",
+                        ))
+                    }
+                }
             }
             (RunSignals::Team(_), other) => Err(ApiError::conflict(
                 "signals_not_accepted",
@@ -343,6 +386,21 @@ impl RunHub {
         let mut active = self.active.subscribe();
         let _ = tokio::time::timeout(within, active.wait_for(|n| *n == 0)).await;
         self.active()
+    }
+
+    /// Ends every run that waits for a person at once, paused with its state recorded
+    /// (it needs no process while it waits: another server adopts it); returns how many.
+    /// A run still working is left alone.
+    pub fn suspend_waiting(&self) -> usize {
+        let mut suspended = 0;
+        for run in self.runs().values() {
+            let waiting = { !run.log().pending.is_empty() } && !run.is_ended();
+            if let (true, Some(RunSignals::Run(sender))) = (waiting, &run.signals) {
+                sender.suspend();
+                suspended += 1;
+            }
+        }
+        suspended
     }
 
     /// Cancels every active run.

@@ -140,7 +140,7 @@ impl LaunchedRun {
 }
 
 /// Where a launched run's signals go.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub enum RunSignals {
     /// An agent's run: every signal, to the run.
@@ -149,6 +149,26 @@ pub enum RunSignals {
     /// on it, through the team's control; a cancellation stops the team; other signals
     /// are not taken.
     Team(troupe_team::TeamControl),
+    /// A stored run this server does not hold: every signal is stored for whichever
+    /// process holds the run (a paused run goes back to the queue, to be adopted).
+    Store {
+        /// The store.
+        store: std::sync::Arc<dyn troupe_store::Store>,
+        /// The run.
+        run_id: String,
+    },
+}
+
+impl std::fmt::Debug for RunSignals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunSignals::Run(sender) => f.debug_tuple("Run").field(sender).finish(),
+            RunSignals::Team(control) => f.debug_tuple("Team").field(control).finish(),
+            RunSignals::Store { store, run_id } => {
+                f.debug_struct("Store").field("store", &store.info()).field("run_id", run_id).finish()
+            }
+        }
+    }
 }
 
 /// Why a run could not be started.

@@ -69,6 +69,7 @@ pub mod native;
 pub mod openapi;
 mod server;
 mod state;
+mod stored;
 
 pub use auth::{Auth, PUBLIC_PATHS};
 pub use config::{
@@ -81,3 +82,4 @@ pub use ids::{MAX_ID_LEN, checked_id};
 pub use launcher::{AgentLauncher, LaunchError, LaunchedRun, Launcher, RunEnd, RunSignals, Target, TargetKind};
 pub use server::{LISTEN_BACKLOG, Server, bind};
 pub use state::AppState;
+pub use stored::StoredRuns;

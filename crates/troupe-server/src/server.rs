@@ -34,9 +34,22 @@ impl Server {
     pub fn new(config: ServerConfig, launcher: Arc<dyn Launcher>) -> Self {
         let hub = Arc::new(RunHub::new(config.retained_runs));
         Server {
-            state: AppState { hub, launcher, config: Arc::new(config), closing: CancellationToken::new() },
+            state: AppState {
+                hub,
+                launcher,
+                config: Arc::new(config),
+                closing: CancellationToken::new(),
+                stored: None,
+            },
             extra: Vec::new(),
         }
+    }
+
+    /// Answers for every run of `store` too: a run another process holds, or one that
+    /// ended before this server started, is looked up (and signalled) there.
+    pub fn with_store(mut self, store: Arc<dyn troupe_store::Store>) -> Self {
+        self.state.stored = Some(crate::stored::StoredRuns::new(store));
+        self
     }
 
     /// The runs it holds.
@@ -86,7 +99,9 @@ impl Server {
     /// Serves on `listener` until `shutdown` is cancelled. Then open streams end, active
     /// runs get [`ServerConfig::shutdown_grace`] to finish, and those still going are
     /// cancelled or — when [`ServerConfig::cancel_on_shutdown`] is off because they are
-    /// recorded in a store — left to resume on the next start.
+    /// recorded in a store — left to resume on the next start. Recorded runs waiting for a
+    /// person do not wait out the grace: they pause at once, recorded, with their leases
+    /// given back.
     pub async fn serve(self, listener: TcpListener, shutdown: CancellationToken) -> Result<(), ServerError> {
         let addr = listener.local_addr()?;
         if !self.state.config.allows(addr) {
@@ -96,6 +111,14 @@ impl Server {
         let closing = self.state.closing.clone();
         tracing::info!(%addr, auth = %self.state.config.auth_summary(), "serving");
         crate::connections::serve(listener, router, &self.state.config, shutdown, closing).await;
+        if !self.state.config.cancel_on_shutdown {
+            // Recorded runs waiting for a person need no process: they pause now, leases
+            // given back, for the next server to adopt; only working runs get the grace.
+            let suspended = self.state.hub.suspend_waiting();
+            if suspended > 0 {
+                tracing::info!(runs = suspended, "paused the runs waiting for a person");
+            }
+        }
         let left = self.state.hub.drain(self.state.config.shutdown_grace).await;
         if left > 0 {
             if self.state.config.cancel_on_shutdown {

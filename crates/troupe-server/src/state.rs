@@ -2,8 +2,9 @@
 
 use crate::config::ServerConfig;
 use crate::error::ApiError;
-use crate::hub::RunHub;
+use crate::hub::{HubRun, RunHub};
 use crate::launcher::Launcher;
+use crate::stored::StoredRuns;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use serde::de::DeserializeOwned;
@@ -22,6 +23,8 @@ pub struct AppState {
     pub config: Arc<ServerConfig>,
     /// Cancelled when the server begins to shut down: open streams end.
     pub closing: CancellationToken,
+    /// The store's runs, for the lookups the hub cannot answer (none without a store).
+    pub stored: Option<StoredRuns>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -31,6 +34,36 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
+    /// The run `id`: held by this server, or else read from the store.
+    pub async fn find_run(&self, id: &str) -> Result<Option<Arc<HubRun>>, ApiError> {
+        if let Some(run) = self.hub.get(id) {
+            return Ok(Some(run));
+        }
+        match &self.stored {
+            Some(stored) => stored.find(id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Every run to list, newest first: those this server holds, then the store's others
+    /// (`limit` of them at most).
+    pub async fn all_runs(&self, limit: u32) -> Result<Vec<Arc<HubRun>>, ApiError> {
+        let mut runs: Vec<Arc<HubRun>> =
+            self.hub.list().iter().filter_map(|view| self.hub.get(view.run_id.as_str())).collect();
+        if let Some(stored) = &self.stored {
+            for run in stored.list(limit).await? {
+                if self.hub.get(run.run_id().as_str()).is_none() {
+                    runs.push(run);
+                }
+            }
+        }
+        runs.sort_by(|a, b| {
+            let (a, b) = (a.view(), b.view());
+            b.started_ms.cmp(&a.started_ms).then_with(|| b.run_id.as_str().cmp(a.run_id.as_str()))
+        });
+        Ok(runs)
+    }
+
     /// The body as `T`, with the error a client can act on when it is too large, not
     /// JSON, or not the expected shape.
     pub fn parse<T: DeserializeOwned>(&self, body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {

@@ -8,6 +8,7 @@ mod cli;
 mod kill;
 mod mcp;
 mod memory;
+mod restart;
 mod run;
 mod runs;
 mod serve;

@@ -8,19 +8,22 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-struct Serving {
+pub(crate) struct Serving {
     child: Child,
-    url: String,
+    pub(crate) url: String,
     stderr: std::sync::mpsc::Receiver<String>,
     /// What it said before it was listening.
     early: Vec<String>,
+    /// What it said since, as far as read.
+    later: Vec<String>,
 }
 
 /// Starts `troupe serve` in `workspace` (recording in its store) and waits for its address.
-fn start(workspace: &Path, extra: &[&str]) -> Serving {
+pub(crate) fn start(workspace: &Path, extra: &[&str]) -> Serving {
     let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--shutdown-grace", "1", "--model", "demo", "-w"])
+        .args(["serve", "--addr", "127.0.0.1:0", "--model", "demo", "-w"])
         .arg(workspace)
+        .args(if extra.contains(&"--shutdown-grace") { &[][..] } else { &["--shutdown-grace", "1"][..] })
         .args(extra)
         .current_dir(workspace)
         .env_remove("TROUPE_SERVER_TOKEN")
@@ -40,30 +43,51 @@ fn start(workspace: &Path, extra: &[&str]) -> Serving {
     });
     let mut early = Vec::new();
     let url = loop {
-        let line = received.recv_timeout(Duration::from_secs(60)).expect("troupe serve says where it listens");
+        let Ok(line) = received.recv_timeout(Duration::from_secs(60)) else {
+            panic!("troupe serve did not say where it listens: {early:?}");
+        };
         if let Some(rest) = line.strip_prefix("troupe serving on ") {
             break rest.split_whitespace().next().expect("an address").to_owned();
         }
         early.push(line);
     };
-    Serving { child, url, stderr: received, early }
+    Serving { child, url, stderr: received, early, later: Vec::new() }
 }
 
 impl Serving {
-    fn stop(mut self) -> Vec<String> {
+    /// Whether it has said a line containing `text` so far.
+    pub(crate) fn said(&mut self, text: &str) -> bool {
+        self.later.extend(self.stderr.try_iter());
+        self.early.iter().chain(&self.later).any(|line| line.contains(text))
+    }
+
+    /// Everything it said so far.
+    pub(crate) fn lines(&mut self) -> Vec<String> {
+        self.later.extend(self.stderr.try_iter());
+        self.early.iter().chain(&self.later).cloned().collect()
+    }
+
+    /// Kills it with SIGKILL: nothing of its own shutdown happens.
+    pub(crate) fn kill(mut self) {
+        let sent = Command::new("kill").args(["-KILL", &self.child.id().to_string()]).status().expect("kill runs");
+        assert!(sent.success(), "SIGKILL sent");
+        let _ = self.child.wait();
+    }
+
+    pub(crate) fn stop(mut self) -> Vec<String> {
         let sent = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("kill runs");
         assert!(sent.success(), "SIGTERM sent");
         let status = self.child.wait().expect("exits");
         assert!(status.success(), "troupe serve exits cleanly on SIGTERM: {status:?}");
-        self.early.into_iter().chain(self.stderr.try_iter()).collect()
+        self.early.into_iter().chain(self.later).chain(self.stderr.try_iter()).collect()
     }
 }
 
-async fn view(client: &reqwest::Client, url: &str, run: &str) -> serde_json::Value {
+pub(crate) async fn view(client: &reqwest::Client, url: &str, run: &str) -> serde_json::Value {
     client.get(format!("{url}/v1/runs/{run}")).send().await.expect("request").json().await.expect("json")
 }
 
-async fn wait_phase(client: &reqwest::Client, url: &str, run: &str, phase: &str) -> serde_json::Value {
+pub(crate) async fn wait_phase(client: &reqwest::Client, url: &str, run: &str, phase: &str) -> serde_json::Value {
     for _ in 0..1000 {
         let view = view(client, url, run).await;
         if view["phase"] == phase {

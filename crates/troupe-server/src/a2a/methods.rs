@@ -5,8 +5,8 @@ use super::legacy;
 use super::projection::pending_call;
 use super::reply::{self, Decision};
 use super::rpc::{
-    self, Call, Dialect, EXTENDED_AGENT_CARD_NOT_CONFIGURED, Method, PUSH_NOTIFICATION_NOT_SUPPORTED, RequestId,
-    RpcError, TASK_NOT_CANCELABLE, UNSUPPORTED_OPERATION,
+    self, Call, Dialect, EXTENDED_AGENT_CARD_NOT_CONFIGURED, INTERNAL_ERROR, Method, PUSH_NOTIFICATION_NOT_SUPPORTED,
+    RequestId, RpcError, TASK_NOT_CANCELABLE, UNSUPPORTED_OPERATION,
 };
 use super::wire::{
     GetTaskRequest, ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task,
@@ -92,7 +92,7 @@ async fn dispatch(state: &AppState, call: Call) -> Result<Answer, RpcError> {
         }
         Method::GetTask => {
             let request: GetTaskRequest = params(&call)?;
-            let run = held(state, &request.id)?;
+            let run = held(state, &request.id).await?;
             let follow = Follow::start(&run, state.closing.child_token()).await;
             Ok(Answer::Result(render_task(&follow.task(history_length(request.history_length)?), dialect)))
         }
@@ -103,12 +103,21 @@ async fn dispatch(state: &AppState, call: Call) -> Result<Answer, RpcError> {
         }
         Method::SubscribeToTask => {
             let request: TaskIdRequest = params(&call)?;
-            let run = held(state, &request.id)?;
+            let run = held(state, &request.id).await?;
             let follow = Follow::start(&run, state.closing.child_token()).await;
             if follow.projection().state().is_terminal() {
                 return Err(RpcError::new(
                     UNSUPPORTED_OPERATION,
                     format!("task `{}` has ended; read it with GetTask", request.id),
+                ));
+            }
+            if state.hub.get(&request.id).is_none() {
+                return Err(RpcError::new(
+                    UNSUPPORTED_OPERATION,
+                    format!(
+                        "task `{}` is held by another server: subscribe there, or read it with GetTask",
+                        request.id
+                    ),
                 ));
             }
             Ok(Answer::Stream(Box::new(follow), dialect))
@@ -135,9 +144,14 @@ fn history_length(length: Option<i32>) -> Result<Option<usize>, RpcError> {
         .transpose()
 }
 
-fn held(state: &AppState, id: &str) -> Result<Arc<HubRun>, RpcError> {
+/// The task `id`: a run held here, or read from the store.
+async fn held(state: &AppState, id: &str) -> Result<Arc<HubRun>, RpcError> {
     let id = checked_id("task", id).map_err(|e| RpcError::invalid_params(e.message))?;
-    state.hub.get(id).ok_or_else(|| RpcError::task_not_found(id))
+    match state.find_run(id).await {
+        Ok(Some(run)) => Ok(run),
+        Ok(None) => Err(RpcError::task_not_found(id)),
+        Err(error) => Err(RpcError::new(INTERNAL_ERROR, error.message)),
+    }
 }
 
 /// A hub refusal as the JSON-RPC error a client can act on.
@@ -158,7 +172,7 @@ async fn send(
 ) -> Result<Answer, RpcError> {
     let (run, context) = match request.message.task_id.as_deref().filter(|t| !t.is_empty()) {
         Some(task_id) => {
-            let run = held(state, task_id)?;
+            let run = held(state, task_id).await?;
             continue_task(&run, &request).await?;
             (run, None)
         }
@@ -276,7 +290,7 @@ fn approval(call_id: &str, decision: &Decision) -> Signal {
 }
 
 async fn cancel(state: &AppState, id: &str, dialect: Dialect) -> Result<Value, RpcError> {
-    let run = held(state, id)?;
+    let run = held(state, id).await?;
     let not_cancelable =
         || RpcError::new(TASK_NOT_CANCELABLE, format!("task `{id}` has ended and cannot be cancelled"));
     if run.is_ended() {
@@ -317,8 +331,8 @@ async fn list(state: &AppState, request: ListTasksRequest) -> Result<Value, RpcE
     let history = Some(history_length(request.history_length)?.unwrap_or(0));
     let with_artifacts = request.include_artifacts.unwrap_or(false);
     let mut matching = Vec::new();
-    for view in state.hub.list() {
-        let Some(run) = state.hub.get(view.run_id.as_str()) else { continue };
+    let runs = state.all_runs(u32::try_from(MAX_PAGE_SIZE).unwrap_or(u32::MAX)).await.map_err(refused)?;
+    for run in runs {
         let follow = Follow::start(&run, state.closing.child_token()).await;
         let task = follow.projection();
         let keep = request.context_id.as_deref().is_none_or(|c| c == task.context_id())

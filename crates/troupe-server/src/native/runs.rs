@@ -118,8 +118,17 @@ pub(super) async fn start(State(state): State<AppState>, body: Result<Bytes, Byt
     response
 }
 
+/// How many of the store's runs a list shows besides the held ones.
+const LISTED_STORED_RUNS: u32 = 100;
+
 pub(super) async fn list(State(state): State<AppState>) -> Response {
-    Json(serde_json::json!({ "runs": state.hub.list() })).into_response()
+    match state.all_runs(LISTED_STORED_RUNS).await {
+        Ok(runs) => {
+            let views: Vec<_> = runs.iter().map(|run| run.view()).collect();
+            Json(serde_json::json!({ "runs": views })).into_response()
+        }
+        Err(error) => error.into_response(),
+    }
 }
 
 pub(super) async fn agents(State(state): State<AppState>) -> Json<serde_json::Value> {
@@ -127,13 +136,14 @@ pub(super) async fn agents(State(state): State<AppState>) -> Json<serde_json::Va
     Json(serde_json::json!({ "agents": targets }))
 }
 
-fn held(state: &AppState, id: &str) -> Result<Arc<HubRun>, ApiError> {
+/// The run `id`, held here or read from the store.
+async fn found(state: &AppState, id: &str) -> Result<Arc<HubRun>, ApiError> {
     let id = checked_id("run", id)?;
-    state.hub.get(id).ok_or_else(|| ApiError::unknown_run(id))
+    state.find_run(id).await?.ok_or_else(|| ApiError::unknown_run(id))
 }
 
 pub(super) async fn show(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match held(&state, &id) {
+    match found(&state, &id).await {
         Ok(run) => Json(run.view()).into_response(),
         Err(error) => error.into_response(),
     }
@@ -145,8 +155,15 @@ pub(super) async fn events(
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    let run = match held(&state, &id) {
-        Ok(run) => run,
+    let run = match found(&state, &id).await {
+        Ok(run) if run.is_ended() || state.hub.get(run.run_id().as_str()).is_some() => run,
+        Ok(run) => {
+            return ApiError::conflict(
+                "run_elsewhere",
+                format!("run `{}` is held by another process: its events stream there", run.run_id()),
+            )
+            .into_response();
+        }
         Err(error) => return error.into_response(),
     };
     match sse::resume_position(&headers, query.get("after").map(String::as_str)) {
@@ -160,7 +177,7 @@ pub(super) async fn signal(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let run = match held(&state, &id) {
+    let run = match found(&state, &id).await {
         Ok(run) => run,
         Err(error) => return error.into_response(),
     };

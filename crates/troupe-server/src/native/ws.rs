@@ -157,7 +157,7 @@ async fn handle(
         }
         ClientMessage::Signal { run_id, signal } => {
             let id = checked_id("run", &run_id)?;
-            let run = state.hub.get(id).ok_or_else(|| ApiError::unknown_run(id))?;
+            let run = state.find_run(id).await?.ok_or_else(|| ApiError::unknown_run(id))?;
             run.signal(signal).await?;
             let _ = outbox.send(ServerMessage::SignalAccepted { run_id: run.run_id().clone() }).await;
             Ok(())

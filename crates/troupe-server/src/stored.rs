@@ -1,0 +1,139 @@
+//! Runs this server does not hold, read from the store: a run another process started,
+//! or one that ended before this server started. The store is the truth about every run,
+//! so a lookup that misses the hub looks there, and a signal to such a run is stored for
+//! whichever process holds it (a paused run goes back to the queue, for a server to adopt).
+
+use crate::error::ApiError;
+use crate::hub::HubRun;
+use crate::launcher::{RunEnd, RunSignals};
+use std::sync::Arc;
+use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, ConversationId, PauseReason, RunId, Usage};
+use troupe_runtime::durable::state_from_value;
+use troupe_runtime::{RunOutcome, RunState};
+use troupe_store::{RunFilter, RunRecord, RunStatus, Store, StoreError};
+
+/// The store's runs, as the server shows them.
+#[derive(Clone)]
+pub struct StoredRuns {
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for StoredRuns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredRuns").field("store", &self.store.info()).finish()
+    }
+}
+
+impl StoredRuns {
+    /// The runs of `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        StoredRuns { store }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The stored run `run_id`, as a run no hub holds; `None` when the store has none.
+    pub async fn find(&self, run_id: &str) -> Result<Option<Arc<HubRun>>, ApiError> {
+        let record = self.store.load_run(run_id).await.map_err(unavailable)?;
+        Ok(record.map(|record| self.detached(record)))
+    }
+
+    /// The newest top-level runs of the store (`limit` at most), as runs no hub holds.
+    pub async fn list(&self, limit: u32) -> Result<Vec<Arc<HubRun>>, ApiError> {
+        let filter = RunFilter { limit, ..RunFilter::default() };
+        let summaries = self.store.list_runs(&filter).await.map_err(unavailable)?;
+        let mut runs = Vec::with_capacity(summaries.len());
+        for summary in summaries.into_iter().filter(|s| s.parent_run_id.is_none()) {
+            if let Some(record) = self.store.load_run(&summary.id).await.map_err(unavailable)? {
+                runs.push(self.detached(record));
+            }
+        }
+        Ok(runs)
+    }
+
+    fn detached(&self, record: RunRecord) -> Arc<HubRun> {
+        let run_id = RunId::new(record.id.clone());
+        let started_ms = u64::try_from(record.created_at).unwrap_or(0);
+        let state = state_from_value(&record.id, record.state.clone()).ok();
+        let (events, end) = known_of(&record, state.as_ref(), started_ms);
+        let signals = (!record.status.is_terminal())
+            .then(|| RunSignals::Store { store: Arc::clone(&self.store), run_id: record.id.clone() });
+        HubRun::detached(run_id, &record.agent, started_ms, events, end, signals)
+    }
+}
+
+/// What the record tells of a run, as the events a client would have seen (its start, the
+/// decisions it waits for) and its end.
+fn known_of(record: &RunRecord, state: Option<&RunState>, started_ms: u64) -> (Vec<AgentEvent>, Option<RunEnd>) {
+    let conversation = record.conversation_id.clone().map(ConversationId::new);
+    let event = |seq: u64, kind: AgentEventKind| {
+        let mut attribution = Attribution::now(AgentId::new(record.agent.clone()), RunId::new(record.id.clone()), seq);
+        attribution.conversation_id.clone_from(&conversation);
+        attribution.parent_run_id = record.parent_run_id.clone().map(RunId::new);
+        attribution.timestamp_ms = started_ms;
+        AgentEvent::new(attribution, kind)
+    };
+    let instruction = record.input.get("instruction").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+    let model = state.map(|s| s.model().to_owned()).unwrap_or_default();
+    let mut events = vec![event(0, AgentEventKind::RunStarted { instruction, model })];
+    if record.status == RunStatus::Paused || record.status == RunStatus::Running {
+        for (seq, request) in (1..).zip(state.map(RunState::awaiting_approval).unwrap_or_default()) {
+            let uncertain =
+                state.is_some_and(|s| s.pending_calls().iter().any(|c| c.call_id == request.call_id && c.uncertain));
+            let reason = if uncertain {
+                PauseReason::UncertainAction {
+                    call_id: request.call_id,
+                    tool: request.tool,
+                    arguments: request.arguments,
+                }
+            } else {
+                PauseReason::Approval {
+                    call_id: request.call_id,
+                    tool: request.tool,
+                    arguments: request.arguments,
+                    reason: request.reason,
+                }
+            };
+            events.push(event(seq, AgentEventKind::RunPaused { reason }));
+        }
+    }
+    let end = record.status.is_terminal().then(|| ended(record.status, state));
+    (events, end)
+}
+
+/// How a stored run that ended, ended: by its state's outcome, else by its status.
+fn ended(status: RunStatus, state: Option<&RunState>) -> RunEnd {
+    let (usage, cost_usd) = state.map(|s| (s.usage(), s.cost_usd())).unwrap_or((Usage::default(), 0.0));
+    match state.and_then(RunState::outcome) {
+        Some(outcome) => RunEnd {
+            outcome: outcome.kind(),
+            output: outcome.text().filter(|t| !t.is_empty()).map(str::to_owned),
+            error: match outcome {
+                RunOutcome::Failed { error, .. } => Some(error.clone()),
+                _ => None,
+            },
+            usage,
+            cost_usd,
+        },
+        None => RunEnd {
+            outcome: match status {
+                RunStatus::Completed => troupe_core::RunOutcomeKind::Completed,
+                RunStatus::Cancelled => troupe_core::RunOutcomeKind::Cancelled,
+                _ => troupe_core::RunOutcomeKind::Failed,
+            },
+            output: None,
+            error: None,
+            usage,
+            cost_usd,
+        },
+    }
+}
+
+/// A store that cannot answer, as the error a client sees (503: try again).
+fn unavailable(error: StoreError) -> ApiError {
+    tracing::warn!(%error, "the store did not answer a lookup");
+    ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "the run store cannot answer now")
+}
