@@ -66,6 +66,7 @@ mod ids;
 mod launcher;
 mod media;
 pub mod native;
+mod openai;
 pub mod openapi;
 mod server;
 mod state;

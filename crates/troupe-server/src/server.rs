@@ -77,7 +77,8 @@ impl Server {
             .route("/metrics", get(metrics))
             .merge(crate::native::routes())
             .merge(crate::agui::routes())
-            .merge(crate::a2a::routes());
+            .merge(crate::a2a::routes())
+            .merge(crate::openai::routes());
         for routes in &self.extra {
             app = app.merge(routes.clone());
         }

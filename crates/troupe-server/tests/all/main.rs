@@ -6,5 +6,6 @@ mod a2a;
 mod agui;
 mod common;
 mod native;
+mod openai;
 mod openapi;
 mod security;
