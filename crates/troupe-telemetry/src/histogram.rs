@@ -14,6 +14,11 @@ pub const TOKEN_USAGE_BUCKETS: &[f64] = &[
     67108864.0,
 ];
 
+/// Upper bounds, in seconds, of the model call duration histogram: the bucket boundaries
+/// the OpenTelemetry GenAI conventions advise for `gen_ai.client.operation.duration`.
+pub const OPERATION_DURATION_BUCKETS: &[f64] =
+    &[0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+
 /// A histogram over fixed upper bounds, updated under its owner's lock.
 #[derive(Clone, Debug)]
 pub(crate) struct Histogram {

@@ -78,7 +78,7 @@ mod subscriber;
 
 pub use error::TelemetryError;
 pub use exporter::{JsonExporter, MetricsExporter};
-pub use histogram::{Bucket, HistogramSnapshot, RUN_DURATION_BUCKETS, TOKEN_USAGE_BUCKETS};
+pub use histogram::{Bucket, HistogramSnapshot, OPERATION_DURATION_BUCKETS, RUN_DURATION_BUCKETS, TOKEN_USAGE_BUCKETS};
 pub use metrics::{DEFAULT_RUN_CAPACITY, TelemetryMetrics, UNKNOWN_ERROR_CODE, UNKNOWN_TOOL, outcome_label};
 #[cfg(feature = "otlp")]
 pub use otlp::{

@@ -1,6 +1,6 @@
 //! [`TelemetryMetrics`]: counters, histograms and gauges fed by the agent event stream.
 
-use crate::histogram::{Histogram, RUN_DURATION_BUCKETS, TOKEN_USAGE_BUCKETS};
+use crate::histogram::{Histogram, OPERATION_DURATION_BUCKETS, RUN_DURATION_BUCKETS, TOKEN_USAGE_BUCKETS};
 use crate::snapshot::{AgentTelemetry, Gauges, ModelTelemetry, TelemetrySnapshot, ToolTelemetry};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -111,6 +111,8 @@ struct ModelState {
     cost_usd: f64,
     input: Histogram,
     output: Histogram,
+    /// Seconds per call, from the step that made it to its usage.
+    duration: Histogram,
     fallbacks: BTreeMap<String, u64>,
 }
 
@@ -123,6 +125,7 @@ impl Default for ModelState {
             cost_usd: 0.0,
             input: Histogram::new(TOKEN_USAGE_BUCKETS),
             output: Histogram::new(TOKEN_USAGE_BUCKETS),
+            duration: Histogram::new(OPERATION_DURATION_BUCKETS),
             fallbacks: BTreeMap::new(),
         }
     }
@@ -137,6 +140,9 @@ struct TrackedRun {
     touched_ms: u64,
     /// The tool of each call that began and has no result yet.
     open_calls: HashMap<ToolCallId, String>,
+    /// When its step began, until the step's first model call ends: that call's
+    /// duration (a compaction's summary, when the step makes one, else the turn).
+    call_started_ms: Option<u64>,
 }
 
 impl Default for TelemetryMetrics {
@@ -208,9 +214,17 @@ impl TelemetryMetrics {
                     counts.calls_ok += 1;
                 }
             }
+            AgentEventKind::StepStarted { .. } => {
+                let mut state = self.lock();
+                self.track(&mut state, run_id, at).call_started_ms = Some(at);
+            }
             AgentEventKind::Usage { model, usage, cost_usd } => {
                 let mut state = self.lock();
+                let began = state.runs.get_mut(run_id).and_then(|run| run.call_started_ms.take());
                 let counts = model_mut(&mut state.models, model);
+                if let Some(began) = began {
+                    counts.duration.observe(at.saturating_sub(began) as f64 / 1000.0);
+                }
                 counts.calls += 1;
                 counts.tokens += *usage;
                 match cost_usd {
@@ -274,6 +288,7 @@ impl TelemetryMetrics {
                     cost_usd: m.cost_usd,
                     input_token_usage: m.input.snapshot(),
                     output_token_usage: m.output.snapshot(),
+                    operation_duration: m.duration.snapshot(),
                     fallbacks: m.fallbacks.clone(),
                 };
                 (name.clone(), telemetry)

@@ -3,6 +3,7 @@
 use crate::error::TelemetryError;
 use crate::exporter::MetricsExporter;
 use crate::histogram::HistogramSnapshot;
+use crate::semconv::{CHAT, provider_and_model};
 use crate::snapshot::TelemetrySnapshot;
 use std::fmt::Write as _;
 
@@ -28,7 +29,8 @@ pub const METRIC_PREFIX: &str = "troupe_";
 /// | `troupe_tokens_total` | counter | `model`, `type` (`input`, `output`, `cache_read`, `cache_write`) |
 /// | `troupe_reasoning_tokens_total` | counter | `model` (a part of the `output` tokens) |
 /// | `troupe_cost_usd_total` | counter | `model` |
-/// | `troupe_gen_ai_client_token_usage` | histogram | `gen_ai_request_model`, `gen_ai_token_type` (`input`, `output`) |
+/// | `gen_ai_client_token_usage` | histogram | `gen_ai_operation_name` (`chat`), `gen_ai_provider_name`, `gen_ai_request_model`, `gen_ai_token_type` (`input`, `output`) |
+/// | `gen_ai_client_operation_duration_seconds` | histogram | `gen_ai_operation_name` (`chat`), `gen_ai_provider_name`, `gen_ai_request_model` |
 /// | `troupe_model_retries_total` | counter | |
 /// | `troupe_model_fallbacks_total` | counter | `from`, `to` |
 /// | `troupe_tool_calls_total` | counter | `tool`, `result` (`ok`, `error`) |
@@ -37,9 +39,13 @@ pub const METRIC_PREFIX: &str = "troupe_";
 /// | `troupe_active_runs` | gauge | |
 /// | `troupe_runs_in_flight` | gauge | |
 ///
-/// `troupe_gen_ai_client_token_usage` is the OpenTelemetry GenAI metric
-/// `gen_ai.client.token.usage` under the usual OpenTelemetry-to-Prometheus renaming; its
-/// `input` counts every prompt token of a call, cached ones included.
+/// The `gen_ai_…` families are the OpenTelemetry GenAI metrics `gen_ai.client.token.usage`
+/// and `gen_ai.client.operation.duration` under the usual OpenTelemetry-to-Prometheus
+/// renaming, with the conventions' required attributes (the provider's conventional
+/// name, the model's name without troupe's `provider/` prefix) and bucket boundaries,
+/// beside troupe's own `troupe_…` families; token usage's `input` counts every prompt
+/// token of a call, cached ones included, and a step's first model call lasts from the
+/// step's start to its usage.
 ///
 /// ```
 /// use troupe_telemetry::{PrometheusExporter, TelemetryMetrics};
@@ -138,10 +144,27 @@ fn render_models(out: &mut Text, s: &TelemetrySnapshot) {
     }
     out.family("gen_ai_client_token_usage", "histogram", "Tokens per model call (gen_ai.client.token.usage).");
     for (model, m) in &s.models {
+        let (provider, name) = provider_and_model(model);
         for (kind, h) in [("input", &m.input_token_usage), ("output", &m.output_token_usage)] {
-            let labels = [("gen_ai_request_model", model.as_str()), ("gen_ai_token_type", kind)];
+            let labels = [
+                ("gen_ai_operation_name", CHAT),
+                ("gen_ai_provider_name", provider),
+                ("gen_ai_request_model", name),
+                ("gen_ai_token_type", kind),
+            ];
             out.histogram("gen_ai_client_token_usage", &labels, h);
         }
+    }
+    out.family(
+        "gen_ai_client_operation_duration_seconds",
+        "histogram",
+        "Seconds per model call (gen_ai.client.operation.duration).",
+    );
+    for (model, m) in &s.models {
+        let (provider, name) = provider_and_model(model);
+        let labels =
+            [("gen_ai_operation_name", CHAT), ("gen_ai_provider_name", provider), ("gen_ai_request_model", name)];
+        out.histogram("gen_ai_client_operation_duration_seconds", &labels, &m.operation_duration);
     }
     out.family("model_retries_total", "counter", "Model calls retried after a transient failure.");
     out.sample("model_retries_total", &[], s.model_retries as f64);
@@ -180,10 +203,20 @@ fn render_gauges(out: &mut Text, s: &TelemetrySnapshot) {
 #[derive(Default)]
 struct Text(String);
 
+/// The prefix of a family: [`METRIC_PREFIX`] for troupe's own; none for the GenAI
+/// conventions' metrics, which keep the names every GenAI dashboard knows.
+fn prefix_of(name: &str) -> &'static str {
+    if name.starts_with(GEN_AI_PREFIX) { "" } else { METRIC_PREFIX }
+}
+
+/// The start of the GenAI conventions' metric names.
+const GEN_AI_PREFIX: &str = "gen_ai_";
+
 impl Text {
     fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.0, "# HELP {METRIC_PREFIX}{name} {}", escape_help(help));
-        let _ = writeln!(self.0, "# TYPE {METRIC_PREFIX}{name} {kind}");
+        let prefix = prefix_of(name);
+        let _ = writeln!(self.0, "# HELP {prefix}{name} {}", escape_help(help));
+        let _ = writeln!(self.0, "# TYPE {prefix}{name} {kind}");
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
@@ -200,7 +233,7 @@ impl Text {
     }
 
     fn series(&mut self, name: &str, suffix: &str, labels: &[(&str, &str)], le: Option<f64>, value: f64) {
-        let _ = write!(self.0, "{METRIC_PREFIX}{name}{suffix}");
+        let _ = write!(self.0, "{}{name}{suffix}", prefix_of(name));
         if !labels.is_empty() || le.is_some() {
             self.0.push('{');
             for (i, (key, value)) in labels.iter().enumerate() {
@@ -306,12 +339,12 @@ troupe_run_duration_seconds_count{agent=\"a\",outcome=\"completed\"} 4
         let text = PrometheusExporter::new().render(&TelemetrySnapshot::default());
         let types: Vec<&str> = text.lines().filter(|l| l.starts_with("# TYPE ")).collect();
         let helps = text.lines().filter(|l| l.starts_with("# HELP ")).count();
-        assert_eq!(types.len(), 17);
+        assert_eq!(types.len(), 18);
         assert_eq!(helps, types.len());
         for line in types {
             let mut parts = line.split(' ').skip(2);
             let (name, kind) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
-            assert!(name.starts_with(METRIC_PREFIX), "{line}");
+            assert!(name.starts_with(METRIC_PREFIX) || name.starts_with("gen_ai_client_"), "{line}");
             assert_eq!(kind == "counter", name.ends_with("_total"), "{line}");
         }
         assert!(text.ends_with('\n'));

@@ -132,9 +132,53 @@ pub fn invoke_agent_span_name(agent: &str) -> String {
     format!("{INVOKE_AGENT} {agent}")
 }
 
+/// The conventions' name of a provider: `anthropic`, `openai`, `gcp.gemini`, …; the
+/// provider's own name for the others.
+pub fn provider_name(name: &str) -> &str {
+    match name {
+        "openai" | "openai-responses" | "openai-chat" => "openai",
+        "gemini" | "google" => "gcp.gemini",
+        "vertex" | "vertex-ai" => "gcp.vertex_ai",
+        "mistral" => "mistral_ai",
+        "xai" => "x_ai",
+        "bedrock" => "aws.bedrock",
+        "azure" | "azure-openai" => "azure.ai.openai",
+        other => other,
+    }
+}
+
+/// A troupe model id (`provider/model`) as the conventions' provider name and model name:
+/// `anthropic/claude-sonnet-4` is (`anthropic`, `claude-sonnet-4`); an id without a
+/// provider (`demo`) is both.
+pub fn provider_and_model(id: &str) -> (&str, &str) {
+    match id.split_once('/') {
+        Some((provider, model)) if !provider.is_empty() && !model.is_empty() => (provider_name(provider), model),
+        _ => (provider_name(id), id),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn provider_names_follow_the_conventions() {
+        for (ours, theirs) in [
+            ("anthropic", "anthropic"),
+            ("openai", "openai"),
+            ("openai-responses", "openai"),
+            ("gemini", "gcp.gemini"),
+            ("mistral", "mistral_ai"),
+            ("xai", "x_ai"),
+            ("groq", "groq"),
+            ("demo", "demo"),
+        ] {
+            assert_eq!(provider_name(ours), theirs, "{ours}");
+        }
+        assert_eq!(provider_and_model("gemini/gemini-2.5-pro"), ("gcp.gemini", "gemini-2.5-pro"));
+        assert_eq!(provider_and_model("ollama/llama3.2:latest"), ("ollama", "llama3.2:latest"));
+        assert_eq!(provider_and_model("demo"), ("demo", "demo"));
+    }
 
     #[test]
     fn span_names_are_operation_then_subject() {

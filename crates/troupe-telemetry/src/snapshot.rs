@@ -72,6 +72,10 @@ pub struct ModelTelemetry {
     /// Generated tokens per call (`gen_ai.client.token.usage`, `gen_ai.token.type` =
     /// `output`).
     pub output_token_usage: HistogramSnapshot,
+    /// Seconds per call, from the step that made it to its usage
+    /// (`gen_ai.client.operation.duration`).
+    #[serde(default)]
+    pub operation_duration: HistogramSnapshot,
     /// Times this model was overloaded and another took over, by the model that did.
     pub fallbacks: BTreeMap<String, u64>,
 }

@@ -104,8 +104,10 @@ fn observe_runs(metrics: &TelemetryMetrics, awkward_tool: &str) {
 
 type Key = (String, BTreeMap<String, String>);
 
+/// The family `name`: troupe's own are prefixed, the GenAI conventions' are not.
 fn key(name: &str, labels: &[(&str, &str)]) -> Key {
-    (format!("troupe_{name}"), labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
+    let name = if name.starts_with("gen_ai_") { name.to_owned() } else { format!("troupe_{name}") };
+    (name, labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
 }
 
 fn histogram(out: &mut BTreeMap<Key, f64>, name: &str, labels: &[(&str, &str)], buckets: &[(&str, f64)], sum: f64) {
@@ -182,16 +184,35 @@ fn expected(tool_label: &str) -> BTreeMap<Key, f64> {
         histogram(&mut out, "run_duration_seconds", &[("agent", agent), ("outcome", outcome)], &buckets, seconds);
     }
     let tokens = troupe_telemetry::TOKEN_USAGE_BUCKETS;
-    for (model, kind, observations) in [
-        (CLAUDE, "input", vec![6300.0, 200.0]),
-        (CLAUDE, "output", vec![200.0, 50.0]),
-        (MINI, "input", vec![400.0]),
-        (MINI, "output", vec![10.0]),
+    // The conventions' attributes: the operation, the provider's conventional name, the
+    // model's own name.
+    let (claude, mini) = (("anthropic", "claude-sonnet"), ("openai", "gpt-5-mini"));
+    for ((provider, model), kind, observations) in [
+        (claude, "input", vec![6300.0, 200.0]),
+        (claude, "output", vec![200.0, 50.0]),
+        (mini, "input", vec![400.0]),
+        (mini, "output", vec![10.0]),
     ] {
         let buckets = cumulative(tokens, &observations);
         let buckets: Vec<(&str, f64)> = buckets.iter().map(|(le, c)| (le.as_str(), *c)).collect();
-        let labels = [("gen_ai_request_model", model), ("gen_ai_token_type", kind)];
+        let labels = [
+            ("gen_ai_operation_name", "chat"),
+            ("gen_ai_provider_name", provider),
+            ("gen_ai_request_model", model),
+            ("gen_ai_token_type", kind),
+        ];
         histogram(&mut out, "gen_ai_client_token_usage", &labels, &buckets, observations.iter().sum());
+    }
+    // A step's first call lasts from the step's start to its usage: r1's first (99 ms);
+    // r2's call came with no step observed.
+    let seconds = troupe_telemetry::OPERATION_DURATION_BUCKETS;
+    for ((provider, model), observations) in [(claude, vec![0.099]), (mini, vec![])] {
+        let buckets = cumulative(seconds, &observations);
+        let buckets: Vec<(&str, f64)> = buckets.iter().map(|(le, c)| (le.as_str(), *c)).collect();
+        let labels =
+            [("gen_ai_operation_name", "chat"), ("gen_ai_provider_name", provider), ("gen_ai_request_model", model)];
+        let name = "gen_ai_client_operation_duration_seconds";
+        histogram(&mut out, name, &labels, &buckets, observations.iter().sum());
     }
     out
 }
@@ -252,7 +273,7 @@ fn prometheus_parse_reads_back_every_observed_sample_with_types_and_escapes() {
         }
     }
     assert_same_samples(&parsed, &expected(AWKWARD_ESCAPED));
-    assert_eq!(scrape.docs.len(), 17, "every family has its HELP line");
+    assert_eq!(scrape.docs.len(), 18, "every family has its HELP line");
     assert!(scrape.docs.contains_key("troupe_runs_started_total"));
 }
 
@@ -292,11 +313,12 @@ fn the_official_python_parser_unescapes_every_label_back_to_the_observed_name() 
     let parsed: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON from the parser");
 
     let types = parsed["types"].as_object().expect("types");
-    assert_eq!(types.len(), 17);
+    assert_eq!(types.len(), 18);
     // The client names a counter family without `_total`, as OpenMetrics does.
     assert_eq!(types["troupe_tool_calls"], "counter");
     assert_eq!(types["troupe_run_duration_seconds"], "histogram");
-    assert_eq!(types["troupe_gen_ai_client_token_usage"], "histogram");
+    assert_eq!(types["gen_ai_client_token_usage"], "histogram");
+    assert_eq!(types["gen_ai_client_operation_duration_seconds"], "histogram");
     assert_eq!(types["troupe_queue_depth"], "gauge");
 
     let mut samples = BTreeMap::new();

@@ -29,6 +29,7 @@ use tracing::field::Empty;
 use troupe_core::{ConversationId, ModelRequest, RunId, StopReason, Usage};
 use troupe_model::ModelResponse;
 use troupe_run::RunOutcome;
+use troupe_telemetry::semconv::provider_name;
 use troupe_tools::{ToolCall, ToolError, ToolResultOutcome};
 
 /// The span of a whole run (or of the part of it one process runs).
@@ -203,21 +204,6 @@ pub(crate) fn record_tool_result(span: &Span, outcome: &ToolResultOutcome, refus
     }
 }
 
-/// The conventions' name of a provider: `anthropic`, `openai`, `gcp.gemini`, …; the
-/// provider's own name for the others.
-pub(crate) fn provider_name(name: &str) -> &str {
-    match name {
-        "openai" | "openai-responses" | "openai-chat" => "openai",
-        "gemini" | "google" => "gcp.gemini",
-        "vertex" | "vertex-ai" => "gcp.vertex_ai",
-        "mistral" => "mistral_ai",
-        "xai" => "x_ai",
-        "bedrock" => "aws.bedrock",
-        "azure" | "azure-openai" => "azure.ai.openai",
-        other => other,
-    }
-}
-
 /// The conventions' finish reason for a stop reason.
 pub(crate) fn finish_reason(stop: &StopReason) -> &str {
     match stop {
@@ -250,22 +236,6 @@ fn tool_error_type(error: Option<&ToolError>) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn provider_names_follow_the_conventions() {
-        for (ours, theirs) in [
-            ("anthropic", "anthropic"),
-            ("openai", "openai"),
-            ("openai-responses", "openai"),
-            ("gemini", "gcp.gemini"),
-            ("mistral", "mistral_ai"),
-            ("xai", "x_ai"),
-            ("groq", "groq"),
-            ("demo", "demo"),
-        ] {
-            assert_eq!(provider_name(ours), theirs, "{ours}");
-        }
-    }
 
     #[test]
     fn counts_saturate_instead_of_wrapping() {

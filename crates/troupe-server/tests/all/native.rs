@@ -269,4 +269,15 @@ async fn metrics_count_the_runs_served_in_prometheus_text() {
     assert_eq!(value("troupe_tool_approval_requests_total", None), 1.0, "{text}");
     assert!(value("troupe_tokens_total", None) > 0.0, "{text}");
     assert_eq!(value("troupe_active_runs", None), 0.0);
+    // The GenAI conventions' metrics, with their attributes: one duration per model call.
+    let count = |family: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{family}_count{{")) && l.contains(r#"gen_ai_operation_name="chat""#))
+            .unwrap_or_else(|| panic!("no {family}_count in {text}"));
+        assert!(line.contains(r#"gen_ai_provider_name="anthropic",gen_ai_request_model="mock-model""#), "{line}");
+        line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a count")
+    };
+    assert_eq!(count("gen_ai_client_operation_duration_seconds"), 3.0, "{text}");
+    assert!(text.contains(r#"gen_ai_client_token_usage_count{gen_ai_operation_name="chat""#), "{text}");
 }
