@@ -44,6 +44,29 @@ struct ServerState {
     requests: Mutex<Vec<RecordedRequest>>,
     responder: Mutex<Option<Arc<Responder>>>,
     connections: AtomicUsize,
+    /// When each streamed answer the client stopped reading before its end was dropped.
+    abandoned: Mutex<Vec<std::time::SystemTime>>,
+}
+
+/// Notes, when dropped before it is finished, that the client abandoned a streamed answer.
+struct Abandoned {
+    state: Arc<ServerState>,
+    finished: bool,
+}
+
+impl Abandoned {
+    /// The whole answer was sent.
+    fn finish(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if !self.finished {
+            lock(&self.state.abandoned).push(std::time::SystemTime::now());
+        }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -134,6 +157,13 @@ impl MockLlmServer {
         self.state.connections.load(Ordering::Relaxed)
     }
 
+    /// When each streamed answer was abandoned by its client (the connection closed, or
+    /// the request dropped) before its end, in order: how a test sees a model call
+    /// stopped.
+    pub fn abandoned_streams(&self) -> Vec<std::time::SystemTime> {
+        lock(&self.state.abandoned).clone()
+    }
+
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.state.requests).clone()
@@ -214,10 +244,14 @@ fn respond(
     let chunks = chunk_events(events, turn.chunk_bytes);
     let delay = turn.event_delay;
     let latency = turn.latency;
+    let watch = Abandoned { state: Arc::clone(&state), finished: false };
     let body = futures::stream::unfold(
-        (chunks.into_iter().enumerate(), stall, delay),
-        move |(mut it, stall, delay)| async move {
-            let (i, (event_index, chunk)) = it.next()?;
+        (chunks.into_iter().enumerate(), stall, delay, watch),
+        move |(mut it, stall, delay, watch)| async move {
+            let Some((i, (event_index, chunk))) = it.next() else {
+                watch.finish();
+                return None;
+            };
             if let (Some(latency), 0) = (latency, i) {
                 tokio::time::sleep(latency).await;
             }
@@ -230,7 +264,7 @@ fn respond(
             if let (Some(delay), true) = (delay, i > 0 && chunk.first_of_event) {
                 tokio::time::sleep(delay).await;
             }
-            Some((Ok::<_, std::io::Error>(Bytes::from(chunk.bytes)), (it, stall, delay)))
+            Some((Ok::<_, std::io::Error>(Bytes::from(chunk.bytes)), (it, stall, delay, watch)))
         },
     );
     let content_type = "text/event-stream";

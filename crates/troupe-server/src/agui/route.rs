@@ -45,6 +45,9 @@ async fn start(state: &AppState, agent: &str, body: Result<Bytes, BytesRejection
     if let Some(parent) = &input.parent_run_id {
         checked_id("run", parent)?;
     }
+    // A client that closes its stream (AG-UI's `abortRun`) stops the run, unless it asked
+    // to leave it going (`forwardedProps.detach`).
+    let detach = input.forwarded_props.get("detach").and_then(serde_json::Value::as_bool).unwrap_or(false);
     let projection = |run: &HubRun| {
         Projection::new(input.thread_id.clone(), input.run_id.clone(), run.run_id().clone())
             .with_parent_run(input.parent_run_id.clone())
@@ -59,7 +62,7 @@ async fn start(state: &AppState, agent: &str, body: Result<Bytes, BytesRejection
             }
             let from = waiting.resume_position();
             let projection = projection(&waiting.run).with_answered(entries.iter().map(|e| e.interrupt_id.clone()));
-            Ok(respond(state, &waiting.run, projection, &waiting.history, from))
+            Ok(respond(state, &waiting.run, projection, &waiting.history, from, !detach))
         }
         _ => {
             let run_input = run_input(&input)?;
@@ -68,23 +71,26 @@ async fn start(state: &AppState, agent: &str, body: Result<Bytes, BytesRejection
                 LaunchError::Refused(why) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "launch_refused", why),
             })?;
             let run = state.hub.insert(agent, launched);
-            Ok(respond(state, &run, projection(&run), &[], 0))
+            Ok(respond(state, &run, projection(&run), &[], 0, !detach))
         }
     }
 }
 
 /// The stream: `RUN_STARTED`, then the run's events from position `from` projected,
-/// until the projection finishes the AG-UI run (the troupe run may go on, waiting).
+/// until the projection finishes the AG-UI run (the troupe run may go on, waiting). With
+/// `stop_on_close`, a stream the client drops before that cancels the run.
 fn respond(
     state: &AppState,
     run: &Arc<HubRun>,
     mut projection: Projection,
     history: &[AgentEvent],
     from: usize,
+    stop_on_close: bool,
 ) -> Response {
     let queue: VecDeque<Event> = projection.start(history).into();
     let events = run.subscribe(from, state.closing.child_token()).boxed();
-    let streaming = Streaming { projection, events, queue, run: Arc::clone(run), done: false };
+    let abandoned = AbandonedStops { run: stop_on_close.then(|| Arc::clone(run)) };
+    let streaming = Streaming { projection, events, queue, run: Arc::clone(run), done: false, abandoned };
     let body = futures::stream::unfold(streaming, Streaming::next);
     let mut response = Sse::new(body).keep_alive(KeepAlive::new().interval(state.config.keep_alive)).into_response();
     if let Ok(id) = HeaderValue::from_str(run.run_id().as_str()) {
@@ -99,6 +105,23 @@ struct Streaming {
     queue: VecDeque<Event>,
     run: Arc<HubRun>,
     done: bool,
+    abandoned: AbandonedStops,
+}
+
+/// Cancels the run when the stream is dropped before its AG-UI run finished: the client
+/// closed the connection or aborted. Disarmed once the stream finishes (an ended run, or
+/// one that waits for the client's decision).
+struct AbandonedStops {
+    run: Option<Arc<HubRun>>,
+}
+
+impl Drop for AbandonedStops {
+    fn drop(&mut self) {
+        if let Some(run) = self.run.take().filter(|run| !run.is_ended()) {
+            tracing::info!(run = %run.run_id(), "the AG-UI client went away; cancelling its run");
+            run.cancel_token().cancel();
+        }
+    }
 }
 
 impl Streaming {
@@ -119,6 +142,9 @@ impl Streaming {
             };
             self.queue.extend(more);
             self.done = self.projection.is_finished();
+            if self.done {
+                self.abandoned.run = None;
+            }
         }
     }
 }

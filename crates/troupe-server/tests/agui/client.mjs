@@ -16,7 +16,10 @@
 // Usage: node client.mjs '<plan>' with plan =
 //   {"modules": "<node_modules dir>", "url": "...", "threadId": "...",
 //    "runs": [{"message"?: "text", "runId"?, "forwardedProps"?, "context"?,
-//              "resume"?: {"status": "resolved"|"cancelled", "payload"?, "ids"?}}]}
+//              "resume"?: {"status": "resolved"|"cancelled", "payload"?, "ids"?},
+//              "abortAfter"?: "<event type>"}]}
+// With `abortAfter`, the client calls `abortRun()` (a user's Stop) at the first event of
+// that type, after printing {"run": n, "aborted": <ms since the epoch>}.
 // A run with `resume` answers the interrupts `ids`, by default every interrupt the
 // previous run left pending.
 
@@ -55,8 +58,17 @@ for (const [n, step] of plan.runs.entries()) {
     }));
   }
   try {
+    let aborted = false;
     const result = await agent.runAgent(parameters, {
-      onEvent: ({ event }) => print({ run: n, event }),
+      onEvent: ({ event }) => {
+        print({ run: n, event });
+        // The user presses Stop: the client aborts its request.
+        if (step.abortAfter === event.type && !aborted) {
+          aborted = true;
+          print({ run: n, aborted: Date.now() });
+          agent.abortRun();
+        }
+      },
     });
     print({
       run: n,

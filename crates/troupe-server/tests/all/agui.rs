@@ -426,3 +426,74 @@ async fn the_clients_verifier_is_on_and_rejects_a_misordered_stream() {
     let error = lines.iter().find_map(|l| l["error"].as_str()).expect("the client rejects the stream");
     assert!(error.contains("TEXT_MESSAGE_CONTENT"), "{error}");
 }
+
+/// A long answer: many small text events, 50 ms apart (about 10 s in all).
+fn slow_answer() -> MockTurn {
+    MockTurn::text("word ".repeat(200)).with_delta_chars(5).with_event_delay(Duration::from_millis(50))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clients_stop_stops_the_run_and_its_model_stream_within_a_second() {
+    let Some(modules) = client_modules("the_clients_stop_stops_the_run") else { return };
+    let served = serve([slow_answer()]).await;
+    let plan = json!({
+        "url": format!("{}/agui/coder", served.url),
+        "threadId": "thread-stop",
+        "runs": [{"message": "Tell me a long story", "abortAfter": "TEXT_MESSAGE_CONTENT"}],
+    });
+    let lines = run_client(&modules, plan).await;
+    let aborted = lines.iter().find_map(|l| l["aborted"].as_u64()).unwrap_or_else(|| panic!("no abort: {lines:#?}"));
+    let aborted = std::time::UNIX_EPOCH + Duration::from_millis(aborted);
+    // The model's stream is dropped: the mock sees its answer abandoned.
+    let mut closed = None;
+    for _ in 0..150 {
+        if let Some(at) = served.mock.abandoned_streams().first() {
+            closed = Some(*at);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let closed = closed.expect("the model stream was closed");
+    let took = closed.duration_since(aborted).unwrap_or_default();
+    assert!(took < Duration::from_secs(1), "the model stream stopped {took:?} after the client's Stop");
+    let runs = served.server_hub.list();
+    assert_eq!(runs.len(), 1);
+    let run = served.server_hub.get(runs[0].run_id.as_str()).expect("held");
+    for _ in 0..100 {
+        if run.is_ended() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let end = run.view().end.expect("the run ended");
+    assert_eq!(end.outcome, troupe_core::RunOutcomeKind::Cancelled, "{end:?}");
+    served.shutdown.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_detaches_leaves_its_run_going() {
+    let Some(modules) = client_modules("a_client_that_detaches_leaves_its_run_going") else { return };
+    let served =
+        serve([MockTurn::text("word ".repeat(40)).with_delta_chars(5).with_event_delay(Duration::from_millis(20))])
+            .await;
+    let plan = json!({
+        "url": format!("{}/agui/coder", served.url),
+        "threadId": "thread-detach",
+        "runs": [{"message": "Go on without me", "abortAfter": "TEXT_MESSAGE_CONTENT",
+                  "forwardedProps": {"detach": true}}],
+    });
+    let lines = run_client(&modules, plan).await;
+    assert!(lines.iter().any(|l| l.get("aborted").is_some()), "{lines:#?}");
+    let runs = served.server_hub.list();
+    let run = served.server_hub.get(runs[0].run_id.as_str()).expect("held");
+    for _ in 0..300 {
+        if run.is_ended() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let end = run.view().end.expect("the run ended");
+    assert_eq!(end.outcome, troupe_core::RunOutcomeKind::Completed, "{end:?}");
+    assert!(served.mock.abandoned_streams().is_empty(), "the model answered to the end");
+    served.shutdown.cancel();
+}
