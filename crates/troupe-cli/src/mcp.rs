@@ -1,7 +1,8 @@
-//! `troupe mcp serve`: the agents of the config directories as an MCP server on stdio.
+//! `troupe mcp serve`: the agents of the config directories as an MCP server, on stdio or,
+//! with `--http ADDR`, over streamable HTTP at `/mcp`.
 //!
 //! ```text
-//! troupe mcp serve [--agent ID]… [-w DIR] [--approve never|auto] [--config-dir DIR]…
+//! troupe mcp serve [--agent ID]… [-w DIR] [--approve never|auto] [--http ADDR] [--config-dir DIR]…
 //! ```
 //!
 //! Each agent is one MCP tool named after its id, taking `{"prompt": "…"}` and answering
@@ -47,6 +48,10 @@ pub(crate) struct ServeArgs {
     approve: ServeApprove,
     #[command(flatten)]
     sandbox: setup::SandboxArgs,
+    /// Serve over streamable HTTP at http://ADDR/mcp instead of stdio, behind the bearer
+    /// tokens of TROUPE_SERVER_TOKEN (without one, a loopback address only).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
 }
 
 /// Runs a `troupe mcp` subcommand.
@@ -112,7 +117,50 @@ async fn serve(dirs: &ConfigDirs, args: ServeArgs) -> Result<(), Failure> {
         served.push(ServedAgent::new(built.agent, description));
     }
     let server = AgentServer::new(served).map_err(|e| Failure::Usage(anyhow!(e)))?;
-    let ids: Vec<&str> = server.agents().iter().map(ServedAgent::tool_name).collect();
+    let ids: Vec<String> = server.agents().iter().map(|a| a.tool_name().to_owned()).collect();
+    if let Some(addr) = args.http {
+        return serve_http(server, &ids, addr).await;
+    }
     eprintln!("serving {} over MCP on stdio", ids.join(", "));
     troupe_mcp::serve_agents_stdio(server).await.map_err(|e| Failure::Run(anyhow!(e)))
 }
+
+/// Serves `server` over streamable HTTP at `http://addr/mcp` until SIGTERM or Ctrl-C, with
+/// the same bearer tokens, and the same refusal of an unprotected public address, as
+/// `troupe serve`.
+async fn serve_http(server: AgentServer, ids: &[String], addr: std::net::SocketAddr) -> Result<(), Failure> {
+    use troupe::server::{ServerConfig, TOKEN_ENV, Token};
+    let tokens = std::env::var(TOKEN_ENV).map(|v| Token::list(&v)).unwrap_or_default();
+    let config = ServerConfig { tokens, ..ServerConfig::default() };
+    if !config.allows(addr) {
+        return Err(Failure::Usage(troupe::server::ServerError::UnprotectedAddress { addr }.into()));
+    }
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    // Behind a public address the requests name it as their host; loopback names always pass.
+    let hosts = (!addr.ip().is_loopback()).then(|| addr.ip().to_string());
+    let service = troupe_mcp::http_service(server, hosts, shutdown.child_token());
+    let auth = troupe::server::Auth::new(&config.tokens);
+    let app = axum::Router::new().nest_service(MCP_PATH, service).layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let checked = auth.check(request.headers());
+            async move {
+                match checked {
+                    Ok(()) => next.run(request).await,
+                    Err(refused) => axum::response::IntoResponse::into_response(refused),
+                }
+            }
+        },
+    ));
+    let listener = troupe::server::bind(addr).map_err(|e| Failure::Usage(anyhow!("cannot listen on {addr}: {e}")))?;
+    let bound = listener.local_addr().map_err(|e| Failure::Usage(e.into()))?;
+    eprintln!("troupe mcp serving {} on http://{bound}{MCP_PATH}", ids.join(", "));
+    eprintln!("{}", config.auth_summary());
+    crate::serve::stop_on_signals(shutdown.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+        .map_err(|e| Failure::Run(anyhow!("the MCP server stopped: {e}")))
+}
+
+/// Where `troupe mcp serve --http` answers.
+const MCP_PATH: &str = "/mcp";

@@ -497,7 +497,7 @@ fn tokio_stream_of(rx: mpsc::Receiver<AgentEvent>) -> futures::stream::BoxStream
 }
 
 /// Cancels `shutdown` on Ctrl-C or SIGTERM.
-fn stop_on_signals(shutdown: CancellationToken) {
+pub(crate) fn stop_on_signals(shutdown: CancellationToken) {
     tokio::spawn(async move {
         #[cfg(unix)]
         {

@@ -107,4 +107,4 @@ pub use tool::{McpTool, McpToolInfo, ToolHints, derive_effect, to_tool_output};
 pub use toolset::McpToolset;
 
 #[cfg(feature = "server")]
-pub use server::{AgentServer, ServedAgent, serve_agents, serve_agents_stdio};
+pub use server::{AgentServer, ServedAgent, http_service, serve_agents, serve_agents_stdio};

@@ -16,10 +16,13 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, serve_server};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::sync::CancellationToken;
 use troupe_runtime::{Agent, ApprovalPolicy, RuleAction, RunInput, RunOutcome};
 use troupe_tools::{Access, Effect, ToolDeclaration};
 
@@ -257,6 +260,21 @@ where
         .await
         .map_err(|e| McpError::Serve { message: format!("the MCP session ended abnormally: {e}") })?;
     Ok(())
+}
+
+/// `server` as a streamable HTTP MCP endpoint: a tower service to mount in an HTTP server
+/// (`troupe mcp serve --http` mounts it at `/mcp`, behind the server's bearer tokens), one
+/// session per client. It answers requests whose `Host` is one of `hosts` (besides the
+/// loopback names), against DNS rebinding; cancelling `shutdown` ends every session.
+pub fn http_service(
+    server: AgentServer,
+    hosts: impl IntoIterator<Item = String>,
+    shutdown: CancellationToken,
+) -> StreamableHttpService<AgentServer, LocalSessionManager> {
+    let mut config = StreamableHttpServerConfig::default();
+    config.allowed_hosts.extend(hosts);
+    config.cancellation_token = shutdown;
+    StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), config)
 }
 
 /// Serves `server` on this process's stdin and stdout, as MCP clients start stdio servers.

@@ -209,3 +209,73 @@ fn agent_show_hides_mcp_values_written_out_but_shows_references() {
     assert!(!shown.contains("sk-written-out"), "{shown}");
     assert!(shown.contains("<redacted>") && shown.contains("Bearer ${REMOTE_TOKEN}"), "{shown}");
 }
+
+/// `troupe mcp serve --http` behind a token, driven by the official MCP Python SDK over
+/// streamable HTTP: the agents listed as tools, one run; a request without the token is
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_serve_over_http_answers_the_python_sdk_behind_the_token() {
+    let Some(python) = test_deps::python_with("mcp.client.streamable_http") else {
+        test_deps::skip("mcp_serve_over_http_answers_the_python_sdk", "the Python package mcp is not installed");
+        return;
+    };
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let conf = cwd.path().join("conf");
+    write(&conf.join("agents/echo.toml"), &agent_file("echo", "Answers.", &["grep"], ""));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["mcp", "serve", "--http", "127.0.0.1:0", "--config-dir"])
+        .arg(&conf)
+        .current_dir(cwd.path())
+        .env_clear()
+        .env("TROUPE_SERVER_TOKEN", "mcp-s3cret")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("troupe mcp serve starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
+    let url = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("stderr reads") {
+            if let Some(rest) = line.strip_prefix("troupe mcp serving echo on ") {
+                return rest.trim().to_owned();
+            }
+        }
+        panic!("troupe mcp serve ended without saying where it listens");
+    })
+    .await
+    .expect("it listens within a minute");
+    assert!(url.ends_with("/mcp"), "{url}");
+
+    let refused = reqwest::Client::new()
+        .post(&url)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(refused.status(), 401, "no token, no session");
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/http_client.py");
+    let output = tokio::time::timeout(
+        Duration::from_secs(90),
+        Command::new(&python).arg(&script).arg(&url).arg("mcp-s3cret").kill_on_drop(true).output(),
+    )
+    .await
+    .expect("the client finishes")
+    .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let said: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    let find = |event: &str| said.iter().find(|l| l["event"] == event).cloned().expect(event);
+    assert_eq!(find("initialized")["server"], "troupe");
+    assert_eq!(find("tools")["names"], json!(["echo"]));
+    let call = find("call");
+    assert_eq!(call["is_error"], false, "{call}");
+    assert!(call["text"].as_str().is_some_and(|t| t.contains("ping over HTTP")), "the demo model repeats it: {call}");
+
+    let pid = child.id().expect("a pid").to_string();
+    std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await.expect("it exits").expect("status");
+    assert!(status.success(), "{status}");
+}
