@@ -18,11 +18,16 @@ pub const BUILTIN_TOOLS: [&str; 11] = [
 /// Tools the coordinator gives workers: shared memory and delegation.
 pub const COORDINATOR_TOOLS: [&str; 3] = ["memory.save", "memory.search", "delegate"];
 
-/// Whether `name` may be listed in `[[tools]]`: a built-in or coordinator tool, or an MCP
-/// tool written `server/tool`.
+/// The two tools that stand for the tools of MCP servers offered lazily (`tools = "lazy"`):
+/// a search among them, and a call of one found.
+pub const LAZY_MCP_TOOLS: [&str; 2] = [troupe_mcp::SEARCH_TOOL, troupe_mcp::CALL_TOOL];
+
+/// Whether `name` may be listed in `[[tools]]`: a built-in or coordinator tool, an MCP
+/// tool written `server/tool`, or one of the [`LAZY_MCP_TOOLS`].
 pub fn is_known_tool(name: &str) -> bool {
     BUILTIN_TOOLS.contains(&name)
         || COORDINATOR_TOOLS.contains(&name)
+        || LAZY_MCP_TOOLS.contains(&name)
         || name.split_once('/').is_some_and(|(server, tool)| !server.is_empty() && !tool.is_empty())
 }
 
@@ -30,7 +35,7 @@ pub(crate) fn check_tool_name(name: &str) -> Result<(), String> {
     if is_known_tool(name) {
         return Ok(());
     }
-    let known: Vec<&str> = BUILTIN_TOOLS.iter().chain(&COORDINATOR_TOOLS).copied().collect();
+    let known: Vec<&str> = BUILTIN_TOOLS.iter().chain(&COORDINATOR_TOOLS).chain(&LAZY_MCP_TOOLS).copied().collect();
     Err(format!("unknown tool `{name}`; known tools are {}, or an MCP tool written `server/tool`", known.join(", ")))
 }
 

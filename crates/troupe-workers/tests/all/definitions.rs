@@ -236,6 +236,15 @@ fn an_unknown_tool_is_refused_with_the_known_ones_listed() {
 }
 
 #[test]
+fn the_lazy_mcp_tools_can_be_named() {
+    let text = minimal("[[tools]]\nname = \"mcp_search_tools\"\n[[tools]]\nname = \"mcp_call_tool\"\n");
+    let definition = AgentDefinition::parse(&text, "a.toml").expect("the lazy tools are known names");
+    assert_eq!(definition.to_spec().tools, Some(vec!["mcp_search_tools".to_owned(), "mcp_call_tool".to_owned()]));
+    let error = error_of(&minimal("[[tools]]\nname = \"mcp_search\"\n"));
+    assert!(error.message.contains("mcp_search_tools, mcp_call_tool"), "the known ones are listed: {error}");
+}
+
+#[test]
 fn the_table_spelling_of_tools_is_accepted() {
     let text = minimal("[tools]\n[[tools.allow]]\nname = \"fs.read\"\n[[tools.deny]]\nname = \"shell\"\n");
     let definition = AgentDefinition::parse(&text, "a.toml").expect("valid");
