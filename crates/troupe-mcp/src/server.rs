@@ -2,7 +2,9 @@
 //! out.
 //!
 //! A call starts a run of the agent on the prompt and answers when the run ends: with the
-//! answer when it completed, otherwise with an error result saying how it ended. The MCP
+//! answer when it completed, otherwise with an error result saying how it ended. Either
+//! way the result carries a structured report too (`structuredContent`: the answer, the
+//! run's id, its outcome, tokens and cost), which the tools' output schema describes. The MCP
 //! client cancelling the call cancels the run. Nobody can approve tool calls over MCP, so a
 //! run whose calls need approval ends paused and the tool says so; build such agents with a
 //! policy that decides without a person (allow or deny).
@@ -92,7 +94,10 @@ impl ServedAgent {
             .destructive(!read_only)
             .idempotent(false)
             .open_world(reaches_out);
-        Tool::new(self.tool.clone(), self.description.clone(), Arc::new(prompt_schema())).with_annotations(annotations)
+        let mut tool = Tool::new(self.tool.clone(), self.description.clone(), Arc::new(prompt_schema()))
+            .with_annotations(annotations);
+        tool.output_schema = Some(Arc::new(report_schema()));
+        tool
     }
 }
 
@@ -127,6 +132,52 @@ fn prompt_schema() -> JsonObject {
         Value::Object(map) => map,
         _ => JsonObject::new(),
     }
+}
+
+/// The structured result of every call (`structuredContent`), as the tools' output schema
+/// says: the answer (or why there is none), the run that made it, how it ended, what it
+/// used.
+fn report_schema() -> JsonObject {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "answer": {"type": "string", "description": "The agent's final answer, or why it gave none."},
+            "run_id": {"type": "string", "description": "The troupe run that answered."},
+            "outcome": {
+                "type": "string",
+                "enum": ["completed", "paused", "cancelled", "budget_exceeded", "max_iterations", "incomplete", "failed"],
+            },
+            "input_tokens": {"type": "integer", "minimum": 0},
+            "output_tokens": {"type": "integer", "minimum": 0},
+            "cost_usd": {"type": "number", "minimum": 0},
+        },
+        "required": ["answer", "run_id", "outcome"],
+    });
+    match schema {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+/// A call's result: `answer` as text (what a model reads) and the report as structured
+/// content; an error result unless the run completed.
+fn reported(answer: String, output: &troupe_runtime::RunOutput) -> CallToolResult {
+    let report = json!({
+        "answer": answer,
+        "run_id": output.run_id,
+        "outcome": output.outcome.kind(),
+        "input_tokens": output.usage.total_input(),
+        "output_tokens": output.usage.output_tokens,
+        "cost_usd": output.cost_usd,
+    });
+    let completed = matches!(output.outcome, RunOutcome::Completed { .. });
+    let mut result = if completed {
+        CallToolResult::success(vec![ContentBlock::text(answer)])
+    } else {
+        CallToolResult::error(vec![ContentBlock::text(answer)])
+    };
+    result.structured_content = Some(report);
+    result
 }
 
 /// The MCP server: the [`ServedAgent`]s as tools.
@@ -170,9 +221,7 @@ impl AgentServer {
         };
         let name = &agent.agent.spec().name;
         let text = match &output.outcome {
-            RunOutcome::Completed { output } => {
-                return CallToolResult::success(vec![ContentBlock::text(output.clone())]);
-            }
+            RunOutcome::Completed { output: answer } => return reported(answer.clone(), &output),
             RunOutcome::Paused { pending } => {
                 let tools: Vec<&str> = pending.iter().map(|p| p.tool.as_str()).collect();
                 format!(
@@ -199,7 +248,7 @@ impl AgentServer {
             }
             RunOutcome::Failed { error, .. } => format!("the agent `{name}`'s run failed: {error}"),
         };
-        CallToolResult::error(vec![ContentBlock::text(text)])
+        reported(text, &output)
     }
 }
 

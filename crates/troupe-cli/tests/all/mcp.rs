@@ -273,6 +273,12 @@ async fn mcp_serve_over_http_answers_the_python_sdk_behind_the_token() {
     let call = find("call");
     assert_eq!(call["is_error"], false, "{call}");
     assert!(call["text"].as_str().is_some_and(|t| t.contains("ping over HTTP")), "the demo model repeats it: {call}");
+    // The structured report, which the SDK checked against the tool's output schema.
+    let report = &call["structured"];
+    assert_eq!(report["outcome"], "completed", "{call}");
+    assert_eq!(report["answer"].as_str(), call["text"].as_str(), "{call}");
+    assert!(report["run_id"].as_str().is_some_and(|id| id.starts_with("run_")), "{call}");
+    assert_eq!(call["output_schema"]["required"], json!(["answer", "run_id", "outcome"]), "{call}");
 
     let pid = child.id().expect("a pid").to_string();
     std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");

@@ -31,7 +31,14 @@ async def main(url, token):
                 emit("tools", names=[t.name for t in listed.tools])
                 result = await session.call_tool("echo", {"prompt": "ping over HTTP"})
                 texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
-                emit("call", is_error=bool(result.is_error), text="\n".join(texts))
+                schema = next(t.output_schema for t in listed.tools if t.name == "echo")
+                emit(
+                    "call",
+                    is_error=bool(result.is_error),
+                    text="\n".join(texts),
+                    structured=result.structured_content,
+                    output_schema=schema,
+                )
 
 
 if __name__ == "__main__":
