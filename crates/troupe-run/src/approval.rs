@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use troupe_core::ToolCallId;
+use troupe_core::{PauseReason, ToolCallId};
 use troupe_tools::ToolDeclaration;
 
 /// When a person is asked, absent a matching rule.
@@ -266,6 +266,20 @@ pub struct ApprovalRequest {
     pub arguments: Value,
     /// Why approval is needed.
     pub reason: String,
+}
+
+impl ApprovalRequest {
+    /// How the run announces this wait: an approval, or — for a call its process died
+    /// during (`uncertain`) — an action that may or may not have happened, so a handler can
+    /// tell "may run" from "may have run already".
+    pub fn into_pause_reason(self, uncertain: bool) -> PauseReason {
+        let ApprovalRequest { call_id, tool, arguments, reason } = self;
+        if uncertain {
+            PauseReason::UncertainAction { call_id, tool, arguments }
+        } else {
+            PauseReason::Approval { call_id, tool, arguments, reason }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
 use troupe_core::FailureCode;
-use troupe_core::{AgentEventKind, ContentBlock, PauseReason, Role, ToolCallId};
+use troupe_core::{AgentEventKind, ContentBlock, Role, ToolCallId};
 use troupe_model::ResolvedModel;
 use troupe_run::AgentSpec;
 use troupe_run::ApprovalDecision;
@@ -320,22 +320,7 @@ impl Run {
                 }
                 let payload = serde_json::json!({"tool": request.tool, "reason": request.reason});
                 waits.push(NewEvidence::new(EvidenceKind::ApprovalWait, payload).for_call(request.call_id.as_str()));
-                // An interrupted call is announced as what it is, so a handler can tell
-                // "may run" from "may have run already".
-                let reason = if uncertain {
-                    PauseReason::UncertainAction {
-                        call_id: request.call_id,
-                        tool: request.tool,
-                        arguments: request.arguments,
-                    }
-                } else {
-                    PauseReason::Approval {
-                        call_id: request.call_id,
-                        tool: request.tool,
-                        arguments: request.arguments,
-                        reason: request.reason,
-                    }
-                };
+                let reason = request.into_pause_reason(uncertain);
                 self.emitter.emit(AgentEventKind::RunPaused { reason }).await;
             }
         }

@@ -7,7 +7,7 @@ use crate::error::ApiError;
 use crate::hub::HubRun;
 use crate::launcher::{RunEnd, RunSignals};
 use std::sync::Arc;
-use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, ConversationId, PauseReason, RunId, Usage};
+use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, ConversationId, RunId, Usage};
 use troupe_runtime::durable::state_from_value;
 use troupe_runtime::{RunOutcome, RunState};
 use troupe_store::{RunFilter, RunRecord, RunStatus, Store, StoreError};
@@ -83,21 +83,7 @@ fn known_of(record: &RunRecord, state: Option<&RunState>, started_ms: u64) -> (V
         for (seq, request) in (1..).zip(state.map(RunState::awaiting_approval).unwrap_or_default()) {
             let uncertain =
                 state.is_some_and(|s| s.pending_calls().iter().any(|c| c.call_id == request.call_id && c.uncertain));
-            let reason = if uncertain {
-                PauseReason::UncertainAction {
-                    call_id: request.call_id,
-                    tool: request.tool,
-                    arguments: request.arguments,
-                }
-            } else {
-                PauseReason::Approval {
-                    call_id: request.call_id,
-                    tool: request.tool,
-                    arguments: request.arguments,
-                    reason: request.reason,
-                }
-            };
-            events.push(event(seq, AgentEventKind::RunPaused { reason }));
+            events.push(event(seq, AgentEventKind::RunPaused { reason: request.into_pause_reason(uncertain) }));
         }
     }
     let end = record.status.is_terminal().then(|| ended(record.status, state));

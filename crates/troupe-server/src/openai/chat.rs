@@ -3,7 +3,7 @@
 
 use super::error::OpenAiError;
 use super::input::{Said, content_text, run_input, target};
-use super::progress::{Heard, failure, finish_reason, heard, run_header, start, troupe_field, waiting_note};
+use super::progress::{Heard, collect, failure, finish_reason, heard, run_header, start, troupe_field, waiting_note};
 use crate::state::AppState;
 use axum::Json;
 use axum::body::Bytes;
@@ -49,14 +49,10 @@ fn usage(usage: &Usage) -> Value {
     })
 }
 
-pub(super) async fn complete(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    match answer(state, body).await {
-        Ok(response) => response,
-        Err(error) => error.into_response(),
-    }
-}
-
-async fn answer(state: AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, OpenAiError> {
+pub(super) async fn complete(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, OpenAiError> {
     let request: ChatRequest = state.parse(body).map_err(|e| OpenAiError::invalid(e.message, None))?;
     let name = target(&state, &request.model)?;
     let said = request
@@ -69,29 +65,13 @@ async fn answer(state: AppState, body: Result<Bytes, BytesRejection>) -> Result<
     let id = format!("chatcmpl-{}", run.run_id());
     let created = now_ms() / 1000;
     let header = run_header(&run);
-    let mut heard: std::pin::Pin<Box<dyn futures::Stream<Item = Heard> + Send>> =
+    let heard: std::pin::Pin<Box<dyn futures::Stream<Item = Heard> + Send>> =
         Box::pin(heard(&run, state.closing.child_token()));
     if !request.stream {
-        let mut text = String::new();
-        let mut extra = None;
-        let mut finish = "stop";
-        let mut used = Usage::default();
-        while let Some(piece) = heard.next().await {
-            match piece {
-                Heard::Text(delta) => text.push_str(&delta),
-                Heard::Waiting(pending) => {
-                    text.push_str(&waiting_note(&run, &pending));
-                    extra = Some(troupe_field(&run, &pending));
-                }
-                Heard::Ended(end) => {
-                    if let Some(error) = failure(&end) {
-                        return Err(error);
-                    }
-                    finish = finish_reason(&end);
-                    used = end.usage;
-                }
-            }
-        }
+        let collected = collect(&run, heard).await?;
+        let finish = collected.end.as_ref().map_or("stop", finish_reason);
+        let used = collected.end.map(|end| end.usage).unwrap_or_default();
+        let (text, extra) = (collected.text, collected.troupe);
         let mut body = json!({
             "id": id,
             "object": "chat.completion",

@@ -76,6 +76,39 @@ pub(super) fn heard(run: &Arc<HubRun>, closing: CancellationToken) -> impl Strea
     })
 }
 
+/// What a response that is not streamed says: the text, the `troupe` field when the run
+/// waits for decisions, and the run's end when it ended (one that is no answer is the
+/// error instead).
+pub(super) struct Collected {
+    pub(super) text: String,
+    pub(super) troupe: Option<serde_json::Value>,
+    pub(super) end: Option<RunEnd>,
+}
+
+/// Hears `run` out, for a response that is not streamed.
+pub(super) async fn collect(
+    run: &HubRun,
+    mut heard: std::pin::Pin<Box<dyn Stream<Item = Heard> + Send>>,
+) -> Result<Collected, OpenAiError> {
+    let mut collected = Collected { text: String::new(), troupe: None, end: None };
+    while let Some(piece) = heard.next().await {
+        match piece {
+            Heard::Text(delta) => collected.text.push_str(&delta),
+            Heard::Waiting(pending) => {
+                collected.text.push_str(&waiting_note(run, &pending));
+                collected.troupe = Some(troupe_field(run, &pending));
+            }
+            Heard::Ended(end) => {
+                if let Some(error) = failure(&end) {
+                    return Err(error);
+                }
+                collected.end = Some(end);
+            }
+        }
+    }
+    Ok(collected)
+}
+
 /// The note that ends the response of a run waiting for `pending`.
 pub(super) fn waiting_note(run: &HubRun, pending: &[PauseReason]) -> String {
     let calls: Vec<String> = pending

@@ -4,7 +4,7 @@
 
 use super::error::OpenAiError;
 use super::input::{Said, content_text, run_input, target};
-use super::progress::{Heard, failure, heard, run_header, start, troupe_field, waiting_note};
+use super::progress::{Heard, collect, failure, heard, run_header, start, troupe_field, waiting_note};
 use crate::state::AppState;
 use axum::Json;
 use axum::body::Bytes;
@@ -109,14 +109,10 @@ impl Shape {
     }
 }
 
-pub(super) async fn create(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    match answer(state, body).await {
-        Ok(response) => response,
-        Err(error) => error.into_response(),
-    }
-}
-
-async fn answer(state: AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, OpenAiError> {
+pub(super) async fn create(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, OpenAiError> {
     let request: ResponsesRequest = state.parse(body).map_err(|e| OpenAiError::invalid(e.message, None))?;
     let name = target(&state, &request.model)?;
     let input = run_input(conversation(&request.input)?, request.instructions.as_deref(), "input")?;
@@ -128,26 +124,12 @@ async fn answer(state: AppState, body: Result<Bytes, BytesRejection>) -> Result<
         model: name,
     };
     let header = run_header(&run);
-    let mut heard: Pin<Box<dyn futures::Stream<Item = Heard> + Send>> =
-        Box::pin(heard(&run, state.closing.child_token()));
+    let heard: Pin<Box<dyn futures::Stream<Item = Heard> + Send>> = Box::pin(heard(&run, state.closing.child_token()));
     if !request.stream {
-        let (mut text, mut extra, mut status, mut used) = (String::new(), None, "completed", Usage::default());
-        while let Some(piece) = heard.next().await {
-            match piece {
-                Heard::Text(delta) => text.push_str(&delta),
-                Heard::Waiting(pending) => {
-                    text.push_str(&waiting_note(&run, &pending));
-                    extra = Some(troupe_field(&run, &pending));
-                }
-                Heard::Ended(end) => {
-                    if let Some(error) = failure(&end) {
-                        return Err(error);
-                    }
-                    status = status_of(end.outcome);
-                    used = end.usage;
-                }
-            }
-        }
+        let collected = collect(&run, heard).await?;
+        let status = collected.end.as_ref().map_or("completed", |end| status_of(end.outcome));
+        let used = collected.end.map(|end| end.usage).unwrap_or_default();
+        let (text, extra) = (collected.text, collected.troupe);
         let mut body = shape.response(status, vec![shape.message(&text, "completed")], Some(&used));
         if let Some(extra) = extra {
             body["troupe"] = extra;
