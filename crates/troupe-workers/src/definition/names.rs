@@ -23,7 +23,8 @@ pub const COORDINATOR_TOOLS: [&str; 3] = ["memory.save", "memory.search", "deleg
 pub const LAZY_MCP_TOOLS: [&str; 2] = [troupe_mcp::SEARCH_TOOL, troupe_mcp::CALL_TOOL];
 
 /// Whether `name` may be listed in `[[tools]]`: a built-in or coordinator tool, an MCP
-/// tool written `server/tool`, or one of the [`LAZY_MCP_TOOLS`].
+/// tool written `server/tool`, or one of the lazy MCP tools (`mcp_search_tools`,
+/// `mcp_call_tool`).
 pub fn is_known_tool(name: &str) -> bool {
     BUILTIN_TOOLS.contains(&name)
         || COORDINATOR_TOOLS.contains(&name)
