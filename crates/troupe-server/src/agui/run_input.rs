@@ -13,9 +13,10 @@ fn unprocessable(code: &'static str, message: impl Into<String>) -> ApiError {
 }
 
 /// The troupe run `input` asks for: the last message (the person's) is the
-/// instruction, with the `context` entries and any system or developer messages
-/// appended under a `Context:` heading; the messages before it are the history; the
-/// thread is the conversation; `forwardedProps.modelSelection` picks the model.
+/// instruction, with the `context` entries, any system or developer messages and the
+/// client's shared `state` (when it says anything) appended under a `Context:` heading;
+/// the messages before it are the history; the thread is the conversation;
+/// `forwardedProps.modelSelection` picks the model.
 pub fn run_input(input: &RunAgentInput) -> Result<RunInput, ApiError> {
     let (last, earlier) = input
         .messages
@@ -43,6 +44,11 @@ pub fn run_input(input: &RunAgentInput) -> Result<RunInput, ApiError> {
         }
     }
     context.extend(input.context.iter().map(|c| (c.description.clone(), c.value.clone())));
+    // The state the client shares with the agent: what the agent reads of the app.
+    if let Some(state) = input.state.as_ref().filter(|s| !is_empty_state(s)) {
+        let shown = serde_json::to_string_pretty(state).unwrap_or_else(|_| state.to_string());
+        context.push(("the client's shared state (JSON)".to_owned(), shown));
+    }
     let mut instruction = text_only(&last.content, &last.id)?;
     if !context.is_empty() {
         instruction.push_str("\n\nContext:");
@@ -56,6 +62,16 @@ pub fn run_input(input: &RunAgentInput) -> Result<RunInput, ApiError> {
         run = run.model(model);
     }
     Ok(run)
+}
+
+/// Whether `state` says nothing: null, or an empty object or list.
+fn is_empty_state(state: &Value) -> bool {
+    match state {
+        Value::Null => true,
+        Value::Object(map) => map.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        _ => false,
+    }
 }
 
 /// The model `forwardedProps.modelSelection` names: a string (`"anthropic/claude-x"`),
@@ -228,6 +244,24 @@ mod tests {
             "consecutive results share one message"
         );
         assert_eq!(run.history[3].text(), "It says alpha.");
+    }
+
+    #[test]
+    fn the_clients_shared_state_is_context_the_agent_reads() {
+        let input = |state: Value| {
+            parse(json!({
+                "threadId": "t", "runId": "r", "state": state,
+                "messages": [{"id": "u", "role": "user", "content": "what is in my cart?"}],
+            }))
+        };
+        let run = run_input(&input(json!({"cart": ["apples"], "total": 3}))).expect("maps");
+        assert!(
+            run.instruction.starts_with("what is in my cart?\n\nContext:\n\n## the client's shared state (JSON)\n")
+        );
+        assert!(run.instruction.contains("\"cart\": [\n    \"apples\"\n  ]"), "{}", run.instruction);
+        for nothing in [json!(null), json!({}), json!([])] {
+            assert_eq!(run_input(&input(nothing)).expect("maps").instruction, "what is in my cart?");
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@
 // it, and an ordering error rejects the run.
 //
 // Usage: node client.mjs '<plan>' with plan =
-//   {"modules": "<node_modules dir>", "url": "...", "threadId": "...",
+//   {"modules": "<node_modules dir>", "url": "...", "threadId": "...", "state"?: {...},
 //    "runs": [{"message"?: "text", "runId"?, "forwardedProps"?, "context"?,
 //              "resume"?: {"status": "resolved"|"cancelled", "payload"?, "ids"?},
 //              "abortAfter"?: "<event type>"}]}
@@ -40,7 +40,12 @@ if (typeof verifyEvents !== "function") {
   process.exit(1);
 }
 
-const agent = new HttpAgent({ url: plan.url, threadId: plan.threadId, headers: plan.headers ?? {} });
+const agent = new HttpAgent({
+  url: plan.url,
+  threadId: plan.threadId,
+  headers: plan.headers ?? {},
+  ...(plan.state === undefined ? {} : { initialState: plan.state }),
+});
 for (const [n, step] of plan.runs.entries()) {
   if (step.message !== undefined) {
     agent.addMessage({ id: `user-${n}`, role: "user", content: step.message });

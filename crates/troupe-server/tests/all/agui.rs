@@ -497,3 +497,21 @@ async fn a_client_that_detaches_leaves_its_run_going() {
     assert!(served.mock.abandoned_streams().is_empty(), "the model answered to the end");
     served.shutdown.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clients_shared_state_reaches_the_model() {
+    let Some(modules) = client_modules("the_clients_shared_state_reaches_the_model") else { return };
+    let served = serve([MockTurn::text("You have apples.")]).await;
+    let plan = json!({
+        "url": format!("{}/agui/coder", served.url),
+        "threadId": "thread-state",
+        "state": {"cart": ["apples"], "total": 3},
+        "runs": [{"message": "What is in my cart?"}],
+    });
+    let lines = run_client(&modules, plan).await;
+    assert_clean(&lines);
+    done(&lines, 0);
+    let sent = served.mock.requests()[0].body.to_string();
+    assert!(sent.contains("shared state") && sent.contains("apples"), "the model reads the state: {sent}");
+    served.shutdown.cancel();
+}
