@@ -285,3 +285,20 @@ async fn mcp_serve_over_http_answers_the_python_sdk_behind_the_token() {
     let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await.expect("it exits").expect("status");
     assert!(status.success(), "{status}");
 }
+
+#[test]
+fn mcp_serve_over_http_refuses_a_public_address_without_a_token() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let conf = cwd.path().join("conf");
+    write(&conf.join("agents/echo.toml"), &agent_file("echo", "Answers.", &["grep"], ""));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["mcp", "serve", "--http", "0.0.0.0:0", "--config-dir"])
+        .arg(&conf)
+        .current_dir(cwd.path())
+        .env_clear()
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("TROUPE_SERVER_TOKEN"), "{stderr}");
+}

@@ -108,6 +108,11 @@ async fn two_servers_on_one_store(store: &[&str]) {
         client.get(format!("{}/v1/runs", second.url)).send().await.expect("request").json().await.expect("json");
     let ids: Vec<&str> = listed["runs"].as_array().expect("runs").iter().filter_map(|r| r["run_id"].as_str()).collect();
     assert!(ids.contains(&ended.as_str()) && ids.contains(&waiting.as_str()), "{listed}");
+    // Its live events stream only where it is held.
+    let elsewhere = client.get(format!("{}/v1/runs/{waiting}/events", second.url)).send().await.expect("request");
+    assert_eq!(elsewhere.status(), 409);
+    let body: serde_json::Value = elsewhere.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "run_elsewhere", "{body}");
     std::thread::sleep(Duration::from_millis(1500));
     assert!(!second.said(&format!("resumed run {waiting}")), "a held run stays with its holder: {:?}", second.lines());
     let working = post_run(&client, &first.url, "echo", "hello again").await;

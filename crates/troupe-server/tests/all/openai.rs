@@ -110,7 +110,7 @@ async fn bad_requests_are_the_sdks_typed_errors_and_start_no_run() {
     assert_eq!(case("unknown_model")["raised"], "NotFoundError");
     assert_eq!(case("unknown_model")["code"], "model_not_found");
     assert_eq!(case("responses_unknown_model")["raised"], "NotFoundError");
-    for name in ["empty", "tool_role", "image"] {
+    for name in ["empty", "tool_role", "image", "last_not_user"] {
         let refused = case(name);
         assert_eq!(refused["raised"], "BadRequestError", "{refused}");
         assert_eq!(refused["status"], 400, "{refused}");
@@ -153,4 +153,16 @@ async fn a_run_waiting_for_an_approval_ends_the_completion_naming_the_call() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("the approved run did not end");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_fails_is_an_error_the_sdk_raises() {
+    let Some(python) = python("a_run_that_fails_is_an_error_the_sdk_raises") else { return };
+    let served = serve(ServerConfig::default(), [MockTurn::status(400, "the request is malformed")]).await;
+    let out = scenario(&python, "failed", &served.url).await;
+    let failed = last(&out, "failed");
+    assert_eq!(failed["status"], 502, "{failed}");
+    assert_eq!(failed["code"], "run_failed", "{failed}");
+    assert!(failed["message"].as_str().is_some_and(|m| m.contains("malformed")), "{failed}");
+    served.shutdown.cancel();
 }

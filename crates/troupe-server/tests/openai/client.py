@@ -109,6 +109,9 @@ def refusals(c):
             messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}],
         ),
         "responses_unknown_model": lambda: c.responses.create(model="nobody", input="hi"),
+        "last_not_user": lambda: c.chat.completions.create(
+            model="coder", messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+        ),
     }
     for name, call in cases.items():
         try:
@@ -116,6 +119,14 @@ def refusals(c):
             emit("refusal", case=name, raised=None)
         except openai.APIStatusError as e:
             emit("refusal", case=name, raised=type(e).__name__, status=e.status_code, code=e.code, message=e.message)
+
+
+def failed(c):
+    try:
+        c.chat.completions.create(model="coder", messages=[{"role": "user", "content": "hi"}])
+        emit("failed", raised=None)
+    except openai.APIStatusError as e:
+        emit("failed", raised=type(e).__name__, status=e.status_code, code=e.code, message=e.message)
 
 
 def approval(c):
@@ -132,6 +143,7 @@ SCENARIOS = {
     "responses_stream": responses_stream,
     "refusals": refusals,
     "approval": approval,
+    "failed": failed,
 }
 
 
