@@ -339,6 +339,10 @@ async fn adopt_once(
         if shutdown.is_cancelled() {
             break;
         }
+        // Taking the lease again would fence out this server's own run of it.
+        if hub.get(&run.id).is_some() {
+            continue;
+        }
         match agent.resume_run(&run.id).await {
             Ok(handle) => {
                 eprintln!("resumed run {} ({})", run.id, run.agent);
@@ -359,6 +363,9 @@ async fn adoptable(
 ) -> Result<Vec<troupe::store::RunSummary>, troupe::store::StoreError> {
     let mut runs = store.list_runs(&RunFilter { status: Some(RunStatus::Running), ..RunFilter::default() }).await?;
     runs.extend(store.list_runs(&RunFilter { status: Some(RunStatus::Paused), ..RunFilter::default() }).await?);
+    // A run that paused between the two lists is in both: it is adopted once.
+    let mut seen = std::collections::HashSet::new();
+    runs.retain(|run| seen.insert(run.id.clone()));
     let queue = store.queue().await?;
     let now = troupe::store::now_millis();
     Ok(runs
