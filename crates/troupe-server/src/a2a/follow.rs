@@ -87,6 +87,14 @@ impl Follow {
                 last_chunk: true,
                 metadata: None,
             }),
+            Update::Chunk { artifact, append } => StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id,
+                context_id,
+                artifact,
+                append,
+                last_chunk: false,
+                metadata: None,
+            }),
         }
     }
 

@@ -35,6 +35,15 @@ pub enum Update {
     Status(TaskStatus),
     /// The task produced this artifact (whole: one chunk, the last).
     Artifact(Artifact),
+    /// A piece of the answer as the agent writes it, to the answer artifact: the first
+    /// creates it, the next ones (`append`) add to it; the whole answer replaces it at
+    /// the end.
+    Chunk {
+        /// The piece.
+        artifact: Artifact,
+        /// Whether it adds to the pieces before it.
+        append: bool,
+    },
 }
 
 /// A task, as folded so far from its run's events.
@@ -49,6 +58,8 @@ pub struct TaskProjection {
     history: Vec<Message>,
     /// Assistant messages being written: (run, message id, text so far).
     drafts: Vec<(String, String, String)>,
+    /// Whether pieces of the answer were streamed since it last ended.
+    streaming: bool,
     pending: Vec<PauseReason>,
 }
 
@@ -64,6 +75,7 @@ impl TaskProjection {
             artifacts: Vec::new(),
             history: Vec::new(),
             drafts: Vec::new(),
+            streaming: false,
             pending: Vec::new(),
         }
     }
@@ -164,6 +176,17 @@ impl TaskProjection {
             AgentEventKind::MessageDelta { message_id, delta } => {
                 if let Some(draft) = self.drafts.iter_mut().find(|(r, m, _)| r == run && m == message_id) {
                     draft.2.push_str(delta);
+                }
+                // The run's own text streams into the answer artifact while the task works.
+                if own && !delta.is_empty() && !self.state.is_interrupted() {
+                    let artifact = Artifact {
+                        artifact_id: ANSWER_ARTIFACT.to_owned(),
+                        name: Some(ANSWER_ARTIFACT.to_owned()),
+                        parts: vec![Part::text(delta)],
+                        ..Artifact::default()
+                    };
+                    updates.push(Update::Chunk { artifact, append: self.streaming });
+                    self.streaming = true;
                 }
             }
             AgentEventKind::MessageEnd { message_id } => {

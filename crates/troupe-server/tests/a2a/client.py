@@ -75,6 +75,7 @@ def describe(response):
             "id": update.task_id,
             "artifactId": update.artifact.artifact_id,
             "text": get_artifact_text(update.artifact),
+            "append": update.append,
             "lastChunk": update.last_chunk,
         }
     return {"kind": kind or "nothing", "text": get_message_text(response.message)}

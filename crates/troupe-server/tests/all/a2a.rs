@@ -91,11 +91,12 @@ async fn the_reference_client_reads_the_card_and_gets_answers_sent_and_streamed(
     assert!(context.as_str().is_some_and(|c| c.starts_with("ctx-")), "a new context: {context}");
     assert!(streamed.iter().all(|s| &s["contextId"] == context || s["kind"] == "artifact_update"));
     assert!(streamed.iter().any(|s| s["kind"] == "status_update" && s["state"] == "TASK_STATE_WORKING"));
-    let answer = streamed.iter().find(|s| s["kind"] == "artifact_update").expect("the answer artifact");
+    let answer = streamed.iter().rev().find(|s| s["kind"] == "artifact_update").expect("the answer artifact");
     assert_eq!(
         (&answer["artifactId"], &answer["text"], &answer["lastChunk"]),
         (&json!("answer"), &json!("Hello again."), &json!(true))
     );
+    assert_streamed_in_chunks(&streamed, "Hello again.");
     let end = streamed.last().expect("items");
     assert_eq!((&end["kind"], &end["state"]), (&json!("status_update"), &json!("TASK_STATE_COMPLETED")));
 }
@@ -140,8 +141,9 @@ async fn an_approval_pauses_the_task_and_a_follow_up_message_approves_it() {
     let resumed = lines(&out, "second");
     assert_eq!(resumed[0]["kind"], "task");
     assert_eq!(resumed[0]["state"], "TASK_STATE_WORKING", "decided, so working again");
-    let answer = resumed.iter().find(|s| s["kind"] == "artifact_update").expect("an answer");
+    let answer = resumed.iter().rev().find(|s| s["kind"] == "artifact_update").expect("an answer");
     assert_eq!(answer["text"], "Wrote notes.md.");
+    assert_eq!(answer["lastChunk"], true);
     assert_eq!(resumed.last().expect("items")["state"], "TASK_STATE_COMPLETED");
     assert!(resumed.iter().all(|s| s["id"] == paused["id"]), "the same task goes on");
     let written = std::fs::read_to_string(served.workspace.path().join("notes.md")).expect("the file was written");
@@ -467,4 +469,17 @@ async fn cancelling_a_member_cancels_its_remote_task_streaming_or_not() {
         let outcome = run.view().end.map(|e| e.outcome);
         assert_eq!(outcome, Some(troupe_core::RunOutcomeKind::Cancelled), "streaming: {streaming}");
     }
+}
+
+/// The answer came in pieces while the task worked: the first creates the `answer`
+/// artifact, the next ones append to it, none is the last, and together they are `answer`
+/// (the last update, whole, replaces them).
+fn assert_streamed_in_chunks(streamed: &[&Value], answer: &str) {
+    let chunks: Vec<&Value> =
+        streamed.iter().copied().filter(|s| s["kind"] == "artifact_update" && s["lastChunk"] == false).collect();
+    assert!(chunks.len() > 1, "the answer streamed in pieces: {streamed:#?}");
+    assert_eq!(chunks[0]["append"], false, "the first piece creates the artifact");
+    assert!(chunks[1..].iter().all(|c| c["append"] == true), "the next ones append: {chunks:#?}");
+    let text: String = chunks.iter().filter_map(|c| c["text"].as_str()).collect();
+    assert_eq!(text, answer);
 }
