@@ -56,9 +56,15 @@
 // Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+// The statement macros first: the modules after them use them.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[macro_use]
+mod sql;
 mod chain;
 mod error;
 mod open;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod ops;
 mod record;
 mod repository;
 pub mod schema;

@@ -249,20 +249,6 @@ pub trait WorkItemRepository: Send + Sync {
     fn purge_finished_work<'a>(&'a self, queue: &'a str) -> StoreFuture<'a, u64>;
 }
 
-/// The words of a memory query, at most eight, each a `LIKE` pattern with `%`, `_` and
-/// `\\` escaped.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) fn memory_patterns(query: &str) -> Vec<String> {
-    query
-        .split_whitespace()
-        .take(8)
-        .map(|word| {
-            let escaped = word.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
-            format!("%{escaped}%")
-        })
-        .collect()
-}
-
 /// A whole store: every repository, on one database.
 pub trait Store:
     RunRepository

@@ -10,21 +10,16 @@
 //! row.
 
 mod connect;
-mod log;
-mod memory;
-mod queue;
-mod runs;
-mod schedules;
+mod link;
+mod repositories;
 #[cfg(test)]
 mod tests;
-mod work;
 
 use crate::error::StoreError;
-use crate::record::{Lease, Millis, NewRun, RunStatus, StoreInfo};
+use crate::ops;
+use crate::record::{Lease, Millis, NewRun, StoreInfo};
 use crate::repository::{Store, StoreFuture};
-use serde_json::Value;
-use sqlx::Row;
-use sqlx::postgres::{PgConnection, PgPool, PgRow, Postgres};
+use sqlx::postgres::PgPool;
 use std::time::Duration;
 
 /// A store on a PostgreSQL database (or one schema of it).
@@ -82,8 +77,9 @@ impl Store for PostgresStore {
     ) -> StoreFuture<'a, Lease> {
         Box::pin(async move {
             let mut tx = self.pool.begin().await.map_err(db)?;
-            runs::insert_run(&mut tx, &run, now).await?;
-            let lease = queue::acquire_on(&mut *tx, &run.id, owner, ttl, now)
+            let mut conn = link::Pg::Conn(&mut tx);
+            ops::runs::insert_run(&mut conn, &run, now).await?;
+            let lease = ops::queue::acquire(&mut conn, &run.id, owner, ttl, now)
                 .await?
                 .ok_or_else(|| StoreError::LeaseLost { run_id: run.id.clone(), owner: owner.to_owned() })?;
             tx.commit().await.map_err(db)?;
@@ -94,55 +90,4 @@ impl Store for PostgresStore {
 
 fn db(error: sqlx::Error) -> StoreError {
     StoreError::database(error)
-}
-
-fn is_unique_violation(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(e) if e.is_unique_violation())
-}
-
-fn is_foreign_key_violation(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(e) if e.is_foreign_key_violation())
-}
-
-/// Column `column` of `row`; a value of the wrong type is a [`StoreError::Decode`].
-fn get<'r, T>(row: &'r PgRow, column: &str) -> Result<T, StoreError>
-where
-    T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
-{
-    row.try_get(column).map_err(|e| StoreError::decode(format!("column `{column}`"), e))
-}
-
-/// A JSON document stored as text.
-fn json_column(row: &PgRow, column: &str, what: impl FnOnce() -> String) -> Result<Value, StoreError> {
-    let text: String = get(row, column)?;
-    serde_json::from_str(&text).map_err(|e| StoreError::decode(what(), e))
-}
-
-fn parse_status(name: &str, what: impl FnOnce() -> String) -> Result<RunStatus, StoreError> {
-    RunStatus::parse(name).ok_or_else(|| StoreError::decode(what(), format!("unknown run status `{name}`")))
-}
-
-/// `now + ttl` in milliseconds, saturating.
-fn expiry(now: i64, ttl: Duration) -> i64 {
-    now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// Holds `lease`'s queue row for the rest of the transaction (a takeover waits for it);
-/// [`StoreError::LeaseLost`] unless the lease is still the run's.
-async fn hold_fence(conn: &mut PgConnection, lease: &Lease) -> Result<(), StoreError> {
-    let held = sqlx::query("SELECT 1 FROM run_queue WHERE run_id = $1 AND owner = $2 AND epoch = $3 FOR SHARE")
-        .bind(&lease.run_id)
-        .bind(&lease.owner)
-        .bind(lease.epoch)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(db)?;
-    match held {
-        Some(_) => Ok(()),
-        None => Err(lease_lost(&lease.run_id, lease)),
-    }
-}
-
-fn lease_lost(run_id: &str, lease: &Lease) -> StoreError {
-    StoreError::LeaseLost { run_id: run_id.to_owned(), owner: lease.owner.clone() }
 }

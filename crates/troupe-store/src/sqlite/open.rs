@@ -3,6 +3,7 @@
 
 use crate::error::StoreError;
 use crate::schema::{APPLICATION, SCHEMA_VERSION, SQLITE_MIGRATIONS};
+use crate::sql::Columns;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Connection, SqliteConnection, SqlitePool};
 use std::io::Read;
@@ -174,8 +175,8 @@ async fn troupe_version(conn: &mut SqliteConnection, location: &str) -> Result<i
     let mut application = None;
     let mut version = None;
     for row in &rows {
-        let key: String = super::column(row, "key")?;
-        let value: String = super::column(row, "value").map_err(|_| foreign())?;
+        let key = row.text("key")?;
+        let value = row.text("value").map_err(|_| foreign())?;
         match key.as_str() {
             "application" => application = Some(value),
             _ => version = Some(value),

@@ -1,0 +1,82 @@
+//! The evidence log and the conversations: the two append-only records.
+
+use super::decode;
+use super::queue::hold_fence;
+use crate::error::StoreError;
+use crate::record::{ConversationTurn, EvidenceEntry, Lease};
+use crate::sql::{Conn, Failure, Param, Statement};
+
+const INSERT_EVIDENCE: Statement = statement!(
+    "INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+);
+
+const EVIDENCE: Statement = statement!(
+    "SELECT run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash FROM evidence \
+     WHERE run_id = $1 AND seq > $2 ORDER BY seq"
+);
+
+const LAST_EVIDENCE: Statement = statement!(
+    "SELECT run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash FROM evidence \
+     WHERE run_id = $1 ORDER BY seq DESC LIMIT 1"
+);
+
+const CONVERSATION: Statement = statement!(
+    "SELECT conversation_id, seq, run_id, role, message, recorded_at FROM conversation_turns \
+     WHERE conversation_id = $1 ORDER BY seq"
+);
+
+/// Appends one sealed entry; its payload is stored as the very text that was hashed.
+/// [`StoreError::EvidenceConflict`] if its sequence number is taken.
+pub(crate) async fn insert_evidence(conn: &mut impl Conn, entry: &EvidenceEntry) -> Result<(), StoreError> {
+    let payload = entry.payload.to_string();
+    let params = [
+        Param::Text(&entry.run_id),
+        Param::Int(entry.seq),
+        Param::Text(entry.kind.as_str()),
+        Param::OptText(entry.call_id.as_deref()),
+        Param::Text(&payload),
+        Param::Int(entry.recorded_at),
+        Param::Text(&entry.prev_hash),
+        Param::Text(&entry.hash),
+    ];
+    conn.execute(&INSERT_EVIDENCE, &params).await.map_err(|e| {
+        e.when(Failure::Unique, || StoreError::EvidenceConflict { run_id: entry.run_id.clone(), seq: entry.seq })
+    })?;
+    Ok(())
+}
+
+/// Appends `entries`, with `fence` only while its lease is held (and only to its own run);
+/// one transaction, which the caller opened.
+pub(crate) async fn append(
+    conn: &mut impl Conn,
+    entries: &[EvidenceEntry],
+    fence: Option<&Lease>,
+) -> Result<(), StoreError> {
+    if let Some(lease) = fence {
+        let foreign = entries.iter().find(|e| e.run_id != lease.run_id);
+        hold_fence(conn, lease, foreign.map_or(lease.run_id.as_str(), |e| e.run_id.as_str())).await?;
+    }
+    for entry in entries {
+        insert_evidence(conn, entry).await?;
+    }
+    Ok(())
+}
+
+/// The run's entries after `after`, in order.
+pub(crate) async fn evidence(conn: &mut impl Conn, run_id: &str, after: i64) -> Result<Vec<EvidenceEntry>, StoreError> {
+    Ok(conn.fetch_all(&EVIDENCE, &[Param::Text(run_id), Param::Int(after)], decode::evidence_entry).await?)
+}
+
+/// The run's newest entry.
+pub(crate) async fn last_evidence(conn: &mut impl Conn, run_id: &str) -> Result<Option<EvidenceEntry>, StoreError> {
+    Ok(conn.fetch_optional(&LAST_EVIDENCE, &[Param::Text(run_id)], decode::evidence_entry).await?)
+}
+
+/// The conversation's turns, oldest first.
+pub(crate) async fn conversation(
+    conn: &mut impl Conn,
+    conversation_id: &str,
+) -> Result<Vec<ConversationTurn>, StoreError> {
+    Ok(conn.fetch_all(&CONVERSATION, &[Param::Text(conversation_id)], decode::conversation_turn).await?)
+}

@@ -1,0 +1,245 @@
+//! Runs, their transitions and their signals; checkpoints.
+
+use super::decode;
+use super::evidence::insert_evidence;
+use super::queue::{enqueue, hold_fence, release};
+use crate::error::StoreError;
+use crate::record::{
+    Checkpoint, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, StoredSignal, Transition,
+};
+use crate::sql::{Conn, Dialect, Failure, Param, Statement};
+use serde_json::Value;
+
+const INSERT_RUN: Statement = statement!(
+    "INSERT INTO runs (id, agent, status, activity, conversation_id, parent_run_id, input, state, signal_seq, \
+     transition_seq, created_at, updated_at) VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, 0, 1, $8, $8)"
+);
+
+const INSERT_TRANSITION: Statement =
+    statement!("INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) VALUES ($1, $2, $3, $4, $5)");
+
+const LOAD_RUN: Statement = statement!(
+    "SELECT id, agent, status, activity, conversation_id, parent_run_id, input, state, created_at, updated_at, \
+     COALESCE(h.seq, 0) AS evidence_seq, COALESCE(h.hash, '') AS evidence_hash \
+     FROM runs LEFT JOIN evidence_heads h ON h.run_id = runs.id WHERE id = $1"
+);
+
+const LIST_RUNS: Statement = statement!(
+    "SELECT id, agent, status, activity, conversation_id, parent_run_id, created_at, updated_at FROM runs \
+     WHERE (CAST($1 AS TEXT) IS NULL OR status = $1) AND (CAST($2 AS TEXT) IS NULL OR agent = $2) \
+       AND (CAST($3 AS TEXT) IS NULL OR conversation_id = $3) \
+       AND (CAST($5 AS TEXT) IS NULL OR parent_run_id = $5) \
+       AND (CAST($6 AS TEXT) IS NULL OR (id >= $6 AND substr(id, 1, length($6)) = $6)) \
+     ORDER BY created_at DESC, id DESC LIMIT $4"
+);
+
+const TRANSITIONS: Statement =
+    statement!("SELECT run_id, seq, from_status, to_status, at FROM run_transitions WHERE run_id = $1 ORDER BY seq");
+
+// NO KEY UPDATE, not UPDATE: inserting a signal (whose foreign key share-locks the run) need
+// not wait for the checkpoint; the bump of `signal_seq` does.
+const CHECKPOINTED_RUN: Statement =
+    statement!("SELECT status, transition_seq, signal_seq FROM runs WHERE id = $1", lock("FOR NO KEY UPDATE"), "");
+
+const SAVE_RUN: Statement = statement!(
+    "UPDATE runs SET status = $2, activity = $3, state = $4, updated_at = $5, \
+     transition_seq = transition_seq + $6 WHERE id = $1"
+);
+
+const CONSUME_SIGNALS: Statement =
+    statement!("UPDATE signals SET consumed_at = $3 WHERE run_id = $1 AND seq <= $2 AND consumed_at IS NULL");
+
+/// Only a run that may still apply a signal takes one: bumping its counter locks its row,
+/// which orders concurrent senders.
+const BUMP_SIGNAL_SEQ: Statement = statement!(
+    "UPDATE runs SET signal_seq = signal_seq + 1 WHERE id = $1 AND status IN ('queued', 'running', 'paused') \
+     RETURNING signal_seq AS seq"
+);
+
+const INSERT_SIGNAL: Statement = statement!(
+    "INSERT INTO signals (run_id, seq, kind, payload, sent_at, consumed_at) VALUES ($1, $2, $3, $4, $5, NULL)"
+);
+
+/// [`BUMP_SIGNAL_SEQ`] and [`INSERT_SIGNAL`] in one statement, where the dialect allows it.
+const BUMP_AND_INSERT_SIGNAL: Statement = statement!(
+    "WITH bumped AS (UPDATE runs SET signal_seq = signal_seq + 1 \
+     WHERE id = $1 AND status IN ('queued', 'running', 'paused') RETURNING signal_seq) \
+     INSERT INTO signals (run_id, seq, kind, payload, sent_at, consumed_at) \
+     SELECT $1, signal_seq, $2, $3, $4, NULL FROM bumped RETURNING seq"
+);
+
+const RUN_STATUS: Statement = statement!("SELECT status FROM runs WHERE id = $1");
+
+const PENDING_SIGNALS: Statement = statement!(
+    "SELECT run_id, seq, kind, payload, sent_at, consumed_at FROM signals \
+     WHERE run_id = $1 AND seq > $2 AND consumed_at IS NULL ORDER BY seq"
+);
+
+const SIGNALS: Statement =
+    statement!("SELECT run_id, seq, kind, payload, sent_at, consumed_at FROM signals WHERE run_id = $1 ORDER BY seq");
+
+/// Creates `run` with its first transition, enqueued at `now` when it is queued.
+/// [`StoreError::RunExists`] if the id is taken.
+pub(crate) async fn insert_run(conn: &mut impl Conn, run: &NewRun, now: Millis) -> Result<(), StoreError> {
+    let (input, state) = (run.input.to_string(), run.state.to_string());
+    conn.execute(
+        &INSERT_RUN,
+        &[
+            Param::Text(&run.id),
+            Param::Text(&run.agent),
+            Param::Text(run.status.as_str()),
+            Param::OptText(run.conversation_id.as_deref()),
+            Param::OptText(run.parent_run_id.as_deref()),
+            Param::Text(&input),
+            Param::Text(&state),
+            Param::Int(now),
+        ],
+    )
+    .await
+    .map_err(|e| e.when(Failure::Unique, || StoreError::RunExists { run_id: run.id.clone() }))?;
+    insert_transition(conn, &run.id, 1, None, run.status, now).await?;
+    if run.status == RunStatus::Queued {
+        enqueue(conn, &run.id, now).await?;
+    }
+    Ok(())
+}
+
+async fn insert_transition(
+    conn: &mut impl Conn,
+    run_id: &str,
+    seq: i64,
+    from: Option<RunStatus>,
+    to: RunStatus,
+    at: Millis,
+) -> Result<(), StoreError> {
+    let params = [
+        Param::Text(run_id),
+        Param::Int(seq),
+        Param::OptText(from.map(RunStatus::as_str)),
+        Param::Text(to.as_str()),
+        Param::Int(at),
+    ];
+    conn.execute(&INSERT_TRANSITION, &params).await?;
+    Ok(())
+}
+
+/// The run `run_id`, with the head of its evidence.
+pub(crate) async fn load_run(conn: &mut impl Conn, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+    Ok(conn.fetch_optional(&LOAD_RUN, &[Param::Text(run_id)], decode::run_record).await?)
+}
+
+/// The runs `filter` selects, newest first.
+pub(crate) async fn list_runs(conn: &mut impl Conn, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+    // No limit: a limit no store reaches.
+    let limit = if filter.limit == 0 { i64::MAX } else { i64::from(filter.limit) };
+    let params = [
+        Param::OptText(filter.status.map(RunStatus::as_str)),
+        Param::OptText(filter.agent.as_deref()),
+        Param::OptText(filter.conversation_id.as_deref()),
+        Param::Int(limit),
+        Param::OptText(filter.parent_run_id.as_deref()),
+        Param::OptText(filter.id_prefix.as_deref()),
+    ];
+    Ok(conn.fetch_all(&LIST_RUNS, &params, decode::run_summary).await?)
+}
+
+/// The run's status changes, oldest first.
+pub(crate) async fn transitions(conn: &mut impl Conn, run_id: &str) -> Result<Vec<Transition>, StoreError> {
+    Ok(conn.fetch_all(&TRANSITIONS, &[Param::Text(run_id)], decode::transition).await?)
+}
+
+/// Saves `checkpoint`; one transaction, which the caller opened.
+///
+/// The run's row is read first, locked where the dialect locks rows: no signal can come
+/// between that read and the commit, so the latest signal it saw is the latest at commit.
+pub(crate) async fn save_checkpoint(
+    conn: &mut impl Conn,
+    checkpoint: &Checkpoint,
+    now: Millis,
+) -> Result<SavedCheckpoint, StoreError> {
+    let run_id = checkpoint.run_id.as_str();
+    if let Some(lease) = &checkpoint.fence {
+        hold_fence(conn, lease, run_id).await?;
+    }
+    let current = conn.fetch_optional(&CHECKPOINTED_RUN, &[Param::Text(run_id)], checkpointed_run).await?;
+    let Some((from, transition_seq, signal_seq)) = current else {
+        return Err(StoreError::UnknownRun { run_id: run_id.to_owned() });
+    };
+    let from = decode::parse_status(&from, || format!("status of run `{run_id}`"))?;
+    if checkpoint.require_signals_consumed && signal_seq > checkpoint.signals_consumed_through.unwrap_or(0) {
+        return Err(StoreError::SignalsPending { run_id: run_id.to_owned() });
+    }
+    let changed = from != checkpoint.status;
+    let params = [
+        Param::Text(run_id),
+        Param::Text(checkpoint.status.as_str()),
+        Param::OptText(checkpoint.activity.as_deref()),
+        Param::Text(checkpoint.state.get()),
+        Param::Int(now),
+        Param::Int(i64::from(changed)),
+    ];
+    conn.execute(&SAVE_RUN, &params).await?;
+    if changed {
+        insert_transition(conn, run_id, transition_seq + 1, Some(from), checkpoint.status, now).await?;
+    }
+    for entry in &checkpoint.evidence {
+        insert_evidence(conn, entry).await?;
+    }
+    if let Some(through) = checkpoint.signals_consumed_through {
+        conn.execute(&CONSUME_SIGNALS, &[Param::Text(run_id), Param::Int(through), Param::Int(now)]).await?;
+    }
+    if let (true, Some(lease)) = (checkpoint.release, &checkpoint.fence) {
+        release(conn, lease, None).await?;
+    }
+    Ok(SavedCheckpoint { latest_signal: signal_seq })
+}
+
+fn checkpointed_run(row: &dyn crate::sql::Columns) -> Result<(String, i64, i64), StoreError> {
+    Ok((row.text("status")?, row.int("transition_seq")?, row.int("signal_seq")?))
+}
+
+/// Stores a signal for `run_id` under the run's next sequence number, and returns it.
+/// An ended run takes no signal it could never apply ([`StoreError::RunEnded`]).
+pub(crate) async fn insert_signal<C: Conn>(
+    conn: &mut C,
+    run_id: &str,
+    kind: &str,
+    payload: &Value,
+    now: Millis,
+) -> Result<i64, StoreError> {
+    let payload = payload.to_string();
+    let run = [Param::Text(run_id)];
+    let seq = if C::Dialect::WRITES_IN_WITH {
+        let params = [run[0], Param::Text(kind), Param::Text(&payload), Param::Int(now)];
+        conn.fetch_optional(&BUMP_AND_INSERT_SIGNAL, &params, decode::seq).await?
+    } else {
+        let seq = conn.fetch_optional(&BUMP_SIGNAL_SEQ, &run, decode::seq).await?;
+        if let Some(seq) = seq {
+            let params = [run[0], Param::Int(seq), Param::Text(kind), Param::Text(&payload), Param::Int(now)];
+            conn.execute(&INSERT_SIGNAL, &params).await?;
+        }
+        seq
+    };
+    if let Some(seq) = seq {
+        return Ok(seq);
+    }
+    let status = conn.fetch_optional(&RUN_STATUS, &run, |row| row.text("status")).await?;
+    Err(match status {
+        Some(status) => StoreError::RunEnded { run_id: run_id.to_owned(), status },
+        None => StoreError::UnknownRun { run_id: run_id.to_owned() },
+    })
+}
+
+/// The run's signals after `after` that no checkpoint consumed, in order.
+pub(crate) async fn pending_signals(
+    conn: &mut impl Conn,
+    run_id: &str,
+    after: i64,
+) -> Result<Vec<StoredSignal>, StoreError> {
+    Ok(conn.fetch_all(&PENDING_SIGNALS, &[Param::Text(run_id), Param::Int(after)], decode::signal).await?)
+}
+
+/// All of the run's signals, in order.
+pub(crate) async fn signals(conn: &mut impl Conn, run_id: &str) -> Result<Vec<StoredSignal>, StoreError> {
+    Ok(conn.fetch_all(&SIGNALS, &[Param::Text(run_id)], decode::signal).await?)
+}

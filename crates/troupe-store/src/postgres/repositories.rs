@@ -1,0 +1,324 @@
+//! The repositories on PostgreSQL: each operation of [`crate::ops`], on the pool, or in a
+//! transaction where it is more than one statement.
+//!
+//! Concurrency rests on PostgreSQL's own locks, taken by the statements themselves (see the
+//! backend's documentation).
+
+use super::link::Pg;
+use super::{PostgresStore, db};
+use crate::ops::{self, work::Held};
+use crate::record::{
+    Checkpoint, ConversationTurn, EvidenceEntry, Firing, Flush, Lease, MemoryRecord, Millis, NewRun, QueueEntry,
+    RunFilter, RunRecord, RunSummary, SavedCheckpoint, Schedule, StoredSignal, Transition,
+};
+use crate::repository::{
+    ConversationRepository, EvidenceRepository, MemoryRepository, QueueRepository, RunRepository, ScheduleRepository,
+    SignalRepository, StoreFuture, WorkItemRepository,
+};
+use crate::work::{NewWork, WorkRecord, WorkState, WorkStats};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Two-key advisory locks of troupe's conversations (the first key; the second is the
+/// conversation id's hash). Two-key locks never collide with the one-key migration lock.
+const CONVERSATION_LOCK_CLASS: i32 = 0x7472_6f75;
+
+impl PostgresStore {
+    /// The pool, as the operations take it: each statement on its own.
+    fn each(&self) -> Pg<'_> {
+        Pg::Pool(&self.pool)
+    }
+}
+
+impl RunRepository for PostgresStore {
+    fn create_run(&self, run: NewRun, now: Millis) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await.map_err(db)?;
+            ops::runs::insert_run(&mut Pg::Conn(&mut tx), &run, now).await?;
+            tx.commit().await.map_err(db)
+        })
+    }
+
+    fn load_run<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Option<RunRecord>> {
+        Box::pin(async move { ops::runs::load_run(&mut self.each(), run_id).await })
+    }
+
+    fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunSummary>> {
+        Box::pin(async move { ops::runs::list_runs(&mut self.each(), filter).await })
+    }
+
+    fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, SavedCheckpoint> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await.map_err(db)?;
+            if checkpoint.flush == Flush::WithNextFlush {
+                // The commit returns before its WAL record is flushed; a later commit that
+                // waits for its own flush takes this one with it.
+                sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await.map_err(db)?;
+            }
+            // The run's row lock holds back any signal (its bump of `signal_seq`) until
+            // this commits.
+            let saved = ops::runs::save_checkpoint(&mut Pg::Conn(&mut tx), &checkpoint, now).await?;
+            tx.commit().await.map_err(db)?;
+            Ok(saved)
+        })
+    }
+
+    fn transitions<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<Transition>> {
+        Box::pin(async move { ops::runs::transitions(&mut self.each(), run_id).await })
+    }
+}
+
+impl SignalRepository for PostgresStore {
+    fn send_signal<'a>(&'a self, run_id: &'a str, kind: &'a str, payload: Value, now: Millis) -> StoreFuture<'a, i64> {
+        Box::pin(async move { ops::runs::insert_signal(&mut self.each(), run_id, kind, &payload, now).await })
+    }
+
+    fn pending_signals<'a>(&'a self, run_id: &'a str, after: i64) -> StoreFuture<'a, Vec<StoredSignal>> {
+        Box::pin(async move { ops::runs::pending_signals(&mut self.each(), run_id, after).await })
+    }
+
+    fn signals<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<StoredSignal>> {
+        Box::pin(async move { ops::runs::signals(&mut self.each(), run_id).await })
+    }
+}
+
+impl EvidenceRepository for PostgresStore {
+    fn append_evidence<'a>(&'a self, entries: &'a [EvidenceEntry], fence: Option<&'a Lease>) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            match (entries, fence) {
+                ([], _) => Ok(()),
+                // The hot path: one statement, no transaction around it.
+                ([entry], None) => ops::evidence::insert_evidence(&mut self.each(), entry).await,
+                _ => {
+                    let mut tx = self.pool.begin().await.map_err(db)?;
+                    ops::evidence::append(&mut Pg::Conn(&mut tx), entries, fence).await?;
+                    tx.commit().await.map_err(db)
+                }
+            }
+        })
+    }
+
+    fn evidence<'a>(&'a self, run_id: &'a str, after: i64) -> StoreFuture<'a, Vec<EvidenceEntry>> {
+        Box::pin(async move { ops::evidence::evidence(&mut self.each(), run_id, after).await })
+    }
+
+    fn last_evidence<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Option<EvidenceEntry>> {
+        Box::pin(async move { ops::evidence::last_evidence(&mut self.each(), run_id).await })
+    }
+}
+
+impl ConversationRepository for PostgresStore {
+    fn append_turns<'a>(
+        &'a self,
+        conversation_id: &'a str,
+        run_id: &'a str,
+        turns: Vec<(String, Value)>,
+        now: Millis,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            if turns.is_empty() {
+                return Ok(());
+            }
+            let (roles, messages): (Vec<String>, Vec<String>) =
+                turns.into_iter().map(|(role, message)| (role, message.to_string())).unzip();
+            let mut tx = self.pool.begin().await.map_err(db)?;
+            // Numbering reads the conversation's last turn: appenders of one conversation
+            // take turns.
+            sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
+                .bind(CONVERSATION_LOCK_CLASS)
+                .bind(conversation_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+            // All the turns in one statement, numbered after the last.
+            sqlx::query(
+                "INSERT INTO conversation_turns (conversation_id, seq, run_id, role, message, recorded_at) \
+                 SELECT $1, last.seq + t.ord, $2, t.role, t.message, $3 \
+                 FROM (SELECT COALESCE(MAX(seq), 0) AS seq FROM conversation_turns WHERE conversation_id = $1) AS last, \
+                 UNNEST($4::text[], $5::text[]) WITH ORDINALITY AS t (role, message, ord)",
+            )
+            .bind(conversation_id)
+            .bind(run_id)
+            .bind(now)
+            .bind(&roles)
+            .bind(&messages)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+            tx.commit().await.map_err(db)
+        })
+    }
+
+    fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Vec<ConversationTurn>> {
+        Box::pin(async move { ops::evidence::conversation(&mut self.each(), conversation_id).await })
+    }
+}
+
+impl QueueRepository for PostgresStore {
+    fn enqueue<'a>(&'a self, run_id: &'a str, available_at: Millis) -> StoreFuture<'a, ()> {
+        Box::pin(async move { ops::queue::enqueue(&mut self.each(), run_id, available_at).await })
+    }
+
+    fn claim<'a>(&'a self, owner: &'a str, ttl: Duration, now: Millis) -> StoreFuture<'a, Option<Lease>> {
+        Box::pin(async move { ops::queue::claim(&mut self.each(), owner, ttl, now).await })
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        run_id: &'a str,
+        owner: &'a str,
+        ttl: Duration,
+        now: Millis,
+    ) -> StoreFuture<'a, Option<Lease>> {
+        Box::pin(async move { ops::queue::acquire(&mut self.each(), run_id, owner, ttl, now).await })
+    }
+
+    fn heartbeat<'a>(&'a self, lease: &'a Lease, ttl: Duration, now: Millis) -> StoreFuture<'a, Option<Lease>> {
+        Box::pin(async move { ops::queue::heartbeat(&mut self.each(), lease, ttl, now).await })
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease, requeue_at: Option<Millis>) -> StoreFuture<'a, ()> {
+        Box::pin(async move { ops::queue::release(&mut self.each(), lease, requeue_at).await })
+    }
+
+    fn queue(&self) -> StoreFuture<'_, Vec<QueueEntry>> {
+        Box::pin(async move { ops::queue::queue(&mut self.each()).await })
+    }
+}
+
+impl ScheduleRepository for PostgresStore {
+    fn put_schedule<'a>(&'a self, schedule: &'a Schedule) -> StoreFuture<'a, ()> {
+        Box::pin(async move { ops::schedules::put(&mut self.each(), schedule).await })
+    }
+
+    fn schedules(&self) -> StoreFuture<'_, Vec<Schedule>> {
+        Box::pin(async move { ops::schedules::schedules(&mut self.each()).await })
+    }
+
+    fn delete_schedule<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(async move { ops::schedules::delete(&mut self.each(), id).await })
+    }
+
+    fn due_schedules(&self, now: Millis) -> StoreFuture<'_, Vec<Schedule>> {
+        Box::pin(async move { ops::schedules::due(&mut self.each(), now).await })
+    }
+
+    fn fire_schedule<'a>(
+        &'a self,
+        id: &'a str,
+        expected: Millis,
+        next: Millis,
+        firing: Firing,
+        now: Millis,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await.map_err(db)?;
+            let fired = ops::schedules::fire(&mut Pg::Conn(&mut tx), id, expected, next, firing, now).await?;
+            // A tick already moved on leaves nothing to commit.
+            if fired {
+                tx.commit().await.map_err(db)?;
+            }
+            Ok(fired)
+        })
+    }
+}
+
+impl MemoryRepository for PostgresStore {
+    fn save_memory<'a>(&'a self, namespace: &'a str, content: &'a str, now: Millis) -> StoreFuture<'a, i64> {
+        Box::pin(async move { ops::memory::save(&mut self.each(), namespace, content, now).await })
+    }
+
+    fn search_memory<'a>(
+        &'a self,
+        namespace: &'a str,
+        query: &'a str,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<MemoryRecord>> {
+        Box::pin(async move { ops::memory::search(&mut self.each(), namespace, query, limit).await })
+    }
+}
+
+impl WorkItemRepository for PostgresStore {
+    fn enqueue_work<'a>(&'a self, item: &'a NewWork, now: Millis) -> StoreFuture<'a, WorkRecord> {
+        Box::pin(async move { ops::work::enqueue(&mut self.each(), item, now).await })
+    }
+
+    fn claim_work<'a>(
+        &'a self,
+        queue: &'a str,
+        worker: &'a str,
+        tags: &'a [String],
+        ttl: Duration,
+        now: Millis,
+    ) -> StoreFuture<'a, Option<WorkRecord>> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await.map_err(db)?;
+            let claimed = ops::work::claim(&mut Pg::Conn(&mut tx), queue, worker, tags, ttl, now).await?;
+            tx.commit().await.map_err(db)?;
+            Ok(claimed)
+        })
+    }
+
+    fn start_work<'a>(
+        &'a self,
+        queue: &'a str,
+        id: &'a str,
+        worker: &'a str,
+        now: Millis,
+    ) -> StoreFuture<'a, WorkRecord> {
+        Box::pin(async move { ops::work::start(&mut self.each(), Held { queue, id, worker, now }).await })
+    }
+
+    fn heartbeat_work<'a>(
+        &'a self,
+        queue: &'a str,
+        id: &'a str,
+        worker: &'a str,
+        ttl: Duration,
+        now: Millis,
+    ) -> StoreFuture<'a, WorkRecord> {
+        Box::pin(async move { ops::work::heartbeat(&mut self.each(), Held { queue, id, worker, now }, ttl).await })
+    }
+
+    fn complete_work<'a>(
+        &'a self,
+        queue: &'a str,
+        id: &'a str,
+        worker: &'a str,
+        result: &'a Value,
+        now: Millis,
+    ) -> StoreFuture<'a, WorkRecord> {
+        Box::pin(async move { ops::work::complete(&mut self.each(), Held { queue, id, worker, now }, result).await })
+    }
+
+    fn fail_work<'a>(
+        &'a self,
+        queue: &'a str,
+        id: &'a str,
+        worker: &'a str,
+        error: &'a str,
+        now: Millis,
+    ) -> StoreFuture<'a, WorkRecord> {
+        Box::pin(async move { ops::work::fail(&mut self.each(), Held { queue, id, worker, now }, error).await })
+    }
+
+    fn expire_work_leases<'a>(&'a self, queue: &'a str, now: Millis) -> StoreFuture<'a, u64> {
+        Box::pin(async move { ops::work::expire(&mut self.each(), queue, now).await })
+    }
+
+    fn work_item<'a>(&'a self, queue: &'a str, id: &'a str) -> StoreFuture<'a, Option<WorkRecord>> {
+        Box::pin(async move { ops::work::item(&mut self.each(), queue, id).await })
+    }
+
+    fn work_items<'a>(&'a self, queue: &'a str, state: Option<WorkState>) -> StoreFuture<'a, Vec<WorkRecord>> {
+        Box::pin(async move { ops::work::items(&mut self.each(), queue, state).await })
+    }
+
+    fn work_stats<'a>(&'a self, queue: &'a str) -> StoreFuture<'a, WorkStats> {
+        Box::pin(async move { ops::work::stats(&mut self.each(), queue).await })
+    }
+
+    fn purge_finished_work<'a>(&'a self, queue: &'a str) -> StoreFuture<'a, u64> {
+        Box::pin(async move { ops::work::purge(&mut self.each(), queue).await })
+    }
+}

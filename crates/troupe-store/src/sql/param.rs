@@ -1,0 +1,19 @@
+//! [`Param`]: a value bound to a statement.
+
+/// A value bound to a statement's placeholder. A [`Conn`](super::Conn) binds each as its
+/// driver's type.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Param<'a> {
+    /// Text.
+    Text(&'a str),
+    /// Text or `NULL`.
+    OptText(Option<&'a str>),
+    /// An integer.
+    Int(i64),
+    /// An integer or `NULL`.
+    OptInt(Option<i64>),
+    /// A boolean.
+    Bool(bool),
+    /// A list of strings: a `text[]` in PostgreSQL, a JSON array as text in SQLite.
+    Texts(&'a [String]),
+}
