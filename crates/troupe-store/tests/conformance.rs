@@ -65,6 +65,7 @@ conformance_tests! {
     evidence::checkpoint_evidence_is_atomic_with_state,
     conversations::turns_from_two_runs_read_in_order,
     conversations::concurrent_appends_keep_batches_whole,
+    conversations::messages_read_back_as_appended,
     queue::enqueue_claim_heartbeat_release,
     queue::claim_respects_availability_and_order,
     queue::enqueue_leaves_a_leased_run_with_its_holder,

@@ -19,10 +19,6 @@ use crate::work::{NewWork, WorkRecord, WorkState, WorkStats};
 use serde_json::Value;
 use std::time::Duration;
 
-/// Two-key advisory locks of troupe's conversations (the first key; the second is the
-/// conversation id's hash). Two-key locks never collide with the one-key migration lock.
-const CONVERSATION_LOCK_CLASS: i32 = 0x7472_6f75;
-
 impl PostgresStore {
     /// The pool, as the operations take it: each statement on its own.
     fn each(&self) -> Pg<'_> {
@@ -119,32 +115,8 @@ impl ConversationRepository for PostgresStore {
             if turns.is_empty() {
                 return Ok(());
             }
-            let (roles, messages): (Vec<String>, Vec<String>) =
-                turns.into_iter().map(|(role, message)| (role, message.to_string())).unzip();
             let mut tx = self.pool.begin().await.map_err(db)?;
-            // Numbering reads the conversation's last turn: appenders of one conversation
-            // take turns.
-            sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
-                .bind(CONVERSATION_LOCK_CLASS)
-                .bind(conversation_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(db)?;
-            // All the turns in one statement, numbered after the last.
-            sqlx::query(
-                "INSERT INTO conversation_turns (conversation_id, seq, run_id, role, message, recorded_at) \
-                 SELECT $1, last.seq + t.ord, $2, t.role, t.message, $3 \
-                 FROM (SELECT COALESCE(MAX(seq), 0) AS seq FROM conversation_turns WHERE conversation_id = $1) AS last, \
-                 UNNEST($4::text[], $5::text[]) WITH ORDINALITY AS t (role, message, ord)",
-            )
-            .bind(conversation_id)
-            .bind(run_id)
-            .bind(now)
-            .bind(&roles)
-            .bind(&messages)
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
+            ops::evidence::append_turns(&mut Pg::Conn(&mut tx), conversation_id, run_id, &turns, now).await?;
             tx.commit().await.map_err(db)
         })
     }

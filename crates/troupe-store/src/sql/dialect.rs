@@ -10,6 +10,11 @@ pub(crate) trait Dialect {
     /// then reads: two writes in one statement, one round trip.
     const WRITES_IN_WITH: bool;
 
+    /// Whether writers run at once, each locking what it must read unchanged (PostgreSQL's
+    /// rows, its advisory locks), or one at a time under the database's write lock
+    /// (SQLite), with nothing of their own to lock.
+    const LOCKS_ROWS: bool;
+
     /// The statement's text in this dialect.
     fn text(statement: &Statement) -> &Cow<'static, str>;
 }
@@ -22,6 +27,7 @@ pub(crate) struct Sqlite;
 #[cfg(feature = "sqlite")]
 impl Dialect for Sqlite {
     const WRITES_IN_WITH: bool = false;
+    const LOCKS_ROWS: bool = false;
 
     fn text(statement: &Statement) -> &Cow<'static, str> {
         &statement.sqlite
@@ -36,6 +42,7 @@ pub(crate) struct Postgres;
 #[cfg(feature = "postgres")]
 impl Dialect for Postgres {
     const WRITES_IN_WITH: bool = true;
+    const LOCKS_ROWS: bool = true;
 
     fn text(statement: &Statement) -> &Cow<'static, str> {
         &statement.postgres

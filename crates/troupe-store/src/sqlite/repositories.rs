@@ -109,32 +109,8 @@ impl ConversationRepository for SqliteStore {
             if turns.is_empty() {
                 return Ok(());
             }
-            // The write lock, taken up front, keeps other appenders out between the read of
-            // the last turn and the inserts.
             let mut tx = self.begin_write().await?;
-            let mut seq: i64 = sqlx::query_scalar(
-                "SELECT COALESCE(MAX(seq), 0) + 1 FROM conversation_turns WHERE conversation_id = ?",
-            )
-            .bind(conversation_id)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(StoreError::database)?;
-            for (role, message) in &turns {
-                sqlx::query(
-                    "INSERT INTO conversation_turns (conversation_id, seq, run_id, role, message, recorded_at) \
-                     VALUES (?, ?, ?, ?, ?, ?)",
-                )
-                .bind(conversation_id)
-                .bind(seq)
-                .bind(run_id)
-                .bind(role)
-                .bind(message.to_string())
-                .bind(now)
-                .execute(&mut *tx)
-                .await
-                .map_err(StoreError::database)?;
-                seq += 1;
-            }
+            ops::evidence::append_turns(&mut Pooled::Conn(&mut tx), conversation_id, run_id, &turns, now).await?;
             tx.commit().await.map_err(StoreError::database)
         })
     }

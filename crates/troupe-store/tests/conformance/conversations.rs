@@ -81,3 +81,27 @@ pub async fn concurrent_appends_keep_batches_whole(backend: Arc<dyn Backend>) {
     }
     second.close().await.expect("the second store closes");
 }
+
+/// A message reads back as it was appended, whatever its text holds (quotes, escapes,
+/// newlines, characters beyond ASCII, nesting), and a role is stored as given.
+pub async fn messages_read_back_as_appended(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let mut run = new_run("run-text", "coder", RunStatus::Running);
+    run.conversation_id = Some("conv-text".into());
+    store.create_run(run, T0).await.expect("the run is created");
+    let messages = [
+        json!({"text": "a \"quoted\" word,\na new line, a tab\t, a backslash \\ and \u{0007}"}),
+        json!({"text": "héllo wörld, 日本語, 🦀", "n": 1.5, "list": [null, true, {"k": "v"}]}),
+        json!("a bare string"),
+        json!([1, 2, 3]),
+    ];
+    let roles = ["user", "assistant", "tool \"x\"", "système"];
+    let turns: Vec<(String, serde_json::Value)> =
+        roles.iter().zip(&messages).map(|(role, message)| ((*role).to_owned(), message.clone())).collect();
+    store.append_turns("conv-text", "run-text", turns, T0 + 1).await.expect("the turns are appended");
+    let read = store.conversation("conv-text").await.expect("conversation");
+    let got: Vec<(i64, &str, &serde_json::Value)> = read.iter().map(|t| (t.seq, t.role.as_str(), &t.message)).collect();
+    let want: Vec<(i64, &str, &serde_json::Value)> =
+        (1..).zip(roles).zip(&messages).map(|((seq, role), message)| (seq, role, message)).collect();
+    assert_eq!(got, want);
+}
