@@ -7,12 +7,14 @@
 //! chooses that (a transaction of its pool, its writer thread) and nothing else. Operations
 //! that must be one transaction say so; the caller opens it.
 
+pub(crate) mod conversations;
 pub(crate) mod decode;
 pub(crate) mod evidence;
 pub(crate) mod memory;
 pub(crate) mod queue;
 pub(crate) mod runs;
 pub(crate) mod schedules;
+pub(crate) mod signals;
 pub(crate) mod work;
 
 use crate::record::Millis;

@@ -1,14 +1,14 @@
-//! Runs, their transitions and their signals; checkpoints.
+//! Runs and their transitions; checkpoints, which save a run's boundary whole.
 
 use super::decode;
 use super::evidence::insert_evidence;
-use super::queue::{enqueue, hold_fence, release};
+use super::queue::{acquire, enqueue, hold_fence, release};
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, StoredSignal, Transition,
+    Checkpoint, Lease, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, Transition,
 };
-use crate::sql::{Conn, Dialect, Failure, Param, Statement};
-use serde_json::Value;
+use crate::sql::{Conn, Failure, Param, Statement};
+use std::time::Duration;
 
 const INSERT_RUN: Statement = statement!(
     "INSERT INTO runs (id, agent, status, activity, conversation_id, parent_run_id, input, state, signal_seq, \
@@ -49,35 +49,6 @@ const SAVE_RUN: Statement = statement!(
 const CONSUME_SIGNALS: Statement =
     statement!("UPDATE signals SET consumed_at = $3 WHERE run_id = $1 AND seq <= $2 AND consumed_at IS NULL");
 
-/// Only a run that may still apply a signal takes one: bumping its counter locks its row,
-/// which orders concurrent senders.
-const BUMP_SIGNAL_SEQ: Statement = statement!(
-    "UPDATE runs SET signal_seq = signal_seq + 1 WHERE id = $1 AND status IN ('queued', 'running', 'paused') \
-     RETURNING signal_seq AS seq"
-);
-
-const INSERT_SIGNAL: Statement = statement!(
-    "INSERT INTO signals (run_id, seq, kind, payload, sent_at, consumed_at) VALUES ($1, $2, $3, $4, $5, NULL)"
-);
-
-/// [`BUMP_SIGNAL_SEQ`] and [`INSERT_SIGNAL`] in one statement, where the dialect allows it.
-const BUMP_AND_INSERT_SIGNAL: Statement = statement!(
-    "WITH bumped AS (UPDATE runs SET signal_seq = signal_seq + 1 \
-     WHERE id = $1 AND status IN ('queued', 'running', 'paused') RETURNING signal_seq) \
-     INSERT INTO signals (run_id, seq, kind, payload, sent_at, consumed_at) \
-     SELECT $1, signal_seq, $2, $3, $4, NULL FROM bumped RETURNING seq"
-);
-
-const RUN_STATUS: Statement = statement!("SELECT status FROM runs WHERE id = $1");
-
-const PENDING_SIGNALS: Statement = statement!(
-    "SELECT run_id, seq, kind, payload, sent_at, consumed_at FROM signals \
-     WHERE run_id = $1 AND seq > $2 AND consumed_at IS NULL ORDER BY seq"
-);
-
-const SIGNALS: Statement =
-    statement!("SELECT run_id, seq, kind, payload, sent_at, consumed_at FROM signals WHERE run_id = $1 ORDER BY seq");
-
 /// Creates `run` with its first transition, enqueued at `now` when it is queued.
 /// [`StoreError::RunExists`] if the id is taken.
 pub(crate) async fn insert_run(conn: &mut impl Conn, run: &NewRun, now: Millis) -> Result<(), StoreError> {
@@ -102,6 +73,19 @@ pub(crate) async fn insert_run(conn: &mut impl Conn, run: &NewRun, now: Millis) 
         enqueue(conn, &run.id, now).await?;
     }
     Ok(())
+}
+
+/// Creates `run` and takes its lease for `owner`; one transaction, which the caller opened.
+pub(crate) async fn insert_leased_run(
+    conn: &mut impl Conn,
+    run: &NewRun,
+    owner: &str,
+    ttl: Duration,
+    now: Millis,
+) -> Result<Lease, StoreError> {
+    insert_run(conn, run, now).await?;
+    let lease = acquire(conn, &run.id, owner, ttl, now).await?;
+    lease.ok_or_else(|| StoreError::LeaseLost { run_id: run.id.clone(), owner: owner.to_owned() })
 }
 
 async fn insert_transition(
@@ -196,50 +180,4 @@ pub(crate) async fn save_checkpoint(
 
 fn checkpointed_run(row: &dyn crate::sql::Columns) -> Result<(String, i64, i64), StoreError> {
     Ok((row.text("status")?, row.int("transition_seq")?, row.int("signal_seq")?))
-}
-
-/// Stores a signal for `run_id` under the run's next sequence number, and returns it.
-/// An ended run takes no signal it could never apply ([`StoreError::RunEnded`]).
-pub(crate) async fn insert_signal<C: Conn>(
-    conn: &mut C,
-    run_id: &str,
-    kind: &str,
-    payload: &Value,
-    now: Millis,
-) -> Result<i64, StoreError> {
-    let payload = payload.to_string();
-    let run = [Param::Text(run_id)];
-    let seq = if C::Dialect::WRITES_IN_WITH {
-        let params = [run[0], Param::Text(kind), Param::Text(&payload), Param::Int(now)];
-        conn.fetch_optional(&BUMP_AND_INSERT_SIGNAL, &params, decode::seq).await?
-    } else {
-        let seq = conn.fetch_optional(&BUMP_SIGNAL_SEQ, &run, decode::seq).await?;
-        if let Some(seq) = seq {
-            let params = [run[0], Param::Int(seq), Param::Text(kind), Param::Text(&payload), Param::Int(now)];
-            conn.execute(&INSERT_SIGNAL, &params).await?;
-        }
-        seq
-    };
-    if let Some(seq) = seq {
-        return Ok(seq);
-    }
-    let status = conn.fetch_optional(&RUN_STATUS, &run, |row| row.text("status")).await?;
-    Err(match status {
-        Some(status) => StoreError::RunEnded { run_id: run_id.to_owned(), status },
-        None => StoreError::UnknownRun { run_id: run_id.to_owned() },
-    })
-}
-
-/// The run's signals after `after` that no checkpoint consumed, in order.
-pub(crate) async fn pending_signals(
-    conn: &mut impl Conn,
-    run_id: &str,
-    after: i64,
-) -> Result<Vec<StoredSignal>, StoreError> {
-    Ok(conn.fetch_all(&PENDING_SIGNALS, &[Param::Text(run_id), Param::Int(after)], decode::signal).await?)
-}
-
-/// All of the run's signals, in order.
-pub(crate) async fn signals(conn: &mut impl Conn, run_id: &str) -> Result<Vec<StoredSignal>, StoreError> {
-    Ok(conn.fetch_all(&SIGNALS, &[Param::Text(run_id)], decode::signal).await?)
 }

@@ -2,7 +2,8 @@
 
 use super::decode;
 use super::queue::enqueue;
-use super::runs::{insert_run, insert_signal};
+use super::runs::insert_run;
+use super::signals::insert_signal;
 use crate::error::StoreError;
 use crate::record::{Firing, Millis, RunStatus, Schedule};
 use crate::sql::{Conn, Param, Statement};

@@ -77,11 +77,7 @@ impl Store for PostgresStore {
     ) -> StoreFuture<'a, Lease> {
         Box::pin(async move {
             let mut tx = self.pool.begin().await.map_err(db)?;
-            let mut conn = link::Pg::Conn(&mut tx);
-            ops::runs::insert_run(&mut conn, &run, now).await?;
-            let lease = ops::queue::acquire(&mut conn, &run.id, owner, ttl, now)
-                .await?
-                .ok_or_else(|| StoreError::LeaseLost { run_id: run.id.clone(), owner: owner.to_owned() })?;
+            let lease = ops::runs::insert_leased_run(&mut link::Pg::Conn(&mut tx), &run, owner, ttl, now).await?;
             tx.commit().await.map_err(db)?;
             Ok(lease)
         })

@@ -66,15 +66,15 @@ impl RunRepository for PostgresStore {
 
 impl SignalRepository for PostgresStore {
     fn send_signal<'a>(&'a self, run_id: &'a str, kind: &'a str, payload: Value, now: Millis) -> StoreFuture<'a, i64> {
-        Box::pin(async move { ops::runs::insert_signal(&mut self.each(), run_id, kind, &payload, now).await })
+        Box::pin(async move { ops::signals::insert_signal(&mut self.each(), run_id, kind, &payload, now).await })
     }
 
     fn pending_signals<'a>(&'a self, run_id: &'a str, after: i64) -> StoreFuture<'a, Vec<StoredSignal>> {
-        Box::pin(async move { ops::runs::pending_signals(&mut self.each(), run_id, after).await })
+        Box::pin(async move { ops::signals::pending_signals(&mut self.each(), run_id, after).await })
     }
 
     fn signals<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<StoredSignal>> {
-        Box::pin(async move { ops::runs::signals(&mut self.each(), run_id).await })
+        Box::pin(async move { ops::signals::signals(&mut self.each(), run_id).await })
     }
 }
 
@@ -116,13 +116,13 @@ impl ConversationRepository for PostgresStore {
                 return Ok(());
             }
             let mut tx = self.pool.begin().await.map_err(db)?;
-            ops::evidence::append_turns(&mut Pg::Conn(&mut tx), conversation_id, run_id, &turns, now).await?;
+            ops::conversations::append_turns(&mut Pg::Conn(&mut tx), conversation_id, run_id, &turns, now).await?;
             tx.commit().await.map_err(db)
         })
     }
 
     fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Vec<ConversationTurn>> {
-        Box::pin(async move { ops::evidence::conversation(&mut self.each(), conversation_id).await })
+        Box::pin(async move { ops::conversations::conversation(&mut self.each(), conversation_id).await })
     }
 }
 

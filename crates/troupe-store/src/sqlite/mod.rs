@@ -101,13 +101,7 @@ impl Store for SqliteStore {
     ) -> StoreFuture<'a, Lease> {
         let owner = owner.to_owned();
         Box::pin(self.writer.write(move |conn| {
-            link::at_once(async {
-                let mut conn = link::Writing(conn);
-                ops::runs::insert_run(&mut conn, &run, now).await?;
-                ops::queue::acquire(&mut conn, &run.id, &owner, ttl, now)
-                    .await?
-                    .ok_or_else(|| StoreError::LeaseLost { run_id: run.id.clone(), owner: owner.clone() })
-            })
+            link::at_once(ops::runs::insert_leased_run(&mut link::Writing(conn), &run, &owner, ttl, now))
         }))
     }
 }

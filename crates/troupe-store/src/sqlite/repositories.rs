@@ -62,18 +62,20 @@ impl SignalRepository for SqliteStore {
         let (run_id, kind) = (run_id.to_owned(), kind.to_owned());
         Box::pin(
             self.writer.write(move |conn| {
-                at_once(ops::runs::insert_signal(&mut Writing(conn), &run_id, &kind, &payload, now))
+                at_once(ops::signals::insert_signal(&mut Writing(conn), &run_id, &kind, &payload, now))
             }),
         )
     }
 
     fn pending_signals<'a>(&'a self, run_id: &'a str, after: i64) -> StoreFuture<'a, Vec<StoredSignal>> {
         let run_id = run_id.to_owned();
-        Box::pin(self.writer.read(move |conn| at_once(ops::runs::pending_signals(&mut Writing(conn), &run_id, after))))
+        Box::pin(
+            self.writer.read(move |conn| at_once(ops::signals::pending_signals(&mut Writing(conn), &run_id, after))),
+        )
     }
 
     fn signals<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<StoredSignal>> {
-        Box::pin(async move { ops::runs::signals(&mut self.reads(), run_id).await })
+        Box::pin(async move { ops::signals::signals(&mut self.reads(), run_id).await })
     }
 }
 
@@ -110,13 +112,13 @@ impl ConversationRepository for SqliteStore {
                 return Ok(());
             }
             let mut tx = self.begin_write().await?;
-            ops::evidence::append_turns(&mut Pooled::Conn(&mut tx), conversation_id, run_id, &turns, now).await?;
+            ops::conversations::append_turns(&mut Pooled::Conn(&mut tx), conversation_id, run_id, &turns, now).await?;
             tx.commit().await.map_err(StoreError::database)
         })
     }
 
     fn conversation<'a>(&'a self, conversation_id: &'a str) -> StoreFuture<'a, Vec<ConversationTurn>> {
-        Box::pin(async move { ops::evidence::conversation(&mut self.reads(), conversation_id).await })
+        Box::pin(async move { ops::conversations::conversation(&mut self.reads(), conversation_id).await })
     }
 }
 
