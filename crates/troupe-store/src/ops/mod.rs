@@ -6,6 +6,10 @@
 //! An operation is an `async fn` taking the connection or transaction it runs in: a backend
 //! chooses that (a transaction of its pool, its writer thread) and nothing else. Operations
 //! that must be one transaction say so; the caller opens it.
+//!
+//! Where the dialect locks rows (PostgreSQL), an operation that locks both of a run's rows
+//! locks its queue row before its run row — a fenced checkpoint, a schedule's wake — so
+//! that no two transactions wait for each other.
 
 pub(crate) mod conversations;
 pub(crate) mod decode;
