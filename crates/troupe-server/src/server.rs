@@ -40,6 +40,7 @@ impl Server {
                 config: Arc::new(config),
                 closing: CancellationToken::new(),
                 stored: None,
+                push: Arc::default(),
             },
             extra: Vec::new(),
         }

@@ -25,6 +25,8 @@ pub struct AppState {
     pub closing: CancellationToken,
     /// The store's runs, for the lookups the hub cannot answer (none without a store).
     pub stored: Option<StoredRuns>,
+    /// The A2A tasks' push-notification webhooks.
+    pub push: Arc<crate::a2a::PushRegistry>,
 }
 
 impl std::fmt::Debug for AppState {

@@ -1,5 +1,6 @@
 //! The agent card, `GET /.well-known/agent-card.json`: who this server is, where its
-//! JSON-RPC endpoint is, and one skill per agent or team it exposes.
+//! JSON-RPC endpoint and HTTP+JSON binding are, and one skill per agent or team it
+//! exposes.
 
 use super::wire::{AgentCapabilities, AgentCard, AgentInterface, AgentSkill};
 use crate::config::ServerConfig;
@@ -60,8 +61,9 @@ fn skill(target: &Target) -> AgentSkill {
 /// whether clients must send a bearer token.
 ///
 /// Its name and description are the target's when there is one, the server's otherwise.
-/// It lists the endpoint twice — as A2A 1.0 and as 0.3, the same URL speaking both — and
-/// carries the 0.3 card fields too, so either version's clients find it.
+/// It lists the JSON-RPC endpoint twice — as A2A 1.0 and as 0.3, the same URL speaking
+/// both — then the HTTP+JSON binding (1.0), and carries the 0.3 card fields too, so
+/// either version's clients find it. It offers streaming and push notifications.
 pub fn agent_card(targets: &[Target], base: &str, tokens_required: bool) -> AgentCard {
     let url = format!("{base}{RPC_PATH}");
     let (name, description) = match targets {
@@ -71,17 +73,22 @@ pub fn agent_card(targets: &[Target], base: &str, tokens_required: bool) -> Agen
             format!("A troupe server offering {} agents and teams; name one as the skill to run.", targets.len()),
         ),
     };
-    let interface = |version: &str| AgentInterface {
-        url: url.clone(),
-        protocol_binding: "JSONRPC".to_owned(),
+    let interface = |url: &str, binding: &str, version: &str| AgentInterface {
+        url: url.to_owned(),
+        protocol_binding: binding.to_owned(),
         protocol_version: version.to_owned(),
     };
+    let rest = format!("{base}{}", super::rest::REST_PATH);
     let mut card = AgentCard {
         name,
         description,
-        supported_interfaces: vec![interface("1.0"), interface("0.3")],
+        supported_interfaces: vec![
+            interface(&url, "JSONRPC", "1.0"),
+            interface(&url, "JSONRPC", "0.3"),
+            interface(&rest, "HTTP+JSON", "1.0"),
+        ],
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        capabilities: AgentCapabilities { streaming: true, push_notifications: false, extended_agent_card: false },
+        capabilities: AgentCapabilities { streaming: true, push_notifications: true, extended_agent_card: false },
         default_input_modes: vec!["text/plain".to_owned(), "application/json".to_owned()],
         default_output_modes: vec!["text/plain".to_owned()],
         skills: targets.iter().map(skill).collect(),
@@ -146,6 +153,9 @@ mod tests {
         assert_eq!(card.skills.len(), 2);
         assert_eq!(card.skills[0].tags, ["agent", "fs.read"]);
         assert_eq!(card.jsonrpc_url(), Some("http://h/a2a"));
+        let rest = &card.supported_interfaces[2];
+        assert_eq!((rest.url.as_str(), rest.protocol_binding.as_str()), ("http://h/a2a/rest", "HTTP+JSON"));
+        assert!(card.capabilities.push_notifications);
         assert!(card.security_schemes.is_empty());
         let single = agent_card(&[target("coder")], "http://h", true);
         assert_eq!(single.name, "coder");

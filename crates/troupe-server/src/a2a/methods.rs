@@ -1,32 +1,25 @@
-//! `POST /a2a`: the JSON-RPC endpoint and its methods, over the hub's runs.
+//! The A2A methods over the hub's runs, shared by both bindings (JSON-RPC in
+//! [`jsonrpc`](super::jsonrpc), HTTP+JSON in [`rest`](super::rest)): each takes its
+//! request and answers with the result in the version's shapes, or a task to stream.
 
 use super::follow::{Follow, Item};
 use super::legacy;
 use super::projection::pending_call;
+use super::push::TaskPushNotificationConfig;
 use super::reply::{self, Decision};
-use super::rpc::{
-    self, Call, Dialect, EXTENDED_AGENT_CARD_NOT_CONFIGURED, INTERNAL_ERROR, Method, PUSH_NOTIFICATION_NOT_SUPPORTED,
-    RequestId, RpcError, TASK_NOT_CANCELABLE, UNSUPPORTED_OPERATION,
-};
+use super::rpc::{Dialect, INTERNAL_ERROR, RpcError, TASK_NOT_CANCELABLE, UNSUPPORTED_OPERATION};
 use super::wire::{
     GetTaskRequest, ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task,
-    TaskIdRequest, parse_timestamp,
+    parse_timestamp,
 };
 use crate::error::ApiError;
 use crate::hub::HubRun;
 use crate::ids::checked_id;
 use crate::native::{StartRun, launch};
 use crate::state::AppState;
-use axum::Json;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
-use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use futures::channel::mpsc;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -41,111 +34,55 @@ pub const MAX_PAGE_SIZE: usize = 100;
 /// it stands.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 /// How many stream items wait for a slow client before the follower waits.
-const STREAM_BUFFER: usize = 64;
+pub(super) const STREAM_BUFFER: usize = 64;
 
 /// What a method answers: one JSON result, or a stream of them.
-enum Answer {
+pub(super) enum Answer {
+    /// The result.
     Result(Value),
+    /// The task followed, its items to be rendered in this version's shapes.
     Stream(Box<Follow>, Dialect),
 }
 
-/// `POST /a2a`.
-pub(super) async fn endpoint(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => {
-            let why = format!("the request body could not be read: {}", rejection.body_text());
-            return Json(rpc::failure(&Value::Null, &RpcError::invalid_request(why), Dialect::V1)).into_response();
-        }
-    };
-    let call = match rpc::read_call(&body) {
-        Ok(call) => call,
-        Err((id, error)) => return Json(rpc::failure(&id, &error, Dialect::V1)).into_response(),
-    };
-    let version = headers.get("a2a-version").and_then(|v| v.to_str().ok());
-    if let Err(error) = rpc::check_version(version, call.dialect) {
-        return Json(rpc::failure(&call.id, &error, call.dialect)).into_response();
-    }
-    let id = call.id.clone();
-    let dialect = call.dialect;
-    match dispatch(&state, call).await {
-        Ok(Answer::Result(result)) => Json(rpc::success(&id, result)).into_response(),
-        Ok(Answer::Stream(follow, dialect)) => stream(&state, *follow, id, dialect).into_response(),
-        Err(error) => Json(rpc::failure(&id, &error, dialect)).into_response(),
-    }
+/// The task `id` as it stands, with the latest `history_length` messages.
+pub(super) async fn get_task(state: &AppState, request: GetTaskRequest, dialect: Dialect) -> Result<Value, RpcError> {
+    let run = held(state, &request.id).await?;
+    let follow = Follow::start(&run, state.closing.child_token()).await;
+    Ok(render_task(&follow.task(history_length(request.history_length)?), dialect))
 }
 
-fn params<T: DeserializeOwned>(call: &Call) -> Result<T, RpcError> {
-    serde_json::from_value(call.params.clone()).map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))
-}
-
-async fn dispatch(state: &AppState, call: Call) -> Result<Answer, RpcError> {
-    let dialect = call.dialect;
-    match call.method {
-        Method::SendMessage | Method::SendStreamingMessage => {
-            let request: SendMessageRequest = params(&call)?;
-            send(state, request, call.method.is_streaming(), dialect).await
-        }
-        Method::GetTask => {
-            let request: GetTaskRequest = params(&call)?;
-            let run = held(state, &request.id).await?;
-            let follow = Follow::start(&run, state.closing.child_token()).await;
-            Ok(Answer::Result(render_task(&follow.task(history_length(request.history_length)?), dialect)))
-        }
-        Method::ListTasks => list(state, params(&call)?).await.map(Answer::Result),
-        Method::CancelTask => {
-            let request: TaskIdRequest = params(&call)?;
-            cancel(state, &request.id, dialect).await.map(Answer::Result)
-        }
-        Method::SubscribeToTask => {
-            let request: TaskIdRequest = params(&call)?;
-            let run = held(state, &request.id).await?;
-            let follow = Follow::start(&run, state.closing.child_token()).await;
-            if follow.projection().state().is_terminal() {
-                return Err(RpcError::new(
-                    UNSUPPORTED_OPERATION,
-                    format!("task `{}` has ended; read it with GetTask", request.id),
-                ));
-            }
-            if state.hub.get(&request.id).is_none() {
-                return Err(RpcError::new(
-                    UNSUPPORTED_OPERATION,
-                    format!(
-                        "task `{}` is held by another server: subscribe there, or read it with GetTask",
-                        request.id
-                    ),
-                ));
-            }
-            Ok(Answer::Stream(Box::new(follow), dialect))
-        }
-        Method::PushNotificationConfig => {
-            Err(RpcError::new(PUSH_NOTIFICATION_NOT_SUPPORTED, "push notifications are not offered; stream instead"))
-        }
-        Method::ExtendedAgentCard => {
-            Err(RpcError::new(EXTENDED_AGENT_CARD_NOT_CONFIGURED, "there is no extended agent card"))
-        }
+/// The stream of task `id`'s updates, from the task as it stands: refused for a task that
+/// has ended, or that another server holds (its live events are there).
+pub(super) async fn subscribe(state: &AppState, id: &str, dialect: Dialect) -> Result<Answer, RpcError> {
+    let run = held(state, id).await?;
+    let follow = Follow::start(&run, state.closing.child_token()).await;
+    if follow.projection().state().is_terminal() {
+        return Err(RpcError::new(UNSUPPORTED_OPERATION, format!("task `{id}` has ended; read it with GetTask")));
     }
+    if state.hub.get(id).is_none() {
+        return Err(RpcError::new(
+            UNSUPPORTED_OPERATION,
+            format!("task `{id}` is held by another server: subscribe there, or read it with GetTask"),
+        ));
+    }
+    Ok(Answer::Stream(Box::new(follow), dialect))
 }
 
-fn render_task(task: &Task, dialect: Dialect) -> Value {
+pub(super) fn render_task(task: &Task, dialect: Dialect) -> Value {
     match dialect {
         Dialect::V1 => serde_json::to_value(task).unwrap_or(Value::Null),
         Dialect::V03 => legacy::task(task),
     }
 }
 
-fn history_length(length: Option<i32>) -> Result<Option<usize>, RpcError> {
+pub(super) fn history_length(length: Option<i32>) -> Result<Option<usize>, RpcError> {
     length
         .map(|n| usize::try_from(n).map_err(|_| RpcError::invalid_params("`historyLength` must not be negative")))
         .transpose()
 }
 
 /// The task `id`: a run held here, or read from the store.
-async fn held(state: &AppState, id: &str) -> Result<Arc<HubRun>, RpcError> {
+pub(super) async fn held(state: &AppState, id: &str) -> Result<Arc<HubRun>, RpcError> {
     let id = checked_id("task", id).map_err(|e| RpcError::invalid_params(e.message))?;
     match state.find_run(id).await {
         Ok(Some(run)) => Ok(run),
@@ -164,15 +101,26 @@ fn refused(error: ApiError) -> RpcError {
     }
 }
 
-async fn send(
+/// Sends a message: a new task, or a follow-up to one (a decision, a message); `push`
+/// is a webhook the request asks to be told of the task's updates (checked before the task
+/// starts).
+pub(super) async fn send(
     state: &AppState,
     request: SendMessageRequest,
+    push: Option<TaskPushNotificationConfig>,
     streaming: bool,
     dialect: Dialect,
 ) -> Result<Answer, RpcError> {
+    let webhook = match push {
+        Some(config) => Some(super::push::check(config).await?),
+        None => None,
+    };
     let (run, context) = match request.message.task_id.as_deref().filter(|t| !t.is_empty()) {
         Some(task_id) => {
             let run = held(state, task_id).await?;
+            if let Some(webhook) = &webhook {
+                state.push.admit(state, &run, &webhook.config().id)?;
+            }
             continue_task(&run, &request).await?;
             (run, None)
         }
@@ -181,6 +129,9 @@ async fn send(
             (run, Some(context))
         }
     };
+    if let Some(webhook) = webhook {
+        state.push.add(state, &run, webhook)?;
+    }
     let mut follow = Follow::start(&run, state.closing.child_token()).await;
     if let Some(context) = context {
         follow.set_context(context);
@@ -289,7 +240,7 @@ fn approval(call_id: &str, decision: &Decision) -> Signal {
     Signal::Approval { call_id: troupe_core::ToolCallId::new(call_id), decision }
 }
 
-async fn cancel(state: &AppState, id: &str, dialect: Dialect) -> Result<Value, RpcError> {
+pub(super) async fn cancel(state: &AppState, id: &str, dialect: Dialect) -> Result<Value, RpcError> {
     let run = held(state, id).await?;
     let not_cancelable =
         || RpcError::new(TASK_NOT_CANCELABLE, format!("task `{id}` has ended and cannot be cancelled"));
@@ -308,7 +259,7 @@ async fn cancel(state: &AppState, id: &str, dialect: Dialect) -> Result<Value, R
     Ok(render_task(&follow.task(None), dialect))
 }
 
-async fn list(state: &AppState, request: ListTasksRequest) -> Result<Value, RpcError> {
+pub(super) async fn list(state: &AppState, request: ListTasksRequest) -> Result<Value, RpcError> {
     let page_size = match request.page_size {
         None | Some(0) => DEFAULT_PAGE_SIZE,
         Some(n) => usize::try_from(n)
@@ -354,14 +305,16 @@ async fn list(state: &AppState, request: ListTasksRequest) -> Result<Value, RpcE
     Ok(serde_json::to_value(response).unwrap_or(Value::Null))
 }
 
-/// The task as it stands, then its updates, as SSE: each event's data is a JSON-RPC
-/// response to request `id`.
-fn stream(
+/// The task as it stands, then its updates, as SSE: each event's data is what `frame`
+/// makes of an item (and whether it is the last).
+pub(super) fn stream<F>(
     state: &AppState,
     follow: Follow,
-    id: RequestId,
-    dialect: Dialect,
-) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>> + Send + 'static> {
+    frame: F,
+) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>> + Send + 'static>
+where
+    F: Fn(&StreamResponse, bool) -> Value + Send + 'static,
+{
     let (tx, rx) = mpsc::channel::<Item>(STREAM_BUFFER);
     let first = StreamResponse::Task(follow.task(None));
     let ended = follow.projection().state().is_terminal();
@@ -376,12 +329,8 @@ fn stream(
     });
     let frames = rx.map(move |(item, last)| {
         let _watched = &stop_on_drop;
-        let result = match dialect {
-            Dialect::V1 => serde_json::to_value(&item).unwrap_or(Value::Null),
-            Dialect::V03 => legacy::stream_item(&item, last),
-        };
-        let frame = Event::default().json_data(rpc::success(&id, result));
-        Ok(frame.unwrap_or_else(|_| Event::default().comment("unserializable item")))
+        let event = Event::default().json_data(frame(&item, last));
+        Ok(event.unwrap_or_else(|_| Event::default().comment("unserializable item")))
     });
     Sse::new(frames).keep_alive(KeepAlive::new().interval(state.config.keep_alive))
 }

@@ -66,10 +66,13 @@
 mod card;
 mod client;
 mod follow;
+mod jsonrpc;
 pub mod legacy;
 mod methods;
 pub mod projection;
+pub mod push;
 pub mod reply;
+pub mod rest;
 pub mod rpc;
 pub mod wire;
 
@@ -77,6 +80,8 @@ pub use card::{BEARER_SCHEME, RPC_PATH, agent_card, base_url};
 pub use client::{A2aClientError, RemoteAgent, RemoteOutcome};
 pub use methods::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 pub use projection::{ANSWER_ARTIFACT, TaskProjection, Update};
+pub use push::PushRegistry;
+pub use rest::REST_PATH;
 
 use crate::state::AppState;
 use axum::Router;
@@ -85,7 +90,7 @@ use axum::routing::{get, post};
 /// Where the agent card is served.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
-/// The A2A routes: the card and the JSON-RPC endpoint.
+/// The A2A routes: the card, the JSON-RPC endpoint and the HTTP+JSON binding.
 pub fn routes() -> Router<AppState> {
-    Router::new().route(CARD_PATH, get(card::serve)).route(RPC_PATH, post(methods::endpoint))
+    Router::new().route(CARD_PATH, get(card::serve)).route(RPC_PATH, post(jsonrpc::endpoint)).merge(rest::routes())
 }

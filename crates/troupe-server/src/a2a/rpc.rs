@@ -18,7 +18,7 @@ pub const INTERNAL_ERROR: i64 = -32603;
 pub const TASK_NOT_FOUND: i64 = -32001;
 /// The task has ended and cannot be cancelled.
 pub const TASK_NOT_CANCELABLE: i64 = -32002;
-/// Push notifications are not offered.
+/// Push notifications are not offered (kept for completeness: this server offers them).
 pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
 /// The operation is not offered (or not in the task's state).
 pub const UNSUPPORTED_OPERATION: i64 = -32004;
@@ -54,8 +54,14 @@ pub enum Method {
     CancelTask,
     /// Follow a task's updates.
     SubscribeToTask,
-    /// Any push-notification configuration method: not offered.
-    PushNotificationConfig,
+    /// Add a webhook the task's updates are pushed to.
+    CreatePushConfig,
+    /// Read one of a task's webhooks.
+    GetPushConfig,
+    /// List a task's webhooks.
+    ListPushConfigs,
+    /// Remove one of a task's webhooks.
+    DeletePushConfig,
     /// The authenticated extended card: not configured.
     ExtendedAgentCard,
 }
@@ -70,20 +76,20 @@ impl Method {
             "ListTasks" => (Method::ListTasks, Dialect::V1),
             "CancelTask" => (Method::CancelTask, Dialect::V1),
             "SubscribeToTask" => (Method::SubscribeToTask, Dialect::V1),
-            "CreateTaskPushNotificationConfig"
-            | "GetTaskPushNotificationConfig"
-            | "ListTaskPushNotificationConfigs"
-            | "DeleteTaskPushNotificationConfig" => (Method::PushNotificationConfig, Dialect::V1),
+            "CreateTaskPushNotificationConfig" => (Method::CreatePushConfig, Dialect::V1),
+            "GetTaskPushNotificationConfig" => (Method::GetPushConfig, Dialect::V1),
+            "ListTaskPushNotificationConfigs" => (Method::ListPushConfigs, Dialect::V1),
+            "DeleteTaskPushNotificationConfig" => (Method::DeletePushConfig, Dialect::V1),
             "GetExtendedAgentCard" => (Method::ExtendedAgentCard, Dialect::V1),
             "message/send" => (Method::SendMessage, Dialect::V03),
             "message/stream" => (Method::SendStreamingMessage, Dialect::V03),
             "tasks/get" => (Method::GetTask, Dialect::V03),
             "tasks/cancel" => (Method::CancelTask, Dialect::V03),
             "tasks/resubscribe" => (Method::SubscribeToTask, Dialect::V03),
-            "tasks/pushNotificationConfig/set"
-            | "tasks/pushNotificationConfig/get"
-            | "tasks/pushNotificationConfig/list"
-            | "tasks/pushNotificationConfig/delete" => (Method::PushNotificationConfig, Dialect::V03),
+            "tasks/pushNotificationConfig/set" => (Method::CreatePushConfig, Dialect::V03),
+            "tasks/pushNotificationConfig/get" => (Method::GetPushConfig, Dialect::V03),
+            "tasks/pushNotificationConfig/list" => (Method::ListPushConfigs, Dialect::V03),
+            "tasks/pushNotificationConfig/delete" => (Method::DeletePushConfig, Dialect::V03),
             "agent/getAuthenticatedExtendedCard" => (Method::ExtendedAgentCard, Dialect::V03),
             _ => return None,
         };

@@ -1,6 +1,6 @@
 """Drives a troupe server with the reference A2A client (PyPI `a2a-sdk`).
 
-Usage: client.py SCENARIO BASE_URL [--token TOKEN]
+Usage: client.py SCENARIO BASE_URL [--token TOKEN] [--webhook URL] [--dead URL]
 
 Prints one JSON object per line; the Rust test (tests/a2a.rs) asserts on them. A
 scenario that fails prints {"event": "error", ...} and exits 1.
@@ -20,8 +20,12 @@ from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.compat.v0_3 import types as types_v03
 from a2a.helpers import get_artifact_text, get_message_text, new_data_part
 from a2a.types.a2a_pb2 import (
+    AuthenticationInfo,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
@@ -29,6 +33,7 @@ from a2a.types.a2a_pb2 import (
     SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
 
@@ -97,9 +102,11 @@ def message(text=None, parts=None, task_id=None, context_id=None, agent=None):
 
 
 class Session:
-    def __init__(self, base, token):
+    def __init__(self, base, token, webhook=None, dead=None):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.base = base
+        self.webhook = webhook
+        self.dead = dead
         self.http = httpx.AsyncClient(headers=headers, timeout=30)
         self.card = None
 
@@ -109,9 +116,15 @@ class Session:
             self.card = await A2ACardResolver(anonymous, self.base).get_agent_card()
         return self.card
 
-    def client(self, streaming, card=None):
-        config = ClientConfig(streaming=streaming, httpx_client=self.http)
+    def client(self, streaming, card=None, bindings=None, push=None):
+        config = ClientConfig(streaming=streaming, httpx_client=self.http, push_notification_config=push)
+        if bindings:
+            config.supported_protocol_bindings = bindings
         return ClientFactory(config).create(card or self.card)
+
+    def rest_client(self, streaming):
+        """A client that speaks only the HTTP+JSON binding: it must find it in the card."""
+        return self.client(streaming, bindings=["HTTP+JSON"])
 
     async def send(self, client, msg, label, configuration=None):
         """Sends `msg`, prints every stream item under `label`, returns the last task state seen."""
@@ -290,7 +303,112 @@ async def errors(session):
         emit("raw", label=label, status=response.status_code, id=payload.get("id"), error=payload.get("error"))
 
 
+async def expect_error(label, call):
+    """Awaits `call`, printing the error it raises (its type is what the SDK mapped)."""
+    try:
+        result = await call
+        emit(label, error=None, result=MessageToDict(result) if result is not None else None)
+    except Exception as error:  # noqa: BLE001 - the error's type is the point
+        emit(label, error=type(error).__name__, message=str(error))
+
+
+async def rest(session):
+    """The whole life of tasks over HTTP+JSON only: answers, an approval, reads, a cancel."""
+    card = await session.resolve()
+    emit("card", interfaces=[[i.url, i.protocol_binding, i.protocol_version] for i in card.supported_interfaces],
+         push=card.capabilities.push_notifications)
+    blocking = session.rest_client(streaming=False)
+    streaming = session.rest_client(streaming=True)
+    emit("transports", blocking=type(blocking._transport).__name__, streaming=type(streaming._transport).__name__)
+    done = await session.send(blocking, message("say hello"), "send")
+    first = await session.send(streaming, message("write the notes"), "first")
+    await session.send(streaming, message("approve", task_id=first["id"], context_id=first["contextId"]), "second")
+    task = await blocking.get_task(GetTaskRequest(id=done["id"], history_length=1))
+    emit("get", **describe_task(task))
+    waiting = await session.send(blocking, message("write c.md"), "waiting")
+    listed = await blocking.list_tasks(ListTasksRequest(page_size=2))
+    emit("list", ids=[t.id for t in listed.tasks], next=listed.next_page_token, total=listed.total_size)
+    by_state = await blocking.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_INPUT_REQUIRED))
+    emit("list_waiting", ids=[t.id for t in by_state.tasks])
+    by_context = await blocking.list_tasks(ListTasksRequest(context_id=done["contextId"], include_artifacts=True))
+    emit("list_context", tasks=[describe_task(t) for t in by_context.tasks])
+    cancelled = await blocking.cancel_task(CancelTaskRequest(id=waiting["id"]))
+    emit("cancel", **describe_task(cancelled))
+    await expect_error("cancel_again", blocking.cancel_task(CancelTaskRequest(id=waiting["id"])))
+    await expect_error("get_unknown", blocking.get_task(GetTaskRequest(id="run_does_not_exist")))
+    await expect_error("bad_skill", blocking.send_message(SendMessageRequest(message=message("hi", agent="nobody"))).__anext__())
+    try:
+        async for response in streaming.subscribe(SubscribeToTaskRequest(id=done["id"])):
+            emit("subscribe_ended", **describe(response))
+        emit("subscribe_ended", error=None)
+    except Exception as error:  # noqa: BLE001
+        emit("subscribe_ended", error=type(error).__name__, message=str(error))
+
+
+def config_dict(config):
+    return MessageToDict(config)
+
+
+async def push(session):
+    """A webhook set by the client on a waiting task gets its updates to the end; bad
+    configs are refused, over both bindings."""
+    await session.resolve()
+    client = session.rest_client(streaming=False)
+    rpc = session.client(streaming=False)
+    first = await session.send(client, message("write p.md"), "first")
+    config = TaskPushNotificationConfig(
+        task_id=first["id"],
+        id="hook-1",
+        url=session.webhook,
+        token="tok-push-123",
+        authentication=AuthenticationInfo(scheme="Bearer", credentials="cred-push-456"),
+    )
+    created = await client.create_task_push_notification_config(config)
+    emit("created", config=config_dict(created))
+    got = await client.get_task_push_notification_config(
+        GetTaskPushNotificationConfigRequest(task_id=first["id"], id="hook-1"))
+    emit("got", config=config_dict(got))
+    listed = await rpc.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=first["id"]))
+    emit("listed", configs=[config_dict(c) for c in listed.configs])
+
+    def bad(url, task_id=None):
+        return TaskPushNotificationConfig(task_id=task_id or first["id"], url=url)
+
+    for label, binding, cfg in [
+        ("not_http", client, bad("ftp://127.0.0.1/in")),
+        ("not_a_url", client, bad("no url here")),
+        ("no_url", rpc, bad("")),
+        ("unknown_task", client, bad(session.webhook, task_id="run_nobody")),
+        ("unreachable", client, bad(session.dead)),
+        ("unreachable_rpc", rpc, bad(session.dead)),
+    ]:
+        await expect_error(label, binding.create_task_push_notification_config(cfg))
+    await session.send(client, message("approve", task_id=first["id"]), "second")
+    await expect_error("get_unknown_config", client.get_task_push_notification_config(
+        GetTaskPushNotificationConfigRequest(task_id=first["id"], id="hook-404")))
+    # A second task, whose webhook is deleted before it is decided: nothing is sent for it.
+    other = await session.send(client, message("write q.md"), "other")
+    await client.create_task_push_notification_config(
+        TaskPushNotificationConfig(task_id=other["id"], id="hook-2", url=session.webhook))
+    await client.delete_task_push_notification_config(
+        DeleteTaskPushNotificationConfigRequest(task_id=other["id"], id="hook-2"))
+    after = await rpc.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=other["id"]))
+    emit("after_delete", configs=[config_dict(c) for c in after.configs])
+    await session.send(client, message("approve", task_id=other["id"]), "other_second")
+
+
+async def push_on_send(session):
+    """A webhook given with the message itself (the client's push config)."""
+    await session.resolve()
+    config = TaskPushNotificationConfig(url=session.webhook, token="tok-on-send")
+    client = session.client(streaming=False, push=config)
+    await session.send(client, message("answer, and tell my webhook"), "send")
+
+
 SCENARIOS = {
+    "rest": rest,
+    "push": push,
+    "push_on_send": push_on_send,
     "card_and_answer": card_and_answer,
     "approval": approval,
     "approval_data": approval_data,
@@ -306,8 +424,10 @@ async def main():
     parser.add_argument("scenario", choices=sorted(SCENARIOS))
     parser.add_argument("base")
     parser.add_argument("--token")
+    parser.add_argument("--webhook")
+    parser.add_argument("--dead")
     args = parser.parse_args()
-    session = Session(args.base, args.token)
+    session = Session(args.base, args.token, args.webhook, args.dead)
     try:
         await SCENARIOS[args.scenario](session)
     except Exception as error:  # noqa: BLE001 - reported to the Rust test

@@ -18,7 +18,7 @@ use troupe_team::{AgentGroup, Member, MemberTask, TeamControl};
 use troupe_testkit::{MockTurn, test_deps};
 
 /// The test virtualenv's Python when it has the A2A client; `None` (and a note) when not.
-fn python(test: &str) -> Option<PathBuf> {
+pub(crate) fn python(test: &str) -> Option<PathBuf> {
     let found = test_deps::python_with("a2a.client");
     if found.is_none() {
         test_deps::skip(test, "the Python package a2a-sdk is not installed in .test-deps/py");
@@ -28,9 +28,14 @@ fn python(test: &str) -> Option<PathBuf> {
 
 /// Runs `scenario` of the client script against `served`; its JSON lines.
 async fn scenario(python: &Path, name: &str, served: &Served) -> Vec<Value> {
+    scenario_with(python, name, served, &[]).await
+}
+
+/// Runs `scenario` with more arguments (`--webhook URL`, …).
+pub(crate) async fn scenario_with(python: &Path, name: &str, served: &Served, args: &[&str]) -> Vec<Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/a2a/client.py");
     let mut command = tokio::process::Command::new(python);
-    command.arg(&script).arg(name).arg(&served.url).kill_on_drop(true);
+    command.arg(&script).arg(name).arg(&served.url).args(args).kill_on_drop(true);
     if let Some(token) = &served.token {
         command.arg("--token").arg(token);
     }
@@ -44,11 +49,11 @@ async fn scenario(python: &Path, name: &str, served: &Served) -> Vec<Value> {
     stdout.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))).collect()
 }
 
-fn lines<'a>(all: &'a [Value], event: &str) -> Vec<&'a Value> {
+pub(crate) fn lines<'a>(all: &'a [Value], event: &str) -> Vec<&'a Value> {
     all.iter().filter(|l| l["event"] == event).collect()
 }
 
-fn last<'a>(all: &'a [Value], event: &str) -> &'a Value {
+pub(crate) fn last<'a>(all: &'a [Value], event: &str) -> &'a Value {
     lines(all, event).last().copied().unwrap_or_else(|| panic!("no `{event}` line in {all:#?}"))
 }
 
@@ -262,7 +267,7 @@ async fn bad_requests_get_json_rpc_errors_with_the_a2a_codes() {
         ("empty_message", -32602),
         ("unknown_skill", -32602),
         ("version", -32009),
-        ("push", -32003),
+        ("push", -32602),
         ("unknown_task", -32001),
     ] {
         let line = code(label);

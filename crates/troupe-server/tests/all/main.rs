@@ -3,6 +3,7 @@
 //! the real protocol clients the tests drive live in `tests/a2a` and `tests/agui`.
 
 mod a2a;
+mod a2a_rest;
 mod agui;
 mod common;
 mod native;
