@@ -1,5 +1,5 @@
 //! The HTTP+JSON (REST) binding of A2A 1.0, under [`REST_PATH`]: the same methods as the
-//! JSON-RPC endpoint ([`methods`](super::methods), [`push`](super::push)), as resources.
+//! JSON-RPC endpoint (the shared `methods`, and [`push`]), as resources.
 //!
 //! | route (under `/a2a/rest`)                             | method                               |
 //! |-------------------------------------------------------|--------------------------------------|

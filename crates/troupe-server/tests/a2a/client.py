@@ -398,11 +398,15 @@ async def push(session):
 
 
 async def push_on_send(session):
-    """A webhook given with the message itself (the client's push config)."""
+    """A webhook given with the messages themselves (the client's push config, sent with
+    each): it is told of the task across its pause, once."""
     await session.resolve()
     config = TaskPushNotificationConfig(url=session.webhook, token="tok-on-send")
     client = session.client(streaming=False, push=config)
-    await session.send(client, message("answer, and tell my webhook"), "send")
+    first = await session.send(client, message("write r.md, and tell my webhook"), "first")
+    await session.send(client, message("approve", task_id=first["id"]), "send")
+    listed = await client.list_task_push_notification_configs(ListTaskPushNotificationConfigsRequest(task_id=first["id"]))
+    emit("listed", configs=[config_dict(c) for c in listed.configs])
 
 
 SCENARIOS = {

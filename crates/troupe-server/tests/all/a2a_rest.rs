@@ -267,14 +267,19 @@ async fn a_webhook_set_by_the_client_gets_the_updates_to_the_end_with_its_token_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_webhook_is_retried_until_it_takes_the_update() {
-    let Some(python) = python("a_failing_webhook_is_retried_until_it_takes_the_update") else { return };
+async fn a_failing_webhook_given_with_the_messages_is_retried_and_told_across_the_pause() {
+    let test = "a_failing_webhook_given_with_the_messages_is_retried_and_told_across_the_pause";
+    let Some(python) = python(test) else { return };
     let receiver = Receiver::start(2).await;
-    let served = serve(ServerConfig::default(), [MockTurn::text("Told.")]).await;
+    let served = serve(ServerConfig::default(), [write_call("call_r", "r.md", "r\n"), MockTurn::text("Told.")]).await;
     let out = scenario_with(&python, "push_on_send", &served, &["--webhook", &receiver.url]).await;
+    assert_eq!(last(&out, "first")["state"], "TASK_STATE_INPUT_REQUIRED");
     let sent = last(&out, "send");
     assert_eq!(sent["state"], "TASK_STATE_COMPLETED");
     let task = sent["id"].as_str().expect("a task");
+    let listed = &last(&out, "listed")["configs"];
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "the config sent twice is one webhook: {listed}");
+    assert_eq!(listed[0]["id"], task, "named after its task");
 
     let seen = receiver.wait_for_state(task, "TASK_STATE_COMPLETED").await;
     let statuses: Vec<u16> = seen.iter().map(|d| d.status).collect();
@@ -282,5 +287,11 @@ async fn a_failing_webhook_is_retried_until_it_takes_the_update() {
     assert_eq!(seen[0].body, seen[2].body, "the refused update was sent again");
     assert!(seen.iter().all(|d| header(d, "x-a2a-notification-token") == Some("tok-on-send")));
     assert!(seen.iter().all(|d| header(d, "authorization").is_none()), "no authentication was configured");
-    assert_eq!(states(&seen, task).last().map(String::as_str), Some("TASK_STATE_COMPLETED"));
+    let told = states(&seen, task);
+    let at = |state: &str| told.iter().position(|s| s == state).unwrap_or_else(|| panic!("no {state} in {told:?}"));
+    assert!(at("TASK_STATE_WORKING") < at("TASK_STATE_INPUT_REQUIRED"), "{told:?}");
+    assert!(at("TASK_STATE_INPUT_REQUIRED") < at("TASK_STATE_COMPLETED"), "{told:?}");
+    assert_eq!(told.iter().filter(|s| *s == "TASK_STATE_COMPLETED").count(), 1, "told once: {told:?}");
+    assert_eq!(told.last().map(String::as_str), Some("TASK_STATE_COMPLETED"));
+    assert_eq!(std::fs::read_to_string(served.workspace.path().join("r.md")).expect("approved"), "r\n");
 }

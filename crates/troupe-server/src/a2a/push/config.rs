@@ -38,7 +38,7 @@ pub struct TaskPushNotificationConfig {
     /// The tenant (unused here).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
-    /// The config's id within its task; a new one is chosen when empty.
+    /// The config's id within its task; the task's id when empty.
     #[serde(default)]
     pub id: String,
     /// The task.

@@ -3,7 +3,9 @@
 //!
 //! - A config (`CreateTaskPushNotificationConfig`, or `taskPushNotificationConfig` in a
 //!   send's configuration) names the task, an http(s) `url`, an optional `token` and
-//!   optional `authentication` (`scheme` and `credentials`). It is refused with a clear
+//!   optional `authentication` (`scheme` and `credentials`), and an `id` (by default the
+//!   task's: a config sent again with the same id replaces the one before, or changes
+//!   nothing when it is the same). It is refused with a clear
 //!   error — nothing kept, the task untouched — when its task is unknown, its URL is not
 //!   http(s) or names no host, its headers could not be sent, or the server cannot
 //!   connect to the URL (checked on arrival, [`webhook::REACH_TIMEOUT`]).

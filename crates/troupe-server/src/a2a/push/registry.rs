@@ -6,7 +6,7 @@
 //! log), so the newest — the task's final state among them — always gets in.
 //!
 //! One follower per task with webhooks folds the run's events into the task's updates
-//! (the same [`Follow`] the streams use) and queues each for every webhook of the task,
+//! (the same `Follow` the streams use) and queues each for every webhook of the task,
 //! until the task ends, its last webhook is removed, or the server closes.
 
 use super::config::TaskPushNotificationConfig;
@@ -40,7 +40,7 @@ struct Outbox {
 
 impl Outbox {
     fn push(&self, body: Value) {
-        let mut queue = self.queue.lock().expect("the outbox lock is never poisoned");
+        let mut queue = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if queue.len() >= OUTBOX_LIMIT {
             queue.pop_front();
             tracing::warn!(task = %self.webhook.config().task_id, "a webhook fell behind; its oldest update was dropped");
@@ -53,7 +53,7 @@ impl Outbox {
     /// Delivers the queued updates in order, one at a time, until closed.
     async fn work(self: Arc<Self>, http: reqwest::Client) {
         loop {
-            let next = self.queue.lock().expect("the outbox lock is never poisoned").pop_front();
+            let next = self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop_front();
             match next {
                 Some(body) => {
                     self.webhook.deliver(&http, &body, &self.closed).await;
@@ -95,7 +95,7 @@ impl std::fmt::Debug for PushRegistry {
 
 impl PushRegistry {
     fn lock(&self) -> std::sync::MutexGuard<'_, Tasks> {
-        self.tasks.lock().expect("the registry lock is never poisoned")
+        self.tasks.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Refuses a webhook for `run` when it could not be served: the task is held (and
@@ -131,6 +131,11 @@ impl PushRegistry {
         let webhook = webhook.for_task(&task_id);
         self.admit(state, run, &webhook.config().id)?;
         let config = webhook.config().clone();
+        if self.configs(&task_id).contains(&config) {
+            // The same webhook again (a client sending its config with each message): it
+            // keeps its outbox and what waits there.
+            return Ok(config);
+        }
         let outbox = Arc::new(Outbox {
             webhook,
             queue: Mutex::new(VecDeque::new()),

@@ -81,10 +81,9 @@ impl Webhook {
                 shown_url(url.as_str())
             )));
         }
-        if config.id.is_empty() {
-            config.id = format!("push-{}", uuid::Uuid::new_v4().simple());
+        if !config.id.is_empty() {
+            checked_id("push config", &config.id).map_err(|e| RpcError::invalid_params(e.message))?;
         }
-        checked_id("push config", &config.id).map_err(|e| RpcError::invalid_params(e.message))?;
         let mut headers = HeaderMap::new();
         if let Some(token) = config.token.as_deref().filter(|t| !t.is_empty()) {
             headers.insert(TOKEN_HEADER, header_value("token", token)?);
@@ -140,9 +139,14 @@ impl Webhook {
         &self.config
     }
 
-    /// The config for task `task_id`.
+    /// The config for task `task_id`; without an id of its own, its id is the task's (as
+    /// the reference server does: a client that sends its config with every message sets
+    /// one webhook, not one per message).
     pub fn for_task(mut self, task_id: &str) -> Webhook {
         task_id.clone_into(&mut self.config.task_id);
+        if self.config.id.is_empty() {
+            task_id.clone_into(&mut self.config.id);
+        }
         self
     }
 
@@ -205,8 +209,8 @@ mod tests {
             let error = Webhook::parse(config(bad)).expect_err(bad);
             assert_eq!(error.code, crate::a2a::rpc::INVALID_PARAMS, "{bad}");
         }
-        let hook = Webhook::parse(config("http://127.0.0.1:9/in")).expect("accepted");
-        assert!(hook.config().id.starts_with("push-"), "an id is chosen");
+        let hook = Webhook::parse(config("http://127.0.0.1:9/in")).expect("accepted").for_task("run_1");
+        assert_eq!(hook.config().id, "run_1", "without an id, the task's");
         let mut with_auth = config("https://h/in");
         with_auth.authentication = Some(AuthenticationInfo { scheme: "Bearer".into(), credentials: None });
         assert!(Webhook::parse(with_auth.clone()).expect_err("no credentials").message.contains("Bearer"));
