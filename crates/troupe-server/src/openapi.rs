@@ -18,6 +18,18 @@ pub const PATHS: &[(&str, &str)] = &[
     ("/agui/{agent}", "post"),
     ("/a2a", "post"),
     ("/.well-known/agent-card.json", "get"),
+    ("/a2a/rest/message:send", "post"),
+    ("/a2a/rest/message:stream", "post"),
+    ("/a2a/rest/tasks", "get"),
+    ("/a2a/rest/tasks/{id}", "get"),
+    ("/a2a/rest/tasks/{id}:cancel", "post"),
+    ("/a2a/rest/tasks/{id}:subscribe", "post"),
+    ("/a2a/rest/tasks/{id}:subscribe", "get"),
+    ("/a2a/rest/tasks/{id}/pushNotificationConfigs", "post"),
+    ("/a2a/rest/tasks/{id}/pushNotificationConfigs", "get"),
+    ("/a2a/rest/tasks/{id}/pushNotificationConfigs/{configId}", "get"),
+    ("/a2a/rest/tasks/{id}/pushNotificationConfigs/{configId}", "delete"),
+    ("/a2a/rest/extendedAgentCard", "get"),
 ];
 
 fn error_response(description: &str) -> Value {
@@ -31,6 +43,77 @@ fn id_schema() -> Value {
 
 fn run_id_parameter() -> Value {
     json!({"name": "id", "in": "path", "required": true, "schema": id_schema()})
+}
+
+/// An A2A REST error (`google.rpc.Status` with the A2A reason in its details).
+fn a2a_error(description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/A2aError"}}}})
+}
+
+/// The A2A HTTP+JSON binding's paths (see `a2a::rest`).
+fn a2a_rest_paths(native: &Value) -> Value {
+    let json_object = |description: &str| json!({"description": description, "content": {"application/json": {"schema": {"type": "object"}}}});
+    let sse = json!({"description": "The task, then its updates: one StreamResponse per event",
+        "content": {"text/event-stream": {"schema": {"type": "object", "properties": {"data": {"type": "string"}}}}}});
+    let task_id = json!({"name": "id", "in": "path", "required": true, "schema": id_schema()});
+    let config_id = json!({"name": "configId", "in": "path", "required": true, "schema": id_schema()});
+    let text = json!({"type": ["string", "null"]});
+    let part = json!({"type": "object", "properties": {"text": text, "data": {}, "url": text, "raw": text,
+        "filename": text, "mediaType": text, "metadata": {}}});
+    let send_body = json!({"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["message"],
+        "properties": {
+            "message": {"type": "object", "required": ["parts"], "properties": {
+                "messageId": {"type": "string"}, "role": {"type": "string", "description": "ROLE_USER"},
+                "parts": {"type": "array", "items": part}, "taskId": text, "contextId": text,
+                "metadata": {"description": "`agent`: the skill a new task runs"}}},
+            "configuration": {"type": ["object", "null"]}, "metadata": {}}}}}});
+    let push_body = json!({"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["url"],
+        "properties": {"id": {"type": "string"}, "taskId": {"type": "string"}, "url": {"type": "string"},
+            "token": {"type": ["string", "null"]},
+            "authentication": {"type": ["object", "null"],
+                "properties": {"scheme": {"type": "string"}, "credentials": {"type": ["string", "null"]}}}}}}}});
+    let refused = |ok: Value| {
+        json!({"200": ok, "400": a2a_error("Bad params, or not in this state (A2A reason in details)"),
+            "401": native["401"], "404": a2a_error("No such task"), "415": native["415"]})
+    };
+    let subscribe = json!({"summary": "A2A SubscribeToTask: the task's updates as SSE (not for an ended task)",
+        "parameters": [task_id], "responses": refused(sse.clone())});
+    json!({
+        "/a2a/rest/message:send": {"post": {"summary": "A2A SendMessage: start or continue a task; the task when it ends or needs input",
+            "requestBody": send_body, "responses": refused(json_object("{\"task\": …}"))}},
+        "/a2a/rest/message:stream": {"post": {"summary": "A2A SendStreamingMessage: the task, then its updates, as SSE",
+            "requestBody": send_body, "responses": refused(sse)}},
+        "/a2a/rest/tasks": {"get": {"summary": "A2A ListTasks, newest first",
+            "parameters": [
+                {"name": "contextId", "in": "query", "schema": {"type": "string"}},
+                {"name": "status", "in": "query", "schema": {"type": "string"}},
+                {"name": "pageSize", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 2_147_483_647_i64}},
+                {"name": "pageToken", "in": "query", "schema": {"type": "string"}},
+                {"name": "historyLength", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 2_147_483_647_i64}},
+                {"name": "statusTimestampAfter", "in": "query", "schema": {"type": "string", "format": "date-time"}},
+                {"name": "includeArtifacts", "in": "query", "schema": {"type": "boolean"}}],
+            "responses": refused(json_object("{\"tasks\": […], \"nextPageToken\", \"pageSize\", \"totalSize\"}"))}},
+        "/a2a/rest/tasks/{id}": {"get": {"summary": "A2A GetTask",
+            "parameters": [task_id, {"name": "historyLength", "in": "query",
+                "schema": {"type": "integer", "minimum": 0, "maximum": 2_147_483_647_i64}}],
+            "responses": refused(json_object("The task"))}},
+        "/a2a/rest/tasks/{id}:cancel": {"post": {"summary": "A2A CancelTask", "parameters": [task_id],
+            "responses": refused(json_object("The task, cancelled"))}},
+        "/a2a/rest/tasks/{id}:subscribe": {"post": subscribe, "get": subscribe},
+        "/a2a/rest/tasks/{id}/pushNotificationConfigs": {
+            "post": {"summary": "A2A CreateTaskPushNotificationConfig: a webhook for the task's updates (its URL must answer)",
+                "parameters": [task_id], "requestBody": push_body,
+                "responses": refused(json_object("The config, without its token and credentials"))},
+            "get": {"summary": "A2A ListTaskPushNotificationConfigs", "parameters": [task_id],
+                "responses": refused(json_object("{\"configs\": […]}"))}},
+        "/a2a/rest/tasks/{id}/pushNotificationConfigs/{configId}": {
+            "get": {"summary": "A2A GetTaskPushNotificationConfig", "parameters": [task_id, config_id],
+                "responses": refused(json_object("The config, without its token and credentials"))},
+            "delete": {"summary": "A2A DeleteTaskPushNotificationConfig", "parameters": [task_id, config_id],
+                "responses": refused(json_object("{}"))}},
+        "/a2a/rest/extendedAgentCard": {"get": {"summary": "A2A GetExtendedAgentCard: none is configured (400)",
+            "responses": {"400": a2a_error("No extended card"), "401": native["401"]}}}
+    })
 }
 
 /// The document.
@@ -88,7 +171,7 @@ pub fn document() -> Value {
             "schema": {"type": "string", "pattern": "^[A-Za-z0-9+/]{22}==$"}}]);
     let sse = json!({"text/event-stream": {"schema": {"type": "string",
         "description": "Server-Sent Events: `id` is the event's position in its run, `event` its type, `data` the AgentEvent as JSON"}}});
-    json!({
+    let mut document = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "troupe",
@@ -98,6 +181,10 @@ pub fn document() -> Value {
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
+                "A2aError": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
+                    "required": ["code", "status", "message"],
+                    "properties": {"code": {"type": "integer"}, "status": {"type": "string"}, "message": {"type": "string"},
+                        "details": {"type": "array", "items": {"type": "object"}}}}}},
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
                     "required": ["code", "message"],
                     "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
@@ -151,7 +238,7 @@ pub fn document() -> Value {
                 "requestBody": {"required": true, "content": {"application/json": {"schema": agui_input}}},
                 "responses": {"200": {"description": "AG-UI events", "content": sse}, "400": errors["400"], "401": errors["401"], "404": errors["404"],
                     "408": errors["408"], "413": errors["413"], "415": errors["415"], "422": errors["422"]}}},
-            "/a2a": {"post": {"summary": "A2A JSON-RPC 2.0 (1.0 methods and 0.3 names): SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask",
+            "/a2a": {"post": {"summary": "A2A JSON-RPC 2.0 (1.0 methods and 0.3 names): SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, and the push-notification config methods",
                 "requestBody": {"required": false, "description": "A JSON-RPC request; a missing or unreadable one is answered with a JSON-RPC error (200)",
                     "content": {"application/json": {"schema": {"description": "Any JSON: a request object is run, anything else is answered with a JSON-RPC error"}}}},
                 "responses": {"200": {"description": "A JSON-RPC response, or SSE for streaming methods"}, "401": errors["401"], "415": errors["415"]}}},
@@ -161,7 +248,11 @@ pub fn document() -> Value {
                 "parameters": ws_headers,
                 "responses": {"101": {"description": "Switching protocols"}, "400": errors["400"], "401": errors["401"]}}}
         }
-    })
+    });
+    if let (Some(paths), Value::Object(rest)) = (document["paths"].as_object_mut(), a2a_rest_paths(&errors)) {
+        paths.extend(rest);
+    }
+    document
 }
 
 #[cfg(test)]
@@ -174,6 +265,6 @@ mod tests {
         for (path, method) in PATHS {
             assert!(doc["paths"][path][method].is_object(), "{method} {path} is not described");
         }
-        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(12));
+        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(21));
     }
 }

@@ -29,9 +29,9 @@ use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -47,18 +47,24 @@ pub(super) fn routes() -> Router<AppState> {
         .route(&at("/message:send"), post(send))
         .route(&at("/message:stream"), post(send_streaming))
         .route(&at("/tasks"), get(list))
-        .route(&at("/tasks/{task}"), get(get_task).post(task_action))
+        .route(&at("/tasks/{task}"), any(task))
         .route(&at("/tasks/{task}/pushNotificationConfigs"), get(list_push).post(create_push))
         .route(&at("/tasks/{task}/pushNotificationConfigs/{config}"), get(get_push).delete(delete_push))
         .route(&at("/extendedAgentCard"), get(extended_card))
 }
 
-/// An A2A error as the binding answers it.
-struct RestError(RpcError);
+/// An A2A error as the binding answers it, with the HTTP status that A2A maps its code
+/// to unless another is given.
+struct RestError {
+    error: RpcError,
+    status: Option<StatusCode>,
+    /// The methods a 405 names.
+    allow: Option<&'static str>,
+}
 
 impl From<RpcError> for RestError {
     fn from(error: RpcError) -> Self {
-        RestError(error)
+        RestError { error, status: None, allow: None }
     }
 }
 
@@ -80,15 +86,20 @@ fn statuses(code: i64) -> (StatusCode, &'static str) {
 
 impl IntoResponse for RestError {
     fn into_response(self) -> Response {
-        let (status, name) = statuses(self.0.code);
-        let details = self.0.to_value(Dialect::V1)["data"].clone();
+        let (mapped, name) = statuses(self.error.code);
+        let status = self.status.unwrap_or(mapped);
+        let details = self.error.to_value(Dialect::V1)["data"].clone();
         let body = json!({"error": {
             "code": status.as_u16(),
             "status": name,
-            "message": self.0.message,
+            "message": self.error.message,
             "details": details,
         }});
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if let Some(allow) = self.allow {
+            response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        response
     }
 }
 
@@ -211,33 +222,38 @@ async fn list(
     Ok(Json(methods::list(&state, request).await?).into_response())
 }
 
-/// `GET /tasks/{id}`, and `GET /tasks/{id}:subscribe`.
-async fn get_task(
+/// `/tasks/{id}` (GET), `/tasks/{id}:cancel` (POST) and `/tasks/{id}:subscribe` (GET or
+/// POST): one route, as the router cannot tell a path parameter from its suffix.
+async fn task(
     State(state): State<AppState>,
+    method: Method,
     headers: HeaderMap,
     Path(task): Path<String>,
     raw: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Answered {
-    version(&headers)?;
-    if let Some(id) = task.strip_suffix(":subscribe") {
-        return Ok(answer(methods::subscribe(&state, id, Dialect::V1).await?, &state));
-    }
-    let path = Map::from_iter([("id".to_owned(), json!(task))]);
-    let request: GetTaskRequest = query(raw, path, &["historyLength"], &[])?;
-    Ok(Json(methods::get_task(&state, request, Dialect::V1).await?).into_response())
-}
-
-/// `POST /tasks/{id}:cancel` and `POST /tasks/{id}:subscribe`.
-async fn task_action(State(state): State<AppState>, headers: HeaderMap, Path(task): Path<String>) -> Answered {
-    version(&headers)?;
-    match task.rsplit_once(':') {
-        Some((id, "cancel")) => Ok(Json(methods::cancel(&state, id, Dialect::V1).await?).into_response()),
-        Some((id, "subscribe")) => Ok(answer(methods::subscribe(&state, id, Dialect::V1).await?, &state)),
-        _ => Err(RpcError::new(
-            METHOD_NOT_FOUND,
-            format!("no method at `tasks/{task}`: POST `tasks/{{id}}:cancel` or `tasks/{{id}}:subscribe`"),
-        )
-        .into()),
+    let (id, action) = match task.rsplit_once(':') {
+        Some((id, action @ ("cancel" | "subscribe"))) => (id, action),
+        _ => (task.as_str(), ""),
+    };
+    let reads = method == Method::GET || method == Method::HEAD;
+    match (action, reads, method == Method::POST) {
+        ("", true, _) => {
+            version(&headers)?;
+            let path = Map::from_iter([("id".to_owned(), json!(id))]);
+            let request: GetTaskRequest = query(raw, path, &["historyLength"], &[])?;
+            Ok(Json(methods::get_task(&state, request, Dialect::V1).await?).into_response())
+        }
+        ("cancel", _, true) => {
+            version(&headers)?;
+            Ok(Json(methods::cancel(&state, id, Dialect::V1).await?).into_response())
+        }
+        ("subscribe", true, _) | ("subscribe", _, true) => {
+            version(&headers)?;
+            Ok(answer(methods::subscribe(&state, id, Dialect::V1).await?, &state))
+        }
+        ("", ..) => Err(not_allowed(&method, &format!("tasks/{task}"), "GET,HEAD")),
+        ("cancel", ..) => Err(not_allowed(&method, &format!("tasks/{task}"), "POST")),
+        _ => Err(not_allowed(&method, &format!("tasks/{task}"), "GET,HEAD,POST")),
     }
 }
 
@@ -286,6 +302,13 @@ async fn delete_push(
     version(&headers)?;
     push::delete(&state, &PushConfigRequest { task_id, id }).await?;
     Ok(Json(json!({})).into_response())
+}
+
+/// A route that exists, asked with a method it does not take: 405, with the methods it
+/// takes in `Allow`.
+fn not_allowed(method: &Method, path: &str, allowed: &'static str) -> RestError {
+    let error = RpcError::new(METHOD_NOT_FOUND, format!("`{path}` does not take {method}; it takes {allowed}"));
+    RestError { error, status: Some(StatusCode::METHOD_NOT_ALLOWED), allow: Some(allowed) }
 }
 
 /// `GET /extendedAgentCard`.

@@ -193,7 +193,7 @@ async fn a_rest_only_client_runs_the_whole_task_life_over_http_json() {
         .expect("request");
     assert_eq!(malformed.status(), 400);
     let no_action = served.post(&format!("/a2a/rest/tasks/{}:pause", sent["id"].as_str().expect("id"))).send().await;
-    assert_eq!(no_action.expect("request").status(), 404);
+    assert_eq!(no_action.expect("request").status(), 405);
     let bad_query = served.get("/a2a/rest/tasks?pageSize=many").send().await.expect("request");
     assert_eq!(bad_query.status(), 400);
     assert_eq!(served.mock.requests().len(), 4, "no refused request reached the model");
