@@ -3,11 +3,14 @@
 //!
 //! **Serving.** `GET /.well-known/agent-card.json` is the [agent card](card::agent_card)
 //! (public, as the protocol wants it): one skill per agent or team, the JSON-RPC endpoint
-//! `POST /a2a`, streaming, and the bearer scheme when tokens are configured. The endpoint
-//! speaks A2A 1.0 (`SendMessage`, `SendStreamingMessage`, `GetTask`, `ListTasks`,
-//! `CancelTask`, `SubscribeToTask`) and 0.3 (`message/send`, `message/stream`,
-//! `tasks/get`, `tasks/cancel`, `tasks/resubscribe`): the method name picks the version's
-//! shapes; an `A2A-Version` header, when sent, must name the same version.
+//! `POST /a2a`, the HTTP+JSON binding under [`REST_PATH`], streaming, push notifications,
+//! and the bearer scheme when tokens are configured. The JSON-RPC endpoint speaks A2A 1.0
+//! (`SendMessage`, `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`,
+//! `SubscribeToTask`, `Create`/`Get`/`List`/`DeleteTaskPushNotificationConfig`) and 0.3
+//! (`message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, `tasks/resubscribe`,
+//! `tasks/pushNotificationConfig/…`): the method name picks the version's shapes; an
+//! `A2A-Version` header, when sent, must name the same version. The [`rest`] binding
+//! offers the same 1.0 methods as resources; both run the same method implementations.
 //!
 //! - A **task** is a run in the server's hub: the task id is the run id, the context id is
 //!   the run's conversation id (the message's `contextId`, or a new `ctx-…` one), so with a
@@ -24,9 +27,12 @@
 //!   text for a running task reaches it as a user message.
 //! - A blocking send answers when the task ends or needs input; a streaming one sends the
 //!   task, then its status and artifact updates, and ends at the same points.
+//! - A client may set webhooks for a task; its updates are POSTed to them as it works,
+//!   needs input and ends (see [`push`]; kept in memory).
 //! - Errors are JSON-RPC errors with the A2A codes: -32700, -32600, -32601, -32602,
-//!   -32001 (no such task), -32002 (not cancelable), -32003 (no push notifications),
-//!   -32004 (not in this state), -32009 (version).
+//!   -32001 (no such task), -32002 (not cancelable), -32004 (not in this state), -32007
+//!   (no extended card), -32009 (version); over HTTP+JSON, the same reasons with A2A's
+//!   HTTP statuses.
 //!
 //! **Calling out.** [`RemoteAgent`] resolves another server's card and runs tasks there;
 //! it is a [`Member`](troupe_team::Member), so a team can have remote members.
