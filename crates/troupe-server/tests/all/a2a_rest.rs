@@ -3,7 +3,7 @@
 //! receiver on loopback recording what the server POSTs to it.
 
 use crate::a2a::{last, lines, python, scenario_with};
-use crate::common::{serve, write_call};
+use crate::common::{Served, serve, write_call};
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -294,4 +294,54 @@ async fn a_failing_webhook_given_with_the_messages_is_retried_and_told_across_th
     assert_eq!(told.iter().filter(|s| *s == "TASK_STATE_COMPLETED").count(), 1, "told once: {told:?}");
     assert_eq!(told.last().map(String::as_str), Some("TASK_STATE_COMPLETED"));
     assert_eq!(std::fs::read_to_string(served.workspace.path().join("r.md")).expect("approved"), "r\n");
+}
+
+async fn rpc(served: &Served, method: &str, params: Value) -> Value {
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    served.post("/a2a").json(&request).send().await.expect("request").json().await.expect("json")
+}
+
+/// The 0.3 names of the push methods, in 0.3 shapes, on a task started over the native
+/// API: the webhook is told of the task to its end, with Basic authentication.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_0_3_push_methods_read_and_answer_0_3_shapes() {
+    let receiver = Receiver::start(0).await;
+    let served =
+        serve(ServerConfig::default(), [write_call("call_l", "l.md", "l\n"), MockTurn::text("Wrote l.md.")]).await;
+    let run = served.start("write l.md").await;
+    served.wait_phase(&run, "waiting").await;
+
+    let config = json!({"url": receiver.url, "token": "tok-03",
+        "authentication": {"schemes": ["Basic"], "credentials": "dXNlcjpwdw=="}});
+    let set =
+        rpc(&served, "tasks/pushNotificationConfig/set", json!({"taskId": run, "pushNotificationConfig": config}))
+            .await;
+    let kept = json!({"taskId": run, "pushNotificationConfig": {"id": run, "url": receiver.url,
+        "authentication": {"schemes": ["Basic"]}}});
+    assert_eq!(set["result"], kept, "{set}");
+    let got = rpc(&served, "tasks/pushNotificationConfig/get", json!({"id": run})).await;
+    assert_eq!(got["result"], kept, "{got}");
+    let listed = rpc(&served, "tasks/pushNotificationConfig/list", json!({"id": run})).await;
+    assert_eq!(listed["result"], json!([kept]));
+    let unknown = rpc(
+        &served,
+        "tasks/pushNotificationConfig/set",
+        json!({"taskId": "run_none", "pushNotificationConfig": {"url": receiver.url}}),
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
+
+    assert_eq!(served.approve(&run, "call_l").await.status(), 202);
+    let seen = receiver.wait_for_state(&run, "TASK_STATE_COMPLETED").await;
+    assert!(seen.iter().all(|d| header(d, "authorization") == Some("Basic dXNlcjpwdw==")));
+    assert!(seen.iter().all(|d| header(d, "x-a2a-notification-token") == Some("tok-03")));
+    assert_eq!(states(&seen, &run).first().map(String::as_str), Some("TASK_STATE_WORKING"), "the approval let it work");
+
+    let deleted =
+        rpc(&served, "tasks/pushNotificationConfig/delete", json!({"id": run, "pushNotificationConfigId": run})).await;
+    assert!(deleted.get("error").is_none(), "{deleted}");
+    let listed = rpc(&served, "tasks/pushNotificationConfig/list", json!({"id": run})).await;
+    assert_eq!(listed["result"], json!([]));
+    let again = rpc(&served, "DeleteTaskPushNotificationConfig", json!({"taskId": run, "id": run})).await;
+    assert_eq!(again["error"]["code"], -32001, "nothing left to delete: {again}");
 }

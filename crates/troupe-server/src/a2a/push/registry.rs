@@ -20,6 +20,7 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -36,6 +37,9 @@ struct Outbox {
     ready: Notify,
     /// Cancelled when the webhook is removed or replaced, or the server closes.
     closed: CancellationToken,
+    /// Set when the task has ended and nothing more will be queued: the worker stops
+    /// once the queue is empty.
+    finished: AtomicBool,
 }
 
 impl Outbox {
@@ -58,6 +62,7 @@ impl Outbox {
                 Some(body) => {
                     self.webhook.deliver(&http, &body, &self.closed).await;
                 }
+                None if self.finished.load(Ordering::Acquire) => return,
                 None => tokio::select! {
                     () = self.closed.cancelled() => return,
                     () = self.ready.notified() => {}
@@ -141,6 +146,7 @@ impl PushRegistry {
             queue: Mutex::new(VecDeque::new()),
             ready: Notify::new(),
             closed: state.closing.child_token(),
+            finished: AtomicBool::new(run.is_ended()),
         });
         let mut tasks = self.lock();
         let hooks = tasks.hooks.entry(task_id.clone()).or_default();
@@ -148,7 +154,9 @@ impl PushRegistry {
             hooks.remove(at).closed.cancel();
         }
         hooks.push(Arc::clone(&outbox));
-        tokio::spawn(outbox.work(self.http.clone()));
+        if !run.is_ended() {
+            tokio::spawn(outbox.work(self.http.clone()));
+        }
         if !tasks.followed.contains_key(&task_id) && !run.is_ended() {
             let stop = state.closing.child_token();
             let number = tasks.next_follower;
@@ -196,11 +204,19 @@ impl PushRegistry {
         true
     }
 
-    fn unfollow(&self, task_id: &str, number: u64) {
+    /// Forgets follower `number` of `task_id`; when the task has `ended`, its webhooks'
+    /// workers stop once they have delivered what waits.
+    fn unfollow(&self, task_id: &str, number: u64, ended: bool) {
         let mut tasks = self.lock();
         // Only this follower's own entry: a newer one may have taken the task's place.
         if tasks.followed.get(task_id).is_some_and(|(n, _)| *n == number) {
             tasks.followed.remove(task_id);
+        }
+        if ended {
+            for hook in tasks.hooks.get(task_id).map(Vec::as_slice).unwrap_or_default() {
+                hook.finished.store(true, Ordering::Release);
+                hook.ready.notify_one();
+            }
         }
     }
 }
@@ -247,5 +263,5 @@ async fn follow(registry: Arc<PushRegistry>, run: Arc<HubRun>, number: u64, stop
             break;
         }
     }
-    registry.unfollow(&task_id, number);
+    registry.unfollow(&task_id, number, run.is_ended());
 }
