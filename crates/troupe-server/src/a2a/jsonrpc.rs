@@ -61,24 +61,6 @@ fn params<T: DeserializeOwned>(call: &Call) -> Result<T, RpcError> {
     serde_json::from_value(call.params.clone()).map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))
 }
 
-/// The webhook a send's configuration asks for: 1.0 `taskPushNotificationConfig`, 0.3
-/// `pushNotificationConfig`.
-pub(super) fn send_push(params: &Value, dialect: Dialect) -> Result<Option<TaskPushNotificationConfig>, RpcError> {
-    let configuration = &params["configuration"];
-    match dialect {
-        Dialect::V1 => match configuration.get("taskPushNotificationConfig") {
-            None | Some(Value::Null) => Ok(None),
-            Some(config) => serde_json::from_value(config.clone())
-                .map(Some)
-                .map_err(|e| RpcError::invalid_params(format!("invalid taskPushNotificationConfig: {e}"))),
-        },
-        Dialect::V03 => match configuration.get("pushNotificationConfig") {
-            None | Some(Value::Null) => Ok(None),
-            Some(config) => Ok(push_legacy::read(&json!({"pushNotificationConfig": config}))),
-        },
-    }
-}
-
 fn push_config(config: &TaskPushNotificationConfig, dialect: Dialect) -> Value {
     match dialect {
         Dialect::V1 => serde_json::to_value(config).unwrap_or(Value::Null),
@@ -91,7 +73,7 @@ async fn dispatch(state: &AppState, call: Call) -> Result<Answer, RpcError> {
     match call.method {
         Method::SendMessage | Method::SendStreamingMessage => {
             let request: SendMessageRequest = params(&call)?;
-            let push = send_push(&call.params, dialect)?;
+            let push = push::from_send(&call.params, dialect)?;
             methods::send(state, request, push, call.method.is_streaming(), dialect).await
         }
         Method::GetTask => {

@@ -192,7 +192,7 @@ async fn send_message(
 ) -> Answered {
     version(headers)?;
     let (request, value): (SendMessageRequest, Value) = body(raw)?;
-    let push = super::jsonrpc::send_push(&value, Dialect::V1)?;
+    let push = push::from_send(&value, Dialect::V1)?;
     let answered = methods::send(state, request, push, streaming, Dialect::V1).await?;
     Ok(answer(answered, state))
 }

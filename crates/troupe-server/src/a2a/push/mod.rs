@@ -27,8 +27,27 @@ pub use registry::PushRegistry;
 pub use webhook::Webhook;
 
 use super::methods::held;
-use super::rpc::{RpcError, TASK_NOT_FOUND};
+use super::rpc::{Dialect, RpcError, TASK_NOT_FOUND};
 use crate::state::AppState;
+use serde_json::{Value, json};
+
+/// The webhook a send's configuration asks for: 1.0 `taskPushNotificationConfig`, 0.3
+/// `pushNotificationConfig`.
+pub(crate) fn from_send(params: &Value, dialect: Dialect) -> Result<Option<TaskPushNotificationConfig>, RpcError> {
+    let configuration = &params["configuration"];
+    match dialect {
+        Dialect::V1 => match configuration.get("taskPushNotificationConfig") {
+            None | Some(Value::Null) => Ok(None),
+            Some(config) => serde_json::from_value(config.clone())
+                .map(Some)
+                .map_err(|e| RpcError::invalid_params(format!("invalid taskPushNotificationConfig: {e}"))),
+        },
+        Dialect::V03 => match configuration.get("pushNotificationConfig") {
+            None | Some(Value::Null) => Ok(None),
+            Some(config) => Ok(config::legacy::read(&json!({"pushNotificationConfig": config}))),
+        },
+    }
+}
 
 /// `config` checked: its fields, then that its URL can be reached.
 pub async fn check(config: TaskPushNotificationConfig) -> Result<Webhook, RpcError> {

@@ -106,7 +106,7 @@ impl PushRegistry {
     /// Refuses a webhook for `run` when it could not be served: the task is held (and
     /// working) on another server, or has [`WEBHOOKS_PER_TASK`] already (`replacing` one
     /// of them does not count).
-    pub fn admit(&self, state: &AppState, run: &HubRun, replacing: &str) -> Result<(), RpcError> {
+    pub(crate) fn admit(&self, state: &AppState, run: &HubRun, replacing: &str) -> Result<(), RpcError> {
         let id = run.run_id().as_str();
         if !run.is_ended() && state.hub.get(id).is_none() {
             return Err(RpcError::new(
@@ -126,7 +126,7 @@ impl PushRegistry {
 
     /// Adds `webhook` to `run`'s task (replacing the one with its id), and starts following
     /// the task if nobody does; the config as stored, with its secrets.
-    pub fn add(
+    pub(crate) fn add(
         &self,
         state: &AppState,
         run: &Arc<HubRun>,
@@ -168,7 +168,7 @@ impl PushRegistry {
     }
 
     /// The configs of task `task_id`, oldest first (with their secrets).
-    pub fn configs(&self, task_id: &str) -> Vec<TaskPushNotificationConfig> {
+    pub(crate) fn configs(&self, task_id: &str) -> Vec<TaskPushNotificationConfig> {
         let tasks = self.lock();
         tasks
             .hooks
@@ -179,7 +179,7 @@ impl PushRegistry {
 
     /// Removes config `id` of task `task_id` (its waiting updates are not sent); whether
     /// there was one.
-    pub fn remove(&self, task_id: &str, id: &str) -> bool {
+    pub(crate) fn remove(&self, task_id: &str, id: &str) -> bool {
         let mut tasks = self.lock();
         let Some(hooks) = tasks.hooks.get_mut(task_id) else { return false };
         let Some(at) = hooks.iter().position(|h| h.webhook.config().id == id) else { return false };
