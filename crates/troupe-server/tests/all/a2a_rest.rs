@@ -37,6 +37,11 @@ impl Drop for Receiver {
 
 impl Receiver {
     async fn start(failures: usize) -> Receiver {
+        Receiver::start_with(failures, Duration::ZERO).await
+    }
+
+    /// A receiver that takes `delay` to answer each POST.
+    async fn start_with(failures: usize, delay: Duration) -> Receiver {
         let seen: Arc<Mutex<Vec<Delivery>>> = Arc::default();
         let count = Arc::new(AtomicUsize::new(0));
         let record = {
@@ -49,6 +54,7 @@ impl Receiver {
                     let status = if n < failures { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
                     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
                     seen.lock().expect("lock").push(Delivery { headers, body, status: status.as_u16() });
+                    tokio::time::sleep(delay).await;
                     status
                 }
             }
@@ -344,4 +350,27 @@ async fn the_0_3_push_methods_read_and_answer_0_3_shapes() {
     assert_eq!(listed["result"], json!([]));
     let again = rpc(&served, "DeleteTaskPushNotificationConfig", json!({"taskId": run, "id": run})).await;
     assert_eq!(again["error"]["code"], -32001, "nothing left to delete: {again}");
+}
+
+/// Two webhooks on one task, one of them slow: the other is told of the whole task, and
+/// the run ends, while the slow one is still on its first update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_webhook_delays_neither_the_run_nor_another_webhook() {
+    let slow = Receiver::start_with(0, Duration::from_secs(4)).await;
+    let fast = Receiver::start(0).await;
+    let served = serve(ServerConfig::default(), [write_call("call_s", "s.md", "s\n"), MockTurn::text("Done.")]).await;
+    let run = served.start("write s.md").await;
+    served.wait_phase(&run, "waiting").await;
+    for (id, receiver) in [("slow", &slow), ("fast", &fast)] {
+        let created =
+            rpc(&served, "CreateTaskPushNotificationConfig", json!({"taskId": run, "id": id, "url": receiver.url}))
+                .await;
+        assert_eq!(created["result"]["id"], id, "{created}");
+    }
+    assert_eq!(served.approve(&run, "call_s").await.status(), 202);
+    let told = fast.wait_for_state(&run, "TASK_STATE_COMPLETED").await;
+    served.wait_phase(&run, "ended").await;
+    let slow_seen = slow.seen().len();
+    assert!(told.len() > 2, "{told:#?}");
+    assert_eq!(slow_seen, 1, "the slow webhook is still on its first update");
 }
