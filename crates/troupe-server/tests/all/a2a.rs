@@ -124,6 +124,8 @@ async fn with_tokens_the_card_stays_public_names_the_bearer_scheme_and_calls_nee
         .await
         .expect("request");
     assert_eq!(anonymous.status(), 401);
+    let rest = reqwest::Client::new().get(format!("{}/a2a/rest/tasks", served.url)).send().await.expect("request");
+    assert_eq!(rest.status(), 401, "the HTTP+JSON binding needs the token too");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -86,10 +86,18 @@ struct Tasks {
 }
 
 /// The webhooks of the server's tasks. They live in memory: a restarted server has none.
-#[derive(Default)]
 pub struct PushRegistry {
     tasks: Mutex<Tasks>,
     http: reqwest::Client,
+}
+
+impl Default for PushRegistry {
+    fn default() -> Self {
+        // Redirects are not followed: the token and credentials are for the URL the client
+        // gave, not for wherever it points on.
+        let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap_or_default();
+        PushRegistry { tasks: Mutex::default(), http }
+    }
 }
 
 impl std::fmt::Debug for PushRegistry {

@@ -75,6 +75,12 @@ impl Webhook {
                 shown_url(url.as_str())
             )));
         }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(RpcError::invalid_params(format!(
+                "the push config's url {} carries credentials; give them as `authentication` instead",
+                shown_url(url.as_str())
+            )));
+        }
         if url.host_str().is_none_or(str::is_empty) {
             return Err(RpcError::invalid_params(format!(
                 "the push config's url {} names no host",
@@ -205,7 +211,7 @@ mod tests {
 
     #[test]
     fn only_http_urls_with_a_host_and_sendable_headers_are_accepted() {
-        for bad in ["", "not a url", "ftp://h/x", "file:///etc/passwd", "http://"] {
+        for bad in ["", "not a url", "ftp://h/x", "file:///etc/passwd", "http://", "https://u:pw@h/in"] {
             let error = Webhook::parse(config(bad)).expect_err(bad);
             assert_eq!(error.code, crate::a2a::rpc::INVALID_PARAMS, "{bad}");
         }
@@ -217,6 +223,8 @@ mod tests {
         with_auth.authentication =
             Some(AuthenticationInfo { scheme: "Bearer".into(), credentials: Some("a\nb".into()) });
         let error = Webhook::parse(with_auth).expect_err("a header cannot carry a newline");
+        let userinfo = Webhook::parse(config("https://u:s3cret@h/in")).expect_err("credentials in the URL");
+        assert!(!userinfo.message.contains("s3cret") && userinfo.message.contains("authentication"));
         assert!(!error.message.contains("a\nb"), "{}", error.message);
         let mut bad_token = config("https://h/in");
         bad_token.token = Some("line\r\nbreak".into());
