@@ -74,7 +74,8 @@ fn a2a_rest_paths(native: &Value) -> Value {
                 "properties": {"scheme": {"type": "string"}, "credentials": {"type": ["string", "null"]}}}}}}}});
     let refused = |ok: Value| {
         json!({"200": ok, "400": a2a_error("Bad params, or not in this state (A2A reason in details)"),
-            "401": native["401"], "404": a2a_error("No such task"), "415": native["415"]})
+            "401": native["401"], "404": a2a_error("No such task"), "408": a2a_error("The body stopped arriving"),
+            "413": a2a_error("The body is larger than the server's limit"), "415": native["415"]})
     };
     let subscribe = json!({"summary": "A2A SubscribeToTask: the task's updates as SSE (not for an ended task)",
         "parameters": [task_id], "responses": refused(sse.clone())});

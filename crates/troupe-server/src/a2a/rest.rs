@@ -63,7 +63,11 @@ struct RestError {
 }
 
 impl From<RpcError> for RestError {
-    fn from(error: RpcError) -> Self {
+    fn from(mut error: RpcError) -> Self {
+        // REST has no parse error of its own: a body that is not JSON is a bad request.
+        if error.code == rpc::PARSE_ERROR {
+            error.code = rpc::INVALID_REQUEST;
+        }
         RestError { error, status: None, allow: None }
     }
 }
@@ -112,8 +116,11 @@ fn version(headers: &HeaderMap) -> Result<(), RestError> {
 
 /// The body as JSON, and as `T`.
 fn body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<(T, Value), RestError> {
-    let bytes =
-        body.map_err(|r| RpcError::invalid_request(format!("the request body could not be read: {}", r.body_text())))?;
+    // Too large (413) or too slow (408): the status the rejection names.
+    let bytes = body.map_err(|r| RestError {
+        status: Some(r.status()),
+        ..RpcError::invalid_request(format!("the request body could not be read: {}", r.body_text())).into()
+    })?;
     let bytes = if bytes.is_empty() { Bytes::from_static(b"{}") } else { bytes };
     let value: Value =
         serde_json::from_slice(&bytes).map_err(|e| RpcError::parse(format!("the body is not valid JSON: {e}")))?;

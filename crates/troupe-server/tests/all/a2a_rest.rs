@@ -97,6 +97,11 @@ impl Receiver {
     }
 }
 
+/// The server's default body limit.
+fn served_limit() -> usize {
+    ServerConfig::default().body_limit
+}
+
 /// A loopback URL nobody listens on.
 async fn dead_url() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -198,6 +203,12 @@ async fn a_rest_only_client_runs_the_whole_task_life_over_http_json() {
         .await
         .expect("request");
     assert_eq!(malformed.status(), 400);
+    let malformed: Value = malformed.json().await.expect("json");
+    assert_eq!(malformed["error"]["details"][0]["reason"], "INVALID_REQUEST", "{malformed}");
+    let huge = format!("{{\"message\": {{\"parts\": [{{\"text\": \"{}\"}}]}}}}", "x".repeat(served_limit() + 1));
+    let too_large =
+        served.post("/a2a/rest/message:send").header("content-type", "application/json").body(huge).send().await;
+    assert_eq!(too_large.expect("request").status(), 413);
     let no_action = served.post(&format!("/a2a/rest/tasks/{}:pause", sent["id"].as_str().expect("id"))).send().await;
     assert_eq!(no_action.expect("request").status(), 405);
     let bad_query = served.get("/a2a/rest/tasks?pageSize=many").send().await.expect("request");
