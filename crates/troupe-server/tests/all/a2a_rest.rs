@@ -367,7 +367,7 @@ async fn the_0_3_push_methods_read_and_answer_0_3_shapes() {
 /// the run ends, while the slow one is still on its first update.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_webhook_delays_neither_the_run_nor_another_webhook() {
-    let slow = Receiver::start_with(0, Duration::from_secs(4)).await;
+    let slow = Receiver::start_with(0, Duration::from_secs(8)).await;
     let fast = Receiver::start(0).await;
     let served = serve(ServerConfig::default(), [write_call("call_s", "s.md", "s\n"), MockTurn::text("Done.")]).await;
     let run = served.start("write s.md").await;

@@ -271,5 +271,7 @@ async fn follow(registry: Arc<PushRegistry>, run: Arc<HubRun>, number: u64, stop
             break;
         }
     }
-    registry.unfollow(&task_id, number, run.is_ended());
+    // The fold can say the task ended a moment before the hub records the run's end.
+    let ended = run.is_ended() || told.is_some_and(TaskState::is_terminal);
+    registry.unfollow(&task_id, number, ended);
 }
