@@ -12,9 +12,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use troupe::runtime::durable::{Durability, UNCERTAIN_REASON};
 use troupe::runtime::{
-    ApprovalDecision, ApprovalPolicy, RunHandle, RunInput, RunOutcome, RunOutput, Signal, SignalSender,
+    ApprovalDecision, ApprovalPolicy, OutputSpec, RunHandle, RunInput, RunOutcome, RunOutput, Signal, SignalSender,
 };
-use troupe_core::{AgentEventKind, PauseReason, ToolCallId};
+use troupe_core::{AgentEventKind, OutputSchema, PauseReason, ToolCallId};
 
 /// Why a call is rejected when no person can be asked and nothing is recorded.
 const NO_TERMINAL: &str = "no terminal to ask; rerun with --approve auto";
@@ -77,6 +77,11 @@ pub(crate) struct RunArgs {
     /// Print the run's events as JSON lines on stdout instead of text.
     #[arg(long)]
     json: bool,
+    /// End with a typed answer: a JSON document matching the JSON schema in FILE (an
+    /// object schema), printed on stdout. An answer that does not match is sent back to
+    /// the model twice, then the run fails `output_invalid`.
+    #[arg(long, value_name = "FILE")]
+    output_schema: Option<PathBuf>,
     /// Continue the conversation of a recorded run, the task as its next message: the
     /// newest run in the store, or `--continue=RUN` (the first characters of its id do).
     #[arg(
@@ -91,6 +96,23 @@ pub(crate) struct RunArgs {
     /// The task (several words are joined by spaces).
     #[arg(required = true, value_name = "TASK")]
     task: Vec<String>,
+}
+
+/// The output spec of `--output-schema FILE`: the file's JSON schema, named by the file.
+fn output_schema(path: &Path) -> Result<OutputSpec, Failure> {
+    let usage = |message: String| Failure::Usage(anyhow::anyhow!("--output-schema {}: {message}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| usage(format!("cannot read it: {e}")))?;
+    let schema: serde_json::Value = serde_json::from_str(&text).map_err(|e| usage(format!("not JSON: {e}")))?;
+    let name: String = path
+        .file_stem()
+        .map(|stem| stem.to_string_lossy())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .take(64)
+        .collect();
+    let name = if name.is_empty() { "Output".to_owned() } else { name };
+    OutputSpec::new(OutputSchema::new(name, schema)).map_err(|e| usage(e.to_string()))
 }
 
 /// A budget is a positive, finite number of dollars.
@@ -129,6 +151,9 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), Failure> {
         false => Some(args.place.open().await?),
     };
     let mut input = RunInput::new(args.task.join(" "));
+    if let Some(path) = &args.output_schema {
+        input = input.output(output_schema(path)?);
+    }
     if let (Some(given), Some(store)) = (&args.continues, &store) {
         input = continued(store.as_ref(), given, input).await?;
     }

@@ -51,6 +51,9 @@ pub enum FailureCode {
     Refusal,
     /// The agent names a tool that does not exist.
     UnknownTool,
+    /// The final answer did not match the output schema asked for, after every correction
+    /// the run allowed.
+    OutputInvalid,
     /// A middleware refused the call.
     MiddlewareRefused,
     /// A plugin could not be initialized.
@@ -69,7 +72,7 @@ pub enum FailureCode {
 
 /// Every code this version knows, with its name, for reading names back (a new code goes
 /// here and in [`FailureCode::as_str`]; the tests check that both agree).
-const KNOWN: [(FailureCode, &str); 22] = [
+const KNOWN: [(FailureCode, &str); 23] = [
     (FailureCode::RateLimited, "rate_limited"),
     (FailureCode::Overloaded, "overloaded"),
     (FailureCode::ServerError, "server_error"),
@@ -86,6 +89,7 @@ const KNOWN: [(FailureCode, &str); 22] = [
     (FailureCode::Cancelled, "cancelled"),
     (FailureCode::Refusal, "refusal"),
     (FailureCode::UnknownTool, "unknown_tool"),
+    (FailureCode::OutputInvalid, "output_invalid"),
     (FailureCode::MiddlewareRefused, "middleware_refused"),
     (FailureCode::Plugin, "plugin"),
     (FailureCode::Compaction, "compaction"),
@@ -130,6 +134,7 @@ impl FailureCode {
             FailureCode::Cancelled => "cancelled",
             FailureCode::Refusal => "refusal",
             FailureCode::UnknownTool => "unknown_tool",
+            FailureCode::OutputInvalid => "output_invalid",
             FailureCode::MiddlewareRefused => "middleware_refused",
             FailureCode::Plugin => "plugin",
             FailureCode::Compaction => "compaction",

@@ -47,6 +47,60 @@ pub struct ReasoningConfig {
     pub budget_tokens: u32,
 }
 
+/// The shape a model's final answer must take: a JSON schema, sent to each vendor by its
+/// own structured-output mechanism (OpenAI's `json_schema` response format, Anthropic's
+/// `output_config`, Gemini's `responseSchema`) or, for a server without one, as a final
+/// `answer` tool the model must call.
+///
+/// The answer comes back as the text of the model's last turn: the JSON document.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutputSchema {
+    /// A name for the shape (`[a-zA-Z0-9_-]`, at most 64 characters: OpenAI's limit),
+    /// e.g. the Rust type's name.
+    pub name: String,
+    /// The JSON schema of the answer. Vendors' strict modes want an object at the root,
+    /// every property required and `additionalProperties: false`.
+    pub schema: serde_json::Value,
+}
+
+impl OutputSchema {
+    /// An output schema named `name`.
+    pub fn new(name: impl Into<String>, schema: serde_json::Value) -> Self {
+        OutputSchema { name: name.into(), schema }
+    }
+
+    /// Whether the schema meets the vendors' strict mode (OpenAI's `strict: true`): every
+    /// object closed (`additionalProperties: false`) with every property required. Only
+    /// then is it sent as strict; a schema with optional fields is sent as a hint, and the
+    /// answer is still validated when it comes back.
+    pub fn is_strict(&self) -> bool {
+        fn strict(node: &serde_json::Value) -> bool {
+            use serde_json::Value;
+            match node {
+                Value::Array(items) => items.iter().all(strict),
+                Value::Object(map) => {
+                    if let Some(Value::Object(properties)) = map.get("properties") {
+                        let closed = map.get("additionalProperties") == Some(&Value::Bool(false));
+                        let required: Vec<&str> = match map.get("required") {
+                            Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
+                            _ => Vec::new(),
+                        };
+                        if !closed || !properties.keys().all(|key| required.contains(&key.as_str())) {
+                            return false;
+                        }
+                    }
+                    // Data keys hold values, not schemas.
+                    map.iter()
+                        .filter(|(key, _)| !matches!(key.as_str(), "enum" | "const" | "default" | "examples"))
+                        .all(|(_, value)| strict(value))
+                }
+                _ => true,
+            }
+        }
+        strict(&self.schema)
+    }
+}
+
 /// One call to a model, in troupe's terms; each provider translates it to its wire format.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub struct ModelRequest {
@@ -84,6 +138,9 @@ pub struct ModelRequest {
     /// Free-form labels forwarded where the vendor accepts them (e.g. a user id).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,
+    /// The shape the final answer must take, when the caller asks for a typed answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputSchema>,
 }
 
 impl ModelRequest {
@@ -137,6 +194,12 @@ impl ModelRequest {
     /// Enables extended reasoning with a token budget.
     pub fn reasoning(mut self, budget_tokens: u32) -> Self {
         self.reasoning = Some(ReasoningConfig { budget_tokens });
+        self
+    }
+
+    /// Asks for an answer of this shape.
+    pub fn output(mut self, output: OutputSchema) -> Self {
+        self.output = Some(output);
         self
     }
 

@@ -93,6 +93,9 @@ pub struct ProviderSection {
     pub default_model: Option<String>,
     /// Send `max_tokens` instead of `max_completion_tokens` (`openai-chat` only).
     pub legacy_max_tokens: Option<bool>,
+    /// Ask for typed answers with a forced `final_answer` tool instead of a `json_schema`
+    /// response format (`openai-chat` only), for servers without response formats.
+    pub answer_tool: Option<bool>,
 }
 
 /// `[models."provider/model"]`: every field optional; prices in USD per million tokens.
@@ -310,6 +313,9 @@ fn provider_config(name: &str, section: &ProviderSection, existing: Option<&Prov
     }
     if let Some(legacy) = section.legacy_max_tokens {
         config.legacy_max_tokens = legacy;
+    }
+    if let Some(answer_tool) = section.answer_tool {
+        config.answer_tool = answer_tool;
     }
     Ok(config)
 }

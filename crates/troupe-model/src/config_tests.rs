@@ -210,3 +210,34 @@ async fn a_provider_added_by_configuration_works_end_to_end() {
     let err = config.providers(no_env()).expect("applies").resolve("acme/acme-large").expect_err("no key");
     assert_eq!(err.to_string(), "ACME_API_KEY is not set; export it or pass --model demo");
 }
+
+#[tokio::test]
+async fn a_provider_without_response_formats_gets_typed_answers_through_the_answer_tool() {
+    let server = MockLlmServer::start().await.expect("server starts");
+    server.push(MockTurn::tool_call("c1", crate::answer_tool::ANSWER_TOOL, serde_json::json!({"ok": true})));
+    server.push(MockTurn::text("{\"ok\": true}"));
+    let text = format!(
+        "[providers.plain]\nkind = \"openai-chat\"\nbase_url = \"{url}\"\nmodels = [\"m\"]\nanswer_tool = true\n\
+         [providers.modern]\nkind = \"openai-chat\"\nbase_url = \"{url}\"\nmodels = [\"m\"]\n",
+        url = server.openai_url()
+    );
+    let providers = ModelConfig::from_toml_str(&text).expect("parses").providers(no_env()).expect("applies");
+    let schema = serde_json::json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
+    for id in ["plain/m", "modern/m"] {
+        let resolved = providers.resolve(id).expect("resolves");
+        let request = resolved
+            .request()
+            .message(Message::user("ok?"))
+            .output(troupe_core::OutputSchema::new("Ok", schema.clone()));
+        let response = resolved.provider.complete(&request, CancellationToken::new()).await.expect("completes");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&response.message.text()).ok(),
+            Some(serde_json::json!({"ok": true}))
+        );
+    }
+    let recorded = server.requests();
+    assert_eq!(recorded[0].body["tools"][0]["function"]["name"], crate::answer_tool::ANSWER_TOOL);
+    assert!(recorded[0].body.get("response_format").is_none());
+    assert_eq!(recorded[1].body["response_format"]["type"], "json_schema");
+    assert!(recorded[1].body.get("tools").is_none());
+}

@@ -4,12 +4,14 @@
 //! genuine multi-step script ([`demo_reply`]); offered a `delegate` tool, it hands the task
 //! to each teammate and answers with the first line of each report; otherwise it chats. A
 //! teammate briefed by its role (researcher, reviewer, writer) opens its report with what
-//! it found in the file it read, as that role would.
+//! it found in the file it read, as that role would. Asked for a typed answer
+//! ([`ModelRequest::output`]), it answers with a JSON document of the schema.
 
 mod delegate;
 mod findings;
 mod orchestrate;
 mod script;
+mod typed;
 
 pub use script::DEMO_FILE;
 
@@ -71,6 +73,28 @@ pub struct DemoReply {
 /// assert!(reply.blocks.iter().any(|b| matches!(b, DemoBlock::ToolCall { name, .. } if name == "fs.list")));
 /// ```
 pub fn demo_reply(request: &ModelRequest) -> DemoReply {
+    let reply = untyped_reply(request);
+    // Asked for a typed answer, the final answer is a document of the schema saying what
+    // the text would have said.
+    match &request.output {
+        Some(output) if reply.stop_reason == StopReason::EndTurn => {
+            let said: String = reply
+                .blocks
+                .iter()
+                .filter_map(|block| match block {
+                    DemoBlock::Text(text) => Some(text.as_str()),
+                    DemoBlock::ToolCall { .. } => None,
+                })
+                .collect();
+            let said = truncate(said.trim(), 200);
+            let document = typed::document(&output.schema, &said);
+            DemoReply { blocks: vec![DemoBlock::Text(document.to_string())], stop_reason: StopReason::EndTurn }
+        }
+        _ => reply,
+    }
+}
+
+fn untyped_reply(request: &ModelRequest) -> DemoReply {
     // A leader (offered `delegate`) delegates before it touches the workspace itself.
     if let Some(reply) = delegate::reply(request) {
         return reply;

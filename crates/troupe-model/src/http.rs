@@ -1,5 +1,6 @@
 //! [`HttpProvider`]: the HTTP and streaming plumbing shared by every vendor.
 
+use crate::answer_tool::{self, AnswerCall};
 use crate::api_key::ApiKey;
 use crate::error::{Error, Result, RetryHint};
 use crate::provider::{EventStream, LlmProvider};
@@ -112,6 +113,14 @@ impl<W: WireFormat> HttpProvider<W> {
 
     async fn open(&self, request: &ModelRequest, cancel: CancellationToken) -> Result<EventStream> {
         let name = self.config.name.as_str();
+        // A typed answer on a wire without structured outputs travels as a tool call.
+        let with_answer_tool;
+        let (request, answer) = if request.output.is_some() && !self.wire.native_output() {
+            with_answer_tool = answer_tool::offer(request)?;
+            (&with_answer_tool, Some(AnswerCall::default()))
+        } else {
+            (request, None)
+        };
         let codec = Arc::new(ToolNameCodec::for_request(request)?);
         let encoded = codec.encode_request(request);
         let wire_request = self.wire.encode_request(&encoded)?;
@@ -156,6 +165,7 @@ impl<W: WireFormat> HttpProvider<W> {
             pending: VecDeque::new(),
             scratch: Vec::new(),
             codec,
+            answer,
             cancelled: Box::pin(cancel.cancelled_owned()),
             idle: timeouts.idle,
             idle_timer: Box::pin(tokio::time::sleep(timeouts.idle)),
@@ -192,6 +202,8 @@ struct HttpEventStream<P> {
     pending: VecDeque<StreamEvent>,
     scratch: Vec<StreamEvent>,
     codec: Arc<ToolNameCodec>,
+    /// Set when a typed answer was asked for as a tool call, to turn it back into text.
+    answer: Option<AnswerCall>,
     cancelled: Pin<Box<WaitForCancellationFutureOwned>>,
     idle: Duration,
     idle_timer: Pin<Box<tokio::time::Sleep>>,
@@ -204,7 +216,11 @@ impl<P: crate::wire::StreamParser> HttpEventStream<P> {
     /// queued after the events parsed before it.
     fn absorb(&mut self, parsed: Result<()>) {
         let codec = &self.codec;
-        self.pending.extend(self.scratch.drain(..).map(|event| decode_names(codec, event)));
+        let events = self.scratch.drain(..).map(|event| decode_names(codec, event));
+        match &mut self.answer {
+            None => self.pending.extend(events),
+            Some(answer) => self.pending.extend(events.filter_map(|event| answer.map(event))),
+        }
         if let Err(e) = parsed {
             self.done = true;
             self.pending_error = Some(e);

@@ -41,6 +41,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod accumulator;
+pub mod answer_tool;
 mod api_key;
 mod config;
 mod demo;

@@ -67,11 +67,15 @@ pub struct OpenAiChatWire {
     /// Send `store: true`, letting OpenAI keep the completion, and with it the request's
     /// `metadata` (OpenAI refuses metadata without `store`). Off by default.
     pub store: bool,
+    /// Ask for a typed answer ([`ModelRequest::output`]) with a forced `final_answer` tool
+    /// rather than a `json_schema` response format, for OpenAI-compatible servers that do
+    /// not support response formats. Off by default.
+    pub answer_tool: bool,
 }
 
 impl Default for OpenAiChatWire {
     fn default() -> Self {
-        OpenAiChatWire { legacy_max_tokens: false, stream_usage: true, store: false }
+        OpenAiChatWire { legacy_max_tokens: false, stream_usage: true, store: false, answer_tool: false }
     }
 }
 
@@ -84,6 +88,10 @@ impl WireFormat for OpenAiChatWire {
             body: request::body(self, request),
             headers: Vec::new(),
         })
+    }
+
+    fn native_output(&self) -> bool {
+        !self.answer_tool
     }
 
     fn parser(&self, provider: &str) -> Self::Parser {

@@ -22,6 +22,7 @@ pub(crate) struct HttpSettings {
     pub(crate) base_url: String,
     pub(crate) key: Option<ApiKey>,
     pub(crate) legacy_max_tokens: bool,
+    pub(crate) answer_tool: bool,
 }
 
 /// A provider, and the settings it was built from.

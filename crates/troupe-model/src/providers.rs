@@ -104,6 +104,9 @@ pub struct ProviderConfig {
     pub default_model: Option<String>,
     /// For `openai-chat` servers that only know `max_tokens`, not `max_completion_tokens`.
     pub legacy_max_tokens: bool,
+    /// For `openai-chat` servers without `json_schema` response formats: a typed answer is
+    /// asked for with a forced `final_answer` tool instead.
+    pub answer_tool: bool,
     /// The provider whose registry entries describe this one's models, when they are the
     /// same models behind another wire (`openai-responses` serves `openai`'s).
     pub registry_provider: Option<String>,
@@ -122,6 +125,7 @@ impl ProviderConfig {
             requires_key: false,
             default_model: None,
             legacy_max_tokens: false,
+            answer_tool: false,
             registry_provider: None,
         }
     }
@@ -247,6 +251,7 @@ impl Preset {
             default_model: self.default_model.map(str::to_owned),
             // OpenAI itself takes the current name; every compatible server knows the old one.
             legacy_max_tokens: self.kind == ProviderKind::OpenAiChat && self.name != "openai",
+            answer_tool: false,
             registry_provider: (self.kind == ProviderKind::OpenAiResponses).then(|| "openai".to_owned()),
         }
     }
@@ -546,7 +551,13 @@ impl Providers {
                 config.name
             )));
         }
-        let settings = HttpSettings { kind: config.kind, base_url, key, legacy_max_tokens: config.legacy_max_tokens };
+        let settings = HttpSettings {
+            kind: config.kind,
+            base_url,
+            key,
+            legacy_max_tokens: config.legacy_max_tokens,
+            answer_tool: config.answer_tool,
+        };
         self.built.get_or_build(&config.name, settings, |settings| build_http_provider(&config.name, settings))
     }
 
@@ -562,7 +573,11 @@ fn build_http_provider(name: &str, settings: &HttpSettings) -> Result<Arc<dyn Ll
     Ok(match settings.kind {
         ProviderKind::Anthropic => Arc::new(HttpProvider::new(http, AnthropicWire::default())?),
         ProviderKind::OpenAiChat => {
-            let wire = OpenAiChatWire { legacy_max_tokens: settings.legacy_max_tokens, ..OpenAiChatWire::default() };
+            let wire = OpenAiChatWire {
+                legacy_max_tokens: settings.legacy_max_tokens,
+                answer_tool: settings.answer_tool,
+                ..OpenAiChatWire::default()
+            };
             Arc::new(HttpProvider::new(http, wire)?)
         }
         ProviderKind::OpenAiResponses => Arc::new(HttpProvider::new(http, OpenAiResponsesWire::default())?),

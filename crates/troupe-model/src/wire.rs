@@ -60,6 +60,13 @@ pub trait WireFormat: Send + Sync + 'static {
         Ok(EncodedRequest { path, body, headers })
     }
 
+    /// Whether the format carries [`ModelRequest::output`] by the vendor's own
+    /// structured-output mechanism. When it does not, the provider asks for the typed
+    /// answer with a forced `final_answer` tool instead (see [`crate::answer_tool`]).
+    fn native_output(&self) -> bool {
+        true
+    }
+
     /// A parser for one response.
     fn parser(&self, provider: &str) -> Self::Parser;
 

@@ -332,7 +332,7 @@ impl RunState {
     /// The effect of an action decided.
     fn perform(&mut self, action: Action, ctx: &Context<'_>) -> Vec<Effect> {
         match action {
-            Action::CallModel(request) => vec![Effect::CallModel(request)],
+            Action::CallModel(request) => vec![Effect::CallModel(*request)],
             Action::AwaitApproval(requests) => vec![Effect::AskApproval(requests)],
             Action::Finish(outcome) => vec![Effect::Finish(outcome)],
             Action::RunTools(calls) => self.next_batch(calls, ctx).into_iter().collect(),

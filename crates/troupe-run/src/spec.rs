@@ -9,6 +9,7 @@ use crate::approval::ApprovalPolicy;
 use crate::compaction::CompactionPolicy;
 use crate::hooks::SignalHooks;
 use crate::limits::Limits;
+use crate::output::OutputSpec;
 use crate::signal::SignalKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -63,6 +64,9 @@ pub struct AgentSpec {
     /// runner's compactor, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compaction: Option<CompactionPolicy>,
+    /// The typed answer the run must end with; `None` for a text answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputSpec>,
     /// Code run when a signal arrives; not serialized.
     #[serde(skip)]
     pub signal_hooks: SignalHooks,
@@ -80,6 +84,7 @@ impl Default for AgentSpec {
             approval: ApprovalPolicy::default(),
             accepted_signals: SignalKind::ALL.into_iter().collect(),
             compaction: None,
+            output: None,
             signal_hooks: SignalHooks::default(),
         }
     }
@@ -95,6 +100,12 @@ impl AgentSpec {
     /// Sets the system instructions.
     pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
         self.instructions = instructions.into();
+        self
+    }
+
+    /// Ends every run with a typed answer of this shape.
+    pub fn output(mut self, output: OutputSpec) -> Self {
+        self.output = Some(output);
         self
     }
 

@@ -22,6 +22,7 @@ use crate::applied::AppliedSpec;
 use crate::approval::{ApprovalDecision, ApprovalRequest, Verdict};
 use crate::error::SignalError;
 use crate::outcome::RunOutcome;
+use crate::output::OutputSpec;
 use crate::signal::Signal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -154,7 +155,7 @@ impl PendingCall {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     /// Call the model with this request.
-    CallModel(ModelRequest),
+    CallModel(Box<ModelRequest>),
     /// Run these calls (the cleared calls of this turn, in order) and report their results.
     RunTools(Vec<ToolCall>),
     /// Ask a person about these calls and report the decisions as signals.
@@ -236,6 +237,13 @@ pub struct RunState {
     pub(crate) continuation: String,
     /// The final answer, once the model gave it.
     pub(crate) answer: String,
+    /// The typed answer the run must end with, if any: part of the run, so a resumed run
+    /// asks for the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) output: Option<OutputSpec>,
+    /// Answers sent back for not matching [`output`](Self::output).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) output_corrections: u32,
     /// Why the run is being cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cancel_reason: Option<String>,
@@ -290,6 +298,8 @@ impl RunState {
             pending_input: Vec::new(),
             continuation: String::new(),
             answer: String::new(),
+            output: None,
+            output_corrections: 0,
             cancel_reason: None,
             tool_calls: 0,
             tool_errors: 0,
@@ -310,6 +320,12 @@ impl RunState {
     /// Continues `conversation` (none: a run of its own).
     pub fn with_conversation(mut self, conversation: Option<ConversationId>) -> Self {
         self.conversation_id = conversation;
+        self
+    }
+
+    /// Ends with a typed answer of this shape (none: a text answer).
+    pub fn with_output(mut self, output: Option<OutputSpec>) -> Self {
+        self.output = output;
         self
     }
 
@@ -655,3 +671,7 @@ impl RunState {
 #[cfg(test)]
 #[path = "state_tests.rs"]
 mod tests;
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}

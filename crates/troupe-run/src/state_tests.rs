@@ -64,7 +64,7 @@ fn ok(content: &str) -> ToolResultOutcome {
 
 fn expect_call_model(action: Action) -> ModelRequest {
     match action {
-        Action::CallModel(request) => request,
+        Action::CallModel(request) => *request,
         other => panic!("expected a model call, got {other:?}"),
     }
 }

@@ -4,7 +4,7 @@ use crate::approval::Verdict;
 use crate::outcome::RunOutcome;
 use crate::spec::AgentSpec;
 use crate::state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState};
-use troupe_core::{Budget, Message, ModelRequest};
+use troupe_core::{Budget, FailureCode, Message, ModelRequest};
 use troupe_tools::ToolCatalog;
 
 impl RunState {
@@ -35,8 +35,13 @@ impl RunState {
         }
         if self.phase == Phase::Answered {
             if self.pending_input.is_empty() {
-                let output = std::mem::take(&mut self.answer);
-                return Action::Finish(self.finish(RunOutcome::Completed { output }));
+                let answer = std::mem::take(&mut self.answer);
+                match self.check_output(answer) {
+                    Ok(output) => return Action::Finish(self.finish(RunOutcome::Completed { output })),
+                    Err(Some(outcome)) => return Action::Finish(outcome),
+                    // Sent back for correction: the model is called again.
+                    Err(None) => {}
+                }
             }
             self.answer.clear();
             self.phase = Phase::CallModel;
@@ -58,7 +63,7 @@ impl RunState {
         }
         self.iteration += 1;
         self.status = LoopStatus::Running;
-        Action::CallModel(self.request(spec, tools))
+        Action::CallModel(Box::new(self.request(spec, tools)))
     }
 
     /// Ends the run when it has made its iterations or spent its token or dollar budget by
@@ -78,6 +83,31 @@ impl RunState {
         Some(self.finish(outcome))
     }
 
+    /// `answer` as the run's output: itself for a text answer; for a typed one, the JSON
+    /// document when it matches. One that does not is sent back to the model (`Err(None)`)
+    /// while corrections remain, and then fails the run (`Err(Some(outcome))`).
+    fn check_output(&mut self, answer: String) -> Result<String, Option<RunOutcome>> {
+        let Some(output) = &self.output else {
+            return Ok(answer);
+        };
+        match output.check(&answer) {
+            Ok(document) => Ok(document.to_string()),
+            Err(problem) if self.output_corrections < output.max_corrections => {
+                let correction = output.correction(&problem);
+                self.output_corrections += 1;
+                self.pending_input.push(Message::user(correction));
+                Err(None)
+            }
+            Err(problem) => {
+                let error = format!(
+                    "the final answer did not match the output schema after {} correction(s): {problem}",
+                    self.output_corrections
+                );
+                Err(Some(self.finish(RunOutcome::failed(error, FailureCode::OutputInvalid))))
+            }
+        }
+    }
+
     /// The request for the next model call.
     pub fn request(&self, spec: &AgentSpec, tools: &ToolCatalog) -> ModelRequest {
         ModelRequest {
@@ -87,6 +117,7 @@ impl RunState {
             tools: tools.specs(),
             max_tokens: spec.limits.max_output_tokens,
             temperature: spec.temperature,
+            output: self.output.as_ref().map(|output| output.schema.clone()),
             ..ModelRequest::default()
         }
     }

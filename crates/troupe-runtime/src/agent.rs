@@ -135,6 +135,39 @@ impl Agent {
         self.start(input).output().await
     }
 
+    /// Runs to the end asking for a typed answer, and decodes it: the schema of `T` goes to
+    /// the model by its vendor's structured-output mechanism, and an answer that does not
+    /// match is sent back for correction (see [`OutputSpec`](troupe_run::OutputSpec)).
+    /// A run that does not complete is [`RuntimeError::NotCompleted`]; one whose answer
+    /// never matched failed with the code `output_invalid`.
+    ///
+    /// ```
+    /// use schemars::JsonSchema;
+    /// use serde::Deserialize;
+    /// use troupe_runtime::Engine;
+    ///
+    /// #[derive(Deserialize, JsonSchema)]
+    /// struct Summary {
+    ///     title: String,
+    ///     points: Vec<String>,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), troupe_runtime::RuntimeError> {
+    /// let agent = Engine::builder().build().agent("summarizer").model("demo").build()?;
+    /// let summary = agent.run_typed::<Summary>("Summarise the README").await?;
+    /// println!("{}: {} points", summary.value.title, summary.value.points.len());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn run_typed<T: serde::de::DeserializeOwned + schemars::JsonSchema>(
+        &self,
+        input: impl Into<RunInput>,
+    ) -> Result<crate::typed::TypedOutput<T>, RuntimeError> {
+        let input = input.into().output(crate::typed::output_spec_for::<T>());
+        crate::typed::decode(self.start(input).output().await?)
+    }
+
     /// Continues a run from `state` (see [`Runner::resume`]).
     pub fn resume(&self, state: RunState) -> RunHandle {
         self.runner.resume(&self.live, state)

@@ -83,6 +83,10 @@ pub enum RuntimeError {
     /// its outcome, its partial text, its state (a paused run resumes from it).
     #[error(transparent)]
     NotCompleted(RunNotCompleted),
+    /// A completed run's answer matched its output schema but not the Rust type asked for
+    /// (a schema and a type that disagree).
+    #[error("the answer does not decode as the type asked for: {0}")]
+    OutputType(String),
 }
 
 impl From<troupe_run::SignalError> for RuntimeError {

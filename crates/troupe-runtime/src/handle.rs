@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, ConversationId, Message, RunId, ToolCallId};
 use troupe_run::ApprovalDecision;
+use troupe_run::OutputSpec;
 use troupe_run::Signal;
 
 /// How many events a run buffers for a slow consumer before it waits.
@@ -33,6 +34,9 @@ pub struct RunInput {
     pub parent_run_id: Option<RunId>,
     /// A model for this run only, instead of the agent's.
     pub model: Option<String>,
+    /// A typed answer for this run only, instead of the agent's
+    /// ([`AgentSpec::output`](troupe_run::AgentSpec::output)).
+    pub output: Option<OutputSpec>,
 }
 
 impl RunInput {
@@ -50,6 +54,12 @@ impl RunInput {
     /// Uses `model` for this run.
     pub fn model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
+        self
+    }
+
+    /// Asks this run for a typed answer of this shape.
+    pub fn output(mut self, output: OutputSpec) -> Self {
+        self.output = Some(output);
         self
     }
 

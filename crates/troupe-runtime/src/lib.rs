@@ -139,6 +139,7 @@ mod runner;
 mod task;
 pub use task::model_call::STREAM_RESTARTS;
 mod tool_pipeline;
+mod typed;
 
 pub use agent::Agent;
 pub use builder::{AgentBuilder, Engine, EngineBuilder};
@@ -163,6 +164,8 @@ pub use runner::{DEFAULT_TOOL_CONCURRENCY, Runner, SpecSource};
 pub use troupe_run::machine;
 pub use troupe_run::{
     Action, AgentSpec, AppliedSpec, ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest, ApprovalRule,
-    CallResult, CompactionPolicy, DEFAULT_CONTEXT_WINDOW, Limits, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION,
-    RuleAction, RunOutcome, RunState, Signal, SignalError, SignalHook, SignalHooks, SignalKind, Strategy, Verdict,
+    CallResult, CompactionPolicy, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_CORRECTIONS, Limits, LoopStatus,
+    OutputSchemaError, OutputSpec, PendingCall, Phase, RESUME_INSTRUCTION, RuleAction, RunOutcome, RunState, Signal,
+    SignalError, SignalHook, SignalHooks, SignalKind, Strategy, Verdict,
 };
+pub use typed::{TypedOutput, output_spec_for};

@@ -364,7 +364,8 @@ impl Runner {
             .with_history(input.history)
             .with_instruction(&input.instruction)
             .with_conversation(input.conversation_id)
-            .with_parent(input.parent_run_id);
+            .with_parent(input.parent_run_id)
+            .with_output(input.output.or_else(|| spec.output.clone()));
         self.launch(Launch { spec, live: source.live(), state, instruction: input.instruction, fresh: true, recorder })
     }
 

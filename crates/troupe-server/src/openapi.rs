@@ -190,10 +190,13 @@ pub fn document() -> Value {
                     "required": ["code", "message"],
                     "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
                 "StartRun": {"type": "object", "required": ["instruction"], "additionalProperties": false,
-                    "oneOf": [{"required": ["agent"], "not": {"required": ["team"]}}, {"required": ["team"], "not": {"required": ["agent"]}}],
+                    "oneOf": [{"required": ["agent"], "not": {"required": ["team"]}},
+                        {"required": ["team"], "not": {"anyOf": [{"required": ["agent"]}, {"required": ["output"]}]}}],
                     "properties": {
                     "agent": id_schema(), "team": id_schema(), "instruction": {"type": "string"},
-                    "conversation_id": id_schema(), "model": {"type": "string", "minLength": 1}, "stream": {"type": "boolean", "default": true}}},
+                    "conversation_id": id_schema(), "model": {"type": "string", "minLength": 1}, "stream": {"type": "boolean", "default": true},
+                    "output": {"type": "object", "required": ["schema"], "additionalProperties": false, "properties": {
+                        "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"}, "schema": output_schema()}}}},
                 "Signal": {"type": "object", "required": ["type"], "properties": {
                     "type": {"enum": ["user_message", "steering", "approval", "cancel", "resume", "external_event"]},
                     "text": {"type": "string"}, "call_id": {"type": "string"},
@@ -254,6 +257,19 @@ pub fn document() -> Value {
         paths.extend(rest);
     }
     document
+}
+
+/// The `schema` of a run request's `output`: any JSON schema of an object; described here
+/// by the subset most answers use (typed properties, required names).
+fn output_schema() -> serde_json::Value {
+    let property = serde_json::json!({"type": "object", "additionalProperties": false, "properties": {
+        "type": {"enum": ["string", "number", "integer", "boolean", "array", "object", "null"]},
+        "description": {"type": "string"}}});
+    serde_json::json!({"type": "object", "required": ["type"], "additionalProperties": false, "properties": {
+        "type": {"const": "object"},
+        "properties": {"type": "object", "additionalProperties": property},
+        "required": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+        "additionalProperties": {"type": "boolean"}}})
 }
 
 #[cfg(test)]

@@ -56,6 +56,10 @@
 //! [retry]
 //! max_attempts = 2                      # 1 = no retry
 //! backoff_ms = 1000
+//!
+//! [output]                              # optional: runs end with a typed answer
+//! name = "Verdict"
+//! schema_file = "schemas/verdict.json"  # or `[output.schema]` written in place
 //! ```
 //!
 //! Only `[agent]` (`id`, `name`) and `[provider]` (`model`) are required. Every table
@@ -66,11 +70,13 @@
 //! agents/coder.toml:7:1: unknown key `modle` in [provider]; expected one of name, model, api_key, temperature, max_tokens
 //! ```
 //!
-//! See [`tools`](ToolsSection) for the two spellings of the tool lists, and
+//! See [`tools`](ToolsSection) for the two spellings of the tool lists, [`OutputSection`]
+//! for `[output]`, and
 //! [`McpServerConfig`](troupe_mcp::McpServerConfig) for every key of `[[mcp.servers]]`.
 
 mod error;
 mod names;
+mod output;
 mod placeholders;
 mod sections;
 mod templates;
@@ -78,6 +84,7 @@ mod tools;
 
 pub use error::{DefinitionError, Location};
 pub use names::{BUILTIN_TOOLS, COORDINATOR_TOOLS, MAX_ID_LEN, is_known_tool};
+pub use output::OutputSection;
 pub use placeholders::PLACEHOLDERS;
 pub use sections::{
     AgentSection, ApiKey, DEFAULT_REPORT_TIMEOUT_SECONDS, Execution, ExecutionMode, MemoryBackend, MemorySection,
@@ -93,7 +100,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use troupe_mcp::McpSection;
-use troupe_runtime::{AgentSpec, ApprovalPolicy, ApprovalRule};
+use troupe_runtime::{AgentSpec, ApprovalPolicy, ApprovalRule, OutputSpec};
 use troupe_sandbox::SandboxSettings;
 
 /// An agent file: who the agent is, how its worker runs, its model, tools, prompt,
@@ -126,9 +133,15 @@ pub struct AgentDefinition {
     /// `[sandbox]`: how the commands its tools run are confined, over `troupe.toml`'s.
     #[serde(default, skip_serializing_if = "SandboxSettings::is_empty")]
     pub sandbox: SandboxSettings,
+    /// `[output]`: the typed answer its runs end with.
+    #[serde(default, skip_serializing_if = "OutputSection::is_empty")]
+    pub output: OutputSection,
     /// The file it was read from (`{agent_file}`).
     #[serde(skip)]
     source: PathBuf,
+    /// `[output]` read and checked.
+    #[serde(skip)]
+    output_spec: Option<OutputSpec>,
 }
 
 /// How to start an agent's worker, placeholders filled in.
@@ -180,6 +193,7 @@ impl AgentDefinition {
         definition.source = path.to_owned();
         definition.check_tool_duplicates(text)?;
         definition.check_mcp_duplicates(text)?;
+        definition.output_spec = definition.output.spec(path, text)?;
         Ok(definition)
     }
 
@@ -247,6 +261,7 @@ impl AgentDefinition {
         spec.tools = self.tools.enabled();
         spec.limits.max_output_tokens = self.provider.max_tokens;
         spec.temperature = self.provider.temperature;
+        spec.output.clone_from(&self.output_spec);
         spec.approval = self
             .tools
             .deny

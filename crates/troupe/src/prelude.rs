@@ -7,8 +7,8 @@ pub use troupe_core::{
 pub use troupe_durable::ResumeRun;
 pub use troupe_model::{LlmProvider, ModelResponse, StreamAccumulator};
 pub use troupe_runtime::{
-    Agent, AgentSpec, ApprovalPolicy, ContentFilter, Engine, Logging, Middleware, Plugin, RateLimit, RunOutcome,
-    RunOutput, RuntimeError, Signal,
+    Agent, AgentSpec, ApprovalPolicy, ContentFilter, Engine, Logging, Middleware, OutputSpec, Plugin, RateLimit,
+    RunInput, RunOutcome, RunOutput, RuntimeError, Signal, TypedOutput,
 };
 pub use troupe_tools::{Effect, Tool, ToolContext, ToolError, ToolOutput, TypedTool, typed_tool};
 

@@ -881,3 +881,58 @@ fn troupe_alone_is_a_session_at_a_terminal_and_the_usage_elsewhere() {
     assert_eq!(piped.status.code(), Some(2));
     assert!(stdout(&piped).contains("Usage: troupe"), "{}", stdout(&piped));
 }
+
+/// `--output-schema FILE`: the schema goes to the model, a mismatch is sent back, and the
+/// matching document is what stdout shows; one never corrected exits 1 `output_invalid`;
+/// a schema file that cannot be one is a usage error.
+#[test]
+fn an_output_schema_makes_the_answer_a_matching_json_document() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let url = server.openai_url();
+    let dirs = Dirs::new();
+    let schema = dirs.cwd.path().join("verdict.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"], "additionalProperties": false}"#,
+    )
+    .expect("the schema file");
+    let schema = schema.to_str().expect("UTF-8");
+    let env = [("OPENAI_API_KEY", "sk-fake"), ("OPENAI_BASE_URL", url.as_str())];
+    let args = ["--model", "openai/gpt-4o", "-w", dirs.workspace(), "--output-schema", schema, "Review it"];
+
+    server.push(MockTurn::text("Looks good to me."));
+    server.push(MockTurn::text(r#"{"approved": true}"#));
+    let typed = troupe(dirs.cwd.path(), &args, &env);
+    assert_eq!(typed.status.code(), Some(0), "{}", stderr(&typed));
+    assert!(stdout(&typed).ends_with("{\"approved\": true}\n"), "{}", stdout(&typed));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "one correction");
+    assert_eq!(requests[0].body["response_format"]["json_schema"]["name"], json!("verdict"));
+    assert_eq!(requests[0].body["response_format"]["json_schema"]["strict"], json!(true));
+    assert!(requests[1].body.to_string().contains("not a JSON document"));
+
+    for _ in 0..3 {
+        server.push(MockTurn::text("Yes."));
+    }
+    let never = troupe(dirs.cwd.path(), &args, &env);
+    assert_eq!(never.status.code(), Some(1), "{}", stderr(&never));
+    assert!(stderr(&never).contains("did not match the output schema"), "{}", stderr(&never));
+
+    // The demo model answers with a document of the schema.
+    let demo_args = ["--model", "demo", "-w", dirs.workspace(), "--approve", "auto", "--output-schema", schema, "hi"];
+    let demo = troupe(dirs.cwd.path(), &demo_args, &[]);
+    assert_eq!(demo.status.code(), Some(0), "{}", stderr(&demo));
+    let document: serde_json::Value =
+        serde_json::from_str(stdout(&demo).trim().lines().last().unwrap_or_default()).expect("JSON on stdout");
+    assert_eq!(document, json!({"approved": true}));
+
+    std::fs::write(dirs.cwd.path().join("list.json"), r#"{"type": "array"}"#).expect("a file");
+    for (file, message) in [("list.json", "must describe a JSON object"), ("nothing.json", "cannot read it")] {
+        let path = dirs.cwd.path().join(file);
+        let bad =
+            troupe(dirs.cwd.path(), &["--model", "demo", "--output-schema", path.to_str().expect("UTF-8"), "hi"], &[]);
+        assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+        assert!(stderr(&bad).contains(message), "{}", stderr(&bad));
+    }
+}

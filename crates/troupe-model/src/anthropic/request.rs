@@ -22,7 +22,22 @@ pub(super) struct Body<'a> {
     thinking: Option<Thinking>,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<Metadata<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<OutputConfig<'a>>,
     stream: bool,
+}
+
+/// `output_config`: the structured-output format of a typed answer.
+#[derive(Serialize)]
+struct OutputConfig<'a> {
+    format: OutputFormat<'a>,
+}
+
+/// `{type: "json_schema", schema}`: Anthropic takes the schema alone, no name.
+#[derive(Serialize)]
+struct OutputFormat<'a> {
+    r#type: &'static str,
+    schema: &'a serde_json::Value,
 }
 
 #[derive(Serialize)]
@@ -131,6 +146,10 @@ pub(super) fn body(request: &ModelRequest, default_max_tokens: u32) -> Body<'_> 
         // Anthropic's metadata accepts `user_id` and nothing else; other labels would make
         // the request fail, so they stay local.
         metadata: request.metadata.get("user_id").map(|user_id| Metadata { user_id }),
+        output_config: request
+            .output
+            .as_ref()
+            .map(|output| OutputConfig { format: OutputFormat { r#type: "json_schema", schema: &output.schema } }),
         stream: true,
     }
 }

@@ -65,6 +65,10 @@ pub(super) fn build(wire: &GeminiWire, request: &ModelRequest) -> Result<WireReq
         };
         generation.insert("thinkingConfig".to_owned(), thinking);
     }
+    if let Some(output) = &request.output {
+        generation.insert("responseMimeType".to_owned(), json!("application/json"));
+        generation.insert("responseSchema".to_owned(), schema::response_schema(&output.schema));
+    }
     if !generation.is_empty() {
         body.insert("generationConfig".to_owned(), Value::Object(generation));
     }

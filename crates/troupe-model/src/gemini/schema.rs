@@ -62,6 +62,12 @@ pub(crate) fn parameters(schema: &Value) -> Option<Value> {
     Some(Value::Object(converted))
 }
 
+/// The `generationConfig.responseSchema` of a typed answer: the same dialect as tool
+/// parameters, at any root type.
+pub(crate) fn response_schema(schema: &Value) -> Value {
+    Value::Object(convert(schema, schema, 0))
+}
+
 fn convert(schema: &Value, root: &Value, depth: usize) -> Map<String, Value> {
     let Value::Object(map) = schema else {
         // `true` (anything) and malformed schemas carry no constraint Gemini can express.

@@ -40,6 +40,12 @@ pub(super) fn body(wire: &OpenAiChatWire, request: &ModelRequest) -> Value {
     if !request.stop_sequences.is_empty() {
         body.insert("stop".into(), json!(request.stop_sequences));
     }
+    if let Some(output) = &request.output {
+        body.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {"name": output.name, "schema": output.schema, "strict": output.is_strict()}}),
+        );
+    }
     if let Some(reasoning) = &request.reasoning {
         body.insert("reasoning_effort".into(), Value::String(reasoning_effort(reasoning.budget_tokens).into()));
     }

@@ -26,6 +26,8 @@ pub(super) struct Body<'a> {
     metadata: &'a BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning: Option<Reasoning<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<Text<'a>>,
     stream: bool,
     store: bool,
 }
@@ -79,6 +81,22 @@ struct Reasoning<'a> {
     summary: Option<&'a str>,
 }
 
+/// `text`: how the answer is written; only its `format` is set, for a typed answer.
+#[derive(Serialize)]
+struct Text<'a> {
+    format: JsonSchemaFormat<'a>,
+}
+
+/// `{type: "json_schema", name, schema, strict}`: flat, unlike Chat Completions'
+/// `response_format.json_schema`.
+#[derive(Serialize)]
+struct JsonSchemaFormat<'a> {
+    r#type: &'static str,
+    name: &'a str,
+    schema: &'a serde_json::Value,
+    strict: bool,
+}
+
 /// What the wire options contribute to a body.
 pub(super) struct Options<'a> {
     pub(super) reasoning_summary: Option<&'a str>,
@@ -106,6 +124,14 @@ pub(super) fn body<'a>(request: &'a ModelRequest, options: Options<'a>) -> Body<
         reasoning: request
             .reasoning
             .map(|config| Reasoning { effort: effort(config), summary: options.reasoning_summary }),
+        text: request.output.as_ref().map(|output| Text {
+            format: JsonSchemaFormat {
+                r#type: "json_schema",
+                name: &output.name,
+                schema: &output.schema,
+                strict: output.is_strict(),
+            },
+        }),
         stream: true,
         store: options.store,
     }

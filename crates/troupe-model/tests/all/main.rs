@@ -11,3 +11,4 @@ mod live;
 mod openai_chat;
 mod openai_responses;
 mod retry;
+mod typed_output;

@@ -4,8 +4,8 @@ use crate::error::RuntimeError;
 use crate::handle::RunInput;
 use serde::{Deserialize, Serialize};
 use troupe_core::{ConversationId, Message, RunId};
-use troupe_run::AgentSpec;
 use troupe_run::RunState;
+use troupe_run::{AgentSpec, OutputSpec};
 use troupe_store::{NewRun, RunStatus};
 
 /// A run's input as stored: the agent's definition and the task.
@@ -24,6 +24,9 @@ pub struct StoredInput {
     /// The model for this run only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The typed answer asked of this run only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputSpec>,
     /// The conversation the run continues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation_id: Option<ConversationId>,
@@ -43,6 +46,7 @@ impl StoredInput {
             instruction: input.instruction.clone(),
             history: input.history.clone(),
             model: input.model.clone(),
+            output: input.output.clone(),
             conversation_id: input.conversation_id.clone(),
             parent_run_id: input.parent_run_id.clone(),
             workspace: None,
@@ -68,6 +72,7 @@ impl StoredInput {
             .with_instruction(&self.instruction)
             .with_conversation(self.conversation_id.clone())
             .with_parent(self.parent_run_id.clone())
+            .with_output(self.output.clone().or_else(|| self.spec.output.clone()))
     }
 
     /// The record that creates run `run_id` with this input, in `status`.

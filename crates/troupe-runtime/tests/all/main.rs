@@ -16,3 +16,4 @@ mod reconfigure;
 mod runtime;
 mod stream_restart;
 mod tool_loop;
+mod typed_output;

@@ -5,7 +5,7 @@ mod runs;
 mod sse;
 mod ws;
 
-pub use runs::{SignalAccepted, StartRun, launch};
+pub use runs::{OutputRequest, SignalAccepted, StartRun, launch};
 pub use sse::{event_type, resume_position};
 pub use ws::{ClientMessage, ServerMessage};
 

@@ -15,8 +15,8 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
-use troupe_core::{ConversationId, RunId};
-use troupe_runtime::{RunInput, Signal};
+use troupe_core::{ConversationId, OutputSchema, RunId};
+use troupe_runtime::{OutputSpec, RunInput, Signal};
 
 /// The body of `POST /v1/runs`: what to run, on what.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -39,6 +39,21 @@ pub struct StartRun {
     /// Whether the response is the run's event stream (the default) or just its id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
+    /// A typed answer for this run (an agent's): the run ends with a JSON document matching
+    /// the schema, or fails `output_invalid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputRequest>,
+}
+
+/// `output` of a run request: the answer's JSON schema (an object schema) and its name.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputRequest {
+    /// The answer's name (`[a-zA-Z0-9_-]`, at most 64; default `Output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The JSON schema.
+    pub schema: serde_json::Value,
 }
 
 impl StartRun {
@@ -68,6 +83,19 @@ impl StartRun {
                 return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", "`model` is empty"));
             }
             input = input.model(model.clone());
+        }
+        if let Some(output) = &self.output {
+            if self.team.is_some() {
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_body",
+                    "`output` is for agents: a team's answer is its leader's text",
+                ));
+            }
+            let name = output.name.clone().unwrap_or_else(|| "Output".to_owned());
+            let spec = OutputSpec::new(OutputSchema::new(name, output.schema.clone()))
+                .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_output_schema", e.to_string()))?;
+            input = input.output(spec);
         }
         Ok(input)
     }

@@ -281,3 +281,55 @@ async fn metrics_count_the_runs_served_in_prometheus_text() {
     assert_eq!(count("gen_ai_client_operation_duration_seconds"), 3.0, "{text}");
     assert!(text.contains(r#"gen_ai_client_token_usage_count{gen_ai_operation_name="chat""#), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_request_may_ask_for_a_typed_answer() {
+    let served =
+        serve(ServerConfig::default(), [MockTurn::text("Approved, I think."), MockTurn::text(r#"{"approved": true}"#)])
+            .await;
+    let schema = serde_json::json!({
+        "type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"],
+    });
+    let response = served
+        .post("/v1/runs")
+        .json(&serde_json::json!({
+            "agent": "coder", "instruction": "review", "stream": false,
+            "output": {"name": "Verdict", "schema": schema},
+        }))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), 201);
+    let body: serde_json::Value = response.json().await.expect("json");
+    let run_id = body["run_id"].as_str().expect("id");
+    let view = served.wait_phase(run_id, "ended").await;
+    assert_eq!(view["end"]["output"], r#"{"approved":true}"#, "{view}");
+    let requests = served.mock.requests();
+    assert_eq!(requests.len(), 2, "one correction");
+    assert_eq!(requests[0].body["output_config"]["format"]["schema"], schema);
+
+    for (output, code) in [
+        (serde_json::json!({"schema": {"type": "array"}}), "invalid_output_schema"),
+        (serde_json::json!({"name": "a b", "schema": {"type": "object"}}), "invalid_output_schema"),
+        (serde_json::json!({"schema": {"type": "object"}, "strict": true}), "invalid_body"),
+    ] {
+        let refused = served
+            .post("/v1/runs")
+            .json(&serde_json::json!({"agent": "coder", "instruction": "review", "output": output}))
+            .send()
+            .await
+            .expect("request");
+        let status = refused.status();
+        let error: serde_json::Value = refused.json().await.expect("json");
+        assert!(status == 422 || status == 400, "{status} {error}");
+        assert_eq!(error["error"]["code"], code, "{output}: {error}");
+    }
+    let team = served
+        .post("/v1/runs")
+        .json(&serde_json::json!({"team": "crew", "instruction": "x", "output": {"schema": {"type": "object"}}}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(team.status(), 422);
+    assert_eq!(served.mock.requests().len(), 2, "nothing refused reached the model");
+}

@@ -426,3 +426,54 @@ fn mcp_servers_are_read_and_their_mistakes_located() {
     let section = error_of(&minimal("[mcp]\nserver = []\n"));
     assert!(section.message.starts_with("unknown key `server` in [mcp]; expected servers"), "{section}");
 }
+
+#[test]
+fn output_schemas_are_read_in_place_or_from_a_file_and_their_mistakes_located() {
+    // In place, as TOML.
+    let inline = minimal(
+        "\n[output]\nname = \"Verdict\"\nmax_corrections = 1\n[output.schema]\ntype = \"object\"\nrequired = [\"approved\"]\nproperties.approved.type = \"boolean\"\n",
+    );
+    let spec = AgentDefinition::parse(&inline, "agents/a.toml").expect("parses").to_spec();
+    let output = spec.output.expect("an output spec");
+    assert_eq!((output.schema.name.as_str(), output.max_corrections), ("Verdict", 1));
+    assert_eq!(output.schema.schema["properties"]["approved"]["type"], "boolean");
+    assert!(output.check(r#"{"approved": true}"#).is_ok() && output.check(r#"{"approved": "yes"}"#).is_err());
+
+    // From a file next to the agent file.
+    let dir = tempfile::tempdir().expect("a directory");
+    let schema = r#"{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}"#;
+    write(dir.path(), "agents/schemas/n.json", schema);
+    let file = write(dir.path(), "agents/a.toml", &minimal("\n[output]\nschema_file = \"schemas/n.json\"\n"));
+    let spec = AgentDefinition::load(&file).expect("loads").to_spec();
+    let output = spec.output.expect("an output spec");
+    assert_eq!(output.schema.name, "Output");
+    assert_eq!(output.schema.schema["required"], serde_json::json!(["n"]));
+
+    // Mistakes, where they are written.
+    let cases = [
+        ("\n[output]\nname = \"X\"\n", (9, 8), "[output] needs `schema` (in place) or `schema_file` (a JSON file)"),
+        (
+            "\n[output]\nschema_file = \"s.json\"\nschema = { type = \"object\" }\n",
+            (9, 15),
+            "[output] takes `schema` or `schema_file`, not both",
+        ),
+        ("\n[output]\nschema_file = \"missing.json\"\n", (9, 15), "cannot read the schema file"),
+        ("\n[output]\nschema = { type = \"string\" }\n", (9, 10), "must describe a JSON object"),
+        ("\n[output]\nname = \"a verdict\"\nschema = { type = \"object\" }\n", (10, 10), "has a name vendors refuse"),
+        (
+            "\n[output]\nschema = { type = \"object\" }\nmax_corection = 1\n",
+            (10, 1),
+            "unknown key `max_corection` in [output]",
+        ),
+    ];
+    for (extra, (line, column), message) in cases {
+        let error = error_of(&minimal(extra));
+        assert_eq!(error.location, at(line, column), "{extra}: {error}");
+        assert!(error.message.contains(message), "{extra}: {error}");
+    }
+    write(dir.path(), "agents/bad.json", "{ not json");
+    let broken = write(dir.path(), "agents/b.toml", &minimal("\n[output]\nschema_file = \"bad.json\"\n"));
+    let error = AgentDefinition::load(&broken).expect_err("bad JSON");
+    assert!(error.message.contains("is not JSON"), "{error}");
+    assert_eq!(error.location, at(9, 15));
+}

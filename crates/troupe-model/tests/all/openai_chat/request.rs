@@ -105,7 +105,10 @@ fn metadata_needs_store_and_the_switches_change_the_body() {
     assert_eq!(plain["max_completion_tokens"], json!(1024));
     assert_eq!(plain["stream_options"], json!({"include_usage": true}));
 
-    let legacy = body(&OpenAiChatWire { legacy_max_tokens: true, stream_usage: false, store: false }, &request);
+    let legacy = body(
+        &OpenAiChatWire { legacy_max_tokens: true, stream_usage: false, store: false, answer_tool: false },
+        &request,
+    );
     assert_eq!(legacy["max_tokens"], json!(1024));
     assert!(legacy.get("max_completion_tokens").is_none());
     assert!(legacy.get("stream_options").is_none());
