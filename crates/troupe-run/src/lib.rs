@@ -18,6 +18,7 @@
 
 mod applied;
 mod approval;
+mod client_tools;
 mod compaction;
 mod error;
 mod hooks;
@@ -26,6 +27,7 @@ pub mod machine;
 mod outcome;
 mod reading;
 mod resume;
+mod shared_state;
 mod signal;
 mod spec;
 mod state;
@@ -35,12 +37,14 @@ pub use applied::AppliedSpec;
 pub use approval::{
     ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest, ApprovalRule, RuleAction, Verdict,
 };
+pub use client_tools::{CLIENT_TOOL_REASON, is_client_tool_wait, validate_client_tools};
 pub use compaction::{CompactionPolicy, DEFAULT_CONTEXT_WINDOW, Strategy};
 pub use error::SignalError;
 pub use hooks::{SignalHook, SignalHooks};
 pub use limits::Limits;
 pub use outcome::RunOutcome;
 pub use resume::{CallPlan, CallResume, UNCERTAIN_REASON};
+pub use shared_state::{STATE_UPDATE_TOOL, apply_patch, apply_update, state_update_spec};
 pub use signal::{Signal, SignalKind};
 pub use spec::AgentSpec;
 pub use state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState, ToolBatch};
