@@ -46,6 +46,7 @@
 //! (404), a body that cannot be a run (422). The troupe run's id is in the
 //! `x-troupe-run-id` response header.
 
+mod conversation;
 mod events;
 mod input;
 mod projection;
@@ -58,13 +59,14 @@ pub use events::{
 };
 pub use input::{
     AssistantMessage, Content, ContentPart, Context, FunctionCall, Message, PartSource, ResumeEntry, ResumeStatus,
-    RunAgentInput, TextMessage, Tool, ToolCall, ToolMessage, UserMessage,
+    RunAgentInput, TextMessage, Tool, ToolCall, ToolCallKind, ToolMessage, UserMessage,
 };
 pub use projection::{
-    ARTIFACT_EVENT, FALLBACK_EVENT, Projection, RETRYING_EVENT, RUN_FINISHED_EVENT, RUN_STARTED_EVENT, USAGE_EVENT,
+    ARTIFACT_EVENT, CLIENT_TOOL_INTERRUPT, FALLBACK_EVENT, Projection, RETRYING_EVENT, RUN_FINISHED_EVENT,
+    RUN_STARTED_EVENT, USAGE_EVENT,
 };
-pub use resume::{approval_response_schema, decision};
-pub use run_input::{model_selection, run_input};
+pub use resume::{approval_response_schema, client_tool_answer, decision};
+pub use run_input::{client_tools, model_selection, run_input};
 
 use crate::state::AppState;
 use axum::Router;
