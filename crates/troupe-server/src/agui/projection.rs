@@ -229,6 +229,11 @@ impl Projection {
         if let Some(snapshot) = shared {
             out.push(Event::StateSnapshot { snapshot, subagent_run_id: None });
         }
+        // A resumed AG-UI run gives the client the thread as the run has it before the
+        // rest arrives, so what follows lands in place even in a client that lost it.
+        if let Some(conversation) = self.conversation.as_ref().filter(|_| !history.is_empty()) {
+            out.push(Event::MessagesSnapshot { messages: conversation.messages().to_vec() });
+        }
         for (attribution, steps) in open {
             let lane = self.lane(&attribution, &mut out);
             for step in steps {

@@ -4,6 +4,7 @@
 
 mod a2a;
 mod agui;
+mod agui_frontend;
 mod common;
 mod native;
 mod openai;
