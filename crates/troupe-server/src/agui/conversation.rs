@@ -33,18 +33,19 @@ impl Conversation {
         self.messages.iter().any(|m| matches!(m, Message::Tool(t) if t.tool_call_id == call_id))
     }
 
-    /// The assistant message `id`, added when the conversation has none.
+    /// The assistant message `id`, added at the end when the conversation has none.
     fn assistant(&mut self, id: &str, subagent: Option<&str>) -> Option<&mut AssistantMessage> {
         let at = match self.messages.iter().position(|m| matches!(m, Message::Assistant(a) if a.id == id)) {
             Some(at) => at,
             None => {
-                self.messages.push(Message::Assistant(AssistantMessage {
+                let message = Message::Assistant(AssistantMessage {
                     id: id.to_owned(),
                     content: None,
                     tool_calls: Vec::new(),
                     name: None,
                     subagent_run_id: subagent.map(str::to_owned),
-                }));
+                });
+                self.messages.push(message);
                 self.messages.len() - 1
             }
         };
@@ -79,6 +80,18 @@ impl Conversation {
                 kind: ToolCallKind::Function,
                 function: FunctionCall { name: tool.to_owned(), arguments: String::new() },
             });
+        }
+        // A client may hold a result whose call it never saw: the call goes before it.
+        let holder = self
+            .messages
+            .iter()
+            .position(|m| matches!(m, Message::Assistant(a) if a.tool_calls.iter().any(|c| c.id == call_id)));
+        let result = self.messages.iter().position(|m| matches!(m, Message::Tool(t) if t.tool_call_id == call_id));
+        if let (Some(holder), Some(result)) = (holder, result)
+            && result < holder
+        {
+            let message = self.messages.remove(holder);
+            self.messages.insert(result, message);
         }
     }
 

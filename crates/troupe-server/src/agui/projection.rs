@@ -673,3 +673,7 @@ fn interrupt(reason: &PauseReason, attribution: &Attribution, subagent_run_id: O
 #[cfg(test)]
 #[path = "projection_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "projection_frontend_tests.rs"]
+mod frontend_tests;

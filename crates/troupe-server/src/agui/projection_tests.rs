@@ -5,12 +5,12 @@ use troupe_core::{AgentId, ConversationId, ToolCallId};
 
 const ROOT: &str = "run_root";
 
-struct Script {
+pub(super) struct Script {
     seq: u64,
 }
 
 impl Script {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Script { seq: 0 }
     }
 
@@ -22,7 +22,7 @@ impl Script {
         attribution
     }
 
-    fn root(&mut self, kind: AgentEventKind) -> AgentEvent {
+    pub(super) fn root(&mut self, kind: AgentEventKind) -> AgentEvent {
         AgentEvent::new(self.at(ROOT, "coder", None), kind)
     }
 
@@ -31,7 +31,7 @@ impl Script {
     }
 }
 
-fn projection() -> Projection {
+pub(super) fn projection() -> Projection {
     Projection::new("thread", "agui_run", RunId::new(ROOT))
 }
 
@@ -45,11 +45,11 @@ fn project(events: &[AgentEvent]) -> Vec<Event> {
     out
 }
 
-fn kinds(events: &[Event]) -> Vec<&'static str> {
+pub(super) fn kinds(events: &[Event]) -> Vec<&'static str> {
     events.iter().map(Event::kind).collect()
 }
 
-fn delta(message: &str, text: &str) -> AgentEventKind {
+pub(super) fn delta(message: &str, text: &str) -> AgentEventKind {
     AgentEventKind::MessageDelta { message_id: message.into(), delta: text.into() }
 }
 
@@ -57,7 +57,7 @@ fn reasoning(message: &str, text: &str) -> AgentEventKind {
     AgentEventKind::ReasoningDelta { message_id: message.into(), delta: text.into() }
 }
 
-fn finished(output: Option<&str>) -> AgentEventKind {
+pub(super) fn finished(output: Option<&str>) -> AgentEventKind {
     AgentEventKind::RunFinished {
         outcome: RunOutcomeKind::Completed,
         output: output.map(str::to_owned),
@@ -80,7 +80,7 @@ fn approval(call: &str) -> AgentEventKind {
 /// The ordering rules `@ag-ui/client`'s verifier enforces, so that every unit test
 /// checks them too: `RUN_STARTED` first and once, nothing after the end, content only
 /// inside its opener, nothing opened twice, nothing open at the end.
-fn verify(events: &[Event]) {
+pub(super) fn verify(events: &[Event]) {
     use std::collections::HashSet;
     type Key = (Option<String>, String);
     let mut text: HashSet<Key> = HashSet::new();
