@@ -11,6 +11,7 @@
 
 use serde_json::Value;
 use troupe_core::{PauseReason, ToolSpec};
+use troupe_model::wire_name;
 
 /// The reason a call of a client tool waits with: for its result, from the client.
 pub const CLIENT_TOOL_REASON: &str = "the client runs this tool: the run waits for its result";
@@ -26,7 +27,8 @@ const MAX_NAME: usize = 64;
 
 /// Checks the client tools a run is to be offered: each has a name of letters, digits,
 /// `_`, `-` and `.` (at most 64), given once, that none of `taken` (the agent's own tools)
-/// has, and an arguments schema whose root is an object schema. Says what is wrong.
+/// has — nor one that reaches the model as the same name (`fs_read` is `fs.read` on the
+/// wire) — and an arguments schema whose root is an object schema. Says what is wrong.
 pub fn validate_client_tools<'a>(
     tools: &[ToolSpec],
     taken: impl IntoIterator<Item = &'a str> + Clone,
@@ -41,11 +43,14 @@ pub fn validate_client_tools<'a>(
                 "client tool {n} is named `{name}`: a name is 1 to {MAX_NAME} letters, digits, `_`, `-` or `.`"
             ));
         }
-        if tools[..n].iter().any(|t| t.name == name) {
-            return Err(format!("client tool `{name}` is given twice"));
+        let wire = wire_name(name);
+        if tools[..n].iter().any(|t| wire_name(&t.name) == wire) {
+            return Err(format!("client tool `{name}` is given twice (or as another name the model sees alike)"));
         }
-        if taken.clone().into_iter().any(|t| t == name) {
-            return Err(format!("client tool `{name}` has the name of one of the agent's own tools; rename it"));
+        if let Some(own) = taken.clone().into_iter().find(|t| wire_name(t) == wire) {
+            return Err(format!(
+                "client tool `{name}` has the name of one of the agent's own tools (`{own}`, as the model sees it); rename it"
+            ));
         }
         check_schema(name, &tool.input_schema)?;
     }
@@ -96,6 +101,8 @@ mod tests {
         assert_eq!(validate_client_tools(&[], agent), Ok(()));
         let cases = [
             (vec![tool("shell", object.clone())], "agent's own tools"),
+            (vec![tool("fs_read", object.clone())], "`fs.read`"),
+            (vec![tool("a.b", object.clone()), tool("a_b", object.clone())], "given twice"),
             (vec![tool("a", object.clone()), tool("a", object.clone())], "given twice"),
             (vec![tool("", object.clone())], "a name is"),
             (vec![tool("a b", object.clone())], "a name is"),
