@@ -107,8 +107,9 @@ pub fn document() -> Value {
                     "agent": id_schema(), "team": id_schema(), "instruction": {"type": "string"},
                     "conversation_id": id_schema(), "model": {"type": "string", "minLength": 1}, "stream": {"type": "boolean", "default": true}}},
                 "Signal": {"type": "object", "required": ["type"], "properties": {
-                    "type": {"enum": ["user_message", "steering", "approval", "cancel", "resume", "external_event"]},
+                    "type": {"enum": ["user_message", "steering", "approval", "tool_result", "cancel", "resume", "external_event"]},
                     "text": {"type": "string"}, "call_id": {"type": "string"},
+                    "content": {"type": "string"}, "is_error": {"type": "boolean"},
                     "decision": {"type": "object", "properties": {"type": {"enum": ["approve", "reject", "modify", "always_allow", "cancel"]}}},
                     "reason": {"type": "string"}}},
                 "AgentEvent": {"type": "object", "required": ["type", "agent_id", "run_id", "seq", "timestamp_ms"]},

@@ -280,6 +280,27 @@ async fn client_tools_that_cannot_be_offered_and_answers_for_unknown_calls_get_j
     }
     assert!(served.server_hub.list().is_empty(), "no refused request started a run");
 
+    // The native API answers a client tool's call too, once, and only a call that waits.
+    let response = served.post("/agui/coder").json(&ask(json!([pick_color()]))).send().await.expect("request");
+    let run = response.headers()["x-troupe-run-id"].to_str().expect("a run id").to_owned();
+    let _ = response.text().await;
+    let result = |call: &str| json!({"type": "tool_result", "call_id": call, "content": "teal"});
+    let signals = format!("/v1/runs/{run}/signals");
+    for (body, status) in [(result("call_other"), 409), (result("call_q"), 202), (result("call_q"), 409)] {
+        let response = served.post(&signals).json(&body).send().await.expect("request");
+        assert_eq!(response.status(), status, "{body}");
+    }
+    let hub_run = served.server_hub.get(&run).expect("held");
+    for _ in 0..500 {
+        if hub_run.is_ended() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(hub_run.view().end.map(|e| e.output), Some(Some("ok".to_owned())));
+    let sent = sent_result(&served.mock.requests()[1].body, "call_q").expect("the result was sent");
+    assert!(sent.to_string().contains("teal"), "{sent}");
+
     // A run waiting for an approval is not answered by a tool message.
     let served = serve([crate::common::write_call("call_w", "w.md", "x\n"), MockTurn::text("ok")]).await;
     let response = served
