@@ -169,7 +169,31 @@ pub(super) fn verify(events: &[Event]) {
                 ended = true;
             }
             Event::RunError { .. } => ended = true,
+            Event::MessagesSnapshot { messages } => verify_snapshot(messages),
             _ => {}
+        }
+    }
+}
+
+/// A messages snapshot names each message once, and a result never comes before the
+/// assistant message holding its call.
+fn verify_snapshot(messages: &[super::Message]) {
+    use super::Message;
+    let mut ids = std::collections::HashSet::new();
+    for (at, message) in messages.iter().enumerate() {
+        let id = match message {
+            Message::Assistant(m) => m.id.clone(),
+            Message::Tool(m) => m.id.clone(),
+            Message::User(m) => m.id.clone(),
+            Message::System(m) | Message::Developer(m) => m.id.clone(),
+            Message::Activity(_) | Message::Reasoning(_) => continue,
+        };
+        assert!(ids.insert(id.clone()), "message {id} twice in {messages:#?}");
+        if let Message::Tool(result) = message {
+            let holder = messages.iter().position(
+                |m| matches!(m, Message::Assistant(a) if a.tool_calls.iter().any(|c| c.id == result.tool_call_id)),
+            );
+            assert!(holder.is_none_or(|h| h < at), "result {id} before its call in {messages:#?}");
         }
     }
 }
@@ -726,9 +750,15 @@ fn any_sequence_of_troupe_events_projects_to_a_valid_ag_ui_stream() {
             let event = if run == ROOT { s.root(kind) } else { s.member(run, kind) };
             events.push(event);
         }
-        let mut projection = projection();
-        let mut out = projection.start(&[]);
-        for event in &events {
+        // Half the streams keep the thread for a messages snapshot, and some resume
+        // after a part of the run already seen.
+        let (mut projection, seen) = match next(4) {
+            0 => (projection(), 0),
+            1 => (projection().with_messages(Vec::new()), 0),
+            _ => (projection().with_messages(Vec::new()), next(events.len() as u64 + 1) as usize),
+        };
+        let mut out = projection.start(&events[..seen]);
+        for event in &events[seen..] {
             out.extend(projection.next(event));
         }
         out.extend(projection.end(None));
