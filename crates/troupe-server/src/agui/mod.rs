@@ -35,8 +35,8 @@
 //! message, toolCallId, responseSchema, metadata: {tool, arguments}}]}}`, and the troupe
 //! run keeps waiting. The interrupt's id is the tool call's id. A new request on the
 //! same thread with `resume: [{interruptId, status, payload?}]` decides it and streams
-//! the rest of the run as a new AG-UI run (with the new `runId`); its `messages` are not
-//! used. `status: "cancelled"` rejects the call; `resolved` approves it, unless the
+//! the rest of the run as a new AG-UI run (with the new `runId`); its `messages` only
+//! seed the messages snapshot. `status: "cancelled"` rejects the call; `resolved` approves it, unless the
 //! payload says otherwise: `false` or `{"approved": false, "reason"?}` rejects,
 //! `{"arguments": {…}}` runs the call with those arguments instead, `{"alwaysAllow":
 //! true}` approves this and every later call of the tool in the run.
