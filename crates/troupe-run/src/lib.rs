@@ -18,6 +18,7 @@
 
 mod applied;
 mod approval;
+mod client_tools;
 mod compaction;
 mod error;
 mod hooks;
@@ -27,6 +28,7 @@ mod outcome;
 mod output;
 mod reading;
 mod resume;
+mod shared_state;
 mod signal;
 mod spec;
 mod state;
@@ -36,6 +38,7 @@ pub use applied::AppliedSpec;
 pub use approval::{
     ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest, ApprovalRule, RuleAction, Verdict,
 };
+pub use client_tools::{CLIENT_TOOL_REASON, is_client_tool_wait, validate_client_tools};
 pub use compaction::{CompactionPolicy, DEFAULT_CONTEXT_WINDOW, Strategy};
 pub use error::SignalError;
 pub use hooks::{SignalHook, SignalHooks};
@@ -43,6 +46,7 @@ pub use limits::Limits;
 pub use outcome::RunOutcome;
 pub use output::{DEFAULT_MAX_CORRECTIONS, OutputSchemaError, OutputSpec};
 pub use resume::{CallPlan, CallResume, UNCERTAIN_REASON};
+pub use shared_state::{STATE_UPDATE_TOOL, apply_patch, apply_update, state_update_spec};
 pub use signal::{Signal, SignalKind};
 pub use spec::AgentSpec;
 pub use state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState, ToolBatch};

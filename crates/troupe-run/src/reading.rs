@@ -93,6 +93,17 @@ impl RunState {
         &self.pending_calls
     }
 
+    /// The tools offered to the model that the run's client runs itself.
+    pub fn client_tools(&self) -> &[troupe_core::ToolSpec] {
+        &self.client_tools
+    }
+
+    /// The state shared with the run's client, as the agent last changed it; `None` when
+    /// nothing is shared.
+    pub fn shared_state(&self) -> Option<&serde_json::Value> {
+        self.shared_state.as_ref()
+    }
+
     /// Messages (user input, steering, hook output) waiting for the next model call.
     pub fn pending_input(&self) -> &[Message] {
         &self.pending_input

@@ -32,6 +32,18 @@ pub enum Signal {
         /// The decision.
         decision: ApprovalDecision,
     },
+    /// The result of a call of a client tool, which the run's client ran itself (the call
+    /// waits with [`CLIENT_TOOL_REASON`](crate::CLIENT_TOOL_REASON)): it becomes the
+    /// call's result.
+    ToolResult {
+        /// The call.
+        call_id: ToolCallId,
+        /// What the tool returned, as the model will see it.
+        content: String,
+        /// Whether the tool failed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
     /// Stop the run; it ends [`Cancelled`](crate::RunOutcome::Cancelled).
     Cancel {
         /// Why, recorded in the outcome.
@@ -61,6 +73,8 @@ pub enum SignalKind {
     Steering,
     /// [`Signal::Approval`].
     Approval,
+    /// [`Signal::ToolResult`].
+    ToolResult,
     /// [`Signal::Cancel`].
     Cancel,
     /// [`Signal::Resume`].
@@ -73,10 +87,11 @@ pub enum SignalKind {
 
 impl SignalKind {
     /// Every kind.
-    pub const ALL: [SignalKind; 7] = [
+    pub const ALL: [SignalKind; 8] = [
         SignalKind::UserMessage,
         SignalKind::Steering,
         SignalKind::Approval,
+        SignalKind::ToolResult,
         SignalKind::Cancel,
         SignalKind::Resume,
         SignalKind::ExternalEvent,
@@ -89,6 +104,7 @@ impl SignalKind {
             SignalKind::UserMessage => "user_message",
             SignalKind::Steering => "steering",
             SignalKind::Approval => "approval",
+            SignalKind::ToolResult => "tool_result",
             SignalKind::Cancel => "cancel",
             SignalKind::Resume => "resume",
             SignalKind::ExternalEvent => "external_event",
@@ -110,6 +126,7 @@ impl Signal {
             Signal::UserMessage { .. } => SignalKind::UserMessage,
             Signal::Steering { .. } => SignalKind::Steering,
             Signal::Approval { .. } => SignalKind::Approval,
+            Signal::ToolResult { .. } => SignalKind::ToolResult,
             Signal::Cancel { .. } => SignalKind::Cancel,
             Signal::Resume => SignalKind::Resume,
             Signal::ExternalEvent { .. } => SignalKind::ExternalEvent,
@@ -149,6 +166,9 @@ mod tests {
         let cancel: Signal = serde_json::from_value(json!({"type": "cancel"})).expect("parses");
         assert_eq!(cancel, Signal::Cancel { reason: None });
         assert_eq!(cancel.kind().to_string(), "cancel");
+        let result: Signal =
+            serde_json::from_value(json!({"type": "tool_result", "call_id": "c", "content": "ok"})).expect("parses");
+        assert_eq!(result, Signal::ToolResult { call_id: "c".into(), content: "ok".into(), is_error: false });
     }
 
     #[test]

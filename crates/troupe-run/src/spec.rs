@@ -57,8 +57,9 @@ pub struct AgentSpec {
     pub limits: Limits,
     /// Which tool calls need a person's approval.
     pub approval: ApprovalPolicy,
-    /// The kinds of signal the agent takes. Cancellation and approval decisions are always
-    /// taken, whatever this says, because the runtime itself relies on them.
+    /// The kinds of signal the agent takes. Cancellation, approval decisions and client
+    /// tools' results are always taken, whatever this says, because the runtime itself
+    /// relies on them.
     pub accepted_signals: BTreeSet<SignalKind>,
     /// How the conversation is compacted before model calls; `None` leaves it to the
     /// runner's compactor, if any.
@@ -111,7 +112,8 @@ impl AgentSpec {
 
     /// Whether the agent takes signals of `kind`.
     pub fn accepts(&self, kind: SignalKind) -> bool {
-        matches!(kind, SignalKind::Cancel | SignalKind::Approval) || self.accepted_signals.contains(&kind)
+        matches!(kind, SignalKind::Cancel | SignalKind::Approval | SignalKind::ToolResult)
+            || self.accepted_signals.contains(&kind)
     }
 }
 

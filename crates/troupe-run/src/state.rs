@@ -29,7 +29,8 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use troupe_core::FailureCode;
 use troupe_core::{
-    ContentBlock, ConversationId, Message, ModelRequest, Role, RunId, RunOutcomeKind, StopReason, ToolCallId, Usage,
+    ContentBlock, ConversationId, Message, ModelRequest, Role, RunId, RunOutcomeKind, StopReason, ToolCallId, ToolSpec,
+    Usage,
 };
 use troupe_model::ModelResponse;
 use troupe_tools::{ToolCall, ToolResultOutcome};
@@ -265,6 +266,14 @@ pub struct RunState {
     /// resumed run goes on with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) applied_spec: Option<AppliedSpec>,
+    /// The tools offered to the model that the run's client runs itself: their calls wait
+    /// for the client's result.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) client_tools: Vec<ToolSpec>,
+    /// The state shared with the run's client, which the agent changes with
+    /// [`STATE_UPDATE_TOOL`](crate::STATE_UPDATE_TOOL); `None` when nothing is shared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) shared_state: Option<Value>,
     /// The machine's bookkeeping between an effect and its answer (never stored).
     #[serde(skip)]
     pub(crate) in_flight: InFlight,
@@ -307,8 +316,24 @@ impl RunState {
             outcome: None,
             signal_cursor: 0,
             applied_spec: None,
+            client_tools: Vec::new(),
+            shared_state: None,
             in_flight: InFlight::default(),
         }
+    }
+
+    /// Offers the model `tools`, which the run's client runs itself (checked beforehand
+    /// with [`validate_client_tools`](crate::validate_client_tools)).
+    pub fn with_client_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.client_tools = tools;
+        self
+    }
+
+    /// Shares `state` with the run's client (none: nothing shared, and no
+    /// [`STATE_UPDATE_TOOL`](crate::STATE_UPDATE_TOOL)).
+    pub fn with_shared_state(mut self, state: Option<Value>) -> Self {
+        self.shared_state = state;
+        self
     }
 
     /// Starts from an earlier conversation.
@@ -538,6 +563,15 @@ impl RunState {
                 self.pending_input.push(Message::user(format!("External event `{name}`: {payload}")));
             }
             Signal::Approval { call_id, decision } => self.decide(call_id, decision)?,
+            Signal::ToolResult { call_id, content, is_error } => {
+                let client_tools = &self.client_tools;
+                let call = self
+                    .pending_calls
+                    .iter_mut()
+                    .find(|c| c.call_id == call_id && c.is_awaiting() && client_tools.iter().any(|t| t.name == c.tool))
+                    .ok_or(SignalError::NoClientCall { call_id })?;
+                call.result = Some(CallResult { content, is_error });
+            }
             Signal::Cancel { reason } => self.request_cancel(reason),
             Signal::Resume | Signal::SchedulerWake => {}
         }
@@ -548,11 +582,23 @@ impl RunState {
         let Some(call) = self.pending_calls.iter_mut().find(|c| c.call_id == call_id && c.is_awaiting()) else {
             return Err(SignalError::UnknownCall { call_id });
         };
+        // A client tool's call has nothing to run here: it takes the client's result, a
+        // rejection, or the run's cancellation.
+        let by_client = self.client_tools.iter().any(|t| t.name == call.tool);
+        if by_client && !matches!(decision, ApprovalDecision::Reject { .. } | ApprovalDecision::Cancel) {
+            return Err(SignalError::ClientRunsCall { call_id });
+        }
         match &decision {
             ApprovalDecision::Reject { reason } if call.uncertain => {
                 let why = reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
                 call.result = Some(CallResult::error(format!(
                     "This call was interrupted and a person chose to skip it{why}: it may or may not have taken effect. Check before relying on it."
+                )));
+            }
+            ApprovalDecision::Reject { reason } if by_client => {
+                let why = reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+                call.result = Some(CallResult::error(format!(
+                    "The client did not run this tool call{why}. Do not repeat it unchanged; adjust your approach or ask the user."
                 )));
             }
             ApprovalDecision::Reject { reason } => {

@@ -477,3 +477,104 @@ fn the_specs_temperature_and_output_limit_reach_the_request() {
     assert_eq!(request.max_tokens, Some(512));
     assert_eq!(state().request(&self::spec(), &catalog()).temperature, None, "unset: the provider's default");
 }
+
+fn client_tool() -> ToolSpec {
+    ToolSpec::new("pick_color", "Asks the user for a color.", json!({"type": "object"}))
+}
+
+#[test]
+fn a_client_tools_call_waits_for_the_clients_result_whatever_the_policy() {
+    let spec = AgentSpec { approval: ApprovalPolicy::auto().rule(ApprovalRule::allow("*")), ..spec() };
+    let tools = catalog();
+    let mut state = state().with_client_tools(vec![client_tool()]);
+    let request = expect_call_model(state.next_action(&spec, &tools));
+    let offered: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(offered, ["read", "write", "pick_color"], "offered beside the agent's own");
+    state.apply_model_response(
+        response(vec![call("c1", "pick_color", json!({"for": "wall"}))], StopReason::ToolUse),
+        0.0,
+    );
+    let waiting = expect_approval(state.next_action(&spec, &tools));
+    assert_eq!(waiting[0].reason, crate::CLIENT_TOOL_REASON);
+    assert!(crate::is_client_tool_wait(&waiting[0].clone().into_pause_reason(false)));
+
+    // Approving it is refused: nothing here can run it. A result for another call too.
+    assert_eq!(
+        state.apply_signal(Signal::approval("c1", ApprovalDecision::Approve)),
+        Err(SignalError::ClientRunsCall { call_id: "c1".into() })
+    );
+    let stray = Signal::ToolResult { call_id: "c9".into(), content: "x".into(), is_error: false };
+    assert_eq!(state.apply_signal(stray), Err(SignalError::NoClientCall { call_id: "c9".into() }));
+
+    let answer = Signal::ToolResult { call_id: "c1".into(), content: "teal".into(), is_error: false };
+    state.apply_signal(answer.clone()).expect("taken");
+    assert_eq!(state.apply_signal(answer), Err(SignalError::NoClientCall { call_id: "c1".into() }), "once");
+    let request = expect_call_model(state.next_action(&spec, &tools));
+    let last = request.messages.last().expect("messages");
+    assert_eq!(last.content, [ContentBlock::tool_result("c1", "teal")]);
+}
+
+#[test]
+fn a_rejected_client_call_is_an_error_result_and_client_tools_survive_a_save() {
+    let tools = catalog();
+    let state = state().with_client_tools(vec![client_tool()]);
+    let mut state: RunState = serde_json::from_value(serde_json::to_value(&state).expect("saves")).expect("loads");
+    assert_eq!(state.client_tools(), [client_tool()]);
+    state.next_action(&spec(), &tools);
+    state.apply_model_response(response(vec![call("c1", "pick_color", json!({}))], StopReason::ToolUse), 0.0);
+    expect_approval(state.next_action(&spec(), &tools));
+    let reject = ApprovalDecision::Reject { reason: Some("the client cancelled it".into()) };
+    state.apply_signal(Signal::approval("c1", reject)).expect("taken");
+    let request = expect_call_model(state.next_action(&spec(), &tools));
+    let Some(ContentBlock::ToolResult { content, is_error, .. }) =
+        request.messages.last().and_then(|m| m.content.first())
+    else {
+        panic!("a result")
+    };
+    assert!(*is_error && content.contains("did not run") && content.contains("cancelled it"), "{content}");
+}
+
+#[test]
+fn state_update_patches_the_shared_state_and_a_bad_patch_changes_nothing() {
+    let tools = catalog();
+    let mut state = state().with_shared_state(Some(json!({"items": ["milk"]})));
+    let request = expect_call_model(state.next_action(&spec(), &tools));
+    assert!(request.tools.iter().any(|t| t.name == crate::STATE_UPDATE_TOOL), "offered when a state is shared");
+    let add = json!({"patch": [{"op": "add", "path": "/items/-", "value": "eggs"}]});
+    let bad = json!({"patch": [{"op": "remove", "path": "/nothing"}]});
+    state.apply_model_response(
+        response(
+            vec![call("c1", crate::STATE_UPDATE_TOOL, add), call("c2", crate::STATE_UPDATE_TOOL, bad)],
+            StopReason::ToolUse,
+        ),
+        0.0,
+    );
+    let request = expect_call_model(state.next_action(&spec(), &tools));
+    assert_eq!(state.shared_state(), Some(&json!({"items": ["milk", "eggs"]})));
+    let results: Vec<(String, bool)> = request
+        .messages
+        .last()
+        .expect("results")
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert!(!results[0].1 && results[0].0.contains("\"eggs\""), "{results:?}");
+    assert!(results[1].1 && results[1].0.contains("not applied"), "{results:?}");
+    let saved: RunState = serde_json::from_value(serde_json::to_value(&state).expect("saves")).expect("loads");
+    assert_eq!(
+        saved.shared_state(),
+        Some(&json!({"items": ["milk", "eggs"]})),
+        "the state is part of the run's record"
+    );
+    let plain = state_without_sharing(&tools);
+    assert!(!plain.iter().any(|t| t == crate::STATE_UPDATE_TOOL));
+}
+
+fn state_without_sharing(tools: &ToolCatalog) -> Vec<String> {
+    let mut state = state();
+    expect_call_model(state.next_action(&spec(), tools)).tools.into_iter().map(|t| t.name).collect()
+}

@@ -1,9 +1,12 @@
 //! The step logic of [`RunState`]: what the run does next, by its agent's spec and tools.
 
 use crate::approval::Verdict;
+use crate::client_tools::CLIENT_TOOL_REASON;
 use crate::outcome::RunOutcome;
+use crate::shared_state::{STATE_UPDATE_TOOL, apply_update, state_update_spec};
 use crate::spec::AgentSpec;
 use crate::state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState};
+use serde_json::Value;
 use troupe_core::{Budget, FailureCode, Message, ModelRequest};
 use troupe_tools::ToolCatalog;
 
@@ -108,13 +111,20 @@ impl RunState {
         }
     }
 
-    /// The request for the next model call.
+    /// The request for the next model call: the agent's tools, then the client's, then
+    /// [`STATE_UPDATE_TOOL`] when the run shares a state (a name the catalog has stays
+    /// the catalog's).
     pub fn request(&self, spec: &AgentSpec, tools: &ToolCatalog) -> ModelRequest {
+        let mut offered = tools.specs();
+        offered.extend(self.client_tools.iter().filter(|t| tools.get(&t.name).is_none()).cloned());
+        if self.shared_state.is_some() && tools.get(STATE_UPDATE_TOOL).is_none() {
+            offered.push(state_update_spec());
+        }
         ModelRequest {
             model: self.model_name.clone(),
             system: (!spec.instructions.is_empty()).then(|| spec.instructions.clone()),
             messages: self.messages.clone(),
-            tools: tools.specs(),
+            tools: offered,
             max_tokens: spec.limits.max_output_tokens,
             temperature: spec.temperature,
             output: self.output.as_ref().map(|output| output.schema.clone()),
@@ -138,6 +148,15 @@ impl RunState {
             }
             let verdict = match tools.get(&call.tool) {
                 Some(tool) => spec.approval.decide(tool.declaration(), &call.arguments, &self.always_allowed),
+                // The client runs it: the call waits for its result, whatever the policy.
+                None if self.client_tools.iter().any(|t| t.name == call.tool) => {
+                    Verdict::Ask { reason: CLIENT_TOOL_REASON.to_owned() }
+                }
+                // The run's own tool: answered here, at once.
+                None if call.tool == STATE_UPDATE_TOOL && self.shared_state.is_some() => {
+                    call.result = Some(update_shared_state(&mut self.shared_state, &call.arguments));
+                    Verdict::Allow
+                }
                 // The catalog answers an unknown name with an error listing the known ones.
                 None => Verdict::Allow,
             };
@@ -172,5 +191,22 @@ impl RunState {
         }
         self.commit_results("");
         None
+    }
+}
+
+/// A call of [`STATE_UPDATE_TOOL`] with `arguments` applied to `shared` (left as it was
+/// when the patch does not apply), as the result the model sees.
+fn update_shared_state(shared: &mut Option<Value>, arguments: &Value) -> CallResult {
+    let Some(state) = shared.as_mut() else {
+        return CallResult::error("No state is shared with the client in this run.");
+    };
+    match apply_update(state, arguments) {
+        Ok(next) => {
+            *state = next;
+            CallResult { content: format!("The shared state was updated. It is now: {state}"), is_error: false }
+        }
+        Err(why) => CallResult::error(format!(
+            "The patch was not applied ({why}); the shared state is unchanged. It is: {state}"
+        )),
     }
 }

@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use troupe_core::{AgentEvent, ConversationId, Message, RunId, ToolCallId};
+use troupe_core::{AgentEvent, ConversationId, Message, RunId, ToolCallId, ToolSpec};
 use troupe_run::ApprovalDecision;
 use troupe_run::OutputSpec;
 use troupe_run::Signal;
@@ -37,6 +37,15 @@ pub struct RunInput {
     /// A typed answer for this run only, instead of the agent's
     /// ([`AgentSpec::output`](troupe_run::AgentSpec::output)).
     pub output: Option<OutputSpec>,
+    /// Tools the run's client runs itself, offered to the model beside the agent's: a call
+    /// of one waits for the client's result ([`Signal::ToolResult`]). Their names must not
+    /// be the agent's tools' ([`troupe_run::validate_client_tools`]); a run given a clash
+    /// fails at once.
+    pub client_tools: Vec<ToolSpec>,
+    /// A state shared with the run's client: the run starts by announcing it
+    /// (`StateSnapshot`), and the agent changes it with `state.update`, each change
+    /// announced (`StateDelta`).
+    pub shared_state: Option<serde_json::Value>,
 }
 
 impl RunInput {
@@ -60,6 +69,18 @@ impl RunInput {
     /// Asks this run for a typed answer of this shape.
     pub fn output(mut self, output: OutputSpec) -> Self {
         self.output = Some(output);
+        self
+    }
+
+    /// Offers the model `tools`, which the run's client runs itself.
+    pub fn client_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.client_tools = tools;
+        self
+    }
+
+    /// Shares `state` with the run's client.
+    pub fn shared_state(mut self, state: serde_json::Value) -> Self {
+        self.shared_state = Some(state);
         self
     }
 

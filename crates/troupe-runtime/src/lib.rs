@@ -164,8 +164,9 @@ pub use runner::{DEFAULT_TOOL_CONCURRENCY, Runner, SpecSource};
 pub use troupe_run::machine;
 pub use troupe_run::{
     Action, AgentSpec, AppliedSpec, ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest, ApprovalRule,
-    CallResult, CompactionPolicy, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_CORRECTIONS, Limits, LoopStatus,
-    OutputSchemaError, OutputSpec, PendingCall, Phase, RESUME_INSTRUCTION, RuleAction, RunOutcome, RunState, Signal,
-    SignalError, SignalHook, SignalHooks, SignalKind, Strategy, Verdict,
+    CLIENT_TOOL_REASON, CallResult, CompactionPolicy, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_CORRECTIONS, Limits,
+    LoopStatus, OutputSchemaError, OutputSpec, PendingCall, Phase, RESUME_INSTRUCTION, RuleAction, RunOutcome, RunState,
+    STATE_UPDATE_TOOL, Signal, SignalError, SignalHook, SignalHooks, SignalKind, Strategy, Verdict, apply_patch,
+    is_client_tool_wait, validate_client_tools,
 };
 pub use typed::{TypedOutput, output_spec_for};

@@ -365,7 +365,9 @@ impl Runner {
             .with_instruction(&input.instruction)
             .with_conversation(input.conversation_id)
             .with_parent(input.parent_run_id)
-            .with_output(input.output.or_else(|| spec.output.clone()));
+            .with_output(input.output.or_else(|| spec.output.clone()))
+            .with_client_tools(input.client_tools)
+            .with_shared_state(input.shared_state);
         self.launch(Launch { spec, live: source.live(), state, instruction: input.instruction, fresh: true, recorder })
     }
 

@@ -103,13 +103,26 @@ impl Run {
             self.emitter
                 .emit(AgentEventKind::RunStarted { instruction: instruction.clone(), model: state.model().to_owned() })
                 .await;
+            // The state shared with the client, as the run starts with it.
+            if let Some(shared) = state.shared_state() {
+                self.emitter.emit(AgentEventKind::StateSnapshot { state: shared.clone() }).await;
+            }
         }
         // A run halted mid-way drops this future: the guard stops the heartbeat with it.
         let _heartbeat = self.open_recorder(&mut state, recorder, &instruction, fresh).await.map(AbortOnDrop);
+        let clash = self.catalog.as_ref().ok().and_then(|catalog| {
+            let names: Vec<String> = catalog.specs().into_iter().map(|t| t.name).collect();
+            troupe_run::validate_client_tools(state.client_tools(), names.iter().map(String::as_str)).err()
+        });
         let model = match (&self.catalog, resolved) {
             (Err(error), _) => {
                 let error = error.to_string();
                 self.learn(&mut state, Input::Failed { error, code: FailureCode::UnknownTool });
+                None
+            }
+            (Ok(_), _) if clash.is_some() => {
+                let error = clash.unwrap_or_default();
+                self.learn(&mut state, Input::Failed { error, code: FailureCode::Config });
                 None
             }
             (_, Err(error)) => {
@@ -463,13 +476,19 @@ impl Run {
     }
 
     /// Emits a result event for every tool result added to the conversation since the
-    /// last call, in order: executed, refused and abandoned calls alike.
+    /// last call, in order: executed, refused and abandoned calls alike. A change of the
+    /// shared state (a successful `state.update`) is announced just before its result,
+    /// with its patch.
     async fn announce_results(&mut self, state: &RunState) {
         let start = self.announced.min(state.messages().len());
         let mut events = Vec::new();
         for message in state.messages()[start..].iter().filter(|m| m.role == Role::User) {
             for block in &message.content {
                 if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
+                    let own_tool = self.tools.get(troupe_run::STATE_UPDATE_TOOL).is_some();
+                    if let Some(patch) = state_patch(state, tool_use_id).filter(|_| !is_error && !own_tool) {
+                        events.push(AgentEventKind::StateDelta { patch });
+                    }
                     events.push(AgentEventKind::ToolCallResult {
                         call_id: tool_use_id.clone(),
                         content: content.clone(),
@@ -512,7 +531,7 @@ impl Run {
             };
             match signal {
                 None => return Some(Input::NobodyToApprove),
-                Some(signal @ (Signal::Approval { .. } | Signal::Cancel { .. })) => {
+                Some(signal @ (Signal::Approval { .. } | Signal::ToolResult { .. } | Signal::Cancel { .. })) => {
                     // Signals that came before this one are taken first, in order.
                     self.queued.push_back(signal);
                     return None;
@@ -581,6 +600,16 @@ impl Run {
         let cost_by_model = self.costs.by_model().clone();
         RunOutput::ended(state, outcome, cost_by_model, started.elapsed(), self.emitter.take_events())
     }
+}
+
+/// The patch of the `state.update` call `call_id`, when it is one (the run shares a state).
+fn state_patch(state: &RunState, call_id: &ToolCallId) -> Option<serde_json::Value> {
+    state.shared_state()?;
+    state.messages().iter().rev().filter(|m| m.role == Role::Assistant).find_map(|m| {
+        m.tool_uses()
+            .find(|(id, name, _)| *id == call_id && *name == troupe_run::STATE_UPDATE_TOOL)
+            .map(|(_, _, arguments)| arguments.get("patch").cloned().unwrap_or_default())
+    })
 }
 
 /// Aborts a spawned task when dropped.

@@ -217,8 +217,9 @@ impl HubRun {
         .flatten()
     }
 
-    /// Sends `signal` to the run. An approval must name a call the run waits for, so
-    /// a decision meant for another run (or given twice) has no effect.
+    /// Sends `signal` to the run. An approval, or a client tool's result, must name a call
+    /// the run waits for, so a decision meant for another run (or given twice) has no
+    /// effect.
     pub async fn signal(&self, signal: Signal) -> Result<(), ApiError> {
         if self.is_ended() {
             return Err(ApiError::conflict("run_ended", format!("run `{}` has ended", self.run_id)));
@@ -230,7 +231,7 @@ impl HubRun {
         let sender = self.signals.as_ref().ok_or_else(|| {
             ApiError::conflict("signals_not_accepted", format!("run `{}` does not take signals", self.run_id))
         })?;
-        if let Signal::Approval { call_id, .. } = &signal {
+        if let Signal::Approval { call_id, .. } | Signal::ToolResult { call_id, .. } = &signal {
             let mut log = self.log();
             let before = log.pending.len();
             log.pending.retain(|p| pending_call(p) != Some(call_id));

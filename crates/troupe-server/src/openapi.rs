@@ -198,8 +198,9 @@ pub fn document() -> Value {
                     "output": {"type": "object", "required": ["schema"], "additionalProperties": false, "properties": {
                         "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"}, "schema": output_schema()}}}},
                 "Signal": {"type": "object", "required": ["type"], "properties": {
-                    "type": {"enum": ["user_message", "steering", "approval", "cancel", "resume", "external_event"]},
+                    "type": {"enum": ["user_message", "steering", "approval", "tool_result", "cancel", "resume", "external_event"]},
                     "text": {"type": "string"}, "call_id": {"type": "string"},
+                    "content": {"type": "string"}, "is_error": {"type": "boolean"},
                     "decision": {"type": "object", "properties": {"type": {"enum": ["approve", "reject", "modify", "always_allow", "cancel"]}}},
                     "reason": {"type": "string"}}},
                 "AgentEvent": {"type": "object", "required": ["type", "agent_id", "run_id", "seq", "timestamp_ms"]},

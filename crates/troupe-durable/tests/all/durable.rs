@@ -71,30 +71,30 @@ fn tools(gate: &Arc<Gate>) -> Vec<Arc<dyn Tool>> {
     ]
 }
 
-fn process() -> Runtime {
+pub(crate) fn process() -> Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime")
 }
 
-struct World {
+pub(crate) struct World {
     dir: tempfile::TempDir,
     db: PathBuf,
-    model: ScriptedModel,
+    pub(crate) model: ScriptedModel,
     gate: Arc<Gate>,
 }
 
 impl World {
-    fn new(turns: impl IntoIterator<Item = MockTurn>) -> Self {
+    pub(crate) fn new(turns: impl IntoIterator<Item = MockTurn>) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join(".troupe").join("troupe.db");
         World { dir, db, model: ScriptedModel::new(turns), gate: Arc::default() }
     }
 
-    async fn store(&self) -> Arc<dyn Store> {
+    pub(crate) async fn store(&self) -> Arc<dyn Store> {
         troupe_store::open(self.db.to_str().expect("utf-8 path")).await.expect("the store opens")
     }
 
     /// A runner of this world in the current process, holding leases as `owner`.
-    async fn runner(&self, owner: &str) -> Runner {
+    pub(crate) async fn runner(&self, owner: &str) -> Runner {
         let catalog = ToolCatalog::with_tools(tools(&self.gate)).expect("a catalog");
         let model = FixedModel::new(Arc::new(self.model.clone()), "scripted");
         Runner::new(Arc::new(model), Arc::new(catalog), Arc::new(Workspace::new(self.dir.path()).expect("workspace")))
@@ -110,7 +110,7 @@ impl World {
     }
 }
 
-fn spec(policy: ApprovalPolicy) -> Arc<AgentSpec> {
+pub(crate) fn spec(policy: ApprovalPolicy) -> Arc<AgentSpec> {
     let mut spec = AgentSpec::new("scribe", "scripted");
     spec.approval = policy;
     Arc::new(spec)

@@ -3,7 +3,7 @@
 use crate::error::RuntimeError;
 use crate::handle::RunInput;
 use serde::{Deserialize, Serialize};
-use troupe_core::{ConversationId, Message, RunId};
+use troupe_core::{ConversationId, Message, RunId, ToolSpec};
 use troupe_run::RunState;
 use troupe_run::{AgentSpec, OutputSpec};
 use troupe_store::{NewRun, RunStatus};
@@ -36,6 +36,12 @@ pub struct StoredInput {
     /// The workspace the run was started in, so a process resuming it elsewhere can say so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// The tools the run's client runs itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_tools: Vec<ToolSpec>,
+    /// The state shared with the run's client, as the run started with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_state: Option<serde_json::Value>,
 }
 
 impl StoredInput {
@@ -50,6 +56,8 @@ impl StoredInput {
             conversation_id: input.conversation_id.clone(),
             parent_run_id: input.parent_run_id.clone(),
             workspace: None,
+            client_tools: input.client_tools.clone(),
+            shared_state: input.shared_state.clone(),
         }
     }
 
@@ -73,6 +81,8 @@ impl StoredInput {
             .with_conversation(self.conversation_id.clone())
             .with_parent(self.parent_run_id.clone())
             .with_output(self.output.clone().or_else(|| self.spec.output.clone()))
+            .with_client_tools(self.client_tools.clone())
+            .with_shared_state(self.shared_state.clone())
     }
 
     /// The record that creates run `run_id` with this input, in `status`.

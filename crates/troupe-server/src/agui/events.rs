@@ -178,6 +178,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         subagent_run_id: Option<String>,
     },
+    /// The whole conversation, in the protocol's message shapes: the client replaces its
+    /// messages with these (keeping the reasoning it shows, which this leaves out).
+    #[serde(rename_all = "camelCase")]
+    MessagesSnapshot {
+        /// The messages, oldest first.
+        messages: Vec<super::input::Message>,
+    },
     /// A span of reasoning began.
     #[serde(rename_all = "camelCase")]
     ReasoningStart {
@@ -305,6 +312,7 @@ impl Event {
             Event::ToolCallResult { .. } => "TOOL_CALL_RESULT",
             Event::StateSnapshot { .. } => "STATE_SNAPSHOT",
             Event::StateDelta { .. } => "STATE_DELTA",
+            Event::MessagesSnapshot { .. } => "MESSAGES_SNAPSHOT",
             Event::ReasoningStart { .. } => "REASONING_START",
             Event::ReasoningMessageStart { .. } => "REASONING_MESSAGE_START",
             Event::ReasoningMessageContent { .. } => "REASONING_MESSAGE_CONTENT",

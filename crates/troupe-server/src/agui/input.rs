@@ -89,6 +89,9 @@ pub struct AssistantMessage {
     /// Who wrote it, if named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The subagent (a team member's run) that wrote it, when not the agent itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent_run_id: Option<String>,
 }
 
 /// A tool call an assistant message made.
@@ -97,8 +100,20 @@ pub struct AssistantMessage {
 pub struct ToolCall {
     /// The call's id.
     pub id: String,
+    /// What kind of call it is: always a function call.
+    #[serde(rename = "type", default)]
+    pub kind: ToolCallKind,
     /// The tool and its arguments.
     pub function: FunctionCall,
+}
+
+/// The kind of a [`ToolCall`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolCallKind {
+    /// A call of a function (a tool).
+    #[default]
+    Function,
 }
 
 /// The name and arguments of a tool call.
@@ -136,6 +151,9 @@ pub struct ToolMessage {
     /// Set when the call failed: what went wrong.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The subagent (a team member's run) whose call it answers, when not the agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent_run_id: Option<String>,
 }
 
 /// A message's content: plain text, or parts.

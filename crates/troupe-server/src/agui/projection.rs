@@ -10,14 +10,17 @@
 //! when its text goes on), and a tool call closes both. Before the run's last event,
 //! everything still open is closed.
 
+use super::conversation::Conversation;
 use super::events::{
     Event, Interrupt, PROTOCOL_VERSION, ReasoningRole, RunOutcome, SubagentOutcome, TextRole, TokenUsage, ToolRole,
 };
+use super::input::Message;
 use super::resume::approval_response_schema;
 use crate::launcher::RunEnd;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use troupe_core::{AgentEvent, AgentEventKind, Attribution, PauseReason, Role, RunId, RunOutcomeKind, Usage};
+use troupe_runtime::{apply_patch, is_client_tool_wait};
 
 /// The name of the `CUSTOM` event a troupe run's start becomes.
 pub const RUN_STARTED_EVENT: &str = "troupe.run_started";
@@ -31,6 +34,8 @@ pub const RETRYING_EVENT: &str = "troupe.retrying";
 pub const FALLBACK_EVENT: &str = "troupe.model_fallback";
 /// The name of the `CUSTOM` event an artifact becomes.
 pub const ARTIFACT_EVENT: &str = "troupe.artifact";
+/// The `reason` of the interrupt a call of a client tool ends an AG-UI run with.
+pub const CLIENT_TOOL_INTERRUPT: &str = "client_tool";
 
 /// One AG-UI run's view of a troupe run.
 ///
@@ -63,6 +68,9 @@ pub struct Projection {
     reasoning_spans: HashMap<String, u32>,
     answered: HashSet<String>,
     usage: Vec<(String, Usage)>,
+    /// The thread's messages, for the `MESSAGES_SNAPSHOT` before `RUN_FINISHED`; `None`
+    /// sends none.
+    conversation: Option<Conversation>,
     started: bool,
     finished: bool,
 }
@@ -140,9 +148,18 @@ impl Projection {
             reasoning_spans: HashMap::new(),
             answered: HashSet::new(),
             usage: Vec::new(),
+            conversation: None,
             started: false,
             finished: false,
         }
+    }
+
+    /// Sends a `MESSAGES_SNAPSHOT` before `RUN_FINISHED`: `messages` (what the client
+    /// sent) with what the run adds. A call whose result is among them gets no
+    /// `TOOL_CALL_RESULT`: the client has it already.
+    pub fn with_messages(mut self, messages: Vec<Message>) -> Self {
+        self.conversation = Some(Conversation::new(messages));
+        self
     }
 
     /// Names the AG-UI run this one follows, echoed in `RUN_STARTED`.
@@ -178,9 +195,21 @@ impl Projection {
             parent_run_id: self.parent_run_id.clone(),
             protocol_version: Some(PROTOCOL_VERSION.to_owned()),
         });
-        // Which runs and steps are open at the end of `history`, in the order they began.
+        // Which runs and steps are open at the end of `history`, in the order they began;
+        // the state shared with the client, as it stands there.
         let mut open: Vec<(Attribution, Vec<u32>)> = Vec::new();
+        let mut shared: Option<Value> = None;
         for event in history {
+            self.converse(event);
+            if event.attribution.run_id == self.root {
+                match &event.kind {
+                    AgentEventKind::StateSnapshot { state } => shared = Some(state.clone()),
+                    AgentEventKind::StateDelta { patch } => {
+                        shared = shared.and_then(|state| apply_patch(&state, patch).ok());
+                    }
+                    _ => {}
+                }
+            }
             let at = match open.iter().position(|(a, _)| a.run_id == event.attribution.run_id) {
                 Some(at) => at,
                 None => {
@@ -197,6 +226,14 @@ impl Projection {
                 _ => {}
             }
         }
+        if let Some(snapshot) = shared {
+            out.push(Event::StateSnapshot { snapshot, subagent_run_id: None });
+        }
+        // A resumed AG-UI run gives the client the thread as the run has it before the
+        // rest arrives, so what follows lands in place even in a client that lost it.
+        if let Some(conversation) = self.conversation.as_ref().filter(|_| !history.is_empty()) {
+            out.push(Event::MessagesSnapshot { messages: conversation.messages().to_vec() });
+        }
         for (attribution, steps) in open {
             let lane = self.lane(&attribution, &mut out);
             for step in steps {
@@ -206,6 +243,46 @@ impl Projection {
         out
     }
 
+    /// Adds what `event` says to the conversation, when one is kept.
+    fn converse(&mut self, event: &AgentEvent) {
+        let sub = (event.attribution.run_id != self.root).then(|| event.attribution.run_id.to_string());
+        let sub = sub.as_deref();
+        let Some(conversation) = self.conversation.as_mut() else { return };
+        match &event.kind {
+            AgentEventKind::MessageStart { message_id, role } => {
+                self.roles.insert(message_id.clone(), *role);
+            }
+            AgentEventKind::MessageDelta { message_id, delta }
+                if !delta.is_empty() && self.roles.get(message_id).is_none_or(|r| *r == Role::Assistant) =>
+            {
+                conversation.text(message_id, delta, sub);
+            }
+            AgentEventKind::ToolCallStart { call_id, tool, parent_message_id } => {
+                conversation.call_started(call_id.as_str(), tool, parent_message_id.as_deref(), sub);
+            }
+            AgentEventKind::ToolCallArgs { call_id, delta } => conversation.call_arguments(call_id.as_str(), delta),
+            AgentEventKind::ToolCallResult { call_id, content, .. } => {
+                conversation.result(&format!("{call_id}-result"), call_id.as_str(), content, sub);
+            }
+            _ => {}
+        }
+    }
+
+    /// `RUN_FINISHED`, after the conversation's snapshot when one is kept.
+    fn run_finished(&mut self, result: Option<Value>, outcome: Option<RunOutcome>, out: &mut Vec<Event>) {
+        if let Some(conversation) = &self.conversation {
+            out.push(Event::MessagesSnapshot { messages: conversation.messages().to_vec() });
+        }
+        out.push(Event::RunFinished {
+            thread_id: self.thread_id.clone(),
+            run_id: self.run_id.clone(),
+            result,
+            outcome,
+            usage: self.token_usage(),
+        });
+        self.finished = true;
+    }
+
     /// The AG-UI events `event` becomes (often none or one; more when it closes what
     /// is open, or ends the run).
     pub fn next(&mut self, event: &AgentEvent) -> Vec<Event> {
@@ -213,6 +290,14 @@ impl Projection {
         if self.finished {
             return out;
         }
+        // A result the client has already (it sent it) is not announced again.
+        let known = match &event.kind {
+            AgentEventKind::ToolCallResult { call_id, .. } => {
+                self.conversation.as_ref().is_some_and(|c| c.has_result(call_id.as_str()))
+            }
+            _ => false,
+        };
+        self.converse(event);
         let lane = self.lane(&event.attribution, &mut out);
         let is_root = self.lanes[lane].subagent.is_none();
         let sub = self.lanes[lane].sub();
@@ -260,14 +345,7 @@ impl Projection {
                     let waiting = interrupt.subagent_run_id.clone().map(|s| (s, interrupt.id.clone()));
                     self.close_all(waiting, &mut out);
                     let outcome = Some(RunOutcome::Interrupt { interrupts: vec![interrupt] });
-                    out.push(Event::RunFinished {
-                        thread_id: self.thread_id.clone(),
-                        run_id: self.run_id.clone(),
-                        result: None,
-                        outcome,
-                        usage: self.token_usage(),
-                    });
-                    self.finished = true;
+                    self.run_finished(None, outcome, &mut out);
                 }
             }
             AgentEventKind::StepStarted { step } => self.open_step(lane, *step, &mut out),
@@ -374,6 +452,9 @@ impl Projection {
             AgentEventKind::ToolCallEnd { call_id } => self.lanes[lane].close_tool(call_id.as_str(), &mut out),
             AgentEventKind::ToolCallResult { call_id, content, is_error } => {
                 self.lanes[lane].close_tool(call_id.as_str(), &mut out);
+                if known {
+                    return out;
+                }
                 out.push(Event::ToolCallResult {
                     message_id: format!("{call_id}-result"),
                     tool_call_id: call_id.to_string(),
@@ -525,14 +606,8 @@ impl Projection {
     }
 
     fn finish(&mut self, output: Option<String>, outcome: RunOutcomeKind, out: &mut Vec<Event>) {
-        out.push(Event::RunFinished {
-            thread_id: self.thread_id.clone(),
-            run_id: self.run_id.clone(),
-            result: output.map(Value::String),
-            outcome: (outcome == RunOutcomeKind::Cancelled).then_some(RunOutcome::Cancelled),
-            usage: self.token_usage(),
-        });
-        self.finished = true;
+        let outcome = (outcome == RunOutcomeKind::Cancelled).then_some(RunOutcome::Cancelled);
+        self.run_finished(output.map(Value::String), outcome, out);
     }
 
     fn fail(&mut self, message: String, code: String, out: &mut Vec<Event>) {
@@ -552,6 +627,15 @@ fn custom(name: &str, value: Value, subagent_run_id: Option<String>) -> Event {
 /// The interrupt a pause becomes; its id is what a resume names.
 fn interrupt(reason: &PauseReason, attribution: &Attribution, subagent_run_id: Option<String>) -> Interrupt {
     match reason {
+        PauseReason::Approval { call_id, tool, arguments, .. } if is_client_tool_wait(reason) => Interrupt {
+            id: call_id.to_string(),
+            reason: CLIENT_TOOL_INTERRUPT.to_owned(),
+            message: Some(format!("`{tool}` is the client's tool: run it and resume with its result as the payload")),
+            tool_call_id: Some(call_id.to_string()),
+            response_schema: None,
+            metadata: Some(json!({"tool": tool, "arguments": arguments})),
+            subagent_run_id,
+        },
         PauseReason::Approval { call_id, tool, arguments, reason } => Interrupt {
             id: call_id.to_string(),
             reason: "approval".to_owned(),
@@ -589,3 +673,7 @@ fn interrupt(reason: &PauseReason, attribution: &Attribution, subagent_run_id: O
 #[cfg(test)]
 #[path = "projection_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "projection_frontend_tests.rs"]
+mod frontend_tests;

@@ -5,12 +5,12 @@ use troupe_core::{AgentId, ConversationId, ToolCallId};
 
 const ROOT: &str = "run_root";
 
-struct Script {
+pub(super) struct Script {
     seq: u64,
 }
 
 impl Script {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Script { seq: 0 }
     }
 
@@ -22,7 +22,7 @@ impl Script {
         attribution
     }
 
-    fn root(&mut self, kind: AgentEventKind) -> AgentEvent {
+    pub(super) fn root(&mut self, kind: AgentEventKind) -> AgentEvent {
         AgentEvent::new(self.at(ROOT, "coder", None), kind)
     }
 
@@ -31,7 +31,7 @@ impl Script {
     }
 }
 
-fn projection() -> Projection {
+pub(super) fn projection() -> Projection {
     Projection::new("thread", "agui_run", RunId::new(ROOT))
 }
 
@@ -45,11 +45,11 @@ fn project(events: &[AgentEvent]) -> Vec<Event> {
     out
 }
 
-fn kinds(events: &[Event]) -> Vec<&'static str> {
+pub(super) fn kinds(events: &[Event]) -> Vec<&'static str> {
     events.iter().map(Event::kind).collect()
 }
 
-fn delta(message: &str, text: &str) -> AgentEventKind {
+pub(super) fn delta(message: &str, text: &str) -> AgentEventKind {
     AgentEventKind::MessageDelta { message_id: message.into(), delta: text.into() }
 }
 
@@ -57,7 +57,7 @@ fn reasoning(message: &str, text: &str) -> AgentEventKind {
     AgentEventKind::ReasoningDelta { message_id: message.into(), delta: text.into() }
 }
 
-fn finished(output: Option<&str>) -> AgentEventKind {
+pub(super) fn finished(output: Option<&str>) -> AgentEventKind {
     AgentEventKind::RunFinished {
         outcome: RunOutcomeKind::Completed,
         output: output.map(str::to_owned),
@@ -80,7 +80,7 @@ fn approval(call: &str) -> AgentEventKind {
 /// The ordering rules `@ag-ui/client`'s verifier enforces, so that every unit test
 /// checks them too: `RUN_STARTED` first and once, nothing after the end, content only
 /// inside its opener, nothing opened twice, nothing open at the end.
-fn verify(events: &[Event]) {
+pub(super) fn verify(events: &[Event]) {
     use std::collections::HashSet;
     type Key = (Option<String>, String);
     let mut text: HashSet<Key> = HashSet::new();
@@ -169,7 +169,31 @@ fn verify(events: &[Event]) {
                 ended = true;
             }
             Event::RunError { .. } => ended = true,
+            Event::MessagesSnapshot { messages } => verify_snapshot(messages),
             _ => {}
+        }
+    }
+}
+
+/// A messages snapshot names each message once, and a result never comes before the
+/// assistant message holding its call.
+fn verify_snapshot(messages: &[super::Message]) {
+    use super::Message;
+    let mut ids = std::collections::HashSet::new();
+    for (at, message) in messages.iter().enumerate() {
+        let id = match message {
+            Message::Assistant(m) => m.id.clone(),
+            Message::Tool(m) => m.id.clone(),
+            Message::User(m) => m.id.clone(),
+            Message::System(m) | Message::Developer(m) => m.id.clone(),
+            Message::Activity(_) | Message::Reasoning(_) => continue,
+        };
+        assert!(ids.insert(id.clone()), "message {id} twice in {messages:#?}");
+        if let Message::Tool(result) = message {
+            let holder = messages.iter().position(
+                |m| matches!(m, Message::Assistant(a) if a.tool_calls.iter().any(|c| c.id == result.tool_call_id)),
+            );
+            assert!(holder.is_none_or(|h| h < at), "result {id} before its call in {messages:#?}");
         }
     }
 }
@@ -726,9 +750,15 @@ fn any_sequence_of_troupe_events_projects_to_a_valid_ag_ui_stream() {
             let event = if run == ROOT { s.root(kind) } else { s.member(run, kind) };
             events.push(event);
         }
-        let mut projection = projection();
-        let mut out = projection.start(&[]);
-        for event in &events {
+        // Half the streams keep the thread for a messages snapshot, and some resume
+        // after a part of the run already seen.
+        let (mut projection, seen) = match next(4) {
+            0 => (projection(), 0),
+            1 => (projection().with_messages(Vec::new()), 0),
+            _ => (projection().with_messages(Vec::new()), next(events.len() as u64 + 1) as usize),
+        };
+        let mut out = projection.start(&events[..seen]);
+        for event in &events[seen..] {
             out.extend(projection.next(event));
         }
         out.extend(projection.end(None));

@@ -1,9 +1,11 @@
 //! Resuming: the decision a resume entry stands for, and the waiting run it answers.
 //!
-//! An AG-UI run ends at a troupe run's approval pause while the troupe run itself keeps
-//! waiting in the hub. The interrupt's id is the tool call's id, so a resume entry finds
-//! its run by looking for a held run, of the same agent, that waits for that call, and
-//! whose pause belongs to the same thread.
+//! An AG-UI run ends at a troupe run's pause (an approval, or a call of a client tool)
+//! while the troupe run itself keeps waiting in the hub. The interrupt's id is the tool
+//! call's id, so a resume entry finds its run by looking for a held run, of the same
+//! agent, that waits for that call, and whose pause belongs to the same thread. An
+//! approval's entry becomes a decision ([`decision`]); a client tool's, its result
+//! ([`client_tool_answer`]).
 
 use super::input::{ResumeEntry, ResumeStatus};
 use crate::error::ApiError;
@@ -16,7 +18,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, AgentEventKind, PauseReason};
-use troupe_runtime::ApprovalDecision;
+use troupe_runtime::{ApprovalDecision, Signal, is_client_tool_wait};
 
 /// The JSON Schema of an approval interrupt's resume `payload`, sent as the interrupt's
 /// `responseSchema`.
@@ -87,6 +89,29 @@ pub fn decision(entry: &ResumeEntry) -> Result<ApprovalDecision, ApiError> {
     }
 }
 
+/// What a client tool's resume entry answers: `resolved` gives the call the payload as
+/// its result (a string as it is, anything else as JSON text, none as an empty result);
+/// `cancelled` tells the model the client did not run it (with `payload.reason`, when
+/// given).
+pub fn client_tool_answer(entry: &ResumeEntry) -> Signal {
+    let call_id = troupe_core::ToolCallId::new(entry.interrupt_id.clone());
+    match entry.status {
+        ResumeStatus::Resolved => {
+            let content = match &entry.payload {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(text)) => text.clone(),
+                Some(other) => other.to_string(),
+            };
+            Signal::ToolResult { call_id, content, is_error: false }
+        }
+        ResumeStatus::Cancelled => {
+            let reason = entry.payload.as_ref().and_then(|p| p.get("reason")).and_then(Value::as_str);
+            let reason = reason.unwrap_or("the client cancelled it").to_owned();
+            Signal::Approval { call_id, decision: ApprovalDecision::Reject { reason: Some(reason) } }
+        }
+    }
+}
+
 /// A held run waiting for the interrupts a request answers.
 #[derive(Debug)]
 pub(crate) struct Waiting {
@@ -94,12 +119,28 @@ pub(crate) struct Waiting {
     pub(crate) run: Arc<HubRun>,
     /// Its events up to the first answered pause (inclusive).
     pub(crate) history: Vec<AgentEvent>,
+    /// The answered calls that are calls of client tools.
+    client_calls: Vec<String>,
 }
 
 impl Waiting {
     /// Where the rest of the run starts: just after the first answered pause.
     pub(crate) fn resume_position(&self) -> usize {
         self.history.len()
+    }
+
+    /// Whether interrupt `id` is a call of a client tool (rather than an approval).
+    pub(crate) fn is_client_call(&self, id: &str) -> bool {
+        self.client_calls.iter().any(|c| c == id)
+    }
+
+    /// The signal `entry` stands for: a client tool's result, or an approval decision.
+    pub(crate) fn signal(&self, entry: &ResumeEntry) -> Result<Signal, ApiError> {
+        if self.is_client_call(&entry.interrupt_id) {
+            return Ok(client_tool_answer(entry));
+        }
+        let call_id = troupe_core::ToolCallId::new(entry.interrupt_id.clone());
+        Ok(Signal::Approval { call_id, decision: decision(entry)? })
     }
 }
 
@@ -144,7 +185,12 @@ pub(crate) async fn find_waiting(
         }
     }
     history.truncate(first_pause.saturating_add(1));
-    Ok(Waiting { run, history })
+    let client_calls = entries
+        .iter()
+        .filter(|e| pending.iter().any(|p| pending_id(p) == Some(e.interrupt_id.as_str()) && is_client_tool_wait(p)))
+        .map(|e| e.interrupt_id.clone())
+        .collect();
+    Ok(Waiting { run, history, client_calls })
 }
 
 fn unknown_interrupt(id: &str, thread: &str) -> ApiError {

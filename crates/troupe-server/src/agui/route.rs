@@ -1,14 +1,14 @@
 //! `POST /agui/{agent}`: a new run, or the rest of a waiting one, as AG-UI events.
 
 use super::events::Event;
-use super::input::RunAgentInput;
+use super::input::{Message, ResumeEntry, ResumeStatus, RunAgentInput};
 use super::projection::Projection;
-use super::resume::{decision, find_waiting};
-use super::run_input::run_input;
+use super::resume::find_waiting;
+use super::run_input::{client_tools, run_input, tool_result};
 use crate::error::ApiError;
 use crate::hub::HubRun;
 use crate::ids::checked_id;
-use crate::launcher::LaunchError;
+use crate::launcher::{LaunchError, TargetKind};
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -51,29 +51,95 @@ async fn start(state: &AppState, agent: &str, body: Result<Bytes, BytesRejection
     let projection = |run: &HubRun| {
         Projection::new(input.thread_id.clone(), input.run_id.clone(), run.run_id().clone())
             .with_parent_run(input.parent_run_id.clone())
+            .with_messages(input.messages.clone())
     };
-    match input.resume.as_deref() {
-        Some(entries) if !entries.is_empty() => {
-            let decisions = entries.iter().map(decision).collect::<Result<Vec<_>, _>>()?;
-            let waiting = find_waiting(state, agent, &input.thread_id, entries).await?;
-            for (entry, decision) in entries.iter().zip(decisions) {
-                let call_id = ToolCallId::new(entry.interrupt_id.clone());
-                waiting.run.signal(Signal::Approval { call_id, decision }).await?;
-            }
-            let from = waiting.resume_position();
-            let projection = projection(&waiting.run).with_answered(entries.iter().map(|e| e.interrupt_id.clone()));
-            Ok(respond(state, &waiting.run, projection, &waiting.history, from, !detach))
-        }
-        _ => {
-            let run_input = run_input(&input)?;
-            let launched = state.launcher.launch(agent, run_input).map_err(|error| match error {
-                LaunchError::UnknownTarget(name) => ApiError::unknown_agent(&name),
-                LaunchError::Refused(why) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "launch_refused", why),
-            })?;
-            let run = state.hub.insert(agent, launched);
-            Ok(respond(state, &run, projection(&run), &[], 0, !detach))
-        }
+    // The answers to a waiting run's interrupts: `resume` entries, or (as CopilotKit
+    // answers its tools) the client tools' results the messages end with.
+    let (entries, results) = match input.resume.as_deref() {
+        Some(entries) if !entries.is_empty() => (entries.to_vec(), None),
+        _ => match client_tool_results(&input.messages)? {
+            Some(results) => (results.iter().map(|(entry, _)| entry.clone()).collect(), Some(results)),
+            None => (Vec::new(), None),
+        },
+    };
+    if entries.is_empty() {
+        let run_input = run_input(&input)?;
+        check_client_tools(state, agent, &input)?;
+        let launched = state.launcher.launch(agent, run_input).map_err(|error| match error {
+            LaunchError::UnknownTarget(name) => ApiError::unknown_agent(&name),
+            LaunchError::Refused(why) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "launch_refused", why),
+        })?;
+        let run = state.hub.insert(agent, launched);
+        return Ok(respond(state, &run, projection(&run), &[], 0, !detach));
     }
+    let waiting = find_waiting(state, agent, &input.thread_id, &entries).await?;
+    let signals = match results {
+        None => entries.iter().map(|entry| waiting.signal(entry)).collect::<Result<Vec<_>, _>>()?,
+        Some(results) => {
+            let mut signals = Vec::new();
+            for (entry, signal) in results {
+                if !waiting.is_client_call(&entry.interrupt_id) {
+                    return Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "invalid_resume",
+                        format!(
+                            "call `{}` waits for a person's approval, not a client tool's result: answer it with `resume`",
+                            entry.interrupt_id
+                        ),
+                    ));
+                }
+                signals.push(signal);
+            }
+            signals
+        }
+    };
+    for signal in signals {
+        waiting.run.signal(signal).await?;
+    }
+    let from = waiting.resume_position();
+    let projection = projection(&waiting.run).with_answered(entries.iter().map(|e| e.interrupt_id.clone()));
+    Ok(respond(state, &waiting.run, projection, &waiting.history, from, !detach))
+}
+
+/// The client tools' results `messages` end with (the `tool` messages after the last
+/// other message), each as the resume entry it answers and the signal it sends; `None`
+/// when the messages do not end with a tool message.
+fn client_tool_results(messages: &[Message]) -> Result<Option<Vec<(ResumeEntry, Signal)>>, ApiError> {
+    let trailing = messages.iter().rev().take_while(|m| matches!(m, Message::Tool(_))).count();
+    if trailing == 0 {
+        return Ok(None);
+    }
+    let mut results = Vec::new();
+    for message in &messages[messages.len() - trailing..] {
+        let Message::Tool(message) = message else { continue };
+        let (content, is_error) = tool_result(message)?;
+        let entry =
+            ResumeEntry { interrupt_id: message.tool_call_id.clone(), status: ResumeStatus::Resolved, payload: None };
+        let call_id = ToolCallId::new(message.tool_call_id.clone());
+        results.push((entry, Signal::ToolResult { call_id, content, is_error }));
+    }
+    Ok(Some(results))
+}
+
+/// Client tools are offered to an agent's run only, and may not take the names of the
+/// agent's own tools.
+fn check_client_tools(state: &AppState, agent: &str, input: &RunAgentInput) -> Result<(), ApiError> {
+    if input.tools.is_empty() {
+        return Ok(());
+    }
+    let Some(target) = state.launcher.targets().into_iter().find(|t| t.name == agent) else {
+        return Ok(());
+    };
+    if target.kind == TargetKind::Team {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_client_tools",
+            format!("`{agent}` is a team: its runs take no client tools"),
+        ));
+    }
+    let mut taken = target.tools;
+    taken.push(troupe_runtime::STATE_UPDATE_TOOL.to_owned());
+    client_tools(input, &taken).map(drop)
 }
 
 /// The stream: `RUN_STARTED`, then the run's events from position `from` projected,

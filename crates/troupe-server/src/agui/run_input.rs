@@ -4,8 +4,8 @@
 use super::input::{AssistantMessage, Content, ContentPart, Message, PartSource, RunAgentInput, ToolMessage};
 use crate::error::ApiError;
 use axum::http::StatusCode;
-use serde_json::Value;
-use troupe_core::{ContentBlock, ConversationId, ImageSource, Message as TroupeMessage, Role};
+use serde_json::{Value, json};
+use troupe_core::{ContentBlock, ConversationId, ImageSource, Message as TroupeMessage, Role, ToolSpec};
 use troupe_runtime::RunInput;
 
 fn unprocessable(code: &'static str, message: impl Into<String>) -> ApiError {
@@ -16,7 +16,9 @@ fn unprocessable(code: &'static str, message: impl Into<String>) -> ApiError {
 /// instruction, with the `context` entries, any system or developer messages and the
 /// client's shared `state` (when it says anything) appended under a `Context:` heading;
 /// the messages before it are the history; the thread is the conversation;
-/// `forwardedProps.modelSelection` picks the model.
+/// `forwardedProps.modelSelection` picks the model; `tools` are the client tools
+/// offered beside the agent's ([`client_tools`]), and a `state` that is not `null` is
+/// the state shared with the run.
 pub fn run_input(input: &RunAgentInput) -> Result<RunInput, ApiError> {
     let (last, earlier) = input
         .messages
@@ -56,12 +58,46 @@ pub fn run_input(input: &RunAgentInput) -> Result<RunInput, ApiError> {
             instruction.push_str(&format!("\n\n## {description}\n{value}"));
         }
     }
-    let mut run =
-        RunInput::new(instruction).history(history).conversation(ConversationId::new(input.thread_id.clone()));
+    let mut run = RunInput::new(instruction)
+        .history(history)
+        .conversation(ConversationId::new(input.thread_id.clone()))
+        .client_tools(client_tools(input, &[])?);
+    if let Some(state) = input.state.as_ref().filter(|s| !s.is_null()) {
+        run = run.shared_state(state.clone());
+    }
     if let Some(model) = model_selection(&input.forwarded_props)? {
         run = run.model(model);
     }
     Ok(run)
+}
+
+/// The client tools `input` offers, as the model will see them (parameters left out
+/// take no arguments), checked: well-formed names given once, none of `taken` (the
+/// agent's own tools), object schemas. A 422 `invalid_client_tools` says what is wrong.
+pub fn client_tools(input: &RunAgentInput, taken: &[String]) -> Result<Vec<ToolSpec>, ApiError> {
+    let tools: Vec<ToolSpec> = input
+        .tools
+        .iter()
+        .map(|tool| {
+            let schema = tool.parameters.clone().unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+            ToolSpec::new(tool.name.clone(), tool.description.clone(), schema)
+        })
+        .collect();
+    troupe_runtime::validate_client_tools(&tools, taken.iter().map(String::as_str))
+        .map_err(|why| unprocessable("invalid_client_tools", why))?;
+    Ok(tools)
+}
+
+/// What a tool message says: its text (or, when it has none, its error) and whether the
+/// call failed.
+pub(crate) fn tool_result(message: &ToolMessage) -> Result<(String, bool), ApiError> {
+    let mut content = text_only(&message.content, &message.id)?;
+    if let Some(error) = &message.error
+        && content.is_empty()
+    {
+        content.clone_from(error);
+    }
+    Ok((content, message.error.is_some()))
 }
 
 /// Whether `state` says nothing: null, or an empty object or list.
@@ -174,17 +210,8 @@ fn assistant_blocks(message: &AssistantMessage) -> Result<Vec<ContentBlock>, Api
 /// Adds a tool result to the history; results that follow one another share one user
 /// message, as the providers want the answers to one turn's calls together.
 fn push_tool_result(history: &mut Vec<TroupeMessage>, message: &ToolMessage) -> Result<(), ApiError> {
-    let mut content = text_only(&message.content, &message.id)?;
-    if let Some(error) = &message.error
-        && content.is_empty()
-    {
-        content.clone_from(error);
-    }
-    let block = ContentBlock::ToolResult {
-        tool_use_id: message.tool_call_id.clone().into(),
-        content,
-        is_error: message.error.is_some(),
-    };
+    let (content, is_error) = tool_result(message)?;
+    let block = ContentBlock::ToolResult { tool_use_id: message.tool_call_id.clone().into(), content, is_error };
     match history.last_mut() {
         Some(last)
             if last.role == Role::User

@@ -2,8 +2,8 @@
 // client saw, one JSON object per line:
 //
 //   {"run": n, "event": {...}}     an event the client accepted
-//   {"run": n, "done": {...}}      runAgent resolved: its result, the agent's messages
-//                                  and its pending interrupts afterwards
+//   {"run": n, "done": {...}}      runAgent resolved: its result, the agent's messages,
+//                                  its state and its pending interrupts afterwards
 //   {"run": n, "error": "..."}     runAgent rejected (an HTTP error, a schema error, an
 //                                  ordering error found by the client's verifier)
 //   {"warning": "..."}             anything the client printed with console.warn/error
@@ -15,13 +15,16 @@
 //
 // Usage: node client.mjs '<plan>' with plan =
 //   {"modules": "<node_modules dir>", "url": "...", "threadId": "...", "state"?: {...},
-//    "runs": [{"message"?: "text", "runId"?, "forwardedProps"?, "context"?,
+//    "runs": [{"message"?: "text", "runId"?, "forwardedProps"?, "context"?, "tools"?,
 //              "resume"?: {"status": "resolved"|"cancelled", "payload"?, "ids"?},
+//              "toolResult"?: {"content": "..."},
 //              "abortAfter"?: "<event type>"}]}
 // With `abortAfter`, the client calls `abortRun()` (a user's Stop) at the first event of
 // that type, after printing {"run": n, "aborted": <ms since the epoch>}.
 // A run with `resume` answers the interrupts `ids`, by default every interrupt the
-// previous run left pending.
+// previous run left pending. A run with `toolResult` answers the client tool call the
+// previous run left pending as CopilotKit does: it adds a `tool` message with the result
+// for that call to the thread and runs again, without `resume`.
 
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -50,6 +53,15 @@ for (const [n, step] of plan.runs.entries()) {
   if (step.message !== undefined) {
     agent.addMessage({ id: `user-${n}`, role: "user", content: step.message });
   }
+  if (step.toolResult !== undefined) {
+    const pending = agent.pendingInterrupts.find((interrupt) => interrupt.reason === "client_tool");
+    const toolCallId = step.toolResult.toolCallId ?? pending?.toolCallId;
+    agent.addMessage({ id: `tool-${n}`, role: "tool", toolCallId, content: step.toolResult.content });
+    // CopilotKit runs a frontend tool from the call in its thread and answers with the
+    // tool message alone; it keeps no interrupt to resume (HttpAgent would refuse to run
+    // with one unaddressed), so this client lets go of it as well.
+    agent.pendingInterrupts = [];
+  }
   const parameters = {};
   for (const key of ["runId", "forwardedProps", "context", "tools"]) {
     if (step[key] !== undefined) parameters[key] = step[key];
@@ -77,7 +89,12 @@ for (const [n, step] of plan.runs.entries()) {
     });
     print({
       run: n,
-      done: { result: result.result ?? null, messages: agent.messages, pendingInterrupts: agent.pendingInterrupts },
+      done: {
+        result: result.result ?? null,
+        messages: agent.messages,
+        state: agent.state,
+        pendingInterrupts: agent.pendingInterrupts,
+      },
     });
   } catch (error) {
     print({ run: n, error: error instanceof Error ? error.message : String(error) });

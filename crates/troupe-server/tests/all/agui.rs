@@ -36,7 +36,7 @@ impl ModelResolver for MockModels {
 
 /// Agent `coder` (the coding tools in a temporary workspace, model `mock-model` unless a
 /// request picks another) on the mock, which answers with `turns`.
-async fn serve(turns: impl IntoIterator<Item = MockTurn>) -> Served {
+pub(crate) async fn serve(turns: impl IntoIterator<Item = MockTurn>) -> Served {
     let mock = MockLlmServer::start().await.expect("mock server starts");
     mock.push_all(turns);
     let provider: Arc<dyn LlmProvider> = Arc::new(
@@ -66,7 +66,7 @@ async fn serve(turns: impl IntoIterator<Item = MockTurn>) -> Served {
 }
 
 /// The installed client, or `None` (with the skip printed).
-fn client_modules(test: &str) -> Option<PathBuf> {
+pub(crate) fn client_modules(test: &str) -> Option<PathBuf> {
     let modules = test_deps::node_modules("@ag-ui/client");
     if modules.is_none() {
         test_deps::skip(test, "node or the npm package @ag-ui/client is not installed");
@@ -75,7 +75,7 @@ fn client_modules(test: &str) -> Option<PathBuf> {
 }
 
 /// What the client printed for `plan` (see tests/agui/client.mjs), one value per line.
-async fn run_client(modules: &std::path::Path, mut plan: Value) -> Vec<Value> {
+pub(crate) async fn run_client(modules: &std::path::Path, mut plan: Value) -> Vec<Value> {
     plan["modules"] = json!(modules);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agui/client.mjs");
     let output = tokio::time::timeout(
@@ -91,15 +91,15 @@ async fn run_client(modules: &std::path::Path, mut plan: Value) -> Vec<Value> {
 }
 
 /// The events the client accepted in run `n`.
-fn events(lines: &[Value], n: u64) -> Vec<Value> {
+pub(crate) fn events(lines: &[Value], n: u64) -> Vec<Value> {
     lines.iter().filter(|l| l["run"] == n && l.get("event").is_some()).map(|l| l["event"].clone()).collect()
 }
 
-fn types(events: &[Value]) -> Vec<&str> {
+pub(crate) fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap_or("")).collect()
 }
 
-fn done(lines: &[Value], n: u64) -> Value {
+pub(crate) fn done(lines: &[Value], n: u64) -> Value {
     lines
         .iter()
         .find(|l| l["run"] == n && l.get("done").is_some())
@@ -107,13 +107,13 @@ fn done(lines: &[Value], n: u64) -> Value {
         .unwrap_or_else(|| panic!("run {n} did not complete: {lines:#?}"))
 }
 
-fn assert_clean(lines: &[Value]) {
+pub(crate) fn assert_clean(lines: &[Value]) {
     let trouble: Vec<&Value> =
         lines.iter().filter(|l| l.get("warning").is_some() || l.get("error").is_some()).collect();
     assert!(trouble.is_empty(), "the client warned or failed: {trouble:#?}");
 }
 
-fn position(types: &[&str], kind: &str) -> usize {
+pub(crate) fn position(types: &[&str], kind: &str) -> usize {
     types.iter().position(|t| *t == kind).unwrap_or_else(|| panic!("no {kind} in {types:?}"))
 }
 

@@ -5,6 +5,7 @@
 mod a2a;
 mod a2a_rest;
 mod agui;
+mod agui_frontend;
 mod common;
 mod native;
 mod openai;
