@@ -28,8 +28,9 @@
 //!   -32001 (no such task), -32002 (not cancelable), -32003 (no push notifications),
 //!   -32004 (not in this state), -32009 (version).
 //!
-//! **Calling out.** [`RemoteAgent`] resolves another server's card and runs tasks there;
-//! it is a [`Member`](troupe_team::Member), so a team can have remote members.
+//! **Calling out.** [`RemoteAgent`] (from `troupe-a2a`, re-exported here with the
+//! [`wire`] shapes) resolves another server's card and runs tasks there; it is a
+//! [`Member`](troupe_team::Member), so a team can have remote members.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -64,26 +65,23 @@
 //! ```
 
 mod card;
-mod client;
 mod follow;
 pub mod legacy;
 mod methods;
 pub mod projection;
 pub mod reply;
 pub mod rpc;
-pub mod wire;
+/// The A2A 1.0 JSON shapes, shared with the client ([`troupe_a2a::wire`]).
+pub use troupe_a2a::wire;
 
 pub use card::{BEARER_SCHEME, RPC_PATH, agent_card, base_url};
-pub use client::{A2aClientError, RemoteAgent, RemoteOutcome};
 pub use methods::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 pub use projection::{ANSWER_ARTIFACT, TaskProjection, Update};
+pub use troupe_a2a::{A2aClientError, CARD_PATH, RemoteAgent, RemoteOutcome};
 
 use crate::state::AppState;
 use axum::Router;
 use axum::routing::{get, post};
-
-/// Where the agent card is served.
-pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
 /// The A2A routes: the card and the JSON-RPC endpoint.
 pub fn routes() -> Router<AppState> {

@@ -1,13 +1,13 @@
 //! [`RemoteAgent`]: an agent on another A2A 1.0 server, found by its card, as a team
 //! [`Member`].
 
-use super::rpc::INTERNAL_ERROR;
-use super::wire::{
+use crate::Token;
+use crate::protocol::codes::INTERNAL_ERROR;
+use crate::protocol::{AGENT_KEY, ANSWER_ARTIFACT, CARD_PATH};
+use crate::wire::{
     AgentCard, Artifact, Message, Part, Role, SendMessageConfiguration, SendMessageRequest, SendMessageResponse,
     StreamResponse, Task, TaskState, parts_text,
 };
-use super::{ANSWER_ARTIFACT, CARD_PATH};
-use crate::config::Token;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
@@ -335,7 +335,7 @@ impl RemoteAgent {
         let mut message = Message::new(uuid::Uuid::new_v4().to_string(), Role::User, vec![Part::text(text)]);
         message.task_id = task_id.map(str::to_owned);
         if let Some(skill) = &self.skill {
-            message.metadata = Some(json!({ super::reply::AGENT_KEY: skill }));
+            message.metadata = Some(json!({ AGENT_KEY: skill }));
         }
         SendMessageRequest { message, configuration: None, metadata: None }
     }
@@ -540,7 +540,7 @@ fn answered(message: Message) -> Task {
     Task {
         id: message.task_id.clone().unwrap_or_default(),
         context_id: message.context_id.clone().unwrap_or_default(),
-        status: super::wire::TaskStatus { state: TaskState::Completed, message: Some(message), timestamp: None },
+        status: crate::wire::TaskStatus { state: TaskState::Completed, message: Some(message), timestamp: None },
         ..Task::default()
     }
 }
