@@ -26,11 +26,13 @@
 //! # Ok::<(), serde_json::Error>(())
 //! ```
 
+mod address;
 mod client;
 pub mod protocol;
 mod token;
 pub mod wire;
 
+pub use address::{AgentUrlError, agent_url};
 pub use client::{A2aClientError, RemoteAgent, RemoteOutcome};
 pub use protocol::{AGENT_KEY, ANSWER_ARTIFACT, CARD_PATH, codes};
 pub use token::Token;
