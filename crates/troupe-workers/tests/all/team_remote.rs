@@ -215,7 +215,7 @@ async fn a_remote_member_past_its_timeout_fails_and_its_task_is_cancelled() {
     let runs = server.hub.list();
     let events = remote_events(&server.hub, runs[0].run_id.as_str()).await;
     let ended = events.iter().find_map(|e| match &e.kind {
-        AgentEventKind::RunFinished { outcome, .. } => Some(outcome.clone()),
+        AgentEventKind::RunFinished { outcome, .. } => Some(*outcome),
         _ => None,
     });
     assert_eq!(ended, Some(troupe_core::RunOutcomeKind::Cancelled), "the remote task was cancelled");
