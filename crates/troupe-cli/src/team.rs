@@ -12,7 +12,8 @@
 //!
 //! - **Members**: each `[[team.members]]` agent is built from its file as `troupe agent
 //!   run` builds one (`isolation = "local"`), or runs in a worker subprocess started as
-//!   its `[agent.execution]` says (`isolation = "process"`).
+//!   its `[agent.execution]` says (`isolation = "process"`); a `remote = "https://…"`
+//!   member is an agent on another A2A server, its token read from `bearer_env`.
 //! - **Strategy**: `delegate` gives the leader a `delegate` tool over the members;
 //!   `orchestrated`, `parallel` and `pipeline` run them as an `AgentGroup`.
 //! - **Firewall**: each member's report passes the firewall as a message to its recipient
@@ -36,6 +37,9 @@
 //!   is told why); with `--no-store` and no terminal, `ask` refuses them. A process
 //!   member's worker follows `auto` and `never` too (the mode travels with its task);
 //!   under `ask` it cannot ask anyone yet, and its calls that need approval end its task.
+//!   A remote member's call is asked about at the terminal too (the answer is sent to its
+//!   remote task), approved under `auto`, refused under `never`; where the team would
+//!   pause instead, its remote task is cancelled and the member fails.
 //!
 //! Output: the team's answer on stdout (with `--json`, every member's events as JSON lines,
 //! then one `team_finished` line), a line per member event of interest on stderr, then a

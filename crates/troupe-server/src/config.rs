@@ -1,6 +1,5 @@
 //! How a server is set up: address, tokens, limits, CORS, shutdown.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -20,32 +19,8 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 /// The environment variable holding the server's bearer token(s), comma-separated.
 pub const TOKEN_ENV: &str = "TROUPE_SERVER_TOKEN";
 
-/// A bearer token clients must present. Its `Debug` never shows it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Token(String);
-
-impl Token {
-    /// `token`, as configured.
-    pub fn new(token: impl Into<String>) -> Self {
-        Token(token.into())
-    }
-
-    /// The token's text.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// The tokens in `value`, comma-separated, blanks dropped.
-    pub fn list(value: &str) -> Vec<Token> {
-        value.split(',').map(str::trim).filter(|t| !t.is_empty()).map(Token::new).collect()
-    }
-}
-
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token(***)")
-    }
-}
+/// A bearer token clients must present (the A2A client's type: its `Debug` never shows it).
+pub use troupe_a2a::Token;
 
 /// Everything about serving that is not the agents.
 #[derive(Clone, Debug)]

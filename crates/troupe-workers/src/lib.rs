@@ -10,6 +10,7 @@
 //! - [`process`]: workers as child processes, and the worker side of the protocol.
 //! - [`team_file`]: teams of agent files (`team.toml`), validated like agent files.
 //! - [`team`]: a team file assembled into members and the strategy that runs them.
+//! - [`team_remote`]: a team file's remote A2A members, made ready (token, card, skill).
 //! - [`team_run`]: a team file run on a task from code, its team budget watched.
 
 // Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
@@ -24,6 +25,7 @@ pub mod reload;
 pub mod team;
 pub mod team_file;
 pub mod team_record;
+pub mod team_remote;
 pub mod team_run;
 
 pub use definition::{AgentDefinition, DefinitionError, ResolvedExecution};

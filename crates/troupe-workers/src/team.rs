@@ -1,5 +1,5 @@
-//! A team file, assembled: its local agents (built as [`build`] builds an agent) and its
-//! worker processes, each behind a tracked member that reports its events,
+//! A team file, assembled: its local agents (built as [`build`] builds an agent), its
+//! worker processes and its remote A2A agents, each behind a tracked member that reports its events,
 //! records its results and passes its report through the firewall; and the strategy that
 //! runs them.
 
@@ -8,6 +8,7 @@ use crate::definition::AgentDefinition;
 use crate::process::{Backoff, ProcessMember, WorkerConfig};
 use crate::registry::{AgentRegistry, RegisteredAgent};
 use crate::team_file::{Isolation, TeamFile, TeamStrategy};
+use crate::team_remote::RemoteMembers;
 use futures::future::BoxFuture;
 use serde_json::json;
 use std::path::Path;
@@ -49,7 +50,7 @@ pub type Records = Arc<Mutex<Vec<Record>>>;
 /// A row of the summary: who is in the team.
 #[derive(Clone, Debug)]
 pub struct Row {
-    /// The agent id.
+    /// The member's id in the team (an agent id, or a remote member's name).
     pub name: String,
     /// `leader` or `member`.
     pub role: &'static str,
@@ -143,6 +144,8 @@ pub struct Setting<'a> {
     pub control: TeamControl,
     /// How the local members' commands are confined.
     pub sandbox: &'a SandboxChoice,
+    /// The remote members, made ready ([`RemoteMembers::resolve`]).
+    pub remotes: &'a RemoteMembers,
 }
 
 /// Builds the team `setting` describes.
@@ -150,12 +153,12 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
     let team = setting.team;
     let strategy = team.team.strategy;
     let budget = team.budget().unwrap_or_default();
-    let ids: Vec<&str> = team.member_ids().collect();
+    let ids = setting.remotes.names(team);
     // Where each member's report goes: the leader, or a pipeline's next member.
     let recipient = |n: usize| -> Option<String> {
         match strategy {
             TeamStrategy::Delegate | TeamStrategy::Orchestrated => team.leader().map(str::to_owned),
-            TeamStrategy::Pipeline => ids.get(n + 1).map(|s| (*s).to_owned()),
+            TeamStrategy::Pipeline => ids.get(n + 1).cloned(),
             TeamStrategy::Parallel => None,
         }
     };
@@ -167,11 +170,32 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
         rows.push(Row { name: leader.to_owned(), role: "leader", isolation: Isolation::Local });
     }
     let mut members: Vec<Arc<dyn Member>> = Vec::new();
+    let tracked = |inner: Arc<dyn Member>, report_to: Option<String>| -> Arc<dyn Member> {
+        Arc::new(Tracked {
+            inner,
+            events: setting.events.clone(),
+            report_to,
+            firewall: Arc::clone(&firewall),
+            records: Arc::clone(&records),
+        })
+    };
     for (n, entry) in team.team.members.iter().enumerate() {
-        let agent = registered(setting.registry, &entry.agent)?;
+        let Some(id) = entry.agent.as_deref() else {
+            // A remote member: the team's caller decides its calls, or they are approved
+            // or refused for it, as the team's approval mode says.
+            let remote = setting
+                .remotes
+                .for_run(n, setting.approvals, &setting.control)
+                .ok_or_else(|| BuildError::Invalid(format!("the remote member `{}` was not made ready", ids[n])))?;
+            rows.push(Row { name: ids[n].clone(), role: "member", isolation: Isolation::Remote });
+            members.push(tracked(Arc::new(remote), recipient(n)));
+            continue;
+        };
+        let agent = registered(setting.registry, id)?;
         let description = describe(&agent.definition);
         let inner: Arc<dyn Member> = match entry.isolation {
-            Isolation::Local => {
+            // A file cannot say `remote` as an isolation.
+            Isolation::Local | Isolation::Remote => {
                 let ceilings = Ceilings {
                     max_usd: budget.max_usd,
                     max_total_tokens: budget.max_total_tokens,
@@ -184,29 +208,13 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
             Isolation::Process => {
                 let (config, note) = worker(agent, setting, &budget)?;
                 notes.extend(note);
-                Arc::new(
-                    ProcessMember::new(entry.agent.clone(), description, config).with_control(setting.control.clone()),
-                )
+                Arc::new(ProcessMember::new(id, description, config).with_control(setting.control.clone()))
             }
         };
-        rows.push(Row { name: entry.agent.clone(), role: "member", isolation: entry.isolation });
-        members.push(Arc::new(Tracked {
-            inner,
-            events: setting.events.clone(),
-            report_to: recipient(n),
-            firewall: Arc::clone(&firewall),
-            records: Arc::clone(&records),
-        }));
+        rows.push(Row { name: id.to_owned(), role: "member", isolation: entry.isolation });
+        members.push(tracked(inner, recipient(n)));
     }
-    let track = |inner: Arc<dyn Member>| -> Arc<dyn Member> {
-        Arc::new(Tracked {
-            inner,
-            events: setting.events.clone(),
-            report_to: None,
-            firewall: Arc::clone(&firewall),
-            records: Arc::clone(&records),
-        })
-    };
+    let track = |inner: Arc<dyn Member>| tracked(inner, None);
     let leader_ceilings =
         Ceilings { max_usd: budget.max_usd, max_total_tokens: budget.max_total_tokens, timeout: budget.max_wall_time };
     let invalid = |e: TeamError| BuildError::Invalid(format!("team `{}`: {e}", team.name()));
@@ -295,11 +303,11 @@ fn local(
 
 /// The firewall of the team file's channels; without a `[firewall]` table, one that
 /// passes every report to its recipient (and still redacts secrets).
-fn firewall(team: &TeamFile, ids: &[&str], recipient: &dyn Fn(usize) -> Option<String>) -> ContextFirewall {
+fn firewall(team: &TeamFile, ids: &[String], recipient: &dyn Fn(usize) -> Option<String>) -> ContextFirewall {
     match team.channels() {
         Some(channels) => channels.into_iter().fold(ContextFirewall::new(), |f, c| f.channel(c.from, c.to)),
         None => (0..ids.len())
-            .filter_map(|n| recipient(n).map(|to| (ids[n], to)))
+            .filter_map(|n| recipient(n).map(|to| (ids[n].as_str(), to)))
             .fold(ContextFirewall::new(), |f, (from, to)| f.channel(from, to)),
     }
 }

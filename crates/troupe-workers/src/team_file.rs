@@ -20,9 +20,26 @@
 //! [[team.members]]
 //! agent = "reviewer"
 //!
+//! [[team.members]]             # an agent on another A2A server
+//! remote = "https://agents.example/"   # its base URL (or its card's URL); http or https
+//! name = "auditor"             # optional; its id in the team (default: its card's name)
+//! skill = "audit"              # optional; the remote agent to run (default: the card's first skill)
+//! bearer_env = "AUDIT_TOKEN"   # optional; the variable holding its bearer token
+//! timeout_seconds = 300        # optional; default 600, within the team's max_seconds
+//!
 //! [firewall]                   # optional
-//! channels = ["researcher -> lead", "reviewer -> lead"]
+//! channels = ["researcher -> lead", "reviewer -> lead", "auditor -> lead"]
 //! ```
+//!
+//! A member is exactly one of `agent` (an agent file of the config directories) and
+//! `remote` (an A2A agent, found by its card when the team is assembled). A remote member
+//! goes through the firewall like any member: its brief and its report pass the same
+//! channels. Its token is read from `bearer_env` when the team is assembled (a variable
+//! that is not set stops the assembly, naming the variable); the file never holds it,
+//! and neither do the team's record, its events or its errors. What a remote member's
+//! call that needs approval does follows the team's approval mode: the team's caller is
+//! asked (a `RunPaused` of the member, its run being the remote task), or the call is
+//! approved or refused for it.
 //!
 //! The leader is not one of `[[team.members]]`: the members are its teammates (a
 //! `delegate` leader gets a `delegate` tool over them; an `orchestrated` leader splits the
@@ -40,10 +57,16 @@
 //! ```
 //!
 //! Whether the agent ids name agents that exist is checked against a registry
-//! ([`TeamFile::check_agents`]), since the file alone cannot tell.
+//! ([`TeamFile::check_agents`]), since the file alone cannot tell; a remote member named
+//! by its card alone is checked once the card is read ([`TeamFile::check_names`]).
+
+mod member;
+
+pub use member::{DEFAULT_REMOTE_TIMEOUT_SECONDS, Isolation, MemberEntry};
 
 use crate::definition::{DefinitionError, Location, MAX_ID_LEN};
 use crate::registry::AgentRegistry;
+use member::{MemberPlaces, check_entry};
 use serde::de::{Error as _, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeSet;
@@ -161,38 +184,6 @@ impl BudgetSection {
     }
 }
 
-/// Where a member runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Isolation {
-    /// In the coordinator's process.
-    #[default]
-    Local,
-    /// In a worker subprocess started as the agent file's `[agent.execution]` says.
-    Process,
-}
-
-impl Isolation {
-    /// The name written in the file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Isolation::Local => "local",
-            Isolation::Process => "process",
-        }
-    }
-}
-
-/// `[[team.members]]`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemberEntry {
-    /// The member's agent id.
-    pub agent: String,
-    /// Where it runs (default local).
-    #[serde(default)]
-    pub isolation: Isolation,
-}
-
 /// `[firewall]`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -242,7 +233,7 @@ struct Places {
     team: Option<Location>,
     strategy: Option<Location>,
     leader: Option<Location>,
-    members: Vec<Option<Location>>,
+    members: Vec<MemberPlaces>,
     channels: Vec<Option<Location>>,
 }
 
@@ -259,7 +250,8 @@ impl TeamFile {
     /// let typo = TeamFile::parse(&text.replace("agent =", "agnet ="), "team.toml").unwrap_err();
     /// assert_eq!(
     ///     typo.to_string(),
-    ///     "team.toml:6:1: unknown key `agnet` in [[team.members]]; expected one of agent, isolation"
+    ///     "team.toml:6:1: unknown key `agnet` in [[team.members]]; expected one of agent, remote, name, skill, \
+    ///      bearer_env, timeout_seconds, isolation"
     /// );
     /// # Ok::<(), troupe_workers::definition::DefinitionError>(())
     /// ```
@@ -296,9 +288,21 @@ impl TeamFile {
         self.team.leader.as_deref()
     }
 
-    /// The members' agent ids, in order.
+    /// The members' ids as the file tells them, in order: agent ids and remote members'
+    /// `name`s (a remote member named by its card alone is left out).
     pub fn member_ids(&self) -> impl Iterator<Item = &str> {
-        self.team.members.iter().map(|m| m.agent.as_str())
+        self.team.members.iter().filter_map(MemberEntry::id)
+    }
+
+    /// The agent ids of the members that are agent files, in order.
+    pub fn agent_ids(&self) -> impl Iterator<Item = &str> {
+        self.team.members.iter().filter_map(|m| m.agent.as_deref())
+    }
+
+    /// Where the `key` of the `n`th member is written (else its table), for errors about
+    /// it found later (a remote member's card, its token's variable).
+    pub fn member_error(&self, n: usize, key: &str, message: impl Into<String>) -> DefinitionError {
+        self.error(self.places.members.get(n).and_then(|p| p.of(key)), message)
     }
 
     /// The declared channels (`None` without a `[firewall]` table).
@@ -333,30 +337,64 @@ impl TeamFile {
             problems.extend(unknown(leader, self.places.leader, "the leader"));
         }
         for (n, member) in self.team.members.iter().enumerate() {
-            problems.extend(unknown(&member.agent, self.places.members.get(n).copied().flatten(), "a member"));
+            if let Some(agent) = &member.agent {
+                problems.extend(unknown(agent, self.places.members.get(n).and_then(|p| p.of("agent")), "a member"));
+            }
         }
         if problems.is_empty() { Ok(()) } else { Err(problems) }
     }
 
-    /// What the file alone can tell: ids are ids, members are listed once, the leader
-    /// fits the strategy, channels connect the team.
+    /// Checks the members' ids once every remote member's is known: `names[n]` is the
+    /// `n`th member's id in the team (a remote member's card name when its entry gives
+    /// none). The same rules as the file's own: ids are ids, each is used once, none is
+    /// the leader's, the channels connect the team; a problem is reported at the member's
+    /// entry.
+    pub fn check_names(&self, names: &[String]) -> Result<(), DefinitionError> {
+        let ids: Vec<Option<&str>> = names.iter().map(|n| Some(n.as_str())).collect();
+        self.check_team(&ids)
+    }
+
+    /// What the file alone can tell: each entry is an agent or a remote agent, ids are
+    /// ids, members are listed once, the leader fits the strategy, channels connect the
+    /// team.
     fn check(&self) -> Result<(), DefinitionError> {
         let team = &self.team;
         let places = &self.places;
-        let at = |n: usize, list: &[Option<Location>]| list.get(n).copied().flatten();
         if team.members.is_empty() {
             return Err(
                 self.error(places.team, "the team has no members; add a [[team.members]] table with `agent = \"ID\"`")
             );
         }
-        let mut seen = BTreeSet::new();
         for (n, member) in team.members.iter().enumerate() {
-            check_id(&member.agent)
-                .map_err(|e| self.error(at(n, &places.members), format!("`agent` in [[team.members]]: {e}")))?;
-            if !seen.insert(member.agent.as_str()) {
+            let default = MemberPlaces::default();
+            let at = places.members.get(n).unwrap_or(&default);
+            check_entry(member, at).map_err(|(place, message)| self.error(place, message))?;
+        }
+        let ids: Vec<Option<&str>> = team.members.iter().map(MemberEntry::id).collect();
+        self.check_team(&ids)
+    }
+
+    /// The rules about ids, `ids[n]` being the `n`th member's (`None`: not known yet, a
+    /// remote member named by its card).
+    fn check_team(&self, ids: &[Option<&str>]) -> Result<(), DefinitionError> {
+        let team = &self.team;
+        let places = &self.places;
+        let at = |n: usize| places.members.get(n).and_then(MemberPlaces::id);
+        let mut seen = BTreeSet::new();
+        for (n, (member, id)) in team.members.iter().zip(ids).enumerate() {
+            let Some(id) = id else { continue };
+            let key = if member.is_remote() { "name" } else { "agent" };
+            check_id(id).map_err(|e| {
+                let hint = match (member.is_remote(), &member.name) {
+                    (true, None) => " (the name its card gives); give the member `name = \"ID\"`",
+                    _ => "",
+                };
+                self.error(at(n), format!("`{key}` in [[team.members]]: {e}{hint}"))
+            })?;
+            if !seen.insert(*id) {
                 return Err(self.error(
-                    at(n, &places.members),
-                    format!("`{}` is listed twice in [[team.members]]; keep one entry", member.agent),
+                    at(n),
+                    format!("`{id}` is listed twice in [[team.members]]; keep one entry{}", rename_hint(member)),
                 ));
             }
         }
@@ -378,12 +416,13 @@ impl TeamFile {
             }
             (Some(leader), true) => {
                 check_id(leader).map_err(|e| self.error(places.leader, format!("`leader` in [team]: {e}")))?;
-                if let Some(n) = team.members.iter().position(|m| &m.agent == leader) {
+                if let Some(n) = ids.iter().position(|id| *id == Some(leader.as_str())) {
                     return Err(self.error(
-                        at(n, &places.members),
+                        at(n),
                         format!(
                             "the leader `{leader}` is also listed in [[team.members]]; the members are its teammates, \
-                             so remove this entry"
+                             so remove this entry{}",
+                            rename_hint(&team.members[n])
                         ),
                     ));
                 }
@@ -393,14 +432,16 @@ impl TeamFile {
         let Some(firewall) = &self.firewall else {
             return Ok(());
         };
-        let everyone: Vec<&str> = self.leader().into_iter().chain(self.member_ids()).collect();
+        let everyone: Vec<&str> = self.leader().into_iter().chain(ids.iter().flatten().copied()).collect();
+        // A channel may name a remote member its card will name: checked once it is read.
+        let all_known = ids.iter().all(Option::is_some);
         let mut declared = BTreeSet::new();
         for (n, text) in firewall.channels.iter().enumerate() {
-            let place = at(n, &places.channels);
+            let place = places.channels.get(n).copied().flatten();
             let channel =
                 Channel::parse(text).map_err(|e| self.error(place, format!("`channels` in [firewall]: {e}")))?;
             for end in [&channel.from, &channel.to] {
-                if !everyone.contains(&end.as_str()) {
+                if all_known && !everyone.contains(&end.as_str()) {
                     return Err(self.error(
                         place,
                         format!(
@@ -436,17 +477,10 @@ impl Places {
             _ => None,
         });
         let value_at = |key: &str| team_table.and_then(|t| t.get(key)).and_then(|v| location(v.span()));
-        let list = |value: Option<&toml::Spanned<DeValue<'_>>>, wanted: usize, key: Option<&str>| {
+        let list = |value: Option<&toml::Spanned<DeValue<'_>>>, wanted: usize| {
             let mut found = Vec::with_capacity(wanted);
             if let Some(DeValue::Array(items)) = value.map(|v| v.get_ref()) {
-                for item in items.iter() {
-                    let place = match (key, item.get_ref()) {
-                        (Some(key), DeValue::Table(table)) => table.get(key).and_then(|v| location(v.span())),
-                        (None, _) => location(item.span()),
-                        _ => None,
-                    };
-                    found.push(place);
-                }
+                found.extend(items.iter().map(|item| location(item.span())));
             }
             found.resize(wanted, None);
             found
@@ -459,9 +493,37 @@ impl Places {
             team: team.and_then(|t| location(t.span())),
             strategy: value_at("strategy"),
             leader: value_at("leader"),
-            members: list(team_table.and_then(|t| t.get("members")), members, Some("agent")),
-            channels: list(firewall, channels, None),
+            members: member_places(text, team_table.and_then(|t| t.get("members")), members),
+            channels: list(firewall, channels),
         }
+    }
+}
+
+/// Where each `[[team.members]]` table and its keys' values are written.
+fn member_places(text: &str, value: Option<&toml::Spanned<DeValue<'_>>>, wanted: usize) -> Vec<MemberPlaces> {
+    let location = |offset: usize| Location::of_offset(text, offset);
+    let mut found = Vec::with_capacity(wanted);
+    if let Some(DeValue::Array(items)) = value.map(|v| v.get_ref()) {
+        for item in items.iter() {
+            let mut places = MemberPlaces { table: Some(location(item.span().start)), ..MemberPlaces::default() };
+            if let DeValue::Table(table) = item.get_ref() {
+                for (key, value) in table.iter() {
+                    places.keys.insert(key.get_ref().to_string(), location(value.span().start));
+                }
+            }
+            found.push(places);
+        }
+    }
+    found.resize(wanted, MemberPlaces::default());
+    found
+}
+
+/// For a remote member named by its card, how to give it another id.
+fn rename_hint(member: &MemberEntry) -> &'static str {
+    if member.is_remote() && member.name.is_none() {
+        " (a remote member is named by its card unless its entry gives `name = \"ID\"`)"
+    } else {
+        ""
     }
 }
 
@@ -498,7 +560,7 @@ fn concurrency<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Erro
     usize::try_from(n).map(Some).map_err(|_| D::Error::custom(format!("{n} is too large")))
 }
 
-fn positive_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+pub(crate) fn positive_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     let n = u64::deserialize(d)?;
     if n == 0 {
         return Err(D::Error::custom("0 leaves nothing to spend; use 1 or more, or remove the key"));
@@ -653,6 +715,96 @@ channels = ["researcher -> lead", "reviewer->lead"]
         )
         .expect("valid");
         assert_eq!(none.channels(), None);
+    }
+
+    const REMOTE: &str = "[team]\nname = \"t\"\nstrategy = \"delegate\"\nleader = \"lead\"\n\n[[team.members]]\n";
+
+    #[test]
+    fn a_remote_member_takes_its_keys() {
+        let text = format!(
+            "{REMOTE}remote = \"https://agents.example/\"\nname = \"auditor\"\nskill = \"audit\"\n\
+             bearer_env = \"AUDIT_TOKEN\"\ntimeout_seconds = 30\n\n[firewall]\nchannels = [\"auditor -> lead\"]\n"
+        );
+        let team = TeamFile::parse(&text, "team.toml").expect("valid");
+        let member = &team.team.members[0];
+        assert_eq!(member.remote.as_deref(), Some("https://agents.example/"));
+        assert_eq!((member.id(), member.agent.as_deref()), (Some("auditor"), None));
+        assert_eq!((member.skill.as_deref(), member.bearer_env.as_deref()), (Some("audit"), Some("AUDIT_TOKEN")));
+        assert_eq!((member.timeout_seconds, member.placement()), (Some(30), Isolation::Remote));
+        assert_eq!(team.member_ids().collect::<Vec<_>>(), ["auditor"]);
+        assert_eq!(team.agent_ids().count(), 0);
+    }
+
+    #[test]
+    fn a_member_is_an_agent_or_a_remote_agent_said_where() {
+        let both = format!("{REMOTE}agent = \"a\"\nremote = \"https://x.example/\"\n");
+        assert_eq!(
+            error(&both),
+            "team.toml:8:10: a [[team.members]] entry has both `agent` and `remote`: a member is an agent file or a \
+             remote A2A agent, not both; keep one"
+        );
+        let neither = format!("{REMOTE}isolation = \"local\"\n");
+        let neither = error(&neither);
+        assert!(neither.starts_with("team.toml:6:") && neither.contains("needs `agent = \"ID\"`"), "{neither}");
+        assert!(neither.contains("or `remote = \"https://…\"`"), "{neither}");
+        let ftp = error(&format!("{REMOTE}remote = \"ftp://x.example/\"\n"));
+        assert_eq!(
+            ftp,
+            "team.toml:7:10: `remote` in [[team.members]]: `ftp://x.example/` is not an http or https URL; A2A agents \
+             are reached over HTTP"
+        );
+        let garbage = error(&format!("{REMOTE}remote = \"reviewer\"\n"));
+        assert!(
+            garbage.starts_with("team.toml:7:10: `remote` in [[team.members]]: `reviewer` is not a URL"),
+            "{garbage}"
+        );
+        let credentials = error(&format!("{REMOTE}remote = \"https://me:hunter2@x.example/\"\n"));
+        assert!(credentials.starts_with("team.toml:7:10:") && !credentials.contains("hunter2"), "{credentials}");
+        let token_in_place = error(&format!("{REMOTE}remote = \"https://x.example/\"\nbearer_env = \"sk-live 123\"\n"));
+        assert!(token_in_place.starts_with("team.toml:8:14: `bearer_env`"), "{token_in_place}");
+        assert!(!token_in_place.contains("sk-live"), "a token written by mistake is not repeated: {token_in_place}");
+        let named_agent = error(&format!("{REMOTE}agent = \"a\"\nname = \"b\"\n"));
+        assert!(
+            named_agent.starts_with("team.toml:8:8: `name` in [[team.members]] is for remote members"),
+            "{named_agent}"
+        );
+        let isolated = error(&format!("{REMOTE}remote = \"https://x.example/\"\nisolation = \"process\"\n"));
+        assert!(
+            isolated.starts_with("team.toml:8:13: `isolation` in [[team.members]] is for agent members"),
+            "{isolated}"
+        );
+        let never = error(&format!("{REMOTE}remote = \"https://x.example/\"\ntimeout_seconds = 0\n"));
+        assert!(never.starts_with("team.toml:8:19:") && never.contains("use 1 or more"), "{never}");
+        let bad_name = error(&format!("{REMOTE}remote = \"https://x.example/\"\nname = \"a b\"\n"));
+        assert!(
+            bad_name.starts_with("team.toml:8:8: `name` in [[team.members]]: `a b` is not an agent id"),
+            "{bad_name}"
+        );
+        let leader = error(&format!("{REMOTE}remote = \"https://x.example/\"\nname = \"lead\"\n"));
+        assert!(leader.starts_with("team.toml:8:8: the leader `lead` is also listed"), "{leader}");
+    }
+
+    #[test]
+    fn a_channel_may_name_a_remote_member_its_card_will_name() {
+        let text =
+            format!("{REMOTE}remote = \"https://x.example/\"\n\n[firewall]\nchannels = [\"reviewer -> lead\"]\n");
+        let team = TeamFile::parse(&text, "team.toml").expect("checked once the card is read");
+        assert_eq!(team.member_ids().count(), 0, "not known yet");
+        team.check_names(&["reviewer".to_owned()]).expect("the card names it `reviewer`");
+        let other = team.check_names(&["critic".to_owned()]).expect_err("the channel names nobody");
+        assert!(
+            other.to_string().starts_with("team.toml:10:13: `channels` in [firewall]: `reviewer` is not in the team")
+        );
+        let clash = team.check_names(&["lead".to_owned()]).expect_err("the card names the leader");
+        assert!(clash.to_string().contains("unless its entry gives `name = \"ID\"`"), "{clash}");
+        let spaced = team.check_names(&["Code Reviewer".to_owned()]).expect_err("not an id");
+        assert!(
+            spaced
+                .to_string()
+                .starts_with("team.toml:7:10: `name` in [[team.members]]: `Code Reviewer` is not an agent id")
+                && spaced.to_string().contains("the name its card gives"),
+            "{spaced}"
+        );
     }
 
     #[test]

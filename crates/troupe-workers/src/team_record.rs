@@ -63,7 +63,7 @@ impl TeamInput {
         let team = files.team();
         let file = (!team.path().as_os_str().is_empty()).then(|| absolute(team.path()));
         let agents: Vec<_> =
-            team.leader().into_iter().chain(team.member_ids()).filter_map(|id| files.registry().entry(id)).collect();
+            team.leader().into_iter().chain(team.agent_ids()).filter_map(|id| files.registry().entry(id)).collect();
         let agent_dirs: BTreeSet<PathBuf> = agents.iter().map(|a| absolute(&a.config_dir)).collect();
         let mut paths: Vec<PathBuf> = file.iter().cloned().collect();
         paths.extend(agents.iter().map(|a| absolute(&a.path)));

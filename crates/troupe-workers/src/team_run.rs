@@ -28,6 +28,7 @@ use crate::registry::AgentRegistry;
 use crate::team::{Assembled, BRIEF_EVENT, REPORT_EVENT, Record, Row, Setting, TeamResult, Work};
 use crate::team_file::{Isolation, TeamFile};
 use crate::team_record::{TeamInput, TeamResumeError};
+use crate::team_remote::RemoteMembers;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -153,16 +154,19 @@ impl<'a> TeamRun<'a> {
     }
 
     /// Opens what every run of the team shares: the store for memories when a member
-    /// needs it, the local agents' MCP servers, connected once.
+    /// needs it, the local agents' MCP servers, connected once, and its remote members
+    /// ([`RemoteMembers::resolve`]: tokens read from the environment, cards read).
     pub async fn service(self) -> Result<TeamService, BuildError> {
         let TeamFiles { team, registry } = self.files;
         let memory = match self.memory {
             Some(memory) => memory,
             None => build::memory_store(&self.workspace, registry.iter().map(|entry| &entry.definition)).await?,
         };
-        let local = team.team.members.iter().filter(|m| m.isolation == Isolation::Local).map(|m| m.agent.as_str());
+        let local =
+            team.team.members.iter().filter(|m| m.isolation == Isolation::Local).filter_map(|m| m.agent.as_deref());
         let leader_and_local = team.leader().into_iter().chain(local).filter_map(|id| registry.get(id));
         let mcp = build::connect_mcp_each(leader_and_local, &self.workspace).await?;
+        let remotes = RemoteMembers::resolve(team).await?;
         Ok(TeamService {
             files: self.files.clone(),
             workspace: self.workspace,
@@ -172,6 +176,7 @@ impl<'a> TeamRun<'a> {
             mcp,
             durability: self.durability,
             sandbox: self.sandbox,
+            remotes,
         })
     }
 
@@ -193,6 +198,7 @@ pub struct TeamService {
     mcp: BTreeMap<String, McpToolset>,
     durability: Option<Durability>,
     sandbox: SandboxChoice,
+    remotes: RemoteMembers,
 }
 
 impl TeamService {
@@ -218,6 +224,7 @@ impl TeamService {
             durability: self.durability.clone(),
             control: control.clone(),
             sandbox: &self.sandbox,
+            remotes: &self.remotes,
         };
         let assembled = crate::team::assemble(&setting)?;
         Ok(PreparedTeam {

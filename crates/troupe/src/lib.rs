@@ -27,8 +27,11 @@
 //!   Prometheus text or JSON, and `tracing` spans on the OpenTelemetry GenAI conventions,
 //!   exported over OTLP with feature `otlp`.
 //!
+//! - `a2a` (`troupe-a2a`, feature `a2a`): the A2A protocol's shapes and its client: a
+//!   remote A2A agent as a team member.
+//!
 //! - `server` (`troupe-server`, feature `server`): agents and teams served over HTTP, SSE,
-//!   WebSocket, AG-UI and A2A, and the A2A client for remote agents.
+//!   WebSocket, AG-UI and A2A (the A2A client re-exported as `server::a2a`).
 //!
 //! - `workers` (`troupe-workers`, feature `workers`): agents and teams defined as files
 //!   (`agents/*.toml`, `team.toml`), built and run from code
@@ -37,7 +40,7 @@
 //! - `mcp` (`troupe-mcp`, feature `mcp`): MCP servers' tools as an agent's tools (stdio
 //!   and streamable HTTP), and agents served as MCP tools.
 //!
-//! The features `team`, `server`, `telemetry`, `workers` and `mcp` are on by default;
+//! The features `team`, `a2a`, `server`, `telemetry`, `workers` and `mcp` are on by default;
 //! without them the facade is the runtime, the store, the models and the tools alone.
 //!
 //! Errors from every layer convert into one [`Error`], so applications handle a single
@@ -62,6 +65,8 @@ mod error;
 pub mod prelude;
 
 pub use error::{Error, Result};
+#[cfg(feature = "a2a")]
+pub use troupe_a2a as a2a;
 pub use troupe_core as core;
 pub use troupe_durable as durable;
 /// Turns an async function into a tool an agent can call.

@@ -8,6 +8,7 @@ mod cli;
 mod kill;
 mod mcp;
 mod memory;
+mod remote;
 mod restart;
 mod run;
 mod runs;

@@ -20,7 +20,13 @@ pub(crate) struct Serving {
 
 /// Starts `troupe serve` in `workspace` (recording in its store) and waits for its address.
 pub(crate) fn start(workspace: &Path, extra: &[&str]) -> Serving {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+    start_with(workspace, extra, &[])
+}
+
+/// [`start`] with `env` set (after the variables a test must not inherit are removed).
+pub(crate) fn start_with(workspace: &Path, extra: &[&str], env: &[(&str, &str)]) -> Serving {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command
         .args(["serve", "--addr", "127.0.0.1:0", "--model", "demo", "-w"])
         .arg(workspace)
         .args(if extra.contains(&"--shutdown-grace") { &[][..] } else { &["--shutdown-grace", "1"][..] })
@@ -31,9 +37,11 @@ pub(crate) fn start(workspace: &Path, extra: &[&str]) -> Serving {
         .env_remove("TROUPE_MODEL")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("troupe serve starts");
+        .stderr(Stdio::piped());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("troupe serve starts");
     let stderr = child.stderr.take().expect("stderr");
     let (lines, received) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

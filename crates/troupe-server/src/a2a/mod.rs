@@ -34,8 +34,9 @@
 //!   (no extended card), -32009 (version); over HTTP+JSON, the same reasons with A2A's
 //!   HTTP statuses.
 //!
-//! **Calling out.** [`RemoteAgent`] resolves another server's card and runs tasks there;
-//! it is a [`Member`](troupe_team::Member), so a team can have remote members.
+//! **Calling out.** [`RemoteAgent`] (from `troupe-a2a`, re-exported here with the
+//! [`wire`] shapes) resolves another server's card and runs tasks there; it is a
+//! [`Member`](troupe_team::Member), so a team can have remote members.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -70,7 +71,6 @@
 //! ```
 
 mod card;
-mod client;
 mod follow;
 mod jsonrpc;
 pub mod legacy;
@@ -80,21 +80,19 @@ pub mod push;
 pub mod reply;
 pub mod rest;
 pub mod rpc;
-pub mod wire;
+/// The A2A 1.0 JSON shapes, shared with the client ([`troupe_a2a::wire`]).
+pub use troupe_a2a::wire;
 
 pub use card::{BEARER_SCHEME, RPC_PATH, agent_card, base_url};
-pub use client::{A2aClientError, RemoteAgent, RemoteOutcome};
 pub use methods::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 pub use projection::{ANSWER_ARTIFACT, TaskProjection, Update};
 pub use push::PushRegistry;
 pub use rest::REST_PATH;
+pub use troupe_a2a::{A2aClientError, CARD_PATH, RemoteAgent, RemoteOutcome};
 
 use crate::state::AppState;
 use axum::Router;
 use axum::routing::{get, post};
-
-/// Where the agent card is served.
-pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
 /// The A2A routes: the card, the JSON-RPC endpoint and the HTTP+JSON binding.
 pub fn routes() -> Router<AppState> {

@@ -25,8 +25,7 @@ use crate::launcher::RunEnd;
 use serde_json::json;
 use troupe_core::{AgentEvent, AgentEventKind, PauseReason, RunOutcomeKind};
 
-/// The id of the artifact holding a run's final answer.
-pub const ANSWER_ARTIFACT: &str = "answer";
+pub use troupe_a2a::ANSWER_ARTIFACT;
 
 /// What one event changed, for a stream.
 #[derive(Clone, Debug, PartialEq)]

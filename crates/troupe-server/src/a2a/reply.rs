@@ -21,8 +21,7 @@ pub struct Decision {
     pub reason: Option<String>,
 }
 
-/// The metadata key naming the agent (skill) a new task runs.
-pub const AGENT_KEY: &str = "agent";
+pub use troupe_a2a::AGENT_KEY;
 
 /// The agent (skill id) a request names: `agent` (or `skill`) in the message's metadata,
 /// then in the request's.

@@ -4,30 +4,11 @@
 use serde_json::{Value, json};
 use std::fmt;
 
-/// Invalid JSON.
-pub const PARSE_ERROR: i64 = -32700;
-/// Not a JSON-RPC 2.0 request object.
-pub const INVALID_REQUEST: i64 = -32600;
-/// No such method.
-pub const METHOD_NOT_FOUND: i64 = -32601;
-/// The params are not what the method takes.
-pub const INVALID_PARAMS: i64 = -32602;
-/// The server failed.
-pub const INTERNAL_ERROR: i64 = -32603;
-/// No such task.
-pub const TASK_NOT_FOUND: i64 = -32001;
-/// The task has ended and cannot be cancelled.
-pub const TASK_NOT_CANCELABLE: i64 = -32002;
-/// Push notifications are not offered (kept for completeness: this server offers them).
-pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
-/// The operation is not offered (or not in the task's state).
-pub const UNSUPPORTED_OPERATION: i64 = -32004;
-/// The content type is not accepted.
-pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
-/// No extended card is configured.
-pub const EXTENDED_AGENT_CARD_NOT_CONFIGURED: i64 = -32007;
-/// The `A2A-Version` asked for is not spoken.
-pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+pub use troupe_a2a::codes::{
+    CONTENT_TYPE_NOT_SUPPORTED, EXTENDED_AGENT_CARD_NOT_CONFIGURED, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
+    METHOD_NOT_FOUND, PARSE_ERROR, PUSH_NOTIFICATION_NOT_SUPPORTED, TASK_NOT_CANCELABLE, TASK_NOT_FOUND,
+    UNSUPPORTED_OPERATION, VERSION_NOT_SUPPORTED,
+};
 
 /// Which version's shapes a request is answered in: chosen by its method name (the two
 /// versions' names do not overlap).

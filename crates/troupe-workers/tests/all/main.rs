@@ -5,4 +5,5 @@ mod definitions;
 mod ipc;
 mod process;
 mod reload;
+mod team_remote;
 mod team_run;

@@ -22,6 +22,8 @@ const LAYERS: &[&[&str]] = &[
     &["troupe-durable", "troupe-mcp"],
     // Teams.
     &["troupe-team"],
+    // Protocols between teams: A2A's shapes and its client (a remote agent as a member).
+    &["troupe-a2a"],
     // Agent and team files, worker processes, serving.
     &["troupe-workers", "troupe-server"],
     // The facade, then the binary.

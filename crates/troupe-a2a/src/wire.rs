@@ -1,8 +1,8 @@
 //! The A2A 1.0 JSON shapes (the ProtoJSON form of the specification's messages): field
 //! names in camelCase, enums as `TASK_STATE_…` / `ROLE_…` names, one-of fields as the one
 //! key present. Reading is lenient where A2A 0.3 differs only in names (`input-required`,
-//! `user`, a part's `kind`), so a 0.3 message parses too; writing is always 1.0 (see
-//! [`legacy`](super::legacy) for the 0.3 rendering).
+//! `user`, a part's `kind`), so a 0.3 message parses too; writing is always 1.0 (a server
+//! that answers 0.3 clients renders these shapes in 0.3's names itself).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

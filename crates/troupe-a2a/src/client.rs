@@ -1,13 +1,13 @@
 //! [`RemoteAgent`]: an agent on another A2A 1.0 server, found by its card, as a team
 //! [`Member`].
 
-use super::rpc::INTERNAL_ERROR;
-use super::wire::{
+use crate::Token;
+use crate::protocol::codes::INTERNAL_ERROR;
+use crate::protocol::{AGENT_KEY, ANSWER_ARTIFACT, CARD_PATH};
+use crate::wire::{
     AgentCard, Artifact, Message, Part, Role, SendMessageConfiguration, SendMessageRequest, SendMessageResponse,
     StreamResponse, Task, TaskState, parts_text,
 };
-use super::{ANSWER_ARTIFACT, CARD_PATH};
-use crate::config::Token;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
@@ -85,6 +85,13 @@ pub enum A2aClientError {
     /// The caller cancelled.
     #[error("cancelled")]
     Cancelled,
+    /// The task took longer than the agent's [`timeout`](RemoteAgent::timeout); it was
+    /// cancelled.
+    #[error("the remote task did not end within {} s; it was cancelled", after.as_secs_f64())]
+    TimedOut {
+        /// The timeout.
+        after: Duration,
+    },
 }
 
 /// How a task sent to a remote agent went.
@@ -139,6 +146,8 @@ pub struct RemoteAgent {
     streaming: bool,
     http: reqwest::Client,
     control: Option<TeamControl>,
+    answer: Option<ApprovalDecision>,
+    timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for RemoteAgent {
@@ -149,6 +158,8 @@ impl std::fmt::Debug for RemoteAgent {
             .field("skill", &self.skill)
             .field("token", &self.token)
             .field("streaming", &self.streaming)
+            .field("answer", &self.answer)
+            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
@@ -217,6 +228,8 @@ impl RemoteAgent {
             token: None,
             http,
             control: None,
+            answer: None,
+            timeout: None,
         })
     }
 
@@ -253,6 +266,22 @@ impl RemoteAgent {
     /// the member fails, as without a control.
     pub fn with_control(mut self, control: TeamControl) -> Self {
         self.control = Some(control);
+        self
+    }
+
+    /// Answers every call a remote task waits on with `decision`, asking nobody: the
+    /// team's approval mode when it is not a person's (`Approve` for auto, `Reject` for
+    /// never). Takes precedence over [`with_control`](Self::with_control).
+    pub fn answering(mut self, decision: ApprovalDecision) -> Self {
+        self.answer = Some(decision);
+        self
+    }
+
+    /// Gives a task (as a member, with every decision it waits for) at most `timeout`:
+    /// then its remote task is cancelled and the member fails with
+    /// [`A2aClientError::TimedOut`]. By default a task may take as long as it takes.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
         self
     }
 
@@ -335,7 +364,7 @@ impl RemoteAgent {
         let mut message = Message::new(uuid::Uuid::new_v4().to_string(), Role::User, vec![Part::text(text)]);
         message.task_id = task_id.map(str::to_owned);
         if let Some(skill) = &self.skill {
-            message.metadata = Some(json!({ super::reply::AGENT_KEY: skill }));
+            message.metadata = Some(json!({ AGENT_KEY: skill }));
         }
         SendMessageRequest { message, configuration: None, metadata: None }
     }
@@ -540,7 +569,7 @@ fn answered(message: Message) -> Task {
     Task {
         id: message.task_id.clone().unwrap_or_default(),
         context_id: message.context_id.clone().unwrap_or_default(),
-        status: super::wire::TaskStatus { state: TaskState::Completed, message: Some(message), timestamp: None },
+        status: crate::wire::TaskStatus { state: TaskState::Completed, message: Some(message), timestamp: None },
         ..Task::default()
     }
 }
@@ -622,25 +651,46 @@ impl Member for RemoteAgent {
                 }
             };
             let prompt = task.full_prompt();
+            // A timeout cancels the work as the caller would, and says why.
+            let work_cancel = cancel.child_token();
             let work = async {
-                let mut outcome = self.send(&prompt, Some(&tell), &cancel).await;
-                // A call that waits for a person is put to whoever watches the team; each
-                // decision goes to the remote task, which goes on until it ends or waits again.
+                let cancel = &work_cancel;
+                let mut outcome = self.send(&prompt, Some(&tell), cancel).await;
+                // A call that waits for a decision is answered as the member was told to, or
+                // put to whoever watches the team; each decision goes to the remote task,
+                // which goes on until it ends or waits again.
                 while let Ok(waiting) = &outcome
-                    && let Some((control, call)) = self.asks(&waiting.task)
+                    && let Some(call) = waiting_call(&waiting.task)
                 {
-                    let Some((call_id, decision)) =
-                        self.wait_for_decision(&control, &waiting.task, call, &task, events.as_ref(), &cancel).await
-                    else {
-                        break;
+                    let decided = match (&self.answer, self.asks()) {
+                        (Some(decision), _) => Some((ToolCallId::new(call.call_id.clone()), decision.clone())),
+                        (None, Some(control)) => {
+                            self.wait_for_decision(&control, &waiting.task, call, &task, events.as_ref(), cancel).await
+                        }
+                        (None, None) => None,
                     };
+                    let Some((call_id, decision)) = decided else { break };
                     let task_id = waiting.task.id.clone();
-                    outcome = self.decide(&task_id, call_id.as_str(), &decision, Some(&tell), &cancel).await;
+                    outcome = self.decide(&task_id, call_id.as_str(), &decision, Some(&tell), cancel).await;
                 }
                 drop(tell);
                 outcome
             };
-            let (outcome, ()) = tokio::join!(work, forward);
+            let outcome = {
+                let mut both = std::pin::pin!(async { tokio::join!(work, forward).0 });
+                match self.timeout {
+                    None => both.await,
+                    Some(after) => tokio::select! {
+                        outcome = &mut both => outcome,
+                        () = tokio::time::sleep(after) => {
+                            work_cancel.cancel();
+                            // The work ends at once, cancelling its remote task as it goes.
+                            let _ = both.await;
+                            Err(A2aClientError::TimedOut { after })
+                        }
+                    },
+                }
+            };
             self.member_result(task.task_id, outcome).await
         })
     }
@@ -655,26 +705,28 @@ struct WaitingCall {
     reason: String,
 }
 
+/// The call `task` waits on, when it waits for a decision about one.
+fn waiting_call(task: &Task) -> Option<WaitingCall> {
+    if !task.status.state.is_interrupted() {
+        return None;
+    }
+    let message = task.status.message.as_ref()?;
+    let pending = message.parts.iter().filter_map(|p| p.data.as_ref()).find_map(|d| d.get("pending"))?;
+    let call =
+        pending.as_array()?.iter().find(|p| matches!(p["type"].as_str(), Some("approval" | "uncertain_action")))?;
+    let text = |key: &str| call.get(key).and_then(Value::as_str).map(str::to_owned);
+    Some(WaitingCall {
+        call_id: text("callId")?,
+        tool: text("tool").unwrap_or_default(),
+        arguments: call.get("arguments").cloned().unwrap_or(Value::Null),
+        reason: text("reason").unwrap_or_else(|| "the remote agent waits for a decision".to_owned()),
+    })
+}
+
 impl RemoteAgent {
-    /// The control to ask through and the call to ask about, when `task` waits for a
-    /// decision that someone watching the team can give.
-    fn asks(&self, task: &Task) -> Option<(TeamControl, WaitingCall)> {
-        let control = self.control.clone().filter(|c| !c.defers_approvals())?;
-        if !task.status.state.is_interrupted() {
-            return None;
-        }
-        let message = task.status.message.as_ref()?;
-        let pending = message.parts.iter().filter_map(|p| p.data.as_ref()).find_map(|d| d.get("pending"))?;
-        let call =
-            pending.as_array()?.iter().find(|p| matches!(p["type"].as_str(), Some("approval" | "uncertain_action")))?;
-        let text = |key: &str| call.get(key).and_then(Value::as_str).map(str::to_owned);
-        let waiting = WaitingCall {
-            call_id: text("callId")?,
-            tool: text("tool").unwrap_or_default(),
-            arguments: call.get("arguments").cloned().unwrap_or(Value::Null),
-            reason: text("reason").unwrap_or_else(|| "the remote agent waits for a decision".to_owned()),
-        };
-        Some((control, waiting))
+    /// The control to ask through, when someone watching the team can decide.
+    fn asks(&self) -> Option<TeamControl> {
+        self.control.clone().filter(|c| !c.defers_approvals())
     }
 
     /// Announces `call` of the remote task `remote` (a `RunPaused` of the member's run,
@@ -692,6 +744,7 @@ impl RemoteAgent {
         let run_id = RunId::new(remote.id.clone());
         let (relay, mut decisions) = tokio::sync::mpsc::channel(1);
         control.enter_relayed(&self.name, &run_id, relay);
+        control.note_waiting(&run_id, &ToolCallId::new(call.call_id.clone()));
         if let Some(sink) = events {
             let mut attribution = Attribution::now(AgentId::new(self.name.clone()), run_id.clone(), 0);
             attribution.parent_run_id.clone_from(&task.parent_run_id);
