@@ -165,8 +165,8 @@ pub use troupe_run::machine;
 pub use troupe_run::{
     Action, AgentSpec, AppliedSpec, ApprovalDecision, ApprovalMode, ApprovalPolicy, ApprovalRequest, ApprovalRule,
     CLIENT_TOOL_REASON, CallResult, CompactionPolicy, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_CORRECTIONS, Limits,
-    LoopStatus, OutputSchemaError, OutputSpec, PendingCall, Phase, RESUME_INSTRUCTION, RuleAction, RunOutcome, RunState,
-    STATE_UPDATE_TOOL, Signal, SignalError, SignalHook, SignalHooks, SignalKind, Strategy, Verdict, apply_patch,
-    is_client_tool_wait, validate_client_tools,
+    LoopStatus, OutputSchemaError, OutputSpec, PendingCall, Phase, RESUME_INSTRUCTION, RuleAction, RunOutcome,
+    RunState, STATE_UPDATE_TOOL, Signal, SignalError, SignalHook, SignalHooks, SignalKind, Strategy, Verdict,
+    apply_patch, is_client_tool_wait, validate_client_tools,
 };
 pub use typed::{TypedOutput, output_spec_for};
