@@ -35,8 +35,9 @@
 //!   decides the call and resumes the team, whose finished members are answered from
 //!   their records, not run again. `auto` runs such calls, `never` refuses them (the model
 //!   is told why); with `--no-store` and no terminal, `ask` refuses them. A process
-//!   member's worker follows `auto` and `never` too (the mode travels with its task);
-//!   under `ask` it cannot ask anyone yet, and its calls that need approval end its task.
+//!   member's worker follows every mode too (the mode travels with its task): under `ask`
+//!   its call is asked about at the terminal like a local member's, and without one it
+//!   pauses the team.
 //!   A remote member's call is asked about at the terminal too (the answer is sent to its
 //!   remote task), approved under `auto`, refused under `never`; where the team would
 //!   pause instead, its remote task is cancelled and the member fails.
