@@ -182,7 +182,8 @@ async fn a_rest_only_client_runs_the_whole_task_life_over_http_json() {
 
     assert_eq!(last(&out, "cancel")["state"], "TASK_STATE_CANCELED");
     assert_eq!(last(&out, "cancel_again")["error"], "TaskNotCancelableError");
-    assert_eq!(last(&out, "get_unknown")["error"], "TaskNotFoundError");
+    let unknown = last(&out, "get_unknown");
+    assert_eq!(unknown["error"], "TaskNotFoundError", "{unknown}");
     let bad_skill = last(&out, "bad_skill");
     assert_eq!(bad_skill["error"], "InvalidParamsError", "{bad_skill}");
     assert!(bad_skill["message"].as_str().is_some_and(|m| m.contains("nobody")));
