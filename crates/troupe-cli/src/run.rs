@@ -103,15 +103,7 @@ fn output_schema(path: &Path) -> Result<OutputSpec, Failure> {
     let usage = |message: String| Failure::Usage(anyhow::anyhow!("--output-schema {}: {message}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| usage(format!("cannot read it: {e}")))?;
     let schema: serde_json::Value = serde_json::from_str(&text).map_err(|e| usage(format!("not JSON: {e}")))?;
-    let name: String = path
-        .file_stem()
-        .map(|stem| stem.to_string_lossy())
-        .unwrap_or_default()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
-        .take(64)
-        .collect();
-    let name = if name.is_empty() { "Output".to_owned() } else { name };
+    let name = OutputSchema::name_from(&path.file_stem().map(|stem| stem.to_string_lossy()).unwrap_or_default());
     OutputSpec::new(OutputSchema::new(name, schema)).map_err(|e| usage(e.to_string()))
 }
 

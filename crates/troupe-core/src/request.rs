@@ -69,6 +69,18 @@ impl OutputSchema {
         OutputSchema { name: name.into(), schema }
     }
 
+    /// A name vendors accept made from `text` (a type's or a file's name): every character
+    /// outside `[a-zA-Z0-9_-]` becomes `_`, at most 64 are kept, and nothing at all is
+    /// `Output`.
+    pub fn name_from(text: &str) -> String {
+        let name: String = text
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+            .take(64)
+            .collect();
+        if name.is_empty() { "Output".to_owned() } else { name }
+    }
+
     /// Whether the schema meets the vendors' strict mode (OpenAI's `strict: true`): every
     /// object closed (`additionalProperties: false`) with every property required. Only
     /// then is it sent as strict; a schema with optional fields is sent as a hint, and the

@@ -25,12 +25,7 @@ pub struct TypedOutput<T> {
 pub fn output_spec_for<T: JsonSchema>() -> OutputSpec {
     let mut schema = troupe_tools::schema_for::<T>();
     close_objects(&mut schema);
-    let name: String = T::schema_name()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
-        .take(64)
-        .collect();
-    let name = if name.is_empty() { "Output".to_owned() } else { name };
+    let name = OutputSchema::name_from(&T::schema_name());
     OutputSpec { schema: OutputSchema::new(name, schema), max_corrections: troupe_run::DEFAULT_MAX_CORRECTIONS }
 }
 
