@@ -54,6 +54,9 @@ pub enum FailureCode {
     /// The final answer did not match the output schema asked for, after every correction
     /// the run allowed.
     OutputInvalid,
+    /// The output schema asked for is one the model's vendor cannot take (a list at the
+    /// root where an object is needed, a recursive type, a map); the reason names which.
+    UnsupportedOutputSchema,
     /// A middleware refused the call.
     MiddlewareRefused,
     /// A plugin could not be initialized.
@@ -72,7 +75,7 @@ pub enum FailureCode {
 
 /// Every code this version knows, with its name, for reading names back (a new code goes
 /// here and in [`FailureCode::as_str`]; the tests check that both agree).
-const KNOWN: [(FailureCode, &str); 23] = [
+const KNOWN: [(FailureCode, &str); 24] = [
     (FailureCode::RateLimited, "rate_limited"),
     (FailureCode::Overloaded, "overloaded"),
     (FailureCode::ServerError, "server_error"),
@@ -90,6 +93,7 @@ const KNOWN: [(FailureCode, &str); 23] = [
     (FailureCode::Refusal, "refusal"),
     (FailureCode::UnknownTool, "unknown_tool"),
     (FailureCode::OutputInvalid, "output_invalid"),
+    (FailureCode::UnsupportedOutputSchema, "unsupported_output_schema"),
     (FailureCode::MiddlewareRefused, "middleware_refused"),
     (FailureCode::Plugin, "plugin"),
     (FailureCode::Compaction, "compaction"),
@@ -135,6 +139,7 @@ impl FailureCode {
             FailureCode::Refusal => "refusal",
             FailureCode::UnknownTool => "unknown_tool",
             FailureCode::OutputInvalid => "output_invalid",
+            FailureCode::UnsupportedOutputSchema => "unsupported_output_schema",
             FailureCode::MiddlewareRefused => "middleware_refused",
             FailureCode::Plugin => "plugin",
             FailureCode::Compaction => "compaction",

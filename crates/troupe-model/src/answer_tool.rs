@@ -15,10 +15,11 @@ use troupe_core::{ModelRequest, StopReason, StreamEvent, ToolChoice, ToolSpec};
 pub const ANSWER_TOOL: &str = "final_answer";
 
 /// `request` with its output schema moved into the [`ANSWER_TOOL`] tool.
-pub(crate) fn offer(request: &ModelRequest) -> Result<ModelRequest> {
+pub(crate) fn offer(provider: &str, request: &ModelRequest) -> Result<ModelRequest> {
     let Some(output) = &request.output else {
         return Ok(request.clone());
     };
+    crate::output_dialect::adapt(crate::output_dialect::Dialect::AnswerTool, provider, output)?;
     if request.tools.iter().any(|tool| tool.name == ANSWER_TOOL) {
         return Err(Error::Config(format!(
             "a typed answer is asked for with the `{ANSWER_TOOL}` tool here, and the request already offers a tool of that name"
@@ -72,7 +73,7 @@ mod tests {
     fn the_output_schema_becomes_a_required_tool() {
         let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
         let request = ModelRequest::new("m").output(OutputSchema::new("Place", schema.clone()));
-        let offered = offer(&request).expect("ok");
+        let offered = offer("p", &request).expect("ok");
         assert_eq!(offered.output, None);
         assert_eq!(offered.tools.len(), 1);
         assert_eq!(offered.tools[0].name, ANSWER_TOOL);
@@ -85,7 +86,7 @@ mod tests {
         let request = ModelRequest::new("m")
             .tool(ToolSpec::new(ANSWER_TOOL, "mine", json!({"type": "object"})))
             .output(OutputSchema::new("Place", json!({"type": "object"})));
-        assert!(matches!(offer(&request), Err(Error::Config(m)) if m.contains("already offers")));
+        assert!(matches!(offer("p", &request), Err(Error::Config(m)) if m.contains("already offers")));
     }
 
     #[test]

@@ -86,6 +86,10 @@ impl WireFormat for AnthropicWire {
         })
     }
 
+    fn adapt_output(&self, provider: &str, output: &troupe_core::OutputSchema) -> Result<Option<troupe_core::OutputSchema>> {
+        crate::output_dialect::adapt(crate::output_dialect::Dialect::Anthropic, provider, output)
+    }
+
     fn parser(&self, provider: &str) -> AnthropicParser {
         AnthropicParser::new(provider)
     }

@@ -129,6 +129,16 @@ pub enum Error {
         /// Why it could not be resolved, and what would be valid.
         reason: String,
     },
+    /// The typed answer asked for has a schema this vendor cannot take; nothing was sent.
+    #[error("{provider} cannot take the output schema `{name}`: {reason}")]
+    UnsupportedOutputSchema {
+        /// The provider.
+        provider: String,
+        /// The schema's name (the Rust type's, or the file's).
+        name: String,
+        /// What the vendor cannot take, where, and what to do instead.
+        reason: String,
+    },
     /// The configuration is inconsistent (two tools encoding to one wire name, a bad base
     /// URL, an invalid `troupe.toml`).
     #[error("configuration error: {0}")]
@@ -188,6 +198,7 @@ impl Error {
             Error::Decode { .. } => "decode",
             Error::MissingApiKey { .. } => "missing_api_key",
             Error::UnknownModel { .. } => "unknown_model",
+            Error::UnsupportedOutputSchema { .. } => "unsupported_output_schema",
             Error::Config(_) => "config",
             Error::Cancelled => "cancelled",
         }

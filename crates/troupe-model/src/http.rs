@@ -115,11 +115,21 @@ impl<W: WireFormat> HttpProvider<W> {
         let name = self.config.name.as_str();
         // A typed answer on a wire without structured outputs travels as a tool call.
         let with_answer_tool;
-        let (request, answer) = if request.output.is_some() && !self.wire.native_output() {
-            with_answer_tool = answer_tool::offer(request)?;
-            (&with_answer_tool, Some(AnswerCall::default()))
-        } else {
-            (request, None)
+        let adapted;
+        let (request, answer) = match &request.output {
+            Some(_) if !self.wire.native_output() => {
+                with_answer_tool = answer_tool::offer(name, request)?;
+                (&with_answer_tool, Some(AnswerCall::default()))
+            }
+            // Checked, and shaped to the vendor's subset, before anything is sent.
+            Some(output) => match self.wire.adapt_output(name, output)? {
+                Some(output) => {
+                    adapted = ModelRequest { output: Some(output), ..request.clone() };
+                    (&adapted, None)
+                }
+                None => (request, None),
+            },
+            None => (request, None),
         };
         let codec = Arc::new(ToolNameCodec::for_request(request)?);
         let encoded = codec.encode_request(request);

@@ -48,6 +48,7 @@ mod demo;
 mod error;
 mod fallback;
 mod http;
+mod output_dialect;
 mod provider;
 mod provider_cache;
 mod providers;

@@ -94,6 +94,10 @@ impl WireFormat for OpenAiChatWire {
         !self.answer_tool
     }
 
+    fn adapt_output(&self, provider: &str, output: &troupe_core::OutputSchema) -> Result<Option<troupe_core::OutputSchema>> {
+        crate::output_dialect::adapt(crate::output_dialect::Dialect::OpenAi, provider, output)
+    }
+
     fn parser(&self, provider: &str) -> Self::Parser {
         OpenAiChatParser::new(provider)
     }

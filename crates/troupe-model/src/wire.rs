@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result, RetryHint};
 use crate::sse::{SseDecoder, SseError, SseFrame};
-use troupe_core::{ModelRequest, StreamEvent};
+use troupe_core::{ModelRequest, OutputSchema, StreamEvent};
 
 /// Reads one vendor's SSE frames into [`StreamEvent`]s: a state machine that sees each
 /// frame once and keeps what it needs (open blocks, running usage) between frames.
@@ -65,6 +65,15 @@ pub trait WireFormat: Send + Sync + 'static {
     /// answer with a forced `final_answer` tool instead (see [`crate::answer_tool`]).
     fn native_output(&self) -> bool {
         true
+    }
+
+    /// The typed answer's schema as this vendor takes it: `None` to send it as it is, a
+    /// rewritten one when constraints the vendor does not enforce moved into descriptions,
+    /// or [`Error::UnsupportedOutputSchema`] when the vendor cannot take it at all. Only
+    /// called when the format carries the output natively.
+    fn adapt_output(&self, provider: &str, output: &OutputSchema) -> Result<Option<OutputSchema>> {
+        let _ = (provider, output);
+        Ok(None)
     }
 
     /// A parser for one response.

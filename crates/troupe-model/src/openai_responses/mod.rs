@@ -86,6 +86,10 @@ impl WireFormat for OpenAiResponsesWire {
         Ok(WireRequest { path: "/responses".to_owned(), body, headers: Vec::new() })
     }
 
+    fn adapt_output(&self, provider: &str, output: &troupe_core::OutputSchema) -> Result<Option<troupe_core::OutputSchema>> {
+        crate::output_dialect::adapt(crate::output_dialect::Dialect::OpenAi, provider, output)
+    }
+
     fn parser(&self, provider: &str) -> Self::Parser {
         OpenAiResponsesParser::new(provider)
     }

@@ -122,3 +122,82 @@ async fn a_server_without_response_formats_is_asked_with_a_forced_answer_tool() 
     assert_eq!(response.stop_reason, StopReason::EndTurn);
     snapshot!("typed_output_answer_tool", body);
 }
+
+/// The error `wire` gives for a request asking for `output`, and how many requests the
+/// server saw (none: a schema the vendor cannot take is refused before sending).
+async fn refusal<W: WireFormat>(wire: W, openai_style: bool, output: OutputSchema) -> (troupe_model::Error, usize) {
+    let server = MockLlmServer::start().await.expect("the mock server starts");
+    server.push(MockTurn::text("{}"));
+    let url = if openai_style { server.openai_url() } else { server.url() };
+    let provider = HttpProvider::new(HttpConfig::new("vendor", url, Some(ApiKey::new("k"))), wire).expect("builds");
+    let request = ModelRequest::new("m").message(Message::user("go")).output(output);
+    let error = provider.complete(&request, CancellationToken::new()).await.expect_err("refused");
+    (error, server.requests().len())
+}
+
+#[tokio::test]
+async fn a_schema_a_vendor_cannot_take_is_refused_with_the_reason_and_nothing_sent() {
+    let list = OutputSchema::new("Cities", json!({"type": "array", "items": {"type": "string"}}));
+    let tree = OutputSchema::new(
+        "Tree",
+        json!({"$ref": "#/$defs/Node", "$defs": {"Node": {"type": "object",
+            "properties": {"children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+            "required": ["children"], "additionalProperties": false}}}),
+    );
+    let map = OutputSchema::new(
+        "Scores",
+        json!({"type": "object", "properties": {"by_name": {"type": "object", "additionalProperties": {"type": "integer"}}},
+            "required": ["by_name"], "additionalProperties": false}),
+    );
+    let cases: Vec<(troupe_model::Error, usize, &str)> = vec![
+        {
+            let (e, n) = refusal(OpenAiChatWire::default(), true, list.clone()).await;
+            (e, n, "the root is of type `array`; OpenAI's structured outputs take an object at the root")
+        },
+        {
+            let (e, n) = refusal(OpenAiResponsesWire::default(), true, list.clone()).await;
+            (e, n, "the root is of type `array`")
+        },
+        {
+            let wire = OpenAiChatWire { answer_tool: true, ..OpenAiChatWire::default() };
+            let (e, n) = refusal(wire, true, list.clone()).await;
+            (e, n, "tool arguments are objects")
+        },
+        {
+            let (e, n) = refusal(AnthropicWire::default(), false, tree.clone()).await;
+            (e, n, "`Node` refers to itself, and Anthropic's structured outputs take no recursive schema")
+        },
+        {
+            let (e, n) = refusal(GeminiWire::default(), false, tree.clone()).await;
+            (e, n, "`Node` refers to itself, and Gemini's")
+        },
+        {
+            let (e, n) = refusal(AnthropicWire::default(), false, map).await;
+            (e, n, "`/properties/by_name` is a map")
+        },
+    ];
+    for (error, sent, reason) in cases {
+        assert_eq!(sent, 0, "nothing is sent: {error}");
+        assert_eq!(error.code(), "unsupported_output_schema");
+        assert!(!error.is_retryable());
+        let text = error.to_string();
+        assert!(text.starts_with("vendor cannot take the output schema `"), "{text}");
+        assert!(text.contains(reason), "{text} lacks {reason}");
+    }
+}
+
+#[tokio::test]
+async fn anthropic_is_sent_the_bounds_it_does_not_enforce_as_descriptions() {
+    let counted = OutputSchema::new(
+        "Count",
+        json!({"type": "object", "properties": {"n": {"type": "integer", "format": "uint32", "minimum": 0}},
+            "required": ["n"], "additionalProperties": false}),
+    );
+    let request = ModelRequest::new("claude-sonnet-4-5").message(Message::user("count")).output(counted);
+    let (response, body) = exchange(AnthropicWire::default(), false, &request, MockTurn::text(r#"{"n":3}"#)).await;
+    assert_eq!(
+        body["output_config"]["format"]["schema"]["properties"]["n"],
+        json!({"type": "integer", "description": "Must satisfy: minimum 0, format uint32."})
+    );
+    assert_eq!(response.message.text(), r#"{"n":3}"#);
+}

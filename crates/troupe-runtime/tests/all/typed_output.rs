@@ -99,6 +99,40 @@ crate::per_wire!(
     an_answer_never_corrected_fails_the_run
 );
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct Node {
+    name: String,
+    children: Vec<Node>,
+}
+
+/// A type the vendor cannot take fails the run before any request, with a code and a
+/// sentence that say which type and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_the_vendor_cannot_take_fails_the_run_before_any_request() {
+    for (wire, reason) in [
+        (Wire::OpenAiChat, "`Array_of_string`: the root is of type `array`"),
+        (Wire::Anthropic, "`Node` refers to itself"),
+        (Wire::Gemini, "`Node` refers to itself"),
+    ] {
+        let h = Harness::new(wire).await;
+        h.push([MockTurn::text("[]")]);
+        let agent = h.engine().agent("typed").build().expect("agent builds");
+        let error = if wire == Wire::OpenAiChat {
+            agent.run_typed::<Vec<String>>("list").await.map(|_| ()).expect_err("refused")
+        } else {
+            agent.run_typed::<Node>("tree").await.map(|_| ()).expect_err("refused")
+        };
+        let RuntimeError::NotCompleted(not_completed) = error else { panic!("{error:?}") };
+        let RunOutcome::Failed { error, code } = &not_completed.output.outcome else {
+            panic!("{:?}", not_completed.output.outcome)
+        };
+        assert_eq!(code.as_ref(), Some(&FailureCode::UnsupportedOutputSchema), "{wire:?}: {error}");
+        assert!(error.contains("cannot take the output schema") && error.contains(reason), "{wire:?}: {error}");
+        assert!(bodies(&h).is_empty(), "{wire:?}: nothing is sent");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_response_formats_answers_through_the_answer_tool() {
     let server = MockLlmServer::start().await.expect("the mock server starts");
