@@ -82,7 +82,11 @@ impl WireFormat for GeminiWire {
         request::build(self, request)
     }
 
-    fn adapt_output(&self, provider: &str, output: &troupe_core::OutputSchema) -> Result<Option<troupe_core::OutputSchema>> {
+    fn adapt_output(
+        &self,
+        provider: &str,
+        output: &troupe_core::OutputSchema,
+    ) -> Result<Option<troupe_core::OutputSchema>> {
         crate::output_dialect::adapt(crate::output_dialect::Dialect::Gemini, provider, output)
     }
 

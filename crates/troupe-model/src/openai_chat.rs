@@ -94,7 +94,11 @@ impl WireFormat for OpenAiChatWire {
         !self.answer_tool
     }
 
-    fn adapt_output(&self, provider: &str, output: &troupe_core::OutputSchema) -> Result<Option<troupe_core::OutputSchema>> {
+    fn adapt_output(
+        &self,
+        provider: &str,
+        output: &troupe_core::OutputSchema,
+    ) -> Result<Option<troupe_core::OutputSchema>> {
         crate::output_dialect::adapt(crate::output_dialect::Dialect::OpenAi, provider, output)
     }
 

@@ -59,8 +59,11 @@ const DATA_KEYWORDS: &[&str] = &["enum", "const", "default", "examples", "exampl
 /// `output` as `dialect` takes it: `None` when it goes as it is, a rewritten schema when
 /// constraints had to move into descriptions, an error when the vendor cannot take it.
 pub(crate) fn adapt(dialect: Dialect, provider: &str, output: &OutputSchema) -> Result<Option<OutputSchema>> {
-    let refuse =
-        |reason: String| Error::UnsupportedOutputSchema { provider: provider.to_owned(), name: output.name.clone(), reason };
+    let refuse = |reason: String| Error::UnsupportedOutputSchema {
+        provider: provider.to_owned(),
+        name: output.name.clone(),
+        reason,
+    };
     let schema = &output.schema;
     match dialect {
         Dialect::OpenAi | Dialect::AnswerTool if !object_root(schema) => {
@@ -350,7 +353,10 @@ mod tests {
     fn openai_strict_keeps_numeric_bounds_and_moves_unknown_formats() {
         let shape = output(closed(json!({"n": {"type": "number", "format": "double", "minimum": 1}})));
         let sent = adapt(Dialect::OpenAi, "openai", &shape).expect("taken").expect("rewritten");
-        assert_eq!(sent.schema["properties"]["n"], json!({"type": "number", "minimum": 1, "description": "Must satisfy: format double."}));
+        assert_eq!(
+            sent.schema["properties"]["n"],
+            json!({"type": "number", "minimum": 1, "description": "Must satisfy: format double."})
+        );
         // A non-strict schema goes as it is: OpenAI reads it as a hint.
         let loose = output(json!({"type": "object", "properties": {"n": {"type": "number", "format": "double"}}}));
         assert!(adapt(Dialect::OpenAi, "openai", &loose).expect("taken").is_none());

@@ -6,9 +6,15 @@ use serde_json::{Map, Value};
 /// How deep a schema is followed before an object is left empty.
 const MAX_DEPTH: usize = 16;
 
-/// A document of `schema`, its strings saying `said`.
+/// How many characters of what it would have said a text field holds.
+const MAX_TEXT: usize = 100;
+
+/// A document of `schema`, its strings saying the first line of `said` (a field is a
+/// field, not a page).
 pub(super) fn document(schema: &Value, said: &str) -> Value {
-    instance(schema, said, 0)
+    let line = said.lines().find(|line| !line.trim().is_empty()).unwrap_or(said).trim();
+    let text: String = line.chars().take(MAX_TEXT).collect();
+    instance(schema, &text, 0)
 }
 
 fn instance(schema: &Value, said: &str, depth: usize) -> Value {
@@ -82,5 +88,7 @@ mod tests {
             document(&schema, "hi"),
             json!({"title": "hi", "points": ["hi"], "score": 3, "mood": "calm", "note": "hi"})
         );
+        let long = format!("\n{}\nsecond line", "a".repeat(300));
+        assert_eq!(document(&json!({"type": "string"}), &long), json!("a".repeat(MAX_TEXT)));
     }
 }

@@ -86,7 +86,11 @@ impl WireFormat for OpenAiResponsesWire {
         Ok(WireRequest { path: "/responses".to_owned(), body, headers: Vec::new() })
     }
 
-    fn adapt_output(&self, provider: &str, output: &troupe_core::OutputSchema) -> Result<Option<troupe_core::OutputSchema>> {
+    fn adapt_output(
+        &self,
+        provider: &str,
+        output: &troupe_core::OutputSchema,
+    ) -> Result<Option<troupe_core::OutputSchema>> {
         crate::output_dialect::adapt(crate::output_dialect::Dialect::OpenAi, provider, output)
     }
 
