@@ -171,6 +171,19 @@ impl Runner {
         }
     }
 
+    /// The same runner resolving models with `resolver` instead: what a replay does to
+    /// answer from a recording, keeping everything else (middleware, policy, tools).
+    pub fn with_resolver(mut self, resolver: Arc<dyn ModelResolver>) -> Self {
+        self.resolver = resolver;
+        self
+    }
+
+    /// The same runner with `catalog` as its tools instead.
+    pub fn with_catalog(mut self, catalog: Arc<ToolCatalog>) -> Self {
+        self.catalog = catalog;
+        self
+    }
+
     /// Runs `middleware`'s hooks around every model call and tool call, after those
     /// added before it.
     pub fn with_middleware(mut self, middleware: Arc<dyn Middleware>) -> Self {

@@ -275,6 +275,7 @@ impl<'c> Shell<'c> {
                     stop_reason: response.stop_reason.clone(),
                     usage: response.usage,
                     cost_usd: 0.0,
+                    request: None,
                 };
                 self.buffered.push(turn.evidence());
                 self.tick()?;

@@ -118,6 +118,48 @@ pub struct ModelTurn {
     pub usage: Usage,
     /// Its cost in USD, where priced.
     pub cost_usd: f64,
+    /// What was asked: digests of the request that got this response. A replay compares
+    /// the request the current code and configuration make at this step against them.
+    /// Absent from turns recorded before requests were digested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<RequestDigest>,
+}
+
+/// Digests (SHA-256, hex) of one request to a model, whole and by part, and its number of
+/// messages: enough to tell whether a later request is the same, and if not, which part
+/// differs, without keeping the request a second time (its messages are the run's
+/// conversation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestDigest {
+    /// The whole request, as JSON.
+    pub whole: String,
+    /// The system instructions (the digest of the empty string when there are none).
+    pub system: String,
+    /// The tools offered, as JSON.
+    pub tools: String,
+    /// The messages, as JSON.
+    pub messages: String,
+    /// How many messages it held.
+    pub message_count: u32,
+}
+
+impl RequestDigest {
+    /// The digests of `request`.
+    pub fn of(request: &troupe_core::ModelRequest) -> Self {
+        RequestDigest {
+            whole: json_digest(request),
+            system: digest(request.system.as_deref().unwrap_or("")),
+            tools: json_digest(&request.tools),
+            messages: json_digest(&request.messages),
+            message_count: u32::try_from(request.messages.len()).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// SHA-256 of `value`'s JSON: the same value always gives the same bytes (serde writes
+/// struct fields in declaration order, and JSON objects here are ordered maps).
+fn json_digest<T: Serialize + ?Sized>(value: &T) -> String {
+    digest_bytes(&serde_json::to_vec(value).unwrap_or_default())
 }
 
 impl ModelTurn {
@@ -129,7 +171,12 @@ impl ModelTurn {
 
 /// SHA-256 of `text` in lowercase hex.
 pub fn digest(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().fold(String::with_capacity(64), |mut hex, byte| {
+    digest_bytes(text.as_bytes())
+}
+
+/// SHA-256 of `bytes` in lowercase hex.
+fn digest_bytes(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().fold(String::with_capacity(64), |mut hex, byte| {
         use std::fmt::Write;
         let _ = write!(hex, "{byte:02x}");
         hex

@@ -22,7 +22,7 @@ mod plan;
 pub(crate) mod recorder;
 
 pub use child::{child_run_id, finished_output};
-pub use evidence::{ActionCompleted, ActionStarted, ModelTurn, SUMMARY_CHARS, digest};
+pub use evidence::{ActionCompleted, ActionStarted, ModelTurn, RequestDigest, SUMMARY_CHARS, digest};
 pub use input::{StoredInput, TEAM_RUN_KIND, state_from_value};
 pub use journal::{activity, stored_status};
 pub use plan::{CallPlan, CallResume, ResumePlan, UNCERTAIN_REASON, plan_resume};

@@ -50,6 +50,7 @@ fn turn() -> NewEvidence {
         stop_reason: StopReason::ToolUse,
         usage: Usage::default(),
         cost_usd: 0.0,
+        request: None,
     }
     .evidence()
 }

@@ -11,7 +11,7 @@
 
 use super::Run;
 use crate::compaction::CompactionContext;
-use crate::durable::ModelTurn;
+use crate::durable::{ModelTurn, RequestDigest};
 use crate::genai;
 use crate::live::{Translator, until};
 use crate::middleware::{MiddlewareError, ModelCallContext};
@@ -190,6 +190,7 @@ impl Run {
                         stop_reason: response.stop_reason.clone(),
                         usage: response.usage,
                         cost_usd,
+                        request: Some(RequestDigest::of(&request)),
                     };
                     self.recorder.note_turn(turn.evidence());
                 }

@@ -1,0 +1,148 @@
+//! A recorded run, read back from its store: what it was started with, each model turn
+//! with the digests of the request that got it, each tool call's result, and what people
+//! decided.
+
+use crate::error::ReplayError;
+use std::collections::{HashMap, HashSet};
+use troupe_core::{ContentBlock, Message, RunId};
+use troupe_run::{RunOutcome, RunState, Signal};
+use troupe_runtime::durable::{ModelTurn, StoredInput, TEAM_RUN_KIND, state_from_value};
+use troupe_store::{EvidenceKind, RunStatus, Store};
+
+/// A tool call's result as the recorded run got it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedResult {
+    /// The result's text.
+    pub content: String,
+    /// Whether it was an error.
+    pub is_error: bool,
+}
+
+/// Everything a replay needs of one recorded run.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    /// The run's id.
+    pub run_id: String,
+    /// Where the run stands in its store.
+    pub status: RunStatus,
+    /// What it was started with: the agent as it was then, the task, the inline history.
+    pub input: StoredInput,
+    /// The messages it started with (its history, and the conversation it continued).
+    pub history: Vec<Message>,
+    /// Its model turns, in order.
+    pub turns: Vec<ModelTurn>,
+    /// Each tool call's result, by call id.
+    pub results: HashMap<String, RecordedResult>,
+    /// The calls it asked a person about.
+    pub asked: HashSet<String>,
+    /// The decisions people sent, by call id.
+    pub decisions: HashMap<String, Signal>,
+    /// Its conversation at its last checkpoint.
+    pub messages: Vec<Message>,
+    /// How it ended, when it did.
+    pub outcome: Option<RunOutcome>,
+}
+
+impl Recording {
+    /// Reads run `run_id` from `store`.
+    ///
+    /// Fails, saying why, for an unknown run, a team's run, and a run whose record this
+    /// version cannot replay: one recorded before request digests were kept, one whose
+    /// conversation was compacted (the compaction's own model call is not on record).
+    pub async fn load(store: &dyn Store, run_id: &str) -> Result<Recording, ReplayError> {
+        let record = store.load_run(run_id).await?.ok_or_else(|| ReplayError::NotFound(run_id.to_owned()))?;
+        if record.state.get("kind").and_then(serde_json::Value::as_str) == Some(TEAM_RUN_KIND) {
+            return Err(ReplayError::TeamRun(run_id.to_owned()));
+        }
+        let input = StoredInput::from_value(record.input.clone()).map_err(|error| ReplayError::Unreadable {
+            run_id: run_id.to_owned(),
+            what: "input",
+            reason: error.to_string(),
+        })?;
+        let state: RunState = state_from_value(run_id, record.state.clone()).map_err(|error| {
+            ReplayError::Unreadable { run_id: run_id.to_owned(), what: "state", reason: error.to_string() }
+        })?;
+        let evidence = store.evidence(run_id, 0).await?;
+        let mut turns = Vec::new();
+        let mut asked = HashSet::new();
+        for entry in &evidence {
+            match entry.kind {
+                EvidenceKind::ModelTurn => {
+                    let turn: ModelTurn =
+                        serde_json::from_value(entry.payload.clone()).map_err(|error| ReplayError::Unreadable {
+                            run_id: run_id.to_owned(),
+                            what: "model turn",
+                            reason: format!("evidence entry {}: {error}", entry.seq),
+                        })?;
+                    if turn.request.is_none() {
+                        return Err(ReplayError::NoRequestDigests { run_id: run_id.to_owned(), step: turns.len() + 1 });
+                    }
+                    turns.push(turn);
+                }
+                EvidenceKind::ApprovalWait => {
+                    if let Some(call) = &entry.call_id {
+                        asked.insert(call.clone());
+                    }
+                }
+                EvidenceKind::ContextDigest => return Err(ReplayError::Compacted(run_id.to_owned())),
+                _ => {}
+            }
+        }
+        let mut decisions = HashMap::new();
+        for signal in store.signals(run_id).await? {
+            if let Ok(signal @ Signal::Approval { .. }) = serde_json::from_value::<Signal>(signal.payload)
+                && let Signal::Approval { call_id, .. } = &signal
+            {
+                decisions.entry(call_id.to_string()).or_insert_with(|| signal.clone());
+            }
+        }
+        let mut history = input.history.clone();
+        if history.is_empty()
+            && let Some(conversation) = &input.conversation_id
+        {
+            // The turns of the conversation's earlier runs: what this run started with.
+            for turn in store.conversation(conversation.as_str()).await? {
+                if turn.run_id == run_id || turn.recorded_at > record.created_at {
+                    break;
+                }
+                let message: Message =
+                    serde_json::from_value(turn.message).map_err(|error| ReplayError::Unreadable {
+                        run_id: run_id.to_owned(),
+                        what: "conversation",
+                        reason: format!("turn {}: {error}", turn.seq),
+                    })?;
+                history.push(message);
+            }
+        }
+        let mut results = HashMap::new();
+        for message in state.messages() {
+            for block in &message.content {
+                if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
+                    results.insert(
+                        tool_use_id.to_string(),
+                        RecordedResult { content: content.clone(), is_error: *is_error },
+                    );
+                }
+            }
+        }
+        Ok(Recording {
+            run_id: run_id.to_owned(),
+            status: record.status,
+            history,
+            turns,
+            results,
+            asked,
+            decisions,
+            messages: state.messages().to_vec(),
+            outcome: state.outcome().cloned(),
+            input,
+        })
+    }
+
+    /// The state the replay starts from: the recorded run's first state, under a new id.
+    pub fn initial_state(&self, run_id: RunId) -> RunState {
+        let mut input = self.input.clone();
+        input.history = self.history.clone();
+        input.initial_state(run_id)
+    }
+}

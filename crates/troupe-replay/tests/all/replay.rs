@@ -1,0 +1,216 @@
+use serde_json::json;
+use std::sync::Arc;
+use troupe_core::{AgentEventKind, PauseReason};
+use troupe_model::openai_chat::OpenAiChatWire;
+use troupe_model::{ApiKey, HttpConfig, HttpProvider, LlmProvider};
+use troupe_replay::{DivergenceKind, Recording, ReplayError, ReplayOptions, replay};
+use troupe_run::{ApprovalDecision, ApprovalMode, ApprovalPolicy};
+use troupe_runtime::{AgentSpec, Durability, FixedModel, RunInput, RunOutcome, Runner, Signal};
+use troupe_store::{EvidenceChain, EvidenceKind, NewEvidence, RunStatus, Store};
+use troupe_testkit::{MockLlmServer, MockTurn};
+use troupe_tools::{ToolCatalog, Workspace, coding_tools};
+
+/// A workspace, a SQLite store and the mock model server.
+struct World {
+    dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    server: MockLlmServer,
+}
+
+impl World {
+    async fn new() -> World {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::fs::create_dir(dir.path().join("ws")).expect("the workspace");
+        let store = troupe_store::open(&dir.path().join("runs.db").display().to_string()).await.expect("the store");
+        let server = MockLlmServer::start().await.expect("the mock server");
+        World { dir, store, server }
+    }
+
+    fn workspace(&self) -> std::path::PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    /// A runner of the coding tools on the mock server's OpenAI Chat wire.
+    fn runner(&self) -> Runner {
+        let config = HttpConfig::new("openai", self.server.openai_url(), Some(ApiKey::new("sk-test")));
+        let provider: Arc<dyn LlmProvider> =
+            Arc::new(HttpProvider::new(config, OpenAiChatWire::default()).expect("the provider"));
+        let catalog = ToolCatalog::with_tools(coding_tools()).expect("the tools");
+        let workspace = Workspace::new(self.workspace()).expect("the workspace");
+        Runner::new(Arc::new(FixedModel::new(provider, "gpt-4o")), Arc::new(catalog), Arc::new(workspace))
+    }
+
+    fn recording_runner(&self) -> Runner {
+        self.runner().with_store(Durability::new(Arc::clone(&self.store)))
+    }
+}
+
+fn coder(instructions: &str) -> AgentSpec {
+    let mut spec = AgentSpec::new("coder", "gpt-4o");
+    spec.instructions = instructions.to_owned();
+    spec.approval = ApprovalPolicy::auto();
+    spec
+}
+
+/// A 20-step coding run: 19 tool calls (writes and reads), then an answer.
+fn twenty_steps() -> Vec<MockTurn> {
+    let mut turns = Vec::new();
+    for i in 0..19 {
+        let turn = if i % 2 == 0 {
+            MockTurn::tool_call(
+                format!("c{i}"),
+                "fs_write",
+                json!({"path": format!("src/f{i}.rs"), "content": format!("pub fn f{i}() {{}}\n")}),
+            )
+        } else {
+            MockTurn::tool_call(format!("c{i}"), "fs_read", json!({"path": format!("src/f{}.rs", i - 1)}))
+        };
+        turns.push(turn);
+    }
+    turns.push(MockTurn::text("Done: ten functions written and read back."));
+    turns
+}
+
+async fn record(world: &World, spec: &AgentSpec, turns: Vec<MockTurn>, task: &str) -> String {
+    world.server.push_all(turns);
+    let output =
+        world.recording_runner().start(Arc::new(spec.clone()), RunInput::new(task)).output().await.expect("the run");
+    assert!(matches!(output.outcome, RunOutcome::Completed { .. }), "{:?}", output.outcome);
+    output.run_id.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_twenty_step_coding_run_replays_identical_with_no_model_call_and_no_tool_run() {
+    let world = World::new().await;
+    let spec = coder("You write Rust.");
+    let run = record(&world, &spec, twenty_steps(), "Write ten functions").await;
+    let requests = world.server.requests().len();
+    assert_eq!(requests, 20);
+    // Were a tool to run again, these files would come back.
+    std::fs::remove_dir_all(world.workspace().join("src")).expect("the files go");
+
+    let recording = Recording::load(world.store.as_ref(), &run).await.expect("the recording");
+    assert_eq!(recording.turns.len(), 20);
+    let report = replay(&world.runner(), spec, recording, ReplayOptions::default()).await.expect("the replay");
+    assert!(report.identical(), "{report}");
+    assert_eq!((report.steps, report.tool_calls, report.model_calls), (20, 19, 0), "{report}");
+    assert_eq!(world.server.requests().len(), requests, "no model call");
+    assert!(!world.workspace().join("src").exists(), "no tool ran");
+    assert!(report.to_string().starts_with(&format!("run {run}: identical (20 model step(s)")), "{report}");
+    // The store holds the one recorded run, untouched.
+    assert_eq!(world.store.list_runs(&Default::default()).await.expect("runs").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_system_prompt_diverges_at_the_first_step_with_a_diff() {
+    let world = World::new().await;
+    let run = record(&world, &coder("You write Rust.\nBe brief."), twenty_steps(), "Write ten functions").await;
+    let recording = Recording::load(world.store.as_ref(), &run).await.expect("the recording");
+    let edited = coder("You write careful Rust.\nBe brief.");
+    let report = replay(&world.runner(), edited, recording, ReplayOptions::default()).await.expect("the replay");
+    let divergence = report.divergence.clone().expect("a divergence");
+    assert_eq!((divergence.step, divergence.kind), (1, DivergenceKind::Request), "{report}");
+    assert_eq!(divergence.detail, "system prompt:\n-You write Rust.\n+You write careful Rust.\n Be brief.\n");
+    assert_eq!(report.model_calls, 0);
+    assert_eq!(world.server.requests().len(), 20, "no model call");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_result_that_changed_is_found_at_the_step_that_reads_it() {
+    let world = World::new().await;
+    std::fs::write(world.workspace().join("notes.txt"), "alpha\n").expect("a file");
+    let spec = coder("");
+    let turns = vec![
+        MockTurn::tool_call("c1", "fs_write", json!({"path": "out.txt", "content": "x"})),
+        MockTurn::tool_call("c2", "fs_read", json!({"path": "notes.txt"})),
+        MockTurn::text("It says alpha."),
+    ];
+    let run = record(&world, &spec, turns, "Read the notes").await;
+    std::fs::write(world.workspace().join("notes.txt"), "beta\n").expect("the file changes");
+    // The write's result is the same when its file is new again ("Created", not "Overwrote").
+    std::fs::remove_file(world.workspace().join("out.txt")).expect("the written file goes");
+
+    let recording = Recording::load(world.store.as_ref(), &run).await.expect("the recording");
+    let options = ReplayOptions { live_tools: true, ..ReplayOptions::default() };
+    let report = replay(&world.runner(), spec, recording, options).await.expect("the replay");
+    let divergence = report.divergence.clone().expect("a divergence");
+    // Step 2's request carries the write's result (the same); step 3's the read's (changed).
+    assert_eq!((divergence.step, divergence.kind), (3, DivergenceKind::Request), "{report}");
+    // The task, the write, its result, the read, and then the read's result.
+    assert_eq!(
+        divergence.detail,
+        "message 5 differs:\n [user]\n-result of c2:      1\talpha\n+result of c2:      1\tbeta\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_are_answered_as_recorded_and_a_changed_policy_is_a_divergence() {
+    let world = World::new().await;
+    let mut spec = coder("");
+    spec.approval = ApprovalPolicy::new(ApprovalMode::OnSideEffect);
+    world.server.push_all([
+        MockTurn::tool_call("c1", "fs_write", json!({"path": "a.txt", "content": "a"})),
+        MockTurn::tool_call("c2", "fs_write", json!({"path": "b.txt", "content": "b"})),
+        MockTurn::text("Wrote a; b was refused."),
+    ]);
+    let mut handle = world.recording_runner().start(Arc::new(spec.clone()), RunInput::new("Write two files"));
+    let mut decided = 0;
+    while let Some(event) = handle.events.next_event().await {
+        if let AgentEventKind::RunPaused { reason: PauseReason::Approval { call_id, .. } } = event.kind {
+            let decision = if decided == 0 {
+                ApprovalDecision::Approve
+            } else {
+                ApprovalDecision::Reject { reason: Some("not b".into()) }
+            };
+            decided += 1;
+            handle.signals.send(Signal::Approval { call_id, decision }).await.expect("sent");
+        }
+    }
+    let output = handle.result.await.expect("the run");
+    assert!(matches!(output.outcome, RunOutcome::Completed { .. }), "{:?}", output.outcome);
+    let run = output.run_id.to_string();
+
+    let load = || Recording::load(world.store.as_ref(), &run);
+    let same = replay(&world.runner(), spec.clone(), load().await.expect("recording"), ReplayOptions::default())
+        .await
+        .expect("the replay");
+    assert!(same.identical(), "the person's decisions are replayed: {same}");
+    assert!(!world.workspace().join("b.txt").exists());
+
+    let mut trusting = spec;
+    trusting.approval = ApprovalPolicy::auto();
+    let report = replay(&world.runner(), trusting, load().await.expect("recording"), ReplayOptions::default())
+        .await
+        .expect("replay");
+    let divergence = report.divergence.clone().expect("a divergence");
+    assert_eq!((divergence.step, divergence.kind), (1, DivergenceKind::ApprovalVerdict), "{report}");
+    assert!(divergence.detail.contains("now runs without asking"), "{}", divergence.detail);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_the_replay_cannot_take_is_a_clear_error() {
+    let world = World::new().await;
+    let missing = Recording::load(world.store.as_ref(), "run_nope").await.expect_err("unknown");
+    assert!(matches!(missing, ReplayError::NotFound(_)), "{missing}");
+
+    // A run recorded by an older troupe: its model turn has no request digest.
+    let spec = coder("");
+    let input = troupe_runtime::durable::StoredInput::new(&spec, &RunInput::new("old"));
+    let run_id = troupe_core::RunId::new("run_old");
+    world.store.create_run(input.new_run(&run_id, RunStatus::Completed), 1).await.expect("created");
+    let turn = json!({"iteration": 1, "model": "openai/gpt-4o", "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
+        "stop_reason": "end_turn", "usage": {}, "cost_usd": 0.0});
+    let entries =
+        EvidenceChain::new("run_old".to_owned()).seal(vec![NewEvidence::new(EvidenceKind::ModelTurn, turn)], 2);
+    world.store.append_evidence(&entries, None).await.expect("appended");
+    let old = Recording::load(world.store.as_ref(), "run_old").await.expect_err("refused");
+    assert!(matches!(old, ReplayError::NoRequestDigests { step: 1, .. }), "{old}");
+    assert!(old.to_string().contains("recorded by an older troupe"), "{old}");
+
+    // A replay never records: a recording runner is refused.
+    let run = record(&world, &spec, vec![MockTurn::text("hello")], "hi").await;
+    let recording = Recording::load(world.store.as_ref(), &run).await.expect("the recording");
+    let refused =
+        replay(&world.recording_runner(), spec, recording, ReplayOptions::default()).await.expect_err("refused");
+    assert!(refused.to_string().contains("records nothing"), "{refused}");
+}
