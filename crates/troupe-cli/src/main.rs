@@ -53,6 +53,7 @@ mod evidence;
 mod mcp;
 mod models;
 mod render;
+mod replay;
 mod run;
 mod runs;
 mod schedule;

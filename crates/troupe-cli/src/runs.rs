@@ -45,6 +45,10 @@ pub(crate) enum RunsCommand {
     Cancel(CancelArgs),
     /// Checks a run's evidence hash chain: exit 0 intact, 1 broken.
     Verify(VerifyArgs),
+    /// Replays a run through this troupe's code and configuration with its recorded model
+    /// responses and tool results (no model call, no tool run): exit 0 identical, 1 with the
+    /// first step where it now decides differently, shown as a diff.
+    Replay(crate::replay::ReplayArgs),
 }
 
 /// Arguments of `troupe runs list`.
@@ -215,6 +219,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<(), Failure> {
             decide(&args.place, &args.run, None, signal, args.no_resume, &args.foreground).await
         }
         RunsCommand::Verify(args) => verify(args).await,
+        RunsCommand::Replay(args) => crate::replay::replay(args).await,
     }
 }
 

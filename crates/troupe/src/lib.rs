@@ -18,6 +18,9 @@
 //! - [`store`] (`troupe-store`): durable runs — state checkpoints, signals, the hash-chained
 //!   evidence log, the run queue with leases, and schedules — on SQLite (feature `sqlite`,
 //!   the default) or PostgreSQL (feature `postgres`).
+//! - [`replay`] (`troupe-replay`): a recorded run replayed through the current code and
+//!   configuration with its model responses and tool results substituted, reporting the
+//!   first point where it now decides differently.
 //!
 //! - `team` (`troupe-team`, feature `team`): many agents — pipeline, parallel and orchestrated groups,
 //!   delegation as a tool, the context firewall, a message bus, a work queue, shared
@@ -123,6 +126,7 @@ pub use troupe_macros::tool;
 #[cfg(feature = "mcp")]
 pub use troupe_mcp as mcp;
 pub use troupe_model as model;
+pub use troupe_replay as replay;
 pub use troupe_runtime as runtime;
 #[cfg(feature = "server")]
 pub use troupe_server as server;

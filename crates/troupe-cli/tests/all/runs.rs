@@ -194,6 +194,39 @@ fn a_run_is_recorded_listed_shown_and_verified() {
 }
 
 #[test]
+fn a_recorded_run_replays_identical_and_an_edited_prompt_diverges_at_its_step() {
+    let scene = Scene::new();
+    scene.server.push(write_hello());
+    scene.server.push(MockTurn::text("Wrote hello.txt."));
+    let (id, output) = scene.run(&["--approve", "auto", "Write", "hello"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    std::fs::remove_file(scene.workspace().join("hello.txt")).expect("the written file goes");
+
+    let same = scene.troupe(&["runs", "replay", &id]);
+    assert_eq!(same.status.code(), Some(0), "{}{}", stdout(&same), stderr(&same));
+    assert_eq!(stdout(&same), format!("run {id}: identical (2 model step(s), 1 tool call(s), 0 model call(s) made)\n"));
+    assert_eq!(scene.server.requests().len(), 2, "no model call");
+    assert!(scene.file("hello.txt").is_none(), "no tool ran");
+
+    std::fs::write(scene.cwd.path().join("prompt.txt"), "You are terse.\n").expect("a prompt");
+    let edited = scene.troupe(&["runs", "replay", &id, "--instructions", "prompt.txt", "--json"]);
+    assert_eq!(edited.status.code(), Some(1), "{}", stderr(&edited));
+    let report: Value = serde_json::from_str(stdout(&edited).trim()).expect("a JSON report");
+    assert_eq!(report["divergence"]["step"], 1);
+    assert_eq!(report["divergence"]["kind"], "request");
+    let detail = report["divergence"]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.starts_with("system prompt:\n-You are a careful coding agent") && detail.ends_with("+You are terse.\n"),
+        "{detail}"
+    );
+    assert!(stderr(&edited).contains(&format!("run {id} now decides differently, at step 1")), "{}", stderr(&edited));
+    assert_eq!(scene.server.requests().len(), 2, "still no model call");
+
+    let unknown = scene.troupe(&["runs", "replay", "nope"]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
+}
+
+#[test]
 fn without_a_terminal_ask_pauses_and_runs_approve_finishes_the_run_writing_once() {
     let scene = Scene::new();
     scene.server.push(write_hello());
