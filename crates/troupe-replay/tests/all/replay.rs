@@ -214,3 +214,38 @@ async fn a_run_the_replay_cannot_take_is_a_clear_error() {
         replay(&world.recording_runner(), spec, recording, ReplayOptions::default()).await.expect_err("refused");
     assert!(refused.to_string().contains("records nothing"), "{refused}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_model_is_checked_for_the_recorded_tool_calls() {
+    let world = World::new().await;
+    let spec = coder("");
+    let turns = || {
+        vec![
+            MockTurn::tool_call("c1", "fs_write", json!({"path": "a.txt", "content": "a"})),
+            MockTurn::text("Wrote a.txt."),
+        ]
+    };
+    let run = record(&world, &spec, turns(), "Write a").await;
+    let live = ReplayOptions { live_model: true, ..ReplayOptions::default() };
+
+    // The same calls, worded otherwise: identical decisions, and a note on the wording.
+    world.server.push_all([
+        MockTurn::tool_call("other_id", "fs_write", json!({"path": "a.txt", "content": "a"})),
+        MockTurn::text("a.txt is written."),
+    ]);
+    let recording = Recording::load(world.store.as_ref(), &run).await.expect("the recording");
+    let report = replay(&world.runner(), spec.clone(), recording, live).await.expect("the replay");
+    assert!(report.identical(), "{report}");
+    assert_eq!(report.model_calls, 2);
+    assert!(report.notes.iter().any(|n| n.contains("-Wrote a.txt.\n+a.txt is written.")), "{report}");
+
+    // Another call: the first divergence, at its step.
+    world.server.push_all([MockTurn::tool_call("c9", "fs_write", json!({"path": "b.txt", "content": "b"}))]);
+    let recording = Recording::load(world.store.as_ref(), &run).await.expect("the recording");
+    let report = replay(&world.runner(), spec, recording, live).await.expect("the replay");
+    let divergence = report.divergence.clone().expect("a divergence");
+    assert_eq!((divergence.step, divergence.kind), (1, DivergenceKind::ToolCall), "{report}");
+    assert!(divergence.detail.contains("-fs.write {\"content\":\"a\",\"path\":\"a.txt\"}"), "{}", divergence.detail);
+    assert!(divergence.detail.contains("+fs.write {\"content\":\"b\",\"path\":\"b.txt\"}"), "{}", divergence.detail);
+    assert!(!world.workspace().join("b.txt").exists(), "the recorded results stand in for the tools");
+}
