@@ -12,6 +12,7 @@ use anyhow::anyhow;
 use clap::Subcommand;
 use comfy_table::{ContentArrangement, Table, presets};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use troupe::durable::{ResumeRun, send_signal};
@@ -49,6 +50,35 @@ pub(crate) enum RunsCommand {
     /// responses and tool results (no model call, no tool run): exit 0 identical, 1 with the
     /// first step where it now decides differently, shown as a diff.
     Replay(crate::replay::ReplayArgs),
+    /// Starts a new run from a recorded run's conversation as it stood at one of its model
+    /// steps, with a change (a message, a model, instructions), in the foreground; the
+    /// recorded run is not touched, and the new run names it as its origin.
+    Fork(ForkArgs),
+}
+
+/// Arguments of `troupe runs fork`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ForkArgs {
+    #[command(flatten)]
+    place: StoreArgs,
+    /// The run's id, or the first characters of it.
+    run: String,
+    /// The model step to start from (1 for the first model call): the new run has the
+    /// conversation as that step's request had it (`troupe runs replay` names steps).
+    #[arg(long, value_name = "STEP", value_parser = clap::value_parser!(u32).range(1..))]
+    at: u32,
+    /// The user's message at that step instead: at step 1 the task; later, added to the
+    /// tool results the model gets there.
+    #[arg(long, value_name = "TEXT")]
+    edit_message: Option<String>,
+    /// Another model.
+    #[arg(long, short, value_name = "MODEL")]
+    model: Option<String>,
+    /// Instructions (the system prompt) from FILE instead of the agent's.
+    #[arg(long, value_name = "FILE")]
+    instructions: Option<PathBuf>,
+    #[command(flatten)]
+    foreground: ForegroundArgs,
 }
 
 /// Arguments of `troupe runs list`.
@@ -220,6 +250,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<(), Failure> {
         }
         RunsCommand::Verify(args) => verify(args).await,
         RunsCommand::Replay(args) => crate::replay::replay(args).await,
+        RunsCommand::Fork(args) => fork(args).await,
     }
 }
 
@@ -380,7 +411,18 @@ async fn show(args: ShowArgs) -> Result<(), Failure> {
         ("created", rfc3339(record.created_at)),
         ("updated", rfc3339(record.updated_at)),
     ];
+    if let Some(origin) = stored.input.as_ref().and_then(|input| input.forked_from.as_ref()) {
+        rows.push(("forked from", format!("{} at step {}", origin.run_id, origin.step)));
+    }
+    let forks = forks_of(store.as_ref(), &record).await.map_err(store_failure)?;
+    if !forks.is_empty() {
+        let listed: Vec<String> = forks.iter().map(|(id, step)| format!("{id} (at step {step})")).collect();
+        rows.push(("forks", listed.join(", ")));
+    }
     match &stored.input {
+        Some(input) if input.instruction.is_empty() && input.forked_from.is_some() => {
+            rows.push(("task", "(the conversation of its origin)".into()))
+        }
         Some(input) => rows.push(("task", input.instruction.clone())),
         None if tree::is_team(&record) => rows.extend(tree::team_rows(&record)),
         None => rows.push(("task", "(the stored input cannot be read by this troupe)".into())),
@@ -598,6 +640,67 @@ async fn continue_cancelled(
     let follow_options = Follow {
         json: options.json,
         approve: options.approve,
+        recorded: true,
+        known: Vec::new(),
+        workspace: Some(workspace.clone()),
+    };
+    completed(&follow(handle, &follow_options).await?)
+}
+
+/// How many runs of an agent are looked through for forks of one of its runs.
+const FORK_SCAN: u32 = 500;
+
+/// The forks of `record` (id and step) among the newest [`FORK_SCAN`] runs of its agent: a
+/// fork names its origin in its input, and the origin's record is never changed.
+async fn forks_of(store: &dyn Store, record: &RunRecord) -> Result<Vec<(String, u32)>, StoreError> {
+    let filter = RunFilter { agent: Some(record.agent.clone()), limit: FORK_SCAN, ..RunFilter::default() };
+    let mut forks = Vec::new();
+    for summary in store.list_runs(&filter).await? {
+        if summary.id == record.id || summary.created_at < record.created_at {
+            continue;
+        }
+        let Some(run) = store.load_run(&summary.id).await? else { continue };
+        if let Ok(input) = StoredInput::from_value(run.input)
+            && let Some(origin) = input.forked_from
+            && origin.run_id == record.id
+        {
+            forks.push((summary.id, origin.step));
+        }
+    }
+    forks.reverse();
+    Ok(forks)
+}
+
+/// `troupe runs fork`: the new run, recorded, in the foreground.
+async fn fork(args: ForkArgs) -> Result<(), Failure> {
+    let store = args.place.open_existing().await?;
+    let record = load(store.as_ref(), &args.run).await?;
+    let recording = troupe::replay::Recording::load(store.as_ref(), &record.id).await.map_err(|error| match error {
+        troupe::replay::ReplayError::Store(error) => store_failure(error),
+        other => Failure::Usage(other.into()),
+    })?;
+    let instructions = match &args.instructions {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| Failure::Usage(anyhow!("--instructions {}: cannot read it: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    let edits =
+        troupe::replay::ForkEdits { message: args.edit_message.clone(), model: args.model.clone(), instructions };
+    let forked = troupe::replay::fork(&recording, args.at, edits).map_err(|e| Failure::Usage(e.into()))?;
+    let config = crate::load_config()?;
+    let providers = crate::providers(&config)?;
+    let workspace = args.place.workspace()?;
+    let runner = setup::runner(&workspace, providers, &args.foreground.sandbox.choice()?)?;
+    setup::validate(&runner, &forked.spec)?;
+    let runner = runner.with_store(Durability::new(store));
+    let handle = runner.start(Arc::new(forked.spec), forked.input);
+    eprintln!("run {} forks run {} at step {}", handle.run_id, record.id, args.at);
+    eprintln!("run {}", handle.run_id);
+    let follow_options = Follow {
+        json: args.foreground.json,
+        approve: args.foreground.approve,
         recorded: true,
         known: Vec::new(),
         workspace: Some(workspace.clone()),

@@ -38,6 +38,16 @@ pub enum ReplayError {
     /// record to be substituted.
     #[error("run `{0}` compacted its conversation, and a compacted run cannot be replayed yet")]
     Compacted(String),
+    /// A fork at a step the recorded run did not reach.
+    #[error("run `{run_id}` made {steps} model step(s); there is no step {step} to fork at (give 1 to {steps})")]
+    NoSuchStep {
+        /// The run.
+        run_id: String,
+        /// The step asked for.
+        step: u32,
+        /// The steps it made.
+        steps: u32,
+    },
     /// The store failed.
     #[error("store: {0}")]
     Store(#[from] troupe_store::StoreError),

@@ -26,6 +26,7 @@
 
 mod divergence;
 mod error;
+mod fork;
 mod model;
 mod recording;
 mod replay;
@@ -34,5 +35,6 @@ mod tools;
 
 pub use divergence::{Divergence, DivergenceKind};
 pub use error::ReplayError;
+pub use fork::{Fork, ForkEdits, fork};
 pub use recording::{RecordedResult, Recording};
 pub use replay::{ReplayOptions, ReplayReport, replay};

@@ -46,6 +46,18 @@ pub struct RunInput {
     /// (`StateSnapshot`), and the agent changes it with `state.update`, each change
     /// announced (`StateDelta`).
     pub shared_state: Option<serde_json::Value>,
+    /// The recorded run this one was forked from, and the step it starts at.
+    pub forked_from: Option<ForkOrigin>,
+}
+
+/// Where a forked run comes from: a recorded run and the model step it was forked at.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ForkOrigin {
+    /// The recorded run.
+    pub run_id: String,
+    /// The model step (1 for the first model call) the fork starts at: it has the
+    /// conversation as that step's request had it.
+    pub step: u32,
 }
 
 impl RunInput {

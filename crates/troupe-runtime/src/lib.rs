@@ -150,7 +150,9 @@ pub use compaction::{
 pub use cost::{CostTracker, ModelCost};
 pub use durable::{Durability, ResumePlan, StoredInput, plan_resume};
 pub use error::{RunNotCompleted, RuntimeError};
-pub use handle::{EVENT_BUFFER, RunEvents, RunHalt, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender};
+pub use handle::{
+    EVENT_BUFFER, ForkOrigin, RunEvents, RunHalt, RunHandle, RunInput, RunResult, SIGNAL_BUFFER, SignalSender,
+};
 pub use live_spec::{LiveSpec, SpecRevision, SpecUpdate, changed_fields, validate_limits};
 pub use metrics::{AgentMetrics, Metrics, MetricsSnapshot};
 pub use middleware::{

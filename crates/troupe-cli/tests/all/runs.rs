@@ -194,7 +194,7 @@ fn a_run_is_recorded_listed_shown_and_verified() {
 }
 
 #[test]
-fn a_recorded_run_replays_identical_and_an_edited_prompt_diverges_at_its_step() {
+fn a_recorded_run_replays_identical_an_edited_prompt_diverges_and_a_fork_goes_on_from_a_step() {
     let scene = Scene::new();
     scene.server.push(write_hello());
     scene.server.push(MockTurn::text("Wrote hello.txt."));
@@ -224,6 +224,32 @@ fn a_recorded_run_replays_identical_and_an_edited_prompt_diverges_at_its_step() 
 
     let unknown = scene.troupe(&["runs", "replay", "nope"]);
     assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
+
+    // A fork at step 2 with another message goes on live, recorded with its origin.
+    scene.server.push(MockTurn::text("Wrote hello.txt, and said so."));
+    let forked = scene.troupe(&["runs", "fork", &id, "--at", "2", "--edit-message", "Say so.", "--approve", "auto"]);
+    assert_eq!(forked.status.code(), Some(0), "{}", stderr(&forked));
+    assert_eq!(stdout(&forked), "Wrote hello.txt, and said so.\n");
+    let fork_id = stderr(&forked)
+        .lines()
+        .find_map(|l| l.strip_prefix("run ").filter(|r| !r.contains(' ')))
+        .expect("its id")
+        .to_owned();
+    let requests = scene.server.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(requests[2].body["messages"].to_string().contains("Say so."), "{}", requests[2].body);
+    let origin = stdout(&scene.troupe(&["runs", "show", &id]));
+    let row = |text: &str, label: &str| {
+        text.lines().find(|l| l.starts_with(label)).map(|l| l[label.len()..].trim().to_owned())
+    };
+    assert_eq!(row(&origin, "forks "), Some(format!("{fork_id} (at step 2)")), "{origin}");
+    let shown = stdout(&scene.troupe(&["runs", "show", &fork_id]));
+    assert_eq!(row(&shown, "forked from "), Some(format!("{id} at step 2")), "{shown}");
+    let verify = scene.troupe(&["runs", "verify", &id]);
+    assert_eq!(verify.status.code(), Some(0), "the original's chain is intact: {}", stderr(&verify));
+    let too_far = scene.troupe(&["runs", "fork", &id, "--at", "3"]);
+    assert_eq!(too_far.status.code(), Some(2), "{}", stderr(&too_far));
+    assert!(stderr(&too_far).contains("there is no step 3 to fork at"), "{}", stderr(&too_far));
 }
 
 #[test]

@@ -42,6 +42,9 @@ pub struct StoredInput {
     /// The state shared with the run's client, as the run started with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_state: Option<serde_json::Value>,
+    /// The recorded run this one was forked from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<crate::ForkOrigin>,
 }
 
 impl StoredInput {
@@ -58,6 +61,7 @@ impl StoredInput {
             workspace: None,
             client_tools: input.client_tools.clone(),
             shared_state: input.shared_state.clone(),
+            forked_from: input.forked_from.clone(),
         }
     }
 

@@ -1,0 +1,64 @@
+//! Forks: a new run that starts from a recorded run's conversation as it stood at one of its
+//! model steps, with a change, and goes on live. The recorded run is not touched: the fork
+//! only reads it, and names it as its origin.
+
+use crate::error::ReplayError;
+use crate::recording::Recording;
+use troupe_core::{ContentBlock, Role};
+use troupe_run::AgentSpec;
+use troupe_runtime::{ForkOrigin, RunInput};
+
+/// What a fork changes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ForkEdits {
+    /// The user's message at that step, instead of the recorded one: at step 1 it replaces
+    /// the task; later it is added to the tool results the model gets at that step.
+    pub message: Option<String>,
+    /// Another model.
+    pub model: Option<String>,
+    /// Other instructions (the system prompt).
+    pub instructions: Option<String>,
+}
+
+/// The agent and the input of a fork of `recording` at `step`.
+#[derive(Clone, Debug)]
+pub struct Fork {
+    /// The agent: the recorded one with the edits.
+    pub spec: AgentSpec,
+    /// The run's input: the conversation at the step, its origin named.
+    pub input: RunInput,
+}
+
+/// The fork of `recording` at model step `step` (1 for the first model call) with `edits`.
+///
+/// Fails for a step the recorded run did not reach.
+pub fn fork(recording: &Recording, step: u32, edits: ForkEdits) -> Result<Fork, ReplayError> {
+    let steps = u32::try_from(recording.turns.len()).unwrap_or(u32::MAX);
+    let turn = step
+        .checked_sub(1)
+        .and_then(|index| recording.turns.get(index as usize))
+        .ok_or_else(|| ReplayError::NoSuchStep { run_id: recording.run_id.clone(), step, steps })?;
+    let count = turn.request.as_ref().map_or(0, |r| usize::try_from(r.message_count).unwrap_or(usize::MAX));
+    let mut history = recording.messages[..count.min(recording.messages.len())].to_vec();
+    if let Some(text) = edits.message {
+        match history.last_mut() {
+            Some(last) if last.role == Role::User && step == 1 => {
+                last.content.retain(|block| !matches!(block, ContentBlock::Text { .. }));
+                last.content.push(ContentBlock::text(text));
+            }
+            Some(last) if last.role == Role::User => last.content.push(ContentBlock::text(text)),
+            _ => history.push(troupe_core::Message::user(text)),
+        }
+    }
+    let mut spec = recording.input.spec.clone();
+    if let Some(instructions) = edits.instructions {
+        spec.instructions = instructions;
+    }
+    let mut input = RunInput::new("").history(history);
+    input.model = edits.model.or_else(|| recording.input.model.clone());
+    input.output = recording.input.output.clone();
+    input.client_tools = recording.input.client_tools.clone();
+    input.shared_state = recording.input.shared_state.clone();
+    input.forked_from = Some(ForkOrigin { run_id: recording.run_id.clone(), step });
+    Ok(Fork { spec, input })
+}
