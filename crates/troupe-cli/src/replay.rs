@@ -88,3 +88,30 @@ pub(crate) async fn replay(args: ReplayArgs) -> Result<(), Failure> {
         ))),
     }
 }
+
+/// Arguments of `troupe runs export`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExportArgs {
+    #[command(flatten)]
+    place: StoreArgs,
+    /// The run's id, or the first characters of it.
+    run: String,
+    /// Write the run as a cassette to FILE (JSON): `troupe::testing::Cassette` replays it in
+    /// `cargo test` with no store, network or key.
+    #[arg(long, value_name = "FILE")]
+    cassette: PathBuf,
+}
+
+/// Runs `troupe runs export`.
+pub(crate) async fn export(args: ExportArgs) -> Result<(), Failure> {
+    let store = args.place.open_existing().await?;
+    let record = load(store.as_ref(), &args.run).await?;
+    let recording = Recording::load(store.as_ref(), &record.id).await.map_err(|error| match error {
+        ReplayError::Store(error) => Failure::Run(error.into()),
+        other => Failure::Usage(other.into()),
+    })?;
+    let steps = recording.turns.len();
+    troupe::testing::Cassette::new(recording).save(&args.cassette).map_err(|e| Failure::Usage(e.into()))?;
+    eprintln!("run {}: {steps} model step(s) written to {}", record.id, args.cassette.display());
+    Ok(())
+}

@@ -54,6 +54,9 @@ pub(crate) enum RunsCommand {
     /// steps, with a change (a message, a model, instructions), in the foreground; the
     /// recorded run is not touched, and the new run names it as its origin.
     Fork(ForkArgs),
+    /// Writes a recorded run to a file: `--cassette FILE` for a test that replays it
+    /// (`troupe::testing::Cassette`) with no store, network or key.
+    Export(crate::replay::ExportArgs),
 }
 
 /// Arguments of `troupe runs fork`.
@@ -251,6 +254,7 @@ pub(crate) async fn run(command: RunsCommand) -> Result<(), Failure> {
         RunsCommand::Verify(args) => verify(args).await,
         RunsCommand::Replay(args) => crate::replay::replay(args).await,
         RunsCommand::Fork(args) => fork(args).await,
+        RunsCommand::Export(args) => crate::replay::export(args).await,
     }
 }
 

@@ -24,6 +24,7 @@
 // Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod cassette;
 mod divergence;
 mod error;
 mod fork;
@@ -33,6 +34,7 @@ mod replay;
 mod session;
 mod tools;
 
+pub use cassette::{CASSETTE_VERSION, Cassette, CassetteError};
 pub use divergence::{Divergence, DivergenceKind};
 pub use error::ReplayError;
 pub use fork::{Fork, ForkEdits, fork};

@@ -10,7 +10,7 @@ use troupe_runtime::durable::{ModelTurn, StoredInput, TEAM_RUN_KIND, state_from_
 use troupe_store::{EvidenceKind, RunStatus, Store};
 
 /// A tool call's result as the recorded run got it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RecordedResult {
     /// The result's text.
     pub content: String,
@@ -18,8 +18,9 @@ pub struct RecordedResult {
     pub is_error: bool,
 }
 
-/// Everything a replay needs of one recorded run.
-#[derive(Clone, Debug)]
+/// Everything a replay needs of one recorded run (and what a [`Cassette`](crate::Cassette)
+/// keeps of it).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Recording {
     /// The run's id.
     pub run_id: String,

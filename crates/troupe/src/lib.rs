@@ -127,6 +127,14 @@ pub use troupe_macros::tool;
 pub use troupe_mcp as mcp;
 pub use troupe_model as model;
 pub use troupe_replay as replay;
+
+/// Recorded runs as tests: a [`Cassette`](testing::Cassette) (written by `troupe runs export
+/// RUN --cassette FILE`, or by [`Cassette::new`](testing::Cassette::new) from a recording)
+/// replays in `cargo test` with no store, no network and no key, and reports the first
+/// point where the agent as declared now decides differently.
+pub mod testing {
+    pub use troupe_replay::{CASSETTE_VERSION, Cassette, CassetteError, Divergence, DivergenceKind, ReplayReport};
+}
 pub use troupe_runtime as runtime;
 #[cfg(feature = "server")]
 pub use troupe_server as server;

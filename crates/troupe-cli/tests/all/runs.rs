@@ -247,6 +247,12 @@ fn a_recorded_run_replays_identical_an_edited_prompt_diverges_and_a_fork_goes_on
     assert_eq!(row(&shown, "forked from "), Some(format!("{id} at step 2")), "{shown}");
     let verify = scene.troupe(&["runs", "verify", &id]);
     assert_eq!(verify.status.code(), Some(0), "the original's chain is intact: {}", stderr(&verify));
+    // Exported as a cassette, the run replays with no store.
+    let exported = scene.troupe(&["runs", "export", &id, "--cassette", "run.cassette.json"]);
+    assert_eq!(exported.status.code(), Some(0), "{}", stderr(&exported));
+    let cassette = troupe::testing::Cassette::load(scene.cwd.path().join("run.cassette.json")).expect("a cassette");
+    assert_eq!((cassette.recording.run_id.as_str(), cassette.recording.turns.len()), (id.as_str(), 2));
+
     let too_far = scene.troupe(&["runs", "fork", &id, "--at", "3"]);
     assert_eq!(too_far.status.code(), Some(2), "{}", stderr(&too_far));
     assert!(stderr(&too_far).contains("there is no step 3 to fork at"), "{}", stderr(&too_far));
