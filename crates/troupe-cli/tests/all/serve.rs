@@ -27,7 +27,9 @@ pub(crate) fn start(workspace: &Path, extra: &[&str]) -> Serving {
 pub(crate) fn start_with(workspace: &Path, extra: &[&str], env: &[(&str, &str)]) -> Serving {
     let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
     command
-        .args(["serve", "--addr", "127.0.0.1:0", "--model", "demo", "-w"])
+        .arg("serve")
+        .args(if extra.contains(&"--addr") { &[][..] } else { &["--addr", "127.0.0.1:0"][..] })
+        .args(["--model", "demo", "-w"])
         .arg(workspace)
         .args(if extra.contains(&"--shutdown-grace") { &[][..] } else { &["--shutdown-grace", "1"][..] })
         .args(extra)

@@ -1,0 +1,107 @@
+// The runs list: every run the server knows, newest first, refreshed every two seconds,
+// filtered by status and searched by id, agent or team.
+
+import { useEffect, useState } from "preact/hooks";
+import { getJson, totalTokens, type RunView } from "./api";
+import type { OnError } from "./app";
+import { money, status, when } from "./format";
+
+const REFRESH_MS = 2000;
+
+export function RunsList({ onError }: { onError: OnError }) {
+  const [runs, setRuns] = useState<RunView[] | null>(null);
+  const [failure, setFailure] = useState<string | null>(null);
+  const [filter, setFilter] = useState("all");
+  const [search, setSearch] = useState("");
+
+  useEffect(() => {
+    let stopped = false;
+    let timer: number | undefined;
+    const load = async () => {
+      try {
+        const body = await getJson<{ runs: RunView[] }>("/v1/runs");
+        if (stopped) return;
+        setRuns([...body.runs].sort((a, b) => b.started_ms - a.started_ms));
+        setFailure(null);
+      } catch (error) {
+        if (stopped) return;
+        onError(error);
+        setFailure(String(error instanceof Error ? error.message : error));
+      }
+      if (!stopped) timer = window.setTimeout(load, REFRESH_MS);
+    };
+    load();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, []);
+
+  const needle = search.trim().toLowerCase();
+  const shown = (runs ?? []).filter((run) => {
+    const s = status(run.phase, run.end?.outcome);
+    if (filter !== "all" && run.phase !== filter && s !== filter) return false;
+    return !needle || run.run_id.toLowerCase().includes(needle) || run.target.toLowerCase().includes(needle);
+  });
+
+  return (
+    <section aria-labelledby="runs-title" data-loaded={runs !== null ? "" : undefined}>
+      <h1 id="runs-title">Runs</h1>
+      <div class="filters">
+        <label>
+          Status{" "}
+          <select value={filter} onChange={(e) => setFilter(e.currentTarget.value)}>
+            <option value="all">all</option>
+            <option value="running">running</option>
+            <option value="waiting">waiting</option>
+            <option value="ended">ended</option>
+            <option value="completed">completed</option>
+            <option value="failed">failed</option>
+            <option value="cancelled">cancelled</option>
+          </select>
+        </label>
+        <label>
+          Search{" "}
+          <input type="search" placeholder="run id, agent or team" value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
+        </label>
+      </div>
+      {failure && <p role="alert" class="error">{failure}</p>}
+      {runs === null && !failure && <p class="muted">Loading…</p>}
+      {runs !== null && shown.length === 0 && <p class="muted">No runs{runs.length ? " match" : " yet"}.</p>}
+      {shown.length > 0 && (
+        <div class="table-wrap">
+          <table class="runs">
+            <thead>
+              <tr>
+                <th scope="col">Run</th>
+                <th scope="col">Agent or team</th>
+                <th scope="col">Status</th>
+                <th scope="col">Cost</th>
+                <th scope="col">Tokens</th>
+                <th scope="col">Events</th>
+                <th scope="col">Started</th>
+              </tr>
+            </thead>
+            <tbody>
+              {shown.map((run) => (
+                <tr key={run.run_id} data-run={run.run_id}>
+                  <td>
+                    <a href={`#/runs/${encodeURIComponent(run.run_id)}`}>{run.run_id}</a>
+                  </td>
+                  <td>{run.target}</td>
+                  <td>
+                    <span class={`status status-${status(run.phase, run.end?.outcome)}`}>{status(run.phase, run.end?.outcome)}</span>
+                  </td>
+                  <td>{run.end ? money(run.end.cost_usd) : "—"}</td>
+                  <td>{run.end ? totalTokens(run.end.usage) : "—"}</td>
+                  <td>{run.events}</td>
+                  <td>{when(run.started_ms)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}

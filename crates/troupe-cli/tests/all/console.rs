@@ -1,0 +1,308 @@
+//! The web console in a real browser: Chromium, driven by `playwright-core`
+//! (tests/console/console.mjs), against the real `troupe serve` on loopback with a token,
+//! its agents on the testkit's mock model (or the demo model). With `TROUPE_SCREENSHOTS`
+//! set to a directory, the browser saves its screenshots there (docs/img holds the ones
+//! the README shows).
+
+use crate::serve::{Serving, start_with};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use troupe_testkit::{MockLlmServer, MockTurn, test_deps};
+
+const TOKEN: &str = "tok-console-3b9e71";
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// The node modules holding playwright-core, when it and Chromium are installed.
+fn browser(test: &str) -> Option<PathBuf> {
+    let modules = test_deps::node_modules("playwright-core");
+    if modules.is_none() {
+        test_deps::skip(test, "node or the npm package playwright-core is not installed");
+        return None;
+    }
+    if !Path::new(CHROMIUM).is_file() {
+        test_deps::skip(test, "Chromium (/usr/bin/chromium) is not installed");
+        return None;
+    }
+    modules
+}
+
+/// The browser script with `plan`, its stdin kept for [`Browser::tell`].
+struct Browser {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+fn launch(modules: &Path, serving: &Serving, scenario: &str, mut plan: Value) -> Browser {
+    plan["modules"] = json!(modules);
+    plan["chromium"] = json!(CHROMIUM);
+    plan["url"] = json!(serving.url);
+    plan["token"] = json!(TOKEN);
+    plan["scenario"] = json!(scenario);
+    if let Some(dir) = std::env::var_os("TROUPE_SCREENSHOTS") {
+        plan["screenshots"] = json!(dir.to_string_lossy());
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/console/console.mjs");
+    let mut child = Command::new("node")
+        .arg(script)
+        .arg(plan.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("node starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let value = serde_json::from_str(&line).unwrap_or_else(|_| json!({"text": line}));
+            let _ = send.send(value);
+        }
+    });
+    Browser { child, lines, seen: Vec::new() }
+}
+
+impl Browser {
+    /// Waits for the line `{"saw": name, …}`; panics on an error line or after a minute.
+    fn saw(&mut self, name: &str) -> Value {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("the browser never saw {name}: {:#?}", self.seen));
+            self.seen.push(line.clone());
+            assert!(line.get("error").is_none(), "the browser failed: {}\n{:#?}", line["error"], self.seen);
+            if line["saw"] == name {
+                return line;
+            }
+        }
+    }
+
+    /// Tells the script to go on (a line on its stdin).
+    fn tell(&mut self) {
+        let stdin = self.child.stdin.as_mut().expect("stdin");
+        stdin.write_all(b"go\n").and_then(|()| stdin.flush()).expect("the script reads");
+    }
+
+    /// Waits for the script's end (no dialog opened, no page error); every line it printed.
+    fn done(mut self) -> Vec<Value> {
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => {
+                    assert!(line.get("error").is_none(), "the browser failed: {}\n{:#?}", line["error"], self.seen);
+                    let last = line.get("done").is_some();
+                    self.seen.push(line);
+                    if last {
+                        break;
+                    }
+                }
+                Err(_) => panic!("the browser did not finish: {:#?}", self.seen),
+            }
+        }
+        let status = self.child.wait().expect("node exits");
+        assert!(status.success(), "the browser script failed: {:#?}", self.seen);
+        let dialogs: Vec<&Value> =
+            self.seen.iter().filter(|l| l["saw"] == "dialog" || l["saw"] == "pageerror").collect();
+        assert!(dialogs.is_empty(), "no dialog opened and no script failed: {dialogs:#?}");
+        self.seen
+    }
+}
+
+/// A workspace serving agent `scribe` (`fs.read`, `fs.write`) on the mock model.
+struct Place {
+    runtime: tokio::runtime::Runtime,
+    mock: MockLlmServer,
+    workspace: tempfile::TempDir,
+    client: reqwest::Client,
+}
+
+impl Place {
+    fn new(turns: impl IntoIterator<Item = MockTurn>) -> Self {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+        let mock = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+        mock.push_all(turns);
+        let workspace = tempfile::tempdir().expect("workspace");
+        std::fs::write(workspace.path().join("README.md"), "# A small project\n").expect("write");
+        std::fs::create_dir_all(workspace.path().join(".troupe/agents")).expect(".troupe/agents/");
+        let scribe = "[agent]\nid = \"scribe\"\nname = \"Scribe\"\ndescription = \"Reads and writes notes.\"\n\n\
+                      [provider]\nmodel = \"anthropic/claude-sonnet-4-5\"\n\n\
+                      [[tools]]\nname = \"fs.read\"\n\n[[tools]]\nname = \"fs.write\"\n";
+        std::fs::write(workspace.path().join(".troupe/agents/scribe.toml"), scribe).expect("writes the agent");
+        Place { runtime, mock, workspace, client: reqwest::Client::new() }
+    }
+
+    fn serve(&self, extra: &[&str]) -> Serving {
+        let url = self.mock.url();
+        let env = [("TROUPE_SERVER_TOKEN", TOKEN), ("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", &url)];
+        start_with(self.workspace.path(), extra, &env)
+    }
+
+    /// Starts `agent` on `task`; its run id.
+    fn start_run(&self, serving: &Serving, agent: &str, task: &str) -> String {
+        let request = self
+            .client
+            .post(format!("{}/v1/runs", serving.url))
+            .bearer_auth(TOKEN)
+            .json(&json!({"agent": agent, "instruction": task, "stream": false}));
+        let started: Value =
+            self.runtime.block_on(async { request.send().await?.json().await }).expect("the run starts");
+        started["run_id"].as_str().unwrap_or_else(|| panic!("a run id: {started}")).to_owned()
+    }
+
+    /// Waits until run `run` is in `phase`; its view.
+    fn wait_phase(&self, serving: &Serving, run: &str, phase: &str) -> Value {
+        let mut view = Value::Null;
+        for _ in 0..1500 {
+            let request = self.client.get(format!("{}/v1/runs/{run}", serving.url)).bearer_auth(TOKEN);
+            view = self.runtime.block_on(async { request.send().await?.json().await }).unwrap_or(Value::Null);
+            if view["phase"] == phase {
+                return view;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("run {run} never reached {phase}: {view}");
+    }
+}
+
+/// Without the token the console shows its token form and no run: every request for data
+/// is refused; a wrong token is refused too; the right one, typed or given in the
+/// address's fragment (then taken out of the address bar), shows the runs.
+#[test]
+fn the_console_asks_for_the_token_and_shows_no_run_without_it() {
+    let Some(modules) = browser("the_console_asks_for_the_token") else { return };
+    let place = Place::new([MockTurn::text("Hello from the scribe.")]);
+    let serving = place.serve(&[]);
+    let run = place.start_run(&serving, "scribe", "Say hello");
+    place.wait_phase(&serving, &run, "ended");
+
+    let mut page = launch(&modules, &serving, "auth", json!({"runId": run}));
+    let shell = page.saw("shell");
+    assert_eq!(shell["status"], 200, "the page itself needs no token");
+    let csp = shell["csp"].as_str().expect("a Content-Security-Policy");
+    assert!(csp.contains("script-src 'self'") && csp.contains("default-src 'none'"), "{csp}");
+    assert_eq!(shell["nosniff"], "nosniff");
+    let form = page.saw("token_form");
+    assert_eq!(form["label"], "Bearer token");
+    assert_eq!(form["shows_run"], false, "no run data without the token");
+    let data = form["data"].as_array().expect("the data requests");
+    assert!(!data.is_empty() && data.iter().all(|r| r["status"] == 401), "every data request was refused: {data:?}");
+    assert_eq!(page.saw("wrong_token")["shows_run"], false);
+    assert_eq!(page.saw("right_token")["stored"], true);
+    let address = page.saw("fragment_token")["address"].as_str().expect("an address").to_owned();
+    assert!(!address.contains(TOKEN) && !address.contains("token="), "the token left the address bar: {address}");
+    page.done();
+    serving.stop();
+}
+
+/// HTML a tool returns (`<script>`, `<img onerror>`) is shown as its text: no element of
+/// it is made, nothing of it runs, and the page breaks no rule of its security policy.
+#[test]
+fn html_in_a_tool_result_is_shown_as_text_and_never_runs() {
+    let Some(modules) = browser("html_in_a_tool_result_is_shown_as_text") else { return };
+    let place = Place::new([
+        MockTurn::tool_call("call_r1", "fs.read", json!({"path": "evil.html"})),
+        MockTurn::text("I read the page."),
+    ]);
+    let evil = "<script>window.__injected = 'script'</script>\n<img src=x onerror=\"window.__injected = 'img'\">\n";
+    std::fs::write(place.workspace.path().join("evil.html"), evil).expect("write");
+    let serving = place.serve(&[]);
+    let run = place.start_run(&serving, "scribe", "Read evil.html");
+    place.wait_phase(&serving, &run, "ended");
+
+    let mut page = launch(&modules, &serving, "inject", json!({"runId": run}));
+    let seen = page.saw("injected");
+    let result = seen["result"].as_str().expect("the result's text");
+    assert!(result.contains("<script>window.__injected = 'script'</script>"), "shown as text: {result}");
+    assert!(result.contains("<img src=x onerror="), "shown as text: {result}");
+    assert_eq!(seen["timeline_imgs"], 0, "no image element was made");
+    assert_eq!(seen["timeline_scripts"], 0, "no script element was made");
+    assert_eq!(seen["scripts"], json!([format!("{}/console/console.js", serving.url)]), "only the console's script");
+    assert_eq!(seen["marker"], Value::Null, "nothing of the result ran");
+    assert_eq!(seen["violations"], json!([]), "nothing even tried to run");
+    page.done();
+    serving.stop();
+}
+
+/// A team run started from the browser's Start view: its tree grows as members start, it
+/// waits for the writer's `fs.write`, the person approves it in the browser, and the run
+/// finishes with the write done.
+#[test]
+fn a_team_run_started_in_the_browser_finishes_once_a_members_call_is_approved_there() {
+    let Some(modules) = browser("a_team_run_started_in_the_browser") else { return };
+    let place = Place::new([]);
+    let team = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team/team.toml");
+    let serving = place.serve(&["--team", team.to_str().expect("a UTF-8 path")]);
+
+    let mut page =
+        launch(&modules, &serving, "approve", json!({"agent": "project", "task": "Describe this repository"}));
+    let waiting = page.saw("waiting");
+    let asking = waiting["asking"].as_str().expect("what it asks");
+    assert!(asking.contains("fs.write"), "{asking}");
+    assert!(!place.workspace.path().join("TROUPE_DEMO.md").exists(), "nothing written before the approval");
+    let finished = page.saw("finished");
+    assert!(finished["answer"].as_str().is_some_and(|a| !a.trim().is_empty()), "{finished}");
+    let tree: Vec<&str> = finished["tree"].as_array().expect("the tree").iter().filter_map(Value::as_str).collect();
+    for member in ["project", "lead", "writer"] {
+        assert!(tree.contains(&member), "{member} is in the tree: {tree:?}");
+    }
+    page.done();
+    assert!(place.workspace.path().join("TROUPE_DEMO.md").exists(), "the approved write ran");
+    let run = waiting["run_id"].as_str().expect("the run id");
+    assert_eq!(place.wait_phase(&serving, run, "ended")["end"]["outcome"], "completed");
+    serving.stop();
+}
+
+/// A call rejected with a reason in the Approvals view (in a narrow window) is not run,
+/// and the model is told the reason as the call's result.
+#[test]
+fn a_call_rejected_with_a_reason_in_the_browser_is_not_run_and_the_model_reads_why() {
+    let Some(modules) = browser("a_call_rejected_with_a_reason") else { return };
+    let place = Place::new([
+        MockTurn::tool_call("call_w1", "fs.write", json!({"path": "note.txt", "content": "hi"})),
+        MockTurn::text("I left the note alone."),
+    ]);
+    let serving = place.serve(&[]);
+    let run = place.start_run(&serving, "scribe", "Write a note");
+    place.wait_phase(&serving, &run, "waiting");
+
+    let mut page = launch(&modules, &serving, "reject", json!({"runId": run, "reason": "not in this folder"}));
+    let rejected = page.saw("rejected");
+    assert!(rejected["result"].as_str().is_some_and(|r| r.contains("not in this folder")), "{rejected}");
+    page.done();
+    assert!(!place.workspace.path().join("note.txt").exists(), "the rejected write did not run");
+    let requests = place.mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].body["messages"].to_string().contains("not in this folder"), "the model read the reason");
+    serving.stop();
+}
+
+/// A page following a waiting run goes on following it across a restart of the server
+/// (the run recorded, adopted by the new process): approved there, it finishes.
+#[test]
+fn a_page_follows_a_run_across_a_server_restart() {
+    let Some(modules) = browser("a_page_follows_a_run_across_a_server_restart") else { return };
+    let place = Place::new([]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
+    let addr = format!("127.0.0.1:{port}");
+    let first = place.serve(&["--addr", &addr]);
+    let run = place.start_run(&first, "troupe", "Summarise this repository");
+    place.wait_phase(&first, &run, "waiting");
+
+    let mut page = launch(&modules, &first, "follow", json!({"runId": run}));
+    page.saw("waiting");
+    first.stop();
+    let second = place.serve(&["--addr", &addr]);
+    place.wait_phase(&second, &run, "waiting");
+    page.tell();
+    let finished = page.saw("finished");
+    assert!(finished["answer"].as_str().is_some_and(|a| !a.trim().is_empty()), "{finished}");
+    page.done();
+    let summary =
+        std::fs::read_to_string(place.workspace.path().join("TROUPE_DEMO.md")).expect("written once approved");
+    assert!(summary.contains("README.md"), "{summary}");
+    second.stop();
+}
