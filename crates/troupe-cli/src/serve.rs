@@ -220,7 +220,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
 /// fragment (`#token=…`: the browser never sends a fragment, and the console takes it out
 /// of the address bar); elsewhere (a log) the token is not printed, and the console asks
 /// for it.
-fn console_line(addr: SocketAddr, tokens: &[Token]) -> String {
+pub(crate) fn console_line(addr: SocketAddr, tokens: &[Token]) -> String {
     use std::io::IsTerminal;
     let host = if addr.ip().is_unspecified() { SocketAddr::new([127, 0, 0, 1].into(), addr.port()) } else { addr };
     match tokens.first() {

@@ -175,7 +175,11 @@ impl Place {
 fn the_console_asks_for_the_token_and_shows_no_run_without_it() {
     let Some(modules) = browser("the_console_asks_for_the_token") else { return };
     let place = Place::new([MockTurn::text("Hello from the scribe.")]);
-    let serving = place.serve(&[]);
+    let mut serving = place.serve(&[]);
+    let said = serving.lines();
+    let console = format!("console: {}/ (it asks for the token)", serving.url);
+    assert!(said.contains(&console), "it says where the console is: {said:?}");
+    assert!(!said.iter().any(|l| l.contains(TOKEN)), "no token is printed where no terminal is: {said:?}");
     let run = place.start_run(&serving, "scribe", "Say hello");
     place.wait_phase(&serving, &run, "ended");
 
@@ -305,4 +309,59 @@ fn a_page_follows_a_run_across_a_server_restart() {
         std::fs::read_to_string(place.workspace.path().join("TROUPE_DEMO.md")).expect("written once approved");
     assert!(summary.contains("README.md"), "{summary}");
     second.stop();
+}
+
+/// How many runs the large store of [`troupe_console_paints_the_first_page_of_a_large_store_within_a_second`] holds.
+const LARGE_STORE_RUNS: usize = 10_000;
+
+/// `troupe console` on a store of 10,000 runs, serving no agent: its runs need the token,
+/// and the browser's first paint of the runs list (the newest page of them) takes under a
+/// second.
+#[test]
+fn troupe_console_paints_the_first_page_of_a_large_store_within_a_second() {
+    let Some(modules) = browser("troupe_console_paints_the_first_page") else { return };
+    let place = Place::new([]);
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let url = format!("sqlite://{}", dir.path().join("runs.db").display());
+    place.runtime.block_on(async {
+        let store = troupe::store::open(&url).await.expect("the store opens");
+        let now = troupe::store::now_millis();
+        for chunk in (0..LARGE_STORE_RUNS).collect::<Vec<_>>().chunks(500) {
+            let created = chunk.iter().map(|n| {
+                let run = troupe::store::NewRun {
+                    id: format!("run_{n:06}"),
+                    agent: if n % 3 == 0 { "project".to_owned() } else { "troupe".to_owned() },
+                    status: troupe::store::RunStatus::Completed,
+                    conversation_id: None,
+                    parent_run_id: None,
+                    input: json!({"instruction": format!("task {n}")}),
+                    state: json!({}),
+                };
+                store.create_run(run, now - (LARGE_STORE_RUNS - n) as i64 * 1000)
+            });
+            for result in futures::future::join_all(created).await {
+                result.expect("a run is created");
+            }
+        }
+    });
+
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command
+        .args(["console", "--addr", "127.0.0.1:0", "--store", &url])
+        .env("TROUPE_SERVER_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let serving = Serving::spawn(command, "troupe console on ");
+    let unauthorized = place.runtime.block_on(place.client.get(format!("{}/v1/runs", serving.url)).send());
+    assert_eq!(unauthorized.expect("request").status(), 401, "no run data without the token");
+
+    let mut page = launch(&modules, &serving, "paint", json!({}));
+    let painted = page.saw("painted");
+    let ms = painted["ms"].as_u64().expect("a time");
+    eprintln!("first paint of the runs list of {LARGE_STORE_RUNS} stored runs: {ms} ms");
+    assert!(painted["rows"].as_u64().is_some_and(|rows| rows >= 50), "a page of runs is shown: {painted}");
+    assert!(ms < 1000, "first paint in {ms} ms");
+    page.done();
+    serving.stop();
 }
