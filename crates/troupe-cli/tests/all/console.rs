@@ -247,6 +247,8 @@ fn a_team_run_started_in_the_browser_finishes_once_a_members_call_is_approved_th
     let asking = waiting["asking"].as_str().expect("what it asks");
     assert!(asking.contains("fs.write"), "{asking}");
     assert!(!place.workspace.path().join("TROUPE_DEMO.md").exists(), "nothing written before the approval");
+    let tree: Vec<&str> = waiting["tree"].as_array().expect("the tree").iter().filter_map(Value::as_str).collect();
+    assert!(tree.contains(&"project going") && tree.contains(&"writer going"), "the tree grew live: {tree:?}");
     let finished = page.saw("finished");
     assert!(finished["answer"].as_str().is_some_and(|a| !a.trim().is_empty()), "{finished}");
     let tree: Vec<&str> = finished["tree"].as_array().expect("the tree").iter().filter_map(Value::as_str).collect();

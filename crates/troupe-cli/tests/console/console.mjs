@@ -129,7 +129,12 @@ const scenarios = {
     const runId = decodeURIComponent(page.url().split("#/runs/")[1]);
     await waitStatus(page, "waiting");
     await page.waitForSelector(".waiting button:has-text('Approve')", { timeout: TIMEOUT });
-    say({ saw: "waiting", run_id: runId, asking: await page.textContent(".waiting") });
+    say({
+      saw: "waiting",
+      run_id: runId,
+      asking: await page.textContent(".waiting"),
+      tree: await page.locator(".tree li").evaluateAll((items) => items.map((li) => li.firstChild.textContent + " " + li.querySelector(":scope > .muted").textContent)),
+    });
     await shot(page, "console-approval", false);
     await page.click(".waiting button:has-text('Approve')");
     await waitStatus(page, "completed");
