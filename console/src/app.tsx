@@ -1,14 +1,15 @@
 // The console: a header with the views, the token form when the API asks for one, and the
-// view the address's fragment names (`#/`, `#/runs/ID`, `#/approvals`, `#/start`).
+// view the address's fragment names (`#/`, `#/runs/ID`, `#/approvals`, `#/costs`, `#/start`).
 
 import { useEffect, useState } from "preact/hooks";
 import { Unauthorized, setToken } from "./api";
 import { Approvals } from "./approvals";
+import { Costs } from "./costs";
 import { RunPage } from "./run";
 import { RunsList } from "./runs";
 import { StartRun } from "./start";
 
-type Route = { view: "runs" } | { view: "run"; id: string } | { view: "approvals" } | { view: "start" };
+type Route = { view: "runs" } | { view: "run"; id: string } | { view: "approvals" } | { view: "start" } | { view: "costs" };
 
 function route(): Route {
   const hash = location.hash.replace(/^#/, "");
@@ -16,6 +17,7 @@ function route(): Route {
   if (run) return { view: "run", id: decodeURIComponent(run[1]) };
   if (hash === "/approvals") return { view: "approvals" };
   if (hash === "/start") return { view: "start" };
+  if (hash === "/costs") return { view: "costs" };
   return { view: "runs" };
 }
 
@@ -50,6 +52,7 @@ export function App() {
         <nav aria-label="Views">
           {link("#/", "Runs", current.view === "runs" || current.view === "run")}
           {link("#/approvals", "Approvals", current.view === "approvals")}
+          {link("#/costs", "Costs", current.view === "costs")}
           {link("#/start", "Start a run", current.view === "start")}
         </nav>
       </header>
@@ -67,6 +70,8 @@ export function App() {
           <RunPage key={`${current.id}:${generation}`} id={current.id} onError={onError} />
         ) : current.view === "approvals" ? (
           <Approvals key={generation} onError={onError} />
+        ) : current.view === "costs" ? (
+          <Costs key={generation} onError={onError} />
         ) : current.view === "start" ? (
           <StartRun key={generation} onError={onError} />
         ) : (

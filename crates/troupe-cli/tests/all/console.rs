@@ -233,7 +233,7 @@ fn html_in_a_tool_result_is_shown_as_text_and_never_runs() {
 
 /// A team run started from the browser's Start view: its tree grows as members start, it
 /// waits for the writer's `fs.write`, the person approves it in the browser, and the run
-/// finishes with the write done.
+/// finishes with the write done; the Costs view counts it.
 #[test]
 fn a_team_run_started_in_the_browser_finishes_once_a_members_call_is_approved_there() {
     let Some(modules) = browser("a_team_run_started_in_the_browser") else { return };
@@ -255,6 +255,11 @@ fn a_team_run_started_in_the_browser_finishes_once_a_members_call_is_approved_th
     for member in ["project", "lead", "writer"] {
         assert!(tree.contains(&member), "{member} is in the tree: {tree:?}");
     }
+    let costs = page.saw("costs");
+    let cells: Vec<&str> = costs["cells"].as_array().expect("the row").iter().filter_map(Value::as_str).collect();
+    assert_eq!(cells.get(..2), Some(&["project", "1"][..]), "the team's one run is counted: {costs}");
+    assert!(cells[2].parse::<u64>().is_ok_and(|tokens| tokens > 0), "its tokens: {costs}");
+    assert!(costs["bars"].as_u64().is_some_and(|bars| bars >= 2), "a bar by team and by day: {costs}");
     page.done();
     assert!(place.workspace.path().join("TROUPE_DEMO.md").exists(), "the approved write ran");
     let run = waiting["run_id"].as_str().expect("the run id");

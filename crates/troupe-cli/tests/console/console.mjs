@@ -144,6 +144,11 @@ const scenarios = {
       answer: await page.textContent('[data-testid="answer"]'),
       tree: await page.locator(".tree button").allTextContents(),
     });
+    await page.evaluate(() => (location.hash = "#/costs"));
+    const row = page.locator(`tr[data-target="${plan.agent}"]`);
+    await row.waitFor({ timeout: TIMEOUT });
+    say({ saw: "costs", cells: await row.locator("td").allTextContents(), bars: await page.locator("svg.bars rect").count() });
+    await shot(page, "console-costs", false);
   },
 
   /** Reject a waiting call with a reason, from the Approvals view. */
