@@ -169,13 +169,19 @@ impl Place {
 }
 
 /// Without the token the console shows its token form and no run: every request for data
-/// is refused; a wrong token is refused too; the right one, typed or given in the
+/// is refused; a wrong token is refused too; the right one, typed (by keyboard alone) or given in the
 /// address's fragment (then taken out of the address bar), shows the runs.
 #[test]
 fn the_console_asks_for_the_token_and_shows_no_run_without_it() {
     let Some(modules) = browser("the_console_asks_for_the_token") else { return };
     let place = Place::new([MockTurn::text("Hello from the scribe.")]);
     let mut serving = place.serve(&[]);
+    for _ in 0..500 {
+        if serving.said("console: ") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let said = serving.lines();
     let console = format!("console: {}/ (it asks for the token)", serving.url);
     assert!(said.contains(&console), "it says where the console is: {said:?}");
@@ -195,7 +201,9 @@ fn the_console_asks_for_the_token_and_shows_no_run_without_it() {
     let data = form["data"].as_array().expect("the data requests");
     assert!(!data.is_empty() && data.iter().all(|r| r["status"] == 401), "every data request was refused: {data:?}");
     assert_eq!(page.saw("wrong_token")["shows_run"], false);
-    assert_eq!(page.saw("right_token")["stored"], true);
+    let right = page.saw("right_token");
+    assert_eq!(right["stored"], true);
+    assert!(right["tabs"].as_u64().is_some_and(|tabs| tabs < 10), "the field is reached by Tab: {right}");
     let address = page.saw("fragment_token")["address"].as_str().expect("an address").to_owned();
     assert!(!address.contains(TOKEN) && !address.contains("token="), "the token left the address bar: {address}");
     page.done();

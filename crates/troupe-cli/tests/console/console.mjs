@@ -83,10 +83,18 @@ const scenarios = {
     await page.waitForSelector("#token", { timeout: TIMEOUT });
     say({ saw: "wrong_token", shows_run: (await page.textContent("body")).includes(plan.runId) });
 
-    await page.fill("#token", plan.token);
-    await page.click('button[type="submit"]');
+    // By keyboard alone: Tab to the labelled field, type, Enter.
+    await page.evaluate(() => document.activeElement?.blur());
+    let tabs = 0;
+    while ((await page.evaluate(() => document.activeElement?.id)) !== "token" && tabs < 10) {
+      await page.keyboard.press("Tab");
+      tabs += 1;
+    }
+    await page.fill("#token", "");
+    await page.keyboard.type(plan.token);
+    await page.keyboard.press("Enter");
     await page.waitForSelector(`tr[data-run="${plan.runId}"]`, { timeout: TIMEOUT });
-    say({ saw: "right_token", stored: await page.evaluate(() => sessionStorage.getItem("troupe.token") !== null) });
+    say({ saw: "right_token", tabs, stored: await page.evaluate(() => sessionStorage.getItem("troupe.token") !== null) });
 
     // The URL troupe serve prints: the token in the fragment, taken out of the address bar.
     const fresh = await newPage(browser);
