@@ -154,6 +154,18 @@ export function RunPage({ id, onError }: { id: string; onError: OnError }) {
         </section>
       )}
       {timeline.tree.length > 1 && <Tree nodes={timeline.tree} focus={focus} onFocus={setFocus} />}
+      {timeline.withheld.length > 0 && (
+        <section aria-labelledby="withheld-title" class="withheld">
+          <h2 id="withheld-title">Withheld by the firewall</h2>
+          <ul>
+            {timeline.withheld.map((w) => (
+              <li key={`${w.from}:${w.to}:${w.what}`}>
+                the {w.what} of <strong>{w.from}</strong> to <strong>{w.to}</strong> ({w.reason})
+              </li>
+            ))}
+          </ul>
+        </section>
+      )}
       <section aria-labelledby="timeline-title">
         <h2 id="timeline-title">Timeline{focus ? ` of ${focus}` : ""}</h2>
         <ol class="timeline" aria-live="polite">
@@ -244,6 +256,12 @@ function EntryView({ entry }: { entry: Entry }) {
           </summary>
           {entry.output && <pre>{pretty(entry.output)}</pre>}
         </details>
+      );
+    case "withheld":
+      return (
+        <p class="withheld-entry">
+          firewall withheld the {entry.withheld.what} of {entry.withheld.from} to {entry.withheld.to} ({entry.withheld.reason})
+        </p>
       );
     case "note":
       return (

@@ -20,7 +20,8 @@ export type Entry =
     }
   | { kind: "paused"; key: string; agent: string; reason: PauseReason; at: number }
   | { kind: "finished"; key: string; agent: string; runId: string; outcome: string; output: string | null; usage: Usage; cost: number; at: number }
-  | { kind: "note"; key: string; agent: string; title: string; detail: string; at: number };
+  | { kind: "note"; key: string; agent: string; title: string; detail: string; at: number }
+  | { kind: "withheld"; key: string; agent: string; withheld: Withheld; at: number };
 
 /** A run of the tree: the top run, or a member's. */
 export interface TreeNode {
@@ -30,16 +31,26 @@ export interface TreeNode {
   outcome: string | null;
 }
 
+/** A message the team's firewall withheld from its recipient. */
+export interface Withheld {
+  from: string;
+  to: string;
+  what: string;
+  reason: string;
+}
+
 export interface Timeline {
   entries: Entry[];
   tree: TreeNode[];
+  /** What the team's firewall withheld. */
+  withheld: Withheld[];
   /** The tokens and cost of every model call so far. */
   tokens: number;
   cost: number;
 }
 
 export function emptyTimeline(): Timeline {
-  return { entries: [], tree: [], tokens: 0, cost: 0 };
+  return { entries: [], tree: [], withheld: [], tokens: 0, cost: 0 };
 }
 
 /** The run (top or member) an entry belongs to. */
@@ -144,13 +155,48 @@ function foldKind(timeline: Timeline, event: AgentEvent, position: number): void
     case "config_changed":
       entries.push({ kind: "note", key, agent, title: `configuration revision ${event.revision}`, detail: JSON.stringify(event.changed), at });
       return;
-    case "artifact":
+    case "custom":
+      if (foldTeamEvent(timeline, event, key)) return;
+      break;
+        case "artifact":
       entries.push({ kind: "note", key, agent, title: `artifact ${str("name")} (${str("mime_type")})`, detail: str("content"), at });
       return;
-    default: {
-      const { type, agent_id: _a, run_id: _r, seq: _s, timestamp_ms: _t, parent_run_id: _p, conversation_id: _c, ...rest } = event;
-      entries.push({ kind: "note", key, agent, title: type === "custom" ? String(event.name) : type, detail: JSON.stringify(rest, null, 2), at });
+    default:
+      break;
+  }
+  const { type, agent_id: _a, run_id: _r, seq: _s, timestamp_ms: _t, parent_run_id: _p, conversation_id: _c, ...rest } = event;
+  const detail = type === "custom" ? event.value : rest;
+  entries.push({ kind: "note", key, agent, title: type === "custom" ? String(event.name) : type, detail: JSON.stringify(detail, null, 2), at });
+}
+
+/** A team's own events: briefs, reports and what its firewall withheld; false for others. */
+function foldTeamEvent(timeline: Timeline, event: AgentEvent, key: string): boolean {
+  const value = (event.value ?? {}) as Record<string, unknown>;
+  const text = (name: string) => (typeof value[name] === "string" ? (value[name] as string) : "");
+  const at = event.timestamp_ms;
+  const agent = event.agent_id;
+  const withhold = (withheld: Withheld) => {
+    if (!timeline.withheld.some((w) => w.from === withheld.from && w.to === withheld.to && w.what === withheld.what)) {
+      timeline.withheld.push(withheld);
+      timeline.entries.push({ kind: "withheld", key, agent, withheld, at });
     }
+  };
+  switch (event.name) {
+    case "firewall_drop":
+      withhold({ from: text("from"), to: text("to"), what: text("kind") || "message", reason: text("reason").replace(/_/g, " ") });
+      return true;
+    case "team.brief":
+      timeline.entries.push({ kind: "note", key, agent, title: `brief from ${text("from")}`, detail: text("brief"), at });
+      return true;
+    case "team.report":
+      if (value.withheld === true) {
+        withhold({ from: text("member"), to: text("to"), what: "report", reason: "undeclared channel" });
+      } else {
+        timeline.entries.push({ kind: "note", key, agent, title: `report to ${text("to")}`, detail: text("report"), at });
+      }
+      return true;
+    default:
+      return false;
   }
 }
 

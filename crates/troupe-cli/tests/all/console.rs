@@ -275,6 +275,52 @@ fn a_team_run_started_in_the_browser_finishes_once_a_members_call_is_approved_th
     serving.stop();
 }
 
+/// A team's run whose firewall withholds the reviewer's report from the leader: the run's
+/// page lists what was withheld, from whom to whom, and marks it in the timeline.
+#[test]
+fn a_team_runs_page_shows_what_its_firewall_withheld() {
+    let Some(modules) = browser("a_team_runs_page_shows_what_its_firewall_withheld") else { return };
+    let place = Place::new([]);
+    let team_dir = tempfile::tempdir().expect("a temp dir");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team");
+    std::fs::create_dir_all(team_dir.path().join("agents")).expect("agents/");
+    for entry in std::fs::read_dir(example.join("agents")).expect("the example's agents") {
+        let path = entry.expect("an entry").path();
+        std::fs::copy(&path, team_dir.path().join("agents").join(path.file_name().expect("a name"))).expect("copy");
+    }
+    let team = std::fs::read_to_string(example.join("team.toml")).expect("the example team");
+    let narrowed = team.replace(r#""reviewer -> lead", "#, "");
+    assert_ne!(narrowed, team, "the reviewer's channel is taken out");
+    let team_file = team_dir.path().join("team.toml");
+    std::fs::write(&team_file, narrowed).expect("writes the team");
+    let serving = place.serve(&["--team", team_file.to_str().expect("a UTF-8 path")]);
+    let run = {
+        let request = place
+            .client
+            .post(format!("{}/v1/runs", serving.url))
+            .bearer_auth(TOKEN)
+            .json(&json!({"team": "project", "instruction": "Describe this repository", "stream": false}));
+        let started: Value = place.runtime.block_on(async { request.send().await?.json().await }).expect("started");
+        started["run_id"].as_str().expect("a run id").to_owned()
+    };
+    let waiting = place.wait_phase(&serving, &run, "waiting");
+    let call = waiting["pending"][0]["call_id"].as_str().expect("a waiting call").to_owned();
+    let signal = json!({"type": "approval", "call_id": call, "decision": {"type": "approve"}});
+    let request = place.client.post(format!("{}/v1/runs/{run}/signals", serving.url)).bearer_auth(TOKEN).json(&signal);
+    assert_eq!(place.runtime.block_on(request.send()).expect("the signal is posted").status(), 202);
+    place.wait_phase(&serving, &run, "ended");
+
+    let mut page = launch(&modules, &serving, "withheld", json!({"runId": run}));
+    let seen = page.saw("withheld");
+    let listed: Vec<&str> = seen["listed"].as_array().expect("the list").iter().filter_map(Value::as_str).collect();
+    assert_eq!(listed.len(), 1, "{seen}");
+    assert!(listed[0].contains("reviewer") && listed[0].contains("lead"), "{seen}");
+    assert!(!listed.iter().any(|l| l.contains("researcher") || l.contains("writer")), "only the reviewer's: {seen}");
+    assert_eq!(seen["entries"].as_array().map(Vec::len), Some(1), "marked in the timeline: {seen}");
+    page.done();
+    serving.stop();
+}
+
 /// A call rejected with a reason in the Approvals view (in a narrow window) is not run,
 /// and the model is told the reason as the call's result.
 #[test]

@@ -191,6 +191,19 @@ const scenarios = {
     say({ saw: "finished", answer: await page.textContent('[data-testid="answer"]') });
   },
 
+  /** A team's run: what its firewall withheld, listed and in the timeline. */
+  async withheld(browser) {
+    const { page } = await newPage(browser);
+    await openWithToken(page, `#/runs/${plan.runId}`);
+    await waitStatus(page, "completed");
+    await page.waitForSelector(".withheld li", { timeout: TIMEOUT });
+    say({
+      saw: "withheld",
+      listed: await page.locator(".withheld li").allTextContents(),
+      entries: await page.locator(".withheld-entry").allTextContents(),
+    });
+  },
+
   /** The first paint of the runs list of a large store. */
   async paint(browser) {
     const { page } = await newPage(browser);
