@@ -209,3 +209,10 @@ export function totalTokens(usage: Usage | undefined): number {
   if (!usage) return 0;
   return (usage.input_tokens ?? 0) + (usage.output_tokens ?? 0);
 }
+
+/** `GET /v1/runs/{id}/evidence`: each run's log of the tree, verified. */
+export interface EvidenceReport {
+  run_id: string;
+  verified: boolean;
+  runs: { run_id: string; agent: string; parent_run_id?: string; entries: number; problem?: string }[];
+}

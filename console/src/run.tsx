@@ -3,7 +3,7 @@
 // team's, and its final answer.
 
 import { useEffect, useRef, useState } from "preact/hooks";
-import { ApiFailure, Unauthorized, getJson, readEvents, totalTokens, type RunView } from "./api";
+import { ApiFailure, Unauthorized, getJson, readEvents, totalTokens, type EvidenceReport, type RunView } from "./api";
 import type { OnError } from "./app";
 import { Asking, Decide } from "./decide";
 import { duration, money, status, when } from "./format";
@@ -111,6 +111,19 @@ export function RunPage({ id, onError }: { id: string; onError: OnError }) {
     };
   }, [id]);
 
+  const [evidence, setEvidence] = useState<EvidenceReport | string | null>(null);
+  const phase = view?.phase;
+  useEffect(() => {
+    if (!phase) return;
+    getJson<EvidenceReport>(`/v1/runs/${encodeURIComponent(id)}/evidence`)
+      .then(setEvidence)
+      .catch((error) => {
+        onError(error);
+        // A server that records nothing has no evidence to show.
+        setEvidence(error instanceof ApiFailure && error.code === "not_recorded" ? null : String(error?.message ?? error));
+      });
+  }, [id, phase]);
+
   const ended = view?.end;
   const started = timeline.entries.find((e) => e.kind === "start");
   const lastAt = timeline.entries.length ? timeline.entries[timeline.entries.length - 1].at : 0;
@@ -153,6 +166,7 @@ export function RunPage({ id, onError }: { id: string; onError: OnError }) {
           {ended.error && <p class="error">{ended.error}</p>}
         </section>
       )}
+      {evidence !== null && <Evidence report={evidence} />}
       {timeline.tree.length > 1 && <Tree nodes={timeline.tree} focus={focus} onFocus={setFocus} />}
       {timeline.withheld.length > 0 && (
         <section aria-labelledby="withheld-title" class="withheld">
@@ -176,6 +190,40 @@ export function RunPage({ id, onError }: { id: string; onError: OnError }) {
           ))}
         </ol>
       </section>
+    </section>
+  );
+}
+
+function Evidence({ report }: { report: EvidenceReport | string }) {
+  if (typeof report === "string") {
+    return (
+      <section aria-labelledby="evidence-title" class="evidence">
+        <h2 id="evidence-title">Evidence</h2>
+        <p class="muted">Not checked: {report}</p>
+      </section>
+    );
+  }
+  const entries = report.runs.reduce((sum, run) => sum + run.entries, 0);
+  const broken = report.runs.filter((run) => run.problem);
+  return (
+    <section aria-labelledby="evidence-title" class="evidence" data-verified={String(report.verified)}>
+      <h2 id="evidence-title">Evidence</h2>
+      {report.verified ? (
+        <p class="ok">
+          Verified: {entries} entries over {report.runs.length} {report.runs.length === 1 ? "run" : "runs"}, every hash chain intact.
+        </p>
+      ) : (
+        <>
+          <p class="error">Does not verify: changed or cut after it was written.</p>
+          <ul>
+            {broken.map((run) => (
+              <li key={run.run_id}>
+                <strong>{run.agent}</strong> <code>{run.run_id}</code>: {run.problem}
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
     </section>
   );
 }

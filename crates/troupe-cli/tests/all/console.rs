@@ -276,9 +276,11 @@ fn a_team_run_started_in_the_browser_finishes_once_a_members_call_is_approved_th
 }
 
 /// A team's run whose firewall withholds the reviewer's report from the leader: the run's
-/// page lists what was withheld, from whom to whom, and marks it in the timeline.
+/// page lists what was withheld, from whom to whom, and marks it in the timeline; its
+/// evidence verifies over the whole tree, until an entry of the reviewer's log is changed
+/// in the store: then the page says it does not verify, naming the reviewer's run.
 #[test]
-fn a_team_runs_page_shows_what_its_firewall_withheld() {
+fn a_team_runs_page_shows_what_its_firewall_withheld_and_whether_its_evidence_verifies() {
     let Some(modules) = browser("a_team_runs_page_shows_what_its_firewall_withheld") else { return };
     let place = Place::new([]);
     let team_dir = tempfile::tempdir().expect("a temp dir");
@@ -293,7 +295,9 @@ fn a_team_runs_page_shows_what_its_firewall_withheld() {
     assert_ne!(narrowed, team, "the reviewer's channel is taken out");
     let team_file = team_dir.path().join("team.toml");
     std::fs::write(&team_file, narrowed).expect("writes the team");
-    let serving = place.serve(&["--team", team_file.to_str().expect("a UTF-8 path")]);
+    let store = team_dir.path().join("runs.db");
+    let store_url = format!("sqlite://{}", store.display());
+    let serving = place.serve(&["--team", team_file.to_str().expect("a UTF-8 path"), "--store", &store_url]);
     let run = {
         let request = place
             .client
@@ -317,6 +321,33 @@ fn a_team_runs_page_shows_what_its_firewall_withheld() {
     assert!(listed[0].contains("reviewer") && listed[0].contains("lead"), "{seen}");
     assert!(!listed.iter().any(|l| l.contains("researcher") || l.contains("writer")), "only the reviewer's: {seen}");
     assert_eq!(seen["entries"].as_array().map(Vec::len), Some(1), "marked in the timeline: {seen}");
+    assert_eq!(seen["verified"], "true", "{seen}");
+    assert!(seen["evidence"].as_str().is_some_and(|e| e.contains("over 5 runs")), "the team and its 4 members: {seen}");
+
+    let request = place.client.get(format!("{}/v1/runs/{run}/evidence", serving.url)).bearer_auth(TOKEN);
+    let report: Value = place.runtime.block_on(async { request.send().await?.json().await }).expect("the evidence");
+    let reviewer = report["runs"]
+        .as_array()
+        .and_then(|runs| runs.iter().find(|r| r["agent"] == "reviewer"))
+        .and_then(|r| r["run_id"].as_str())
+        .unwrap_or_else(|| panic!("the reviewer's run: {report}"))
+        .to_owned();
+    place.runtime.block_on(async {
+        use sqlx::Connection;
+        let mut raw = sqlx::SqliteConnection::connect(&store_url).await.expect("the store file opens");
+        sqlx::query("DROP TRIGGER evidence_is_append_only_update").execute(&mut raw).await.expect("drops the guard");
+        sqlx::query("UPDATE evidence SET payload = '{\"forged\":true}' WHERE run_id = ? AND seq = 2")
+            .bind(&reviewer)
+            .execute(&mut raw)
+            .await
+            .expect("forges an entry");
+        raw.close().await.expect("closes");
+    });
+    page.tell();
+    let broken = page.saw("evidence_broken")["evidence"].as_str().expect("the evidence").to_owned();
+    assert!(broken.contains("Does not verify"), "{broken}");
+    assert!(broken.contains(&format!("reviewer {reviewer}: evidence entry 2")), "names the reviewer's run: {broken}");
+    assert!(!broken.contains("researcher"), "only the broken run is named: {broken}");
     page.done();
     serving.stop();
 }

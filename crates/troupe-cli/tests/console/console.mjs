@@ -197,11 +197,20 @@ const scenarios = {
     await openWithToken(page, `#/runs/${plan.runId}`);
     await waitStatus(page, "completed");
     await page.waitForSelector(".withheld li", { timeout: TIMEOUT });
+    await page.waitForSelector(".evidence[data-verified]", { timeout: TIMEOUT });
     say({
       saw: "withheld",
       listed: await page.locator(".withheld li").allTextContents(),
       entries: await page.locator(".withheld-entry").allTextContents(),
+      evidence: await page.textContent(".evidence"),
+      verified: await page.getAttribute(".evidence", "data-verified"),
     });
+    // The test changes a member's evidence in the store now, then tells us to look again.
+    await new Promise((resolve) => process.stdin.once("data", resolve));
+    await page.reload();
+    await page.waitForSelector('.evidence[data-verified="false"]', { timeout: TIMEOUT });
+    say({ saw: "evidence_broken", evidence: await page.textContent(".evidence") });
+    await shot(page, "console-evidence-broken", false);
   },
 
   /** The first paint of the runs list of a large store. */
