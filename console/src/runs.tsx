@@ -1,5 +1,6 @@
-// The runs list: every run the server knows, newest first, refreshed every two seconds,
-// filtered by status and searched by id, agent or team.
+// The runs list: the runs the server holds and the newest page of its store, newest first,
+// refreshed every two seconds; older pages on request; filtered by status and searched by
+// id, agent or team.
 
 import { useEffect, useState } from "preact/hooks";
 import { getJson, totalTokens, type RunView } from "./api";
@@ -10,6 +11,10 @@ const REFRESH_MS = 2000;
 
 export function RunsList({ onError }: { onError: OnError }) {
   const [runs, setRuns] = useState<RunView[] | null>(null);
+  const [older, setOlder] = useState<RunView[]>([]);
+  // The store's next page: unknown before the first answer, null after the last page.
+  const [next, setNext] = useState<number | null | undefined>(undefined);
+  const [loadingOlder, setLoadingOlder] = useState(false);
   const [failure, setFailure] = useState<string | null>(null);
   const [filter, setFilter] = useState("all");
   const [search, setSearch] = useState("");
@@ -19,9 +24,10 @@ export function RunsList({ onError }: { onError: OnError }) {
     let timer: number | undefined;
     const load = async () => {
       try {
-        const body = await getJson<{ runs: RunView[] }>("/v1/runs");
+        const body = await getJson<{ runs: RunView[]; next_offset: number | null }>("/v1/runs");
         if (stopped) return;
         setRuns([...body.runs].sort((a, b) => b.started_ms - a.started_ms));
+        setNext((current) => (current === undefined ? body.next_offset : current));
         setFailure(null);
       } catch (error) {
         if (stopped) return;
@@ -37,8 +43,23 @@ export function RunsList({ onError }: { onError: OnError }) {
     };
   }, []);
 
+  const loadOlder = async () => {
+    if (next === null || next === undefined) return;
+    setLoadingOlder(true);
+    try {
+      const body = await getJson<{ runs: RunView[]; next_offset: number | null }>(`/v1/runs?offset=${next}`);
+      setOlder((before) => [...before, ...body.runs]);
+      setNext(body.next_offset);
+    } catch (error) {
+      onError(error);
+    }
+    setLoadingOlder(false);
+  };
+
   const needle = search.trim().toLowerCase();
-  const shown = (runs ?? []).filter((run) => {
+  const first = new Set((runs ?? []).map((run) => run.run_id));
+  const all = [...(runs ?? []), ...older.filter((run) => !first.has(run.run_id))];
+  const shown = all.filter((run) => {
     const s = status(run.phase, run.end?.outcome);
     if (filter !== "all" && run.phase !== filter && s !== filter) return false;
     return !needle || run.run_id.toLowerCase().includes(needle) || run.target.toLowerCase().includes(needle);
@@ -67,7 +88,7 @@ export function RunsList({ onError }: { onError: OnError }) {
       </div>
       {failure && <p role="alert" class="error">{failure}</p>}
       {runs === null && !failure && <p class="muted">Loading…</p>}
-      {runs !== null && shown.length === 0 && <p class="muted">No runs{runs.length ? " match" : " yet"}.</p>}
+      {runs !== null && shown.length === 0 && <p class="muted">No runs{all.length ? " match" : " yet"}.</p>}
       {shown.length > 0 && (
         <div class="table-wrap">
           <table class="runs">
@@ -101,6 +122,11 @@ export function RunsList({ onError }: { onError: OnError }) {
             </tbody>
           </table>
         </div>
+      )}
+      {runs !== null && next !== null && next !== undefined && (
+        <button type="button" class="older" disabled={loadingOlder} onClick={loadOlder}>
+          {loadingOlder ? "Loading…" : "Show older runs"}
+        </button>
       )}
     </section>
   );

@@ -226,7 +226,12 @@ pub fn document() -> Value {
             "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "The document"}}}},
             "/v1/agents": {"get": {"summary": "The agents and teams this server runs", "responses": {"200": {"description": "Targets"}, "401": errors["401"]}}},
             "/v1/runs": {
-                "get": {"summary": "The runs held, newest first", "responses": {"200": {"description": "Runs"}, "401": errors["401"]}},
+                "get": {"summary": "The runs, newest first: those held, then a page of the store's",
+                    "parameters": [
+                        {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64}},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64}}],
+                    "responses": {"200": {"description": "Runs, and `next_offset` (null on the last page)"},
+                        "400": errors["400"], "401": errors["401"]}},
                 "post": {
                     "summary": "Start a run; the response is its event stream (or, with stream=false, its id)",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StartRun"}}}},

@@ -217,7 +217,15 @@ const scenarios = {
   async paint(browser) {
     const { page } = await newPage(browser);
     const ms = await openWithToken(page, null);
-    say({ saw: "painted", ms, rows: await page.locator("table.runs tbody tr").count() });
+    const rows = await page.locator("table.runs tbody tr").count();
+    say({ saw: "painted", ms, rows });
+    await page.click("button.older");
+    await page.waitForFunction((n) => document.querySelectorAll("table.runs tbody tr").length > n, rows, { timeout: TIMEOUT });
+    say({
+      saw: "older",
+      rows: await page.locator("table.runs tbody tr").count(),
+      last: await page.locator("table.runs tbody tr:last-child td a").textContent(),
+    });
   },
 };
 
