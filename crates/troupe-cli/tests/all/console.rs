@@ -275,6 +275,49 @@ fn a_team_run_started_in_the_browser_finishes_once_a_members_call_is_approved_th
     serving.stop();
 }
 
+/// The same on the mock model: a delegate team (`lead` hands the work to `coder`, which
+/// has `shell`) started from the browser; the coder's command waits, is approved in the
+/// browser, runs once, and the team answers with the model's last words.
+#[test]
+fn a_team_on_the_mock_model_started_and_approved_in_the_browser_runs_the_call_once() {
+    let Some(modules) = browser("a_team_on_the_mock_model_started_and_approved_in_the_browser") else { return };
+    let place = Place::new([
+        MockTurn::tool_call("call_d1", "delegate", json!({"to": "coder", "brief": "Add a line"})),
+        MockTurn::tool_call("call_s1", "shell", json!({"command": "echo one >> ledger.txt"})),
+        MockTurn::text("Appended one line."),
+        MockTurn::text("The coder appended one line."),
+    ]);
+    let team_dir = tempfile::tempdir().expect("a temp dir");
+    std::fs::create_dir_all(team_dir.path().join("agents")).expect("agents/");
+    let team = "[team]\nname = \"ledger\"\nstrategy = \"delegate\"\nleader = \"lead\"\n\n[[team.members]]\nagent = \"coder\"\n";
+    std::fs::write(team_dir.path().join("team.toml"), team).expect("writes the team");
+    for (id, tool) in [("lead", "fs.read"), ("coder", "shell")] {
+        let agent = format!(
+            "[agent]\nid = \"{id}\"\nname = \"{id}\"\ndescription = \"Keeps the ledger.\"\n\n\
+             [provider]\nmodel = \"anthropic/claude-sonnet-4-5\"\n\n[[tools]]\nname = \"{tool}\"\n"
+        );
+        std::fs::write(team_dir.path().join(format!("agents/{id}.toml")), agent).expect("writes an agent");
+    }
+    let team_file = team_dir.path().join("team.toml");
+    let serving = place.serve(&["--team", team_file.to_str().expect("a UTF-8 path")]);
+
+    let mut page = launch(&modules, &serving, "approve", json!({"agent": "ledger", "task": "Keep the ledger"}));
+    let waiting = page.saw("waiting");
+    let asking = waiting["asking"].as_str().expect("what it asks");
+    assert!(asking.contains("shell") && asking.contains("echo one >> ledger.txt"), "{asking}");
+    let tree: Vec<&str> = waiting["tree"].as_array().expect("the tree").iter().filter_map(Value::as_str).collect();
+    assert!(tree.contains(&"ledger going") && tree.contains(&"coder going"), "the tree grew live: {tree:?}");
+    assert!(!place.workspace.path().join("ledger.txt").exists(), "nothing ran before the decision");
+    let finished = page.saw("finished");
+    assert_eq!(finished["answer"], "The coder appended one line.", "{finished}");
+    page.saw("costs");
+    page.done();
+    let ledger = std::fs::read_to_string(place.workspace.path().join("ledger.txt")).expect("the approved command ran");
+    assert_eq!(ledger, "one\n", "once");
+    assert_eq!(place.mock.requests().len(), 4, "each model call once");
+    serving.stop();
+}
+
 /// A team's run whose firewall withholds the reviewer's report from the leader: the run's
 /// page lists what was withheld, from whom to whom, and marks it in the timeline; its
 /// evidence verifies over the whole tree, until an entry of the reviewer's log is changed
