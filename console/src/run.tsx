@@ -140,7 +140,7 @@ export function RunPage({ id, onError }: { id: string; onError: OnError }) {
       {view && (
         <dl class="facts">
           <div><dt>Agent or team</dt><dd>{view.target}</dd></div>
-          <div><dt>Status</dt><dd><span class={`status status-${status(view.phase, ended?.outcome)}`} data-testid="run-status">{status(view.phase, ended?.outcome)}</span>{live && <span class="live"> · live</span>}</dd></div>
+          <div><dt>Status</dt><dd aria-live="polite"><span class={`status status-${status(view.phase, ended?.outcome)}`} data-testid="run-status">{status(view.phase, ended?.outcome)}</span>{live && <span class="live"> · live</span>}</dd></div>
           {started?.kind === "start" && started.model && <div><dt>Model</dt><dd>{started.model}</dd></div>}
           <div><dt>Started</dt><dd>{when(view.started_ms)}</dd></div>
           {lastAt > view.started_ms && <div><dt>Duration</dt><dd>{duration(lastAt - view.started_ms)}</dd></div>}
@@ -182,7 +182,7 @@ export function RunPage({ id, onError }: { id: string; onError: OnError }) {
       )}
       <section aria-labelledby="timeline-title">
         <h2 id="timeline-title">Timeline{focus ? ` of ${focus}` : ""}</h2>
-        <ol class="timeline" aria-live="polite">
+        <ol class="timeline">
           {shown.map((entry) => (
             <li key={entry.key} class={`entry entry-${entry.kind}`}>
               <EntryView entry={entry} />
