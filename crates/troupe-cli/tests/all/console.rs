@@ -301,7 +301,12 @@ fn a_team_on_the_mock_model_started_and_approved_in_the_browser_runs_the_call_on
     let team_file = team_dir.path().join("team.toml");
     let serving = place.serve(&["--team", team_file.to_str().expect("a UTF-8 path")]);
 
-    let mut page = launch(&modules, &serving, "approve", json!({"agent": "ledger", "task": "Keep the ledger"}));
+    let mut page = launch(
+        &modules,
+        &serving,
+        "approve",
+        json!({"agent": "ledger", "task": "Keep the ledger", "noScreenshots": true}),
+    );
     let waiting = page.saw("waiting");
     let asking = waiting["asking"].as_str().expect("what it asks");
     assert!(asking.contains("shell") && asking.contains("echo one >> ledger.txt"), "{asking}");

@@ -17,7 +17,7 @@ const expect = (condition, message) => {
 const TIMEOUT = 20000;
 
 async function shot(page, name, fullPage = true) {
-  if (plan.screenshots) await page.screenshot({ path: path.join(plan.screenshots, `${name}.png`), fullPage });
+  if (plan.screenshots && !plan.noScreenshots) await page.screenshot({ path: path.join(plan.screenshots, `${name}.png`), fullPage });
 }
 
 /** A page that records CSP violations, dialogs and page errors, and any marker an injection would set. */
