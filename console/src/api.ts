@@ -174,6 +174,8 @@ export interface RunView {
   target: string;
   phase: "running" | "waiting" | "ended";
   started_ms: number;
+  ended_ms?: number;
+  model?: string;
   events: number;
   pending: PauseReason[];
   end?: RunEnd;

@@ -141,9 +141,9 @@ export function RunPage({ id, onError }: { id: string; onError: OnError }) {
         <dl class="facts">
           <div><dt>Agent or team</dt><dd>{view.target}</dd></div>
           <div><dt>Status</dt><dd aria-live="polite"><span class={`status status-${status(view.phase, ended?.outcome)}`} data-testid="run-status">{status(view.phase, ended?.outcome)}</span>{live && <span class="live"> · live</span>}</dd></div>
-          {started?.kind === "start" && started.model && <div><dt>Model</dt><dd>{started.model}</dd></div>}
+          {(view.model || (started?.kind === "start" && started.model)) && <div><dt>Model</dt><dd>{view.model || (started?.kind === "start" ? started.model : "")}</dd></div>}
           <div><dt>Started</dt><dd>{when(view.started_ms)}</dd></div>
-          {lastAt > view.started_ms && <div><dt>Duration</dt><dd>{duration(lastAt - view.started_ms)}</dd></div>}
+          {(view.ended_ms ?? lastAt) > view.started_ms && <div><dt>Duration</dt><dd>{duration((view.ended_ms ?? lastAt) - view.started_ms)}</dd></div>}
           <div><dt>Cost</dt><dd>{money(ended ? ended.cost_usd : timeline.cost)}</dd></div>
           <div><dt>Tokens</dt><dd>{ended ? totalTokens(ended.usage) : timeline.tokens}</dd></div>
         </dl>

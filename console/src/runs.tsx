@@ -5,7 +5,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { getJson, totalTokens, type RunView } from "./api";
 import type { OnError } from "./app";
-import { money, status, when } from "./format";
+import { duration, money, status, when } from "./format";
 
 const REFRESH_MS = 2000;
 
@@ -62,7 +62,12 @@ export function RunsList({ onError }: { onError: OnError }) {
   const shown = all.filter((run) => {
     const s = status(run.phase, run.end?.outcome);
     if (filter !== "all" && run.phase !== filter && s !== filter) return false;
-    return !needle || run.run_id.toLowerCase().includes(needle) || run.target.toLowerCase().includes(needle);
+    return (
+      !needle ||
+      run.run_id.toLowerCase().includes(needle) ||
+      run.target.toLowerCase().includes(needle) ||
+      (run.model ?? "").toLowerCase().includes(needle)
+    );
   });
 
   return (
@@ -83,7 +88,7 @@ export function RunsList({ onError }: { onError: OnError }) {
         </label>
         <label>
           Search{" "}
-          <input type="search" placeholder="run id, agent or team" value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
+          <input type="search" placeholder="run id, agent, team or model" value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
         </label>
       </div>
       {failure && <p role="alert" class="error">{failure}</p>}
@@ -97,10 +102,12 @@ export function RunsList({ onError }: { onError: OnError }) {
                 <th scope="col">Run</th>
                 <th scope="col">Agent or team</th>
                 <th scope="col">Status</th>
+                <th scope="col">Model</th>
                 <th scope="col">Cost</th>
                 <th scope="col">Tokens</th>
                 <th scope="col">Events</th>
                 <th scope="col">Started</th>
+                <th scope="col">Duration</th>
               </tr>
             </thead>
             <tbody>
@@ -113,10 +120,12 @@ export function RunsList({ onError }: { onError: OnError }) {
                   <td>
                     <span class={`status status-${status(run.phase, run.end?.outcome)}`}>{status(run.phase, run.end?.outcome)}</span>
                   </td>
+                  <td>{run.model ?? "—"}</td>
                   <td>{run.end ? money(run.end.cost_usd) : "—"}</td>
                   <td>{run.end ? totalTokens(run.end.usage) : "—"}</td>
                   <td>{run.events}</td>
                   <td>{when(run.started_ms)}</td>
+                  <td>{run.ended_ms !== undefined && run.started_ms ? duration(Math.max(0, run.ended_ms - run.started_ms)) : "—"}</td>
                 </tr>
               ))}
             </tbody>

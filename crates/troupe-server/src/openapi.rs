@@ -217,7 +217,8 @@ pub fn document() -> Value {
                     "reason": {"type": "string"}}},
                 "AgentEvent": {"type": "object", "required": ["type", "agent_id", "run_id", "seq", "timestamp_ms"]},
                 "Run": {"type": "object", "properties": {"run_id": {"type": "string"}, "target": {"type": "string"},
-                    "phase": {"enum": ["running", "waiting", "ended"]}, "events": {"type": "integer"}, "pending": {"type": "array"}, "end": {"type": "object"}}}
+                    "phase": {"enum": ["running", "waiting", "ended"]}, "started_ms": {"type": "integer"}, "ended_ms": {"type": "integer"},
+                    "model": {"type": "string"}, "events": {"type": "integer"}, "pending": {"type": "array"}, "end": {"type": "object"}}}
             }
         },
         "security": [{"bearer": []}],

@@ -81,7 +81,8 @@ impl StoredRuns {
         let (events, end) = known_of(&record, state.as_ref(), started_ms);
         let signals = (!record.status.is_terminal())
             .then(|| RunSignals::Store { store: Arc::clone(&self.store), run_id: record.id.clone() });
-        HubRun::detached(run_id, &record.agent, started_ms, events, end, signals)
+        let ended_ms = u64::try_from(record.updated_at).unwrap_or(started_ms);
+        HubRun::detached(run_id, &record.agent, started_ms, events, end.map(|end| (end, ended_ms)), signals)
     }
 }
 

@@ -204,6 +204,14 @@ fn the_console_asks_for_the_token_and_shows_no_run_without_it() {
     let right = page.saw("right_token");
     assert_eq!(right["stored"], true);
     assert!(right["tabs"].as_u64().is_some_and(|tabs| tabs < 10), "the field is reached by Tab: {right}");
+    let row: Vec<&str> = right["row"].as_array().expect("the run's row").iter().filter_map(Value::as_str).collect();
+    assert_eq!(
+        row.get(..4),
+        Some(&[run.as_str(), "scribe", "completed", "anthropic/claude-sonnet-4-5"][..]),
+        "{row:?}"
+    );
+    assert!(row.get(5).is_some_and(|tokens| tokens.parse::<u64>().is_ok_and(|n| n > 0)), "its tokens: {row:?}");
+    assert!(row.last().is_some_and(|d| d.ends_with(" ms") || d.ends_with(" s")), "its duration: {row:?}");
     let address = page.saw("fragment_token")["address"].as_str().expect("an address").to_owned();
     assert!(!address.contains(TOKEN) && !address.contains("token="), "the token left the address bar: {address}");
     page.done();

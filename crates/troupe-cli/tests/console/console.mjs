@@ -94,7 +94,12 @@ const scenarios = {
     await page.keyboard.type(plan.token);
     await page.keyboard.press("Enter");
     await page.waitForSelector(`tr[data-run="${plan.runId}"]`, { timeout: TIMEOUT });
-    say({ saw: "right_token", tabs, stored: await page.evaluate(() => sessionStorage.getItem("troupe.token") !== null) });
+    say({
+      saw: "right_token",
+      tabs,
+      stored: await page.evaluate(() => sessionStorage.getItem("troupe.token") !== null),
+      row: await page.locator(`tr[data-run="${plan.runId}"] td`).allTextContents(),
+    });
 
     // The URL troupe serve prints: the token in the fragment, taken out of the address bar.
     const fresh = await newPage(browser);
