@@ -27,6 +27,7 @@
 //! troupe team validate TEAM.toml
 //! troupe mcp serve [--agent ID]… [-w DIR] [--approve never|auto]
 //! troupe serve [--addr 127.0.0.1:8787] [--store URL | --no-store] [--team TEAM.toml]… [--cors-origin O]…
+//! troupe console [--addr 127.0.0.1:8787] [--store URL]
 //! ```
 //!
 //! `troupe agent`, `troupe team` and `troupe mcp` take `--config-dir DIR` (repeatable): where agent files
@@ -49,6 +50,7 @@ mod agent;
 mod agent_worker;
 mod approval_view;
 mod chat;
+mod console;
 mod evidence;
 mod mcp;
 mod models;
@@ -112,6 +114,8 @@ enum Command {
     },
     /// Serve the agents and teams over HTTP: native API (SSE, WebSocket), AG-UI, A2A.
     Serve(serve::ServeArgs),
+    /// The web console on a store's runs, serving no agent (`troupe serve` serves it too, at `/`).
+    Console(console::ConsoleArgs),
     /// Teams of agent files: run one on a task, or check its file.
     Team {
         #[command(flatten)]
@@ -282,6 +286,7 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Team { config, command } => team::run(&config, command).await,
         Command::Mcp { config, command } => mcp::run(&config, command).await,
         Command::Serve(args) => serve::serve(args).await,
+        Command::Console(args) => console::console(args).await,
     }
 }
 

@@ -205,6 +205,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let names: Vec<String> = launcher.targets().into_iter().map(|t| t.name).collect();
     eprintln!("troupe serving on http://{addr} ({})", names.join(", "));
     eprintln!("{}", server.state().config.auth_summary());
+    eprintln!("{}", console_line(addr, &server.state().config.tokens));
     stop_on_signals(shutdown.clone());
     let served = server.serve(listener, shutdown).await.map_err(|e| Failure::Run(e.into()));
     if let Some(reloader) = reloader {
@@ -213,6 +214,32 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
     served?;
     eprintln!("troupe serve stopped");
     Ok(())
+}
+
+/// Where the web console is. With a token, at a terminal, the address carries it in its
+/// fragment (`#token=…`: the browser never sends a fragment, and the console takes it out
+/// of the address bar); elsewhere (a log) the token is not printed, and the console asks
+/// for it.
+pub(crate) fn console_line(addr: SocketAddr, tokens: &[Token]) -> String {
+    use std::io::IsTerminal;
+    let host = if addr.ip().is_unspecified() { SocketAddr::new([127, 0, 0, 1].into(), addr.port()) } else { addr };
+    match tokens.first() {
+        None => format!("console: http://{host}/"),
+        Some(token) if std::io::stderr().is_terminal() => {
+            format!("console: http://{host}/#token={}", fragment_escaped(token.expose()))
+        }
+        Some(_) => format!("console: http://{host}/ (it asks for the token)"),
+    }
+}
+
+/// `text` with every byte that is not unreserved in a URL percent-escaped.
+fn fragment_escaped(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// Watches the agent files and `./troupe.toml`: an edit of a served agent's file (or of

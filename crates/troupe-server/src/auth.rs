@@ -64,9 +64,12 @@ fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-/// The middleware: public paths pass, the rest need a valid token.
+/// The middleware: public paths and the console's files (which hold no data) pass, the
+/// rest need a valid token.
 pub async fn require_token(State(auth): State<Auth>, request: Request, next: Next) -> Response {
-    if PUBLIC_PATHS.contains(&request.uri().path()) || request.method() == axum::http::Method::OPTIONS {
+    let path = request.uri().path();
+    let public = PUBLIC_PATHS.contains(&path) || crate::console::is_shell_path(path);
+    if public || request.method() == axum::http::Method::OPTIONS {
         return next.run(request).await;
     }
     match auth.check(request.headers()) {

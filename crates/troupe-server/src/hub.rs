@@ -45,6 +45,12 @@ pub struct RunView {
     pub phase: RunPhase,
     /// When it was started, in milliseconds since the Unix epoch.
     pub started_ms: u64,
+    /// When it ended, in milliseconds since the Unix epoch, once it has.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
+    /// The model it started on (`provider/model`; `team` for a team's run), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// How many events it has emitted.
     pub events: usize,
     /// The decisions it waits for.
@@ -59,6 +65,7 @@ struct RunLog {
     events: Vec<AgentEvent>,
     pending: Vec<PauseReason>,
     end: Option<RunEnd>,
+    ended_ms: Option<u64>,
 }
 
 /// One run the hub holds.
@@ -104,6 +111,15 @@ impl HubRun {
                 (None, true) => RunPhase::Running,
             },
             started_ms: self.started_ms,
+            ended_ms: log.ended_ms,
+            model: log.events.iter().find_map(|event| match &event.kind {
+                AgentEventKind::RunStarted { model, .. }
+                    if event.attribution.run_id == self.run_id && !model.is_empty() =>
+                {
+                    Some(model.clone())
+                }
+                _ => None,
+            }),
             events: log.events.len(),
             pending: log.pending.clone(),
             end: log.end.clone(),
@@ -111,21 +127,21 @@ impl HubRun {
     }
 
     /// A run this server does not hold, as read from its record: `events` say what is
-    /// known of it (its start, the decisions it waits for), `end` how it ended. It is in
+    /// known of it (its start, the decisions it waits for), `end` how and when it ended. It is in
     /// no hub; its signals go where `signals` says (through the store).
     pub(crate) fn detached(
         run_id: RunId,
         target: &str,
         started_ms: u64,
         events: Vec<AgentEvent>,
-        end: Option<RunEnd>,
+        end: Option<(RunEnd, u64)>,
         signals: Option<RunSignals>,
     ) -> Arc<HubRun> {
         let run = HubRun {
             run_id,
             target: target.to_owned(),
             started_ms,
-            log: Mutex::new(RunLog { events: Vec::new(), pending: Vec::new(), end: None }),
+            log: Mutex::new(RunLog { events: Vec::new(), pending: Vec::new(), end: None, ended_ms: None }),
             changed: watch::Sender::new(0),
             signals,
             cancel: CancellationToken::new(),
@@ -133,7 +149,8 @@ impl HubRun {
         for event in events {
             run.push(event);
         }
-        if let Some(end) = end {
+        if let Some((end, ended_ms)) = end {
+            run.log().ended_ms = Some(ended_ms);
             run.finish(end);
         }
         Arc::new(run)
@@ -170,6 +187,7 @@ impl HubRun {
             let mut log = self.log();
             log.pending.clear();
             log.end = Some(end);
+            log.ended_ms.get_or_insert_with(now_ms);
             log.events.len() as u64
         };
         // One more than the count, so that subscribers also wake when the end adds no event.
@@ -330,7 +348,7 @@ impl RunHub {
             run_id: run_id.clone(),
             target: target.to_owned(),
             started_ms: now_ms(),
-            log: Mutex::new(RunLog { events: Vec::new(), pending: Vec::new(), end: None }),
+            log: Mutex::new(RunLog { events: Vec::new(), pending: Vec::new(), end: None, ended_ms: None }),
             changed: watch::Sender::new(0),
             signals,
             cancel,

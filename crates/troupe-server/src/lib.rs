@@ -10,6 +10,8 @@
 //! - **A2A**: the agent card at `/.well-known/agent-card.json` and JSON-RPC at `POST /a2a`
 //!   (A2A 1.0 and 0.3), so other agents can hand tasks to these; and
 //!   [`RemoteAgent`](a2a::RemoteAgent), a remote A2A agent as a team member.
+//! - **Console**: a web console at `/` (runs, live timelines, approvals, starting a
+//!   run), embedded in the binary; its data comes from the native API like any client's.
 //! - Bearer-token auth (constant-time; with no token only loopback is served), body
 //!   limits, CORS, JSON errors, `/healthz` and `/openapi.json`.
 //!
@@ -60,6 +62,7 @@ pub mod agui;
 mod auth;
 mod config;
 mod connections;
+pub mod console;
 mod error;
 mod hub;
 mod ids;

@@ -13,6 +13,7 @@ pub const PATHS: &[(&str, &str)] = &[
     ("/v1/runs/{id}", "get"),
     ("/v1/runs/{id}/events", "get"),
     ("/v1/runs/{id}/signals", "post"),
+    ("/v1/runs/{id}/evidence", "get"),
     ("/v1/ws", "get"),
     ("/metrics", "get"),
     ("/agui/{agent}", "post"),
@@ -128,6 +129,7 @@ pub fn document() -> Value {
         "413": error_response("The body is larger than the server's limit"),
         "415": error_response("The body is not declared JSON"),
         "422": error_response("The body is JSON but not the expected shape"),
+        "503": error_response("The run store cannot answer now"),
     });
     // AG-UI's RunAgentInput, as far as this server reads it.
     let source = json!({"oneOf": [
@@ -172,6 +174,16 @@ pub fn document() -> Value {
             "schema": {"type": "string", "pattern": "^[A-Za-z0-9+/]{22}==$"}}]);
     let sse = json!({"text/event-stream": {"schema": {"type": "string",
         "description": "Server-Sent Events: `id` is the event's position in its run, `event` its type, `data` the AgentEvent as JSON"}}});
+    let evidence = json!({"get": {"summary": "A recorded run's evidence log verified, and each run's under it",
+                "parameters": [run_id_parameter()],
+                "responses": {"200": {"description": "Each run's log: its entries, and where it is broken when it is",
+                    "content": {"application/json": {"schema": {"type": "object", "required": ["run_id", "verified", "runs"],
+                        "properties": {"run_id": {"type": "string"}, "verified": {"type": "boolean"},
+                            "runs": {"type": "array", "items": {"type": "object", "required": ["run_id", "agent", "entries"],
+                                "properties": {"run_id": {"type": "string"}, "agent": {"type": "string"},
+                                    "parent_run_id": {"type": "string"}, "entries": {"type": "integer"},
+                                    "problem": {"type": "string"}}}}}}}}},
+                    "400": errors["400"], "401": errors["401"], "404": errors["404"], "503": errors["503"]}}});
     let mut document = json!({
         "openapi": "3.1.0",
         "info": {
@@ -205,7 +217,8 @@ pub fn document() -> Value {
                     "reason": {"type": "string"}}},
                 "AgentEvent": {"type": "object", "required": ["type", "agent_id", "run_id", "seq", "timestamp_ms"]},
                 "Run": {"type": "object", "properties": {"run_id": {"type": "string"}, "target": {"type": "string"},
-                    "phase": {"enum": ["running", "waiting", "ended"]}, "events": {"type": "integer"}, "pending": {"type": "array"}, "end": {"type": "object"}}}
+                    "phase": {"enum": ["running", "waiting", "ended"]}, "started_ms": {"type": "integer"}, "ended_ms": {"type": "integer"},
+                    "model": {"type": "string"}, "events": {"type": "integer"}, "pending": {"type": "array"}, "end": {"type": "object"}}}
             }
         },
         "security": [{"bearer": []}],
@@ -214,7 +227,12 @@ pub fn document() -> Value {
             "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "The document"}}}},
             "/v1/agents": {"get": {"summary": "The agents and teams this server runs", "responses": {"200": {"description": "Targets"}, "401": errors["401"]}}},
             "/v1/runs": {
-                "get": {"summary": "The runs held, newest first", "responses": {"200": {"description": "Runs"}, "401": errors["401"]}},
+                "get": {"summary": "The runs, newest first: those held, then a page of the store's",
+                    "parameters": [
+                        {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64}},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64}}],
+                    "responses": {"200": {"description": "Runs, and `next_offset` (null on the last page)"},
+                        "400": errors["400"], "401": errors["401"]}},
                 "post": {
                     "summary": "Start a run; the response is its event stream (or, with stream=false, its id)",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StartRun"}}}},
@@ -231,6 +249,7 @@ pub fn document() -> Value {
                     {"name": "Last-Event-ID", "in": "header", "schema": {"type": "integer"}},
                     {"name": "after", "in": "query", "schema": {"type": "integer"}}],
                 "responses": {"200": {"description": "Events", "content": sse}, "400": errors["400"], "401": errors["401"], "404": errors["404"]}}},
+            "/v1/runs/{id}/evidence": evidence,
             "/v1/runs/{id}/signals": {"post": {"summary": "Send a signal: an approval decision, a user message, steering, cancel",
                 "parameters": [run_id_parameter()],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Signal"}}}},
@@ -283,6 +302,6 @@ mod tests {
         for (path, method) in PATHS {
             assert!(doc["paths"][path][method].is_object(), "{method} {path} is not described");
         }
-        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(21));
+        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(22));
     }
 }

@@ -77,6 +77,7 @@ impl Server {
             .route("/openapi.json", get(|| async { axum::Json(crate::openapi::document()) }))
             .route("/metrics", get(metrics))
             .merge(crate::native::routes())
+            .merge(crate::console::routes())
             .merge(crate::agui::routes())
             .merge(crate::a2a::routes())
             .merge(crate::openai::routes());

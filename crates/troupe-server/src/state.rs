@@ -66,6 +66,31 @@ impl AppState {
         Ok(runs)
     }
 
+    /// A page of runs to list, newest first: at `offset` 0 those this server holds, then
+    /// the store's; each page takes `limit` of the store's runs from `offset` on (see
+    /// [`StoredRuns::page`]); with the offset of the next page, when there are more.
+    pub async fn runs_page(&self, offset: u32, limit: u32) -> Result<(Vec<Arc<HubRun>>, Option<u32>), ApiError> {
+        let mut runs: Vec<Arc<HubRun>> = match offset {
+            0 => self.hub.list().iter().filter_map(|view| self.hub.get(view.run_id.as_str())).collect(),
+            _ => Vec::new(),
+        };
+        let mut next = None;
+        if let Some(stored) = &self.stored {
+            let (page, more) = stored.page(offset, limit).await?;
+            next = more;
+            for run in page {
+                if self.hub.get(run.run_id().as_str()).is_none() {
+                    runs.push(run);
+                }
+            }
+        }
+        runs.sort_by(|a, b| {
+            let (a, b) = (a.view(), b.view());
+            b.started_ms.cmp(&a.started_ms).then_with(|| b.run_id.as_str().cmp(a.run_id.as_str()))
+        });
+        Ok((runs, next))
+    }
+
     /// The body as `T`, with the error a client can act on when it is too large, not
     /// JSON, or not the expected shape.
     pub fn parse<T: DeserializeOwned>(&self, body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {

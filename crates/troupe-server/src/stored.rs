@@ -54,6 +54,26 @@ impl StoredRuns {
         Ok(runs)
     }
 
+    /// A page of the store's newest top-level runs: of the store's runs newest first
+    /// (members included), the `limit` from `offset` on, the top-level ones of them loaded;
+    /// and the offset of the next page, when there are more.
+    pub async fn page(&self, offset: u32, limit: u32) -> Result<(Vec<Arc<HubRun>>, Option<u32>), ApiError> {
+        let end = offset.saturating_add(limit);
+        let filter = RunFilter { limit: end.saturating_add(1), ..RunFilter::default() };
+        let summaries = self.store.list_runs(&filter).await.map_err(unavailable)?;
+        let more = summaries.len() > end as usize;
+        let mut runs = Vec::new();
+        for summary in summaries.into_iter().skip(offset as usize).take(limit as usize) {
+            if summary.parent_run_id.is_some() {
+                continue;
+            }
+            if let Some(record) = self.store.load_run(&summary.id).await.map_err(unavailable)? {
+                runs.push(self.detached(record));
+            }
+        }
+        Ok((runs, more.then_some(end)))
+    }
+
     fn detached(&self, record: RunRecord) -> Arc<HubRun> {
         let run_id = RunId::new(record.id.clone());
         let started_ms = u64::try_from(record.created_at).unwrap_or(0);
@@ -61,7 +81,8 @@ impl StoredRuns {
         let (events, end) = known_of(&record, state.as_ref(), started_ms);
         let signals = (!record.status.is_terminal())
             .then(|| RunSignals::Store { store: Arc::clone(&self.store), run_id: record.id.clone() });
-        HubRun::detached(run_id, &record.agent, started_ms, events, end, signals)
+        let ended_ms = u64::try_from(record.updated_at).unwrap_or(started_ms);
+        HubRun::detached(run_id, &record.agent, started_ms, events, end.map(|end| (end, ended_ms)), signals)
     }
 }
 

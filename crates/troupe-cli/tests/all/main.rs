@@ -5,6 +5,7 @@
 
 mod agent;
 mod cli;
+mod console;
 mod kill;
 mod mcp;
 mod memory;

@@ -27,7 +27,9 @@ pub(crate) fn start(workspace: &Path, extra: &[&str]) -> Serving {
 pub(crate) fn start_with(workspace: &Path, extra: &[&str], env: &[(&str, &str)]) -> Serving {
     let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
     command
-        .args(["serve", "--addr", "127.0.0.1:0", "--model", "demo", "-w"])
+        .arg("serve")
+        .args(if extra.contains(&"--addr") { &[][..] } else { &["--addr", "127.0.0.1:0"][..] })
+        .args(["--model", "demo", "-w"])
         .arg(workspace)
         .args(if extra.contains(&"--shutdown-grace") { &[][..] } else { &["--shutdown-grace", "1"][..] })
         .args(extra)
@@ -41,28 +43,34 @@ pub(crate) fn start_with(workspace: &Path, extra: &[&str], env: &[(&str, &str)])
     for (name, value) in env {
         command.env(name, value);
     }
-    let mut child = command.spawn().expect("troupe serve starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let (lines, received) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
-    let mut early = Vec::new();
-    let url = loop {
-        let Ok(line) = received.recv_timeout(Duration::from_secs(60)) else {
-            panic!("troupe serve did not say where it listens: {early:?}");
-        };
-        if let Some(rest) = line.strip_prefix("troupe serving on ") {
-            break rest.split_whitespace().next().expect("an address").to_owned();
-        }
-        early.push(line);
-    };
-    Serving { child, url, stderr: received, early, later: Vec::new() }
+    Serving::spawn(command, "troupe serving on ")
 }
 
 impl Serving {
+    /// Spawns `command` (its stderr piped) and waits for the line starting with `prefix`
+    /// followed by its address.
+    pub(crate) fn spawn(mut command: Command, prefix: &str) -> Serving {
+        let mut child = command.spawn().expect("troupe starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (lines, received) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = lines.send(line);
+            }
+        });
+        let mut early = Vec::new();
+        let url = loop {
+            let Ok(line) = received.recv_timeout(Duration::from_secs(60)) else {
+                panic!("troupe serve did not say where it listens: {early:?}");
+            };
+            if let Some(rest) = line.strip_prefix(prefix) {
+                break rest.split_whitespace().next().expect("an address").to_owned();
+            }
+            early.push(line);
+        };
+        Serving { child, url, stderr: received, early, later: Vec::new() }
+    }
+
     /// Whether it has said a line containing `text` so far.
     pub(crate) fn said(&mut self, text: &str) -> bool {
         self.later.extend(self.stderr.try_iter());

@@ -1,10 +1,12 @@
-//! The native API: runs started and followed over SSE, signals, agents, and a WebSocket
-//! carrying the same in both directions.
+//! The native API: runs started and followed over SSE, signals, agents, a recorded run's
+//! evidence verified, and a WebSocket carrying the same in both directions.
 
+mod evidence;
 mod runs;
 mod sse;
 mod ws;
 
+pub use evidence::{EvidenceReport, MAX_VERIFIED_RUNS, RunEvidence, verify_tree};
 pub use runs::{OutputRequest, SignalAccepted, StartRun, launch};
 pub use sse::{event_type, resume_position};
 pub use ws::{ClientMessage, ServerMessage};
@@ -21,5 +23,6 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/runs/{id}", get(runs::show))
         .route("/v1/runs/{id}/events", get(runs::events))
         .route("/v1/runs/{id}/signals", post(runs::signal))
+        .route("/v1/runs/{id}/evidence", get(evidence::evidence))
         .route("/v1/ws", get(ws::upgrade))
 }

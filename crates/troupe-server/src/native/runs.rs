@@ -8,7 +8,7 @@ use crate::launcher::{LaunchError, Target};
 use crate::state::AppState;
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -146,14 +146,29 @@ pub(super) async fn start(State(state): State<AppState>, body: Result<Bytes, Byt
     response
 }
 
-/// How many of the store's runs a list shows besides the held ones.
-const LISTED_STORED_RUNS: u32 = 100;
+/// How many of the store's runs a page of the list takes by default (besides the held
+/// ones, on the first page).
+pub const LISTED_STORED_RUNS: u32 = 100;
 
-pub(super) async fn list(State(state): State<AppState>) -> Response {
-    match state.all_runs(LISTED_STORED_RUNS).await {
-        Ok(runs) => {
+/// The most a page of the list may take.
+pub const MAX_LISTED_RUNS: u32 = 1000;
+
+/// The query of `GET /v1/runs`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ListQuery {
+    offset: Option<u32>,
+    limit: Option<u32>,
+}
+
+pub(super) async fn list(State(state): State<AppState>, query: Result<Query<ListQuery>, QueryRejection>) -> Response {
+    let Ok(Query(query)) = query else {
+        return ApiError::bad_request("invalid_query", "`offset` and `limit` are whole numbers").into_response();
+    };
+    let limit = query.limit.unwrap_or(LISTED_STORED_RUNS).clamp(1, MAX_LISTED_RUNS);
+    match state.runs_page(query.offset.unwrap_or(0), limit).await {
+        Ok((runs, next)) => {
             let views: Vec<_> = runs.iter().map(|run| run.view()).collect();
-            Json(serde_json::json!({ "runs": views })).into_response()
+            Json(serde_json::json!({ "runs": views, "next_offset": next })).into_response()
         }
         Err(error) => error.into_response(),
     }

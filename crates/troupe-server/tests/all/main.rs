@@ -7,6 +7,7 @@ mod a2a_rest;
 mod agui;
 mod agui_frontend;
 mod common;
+mod console;
 mod native;
 mod openai;
 mod openapi;

@@ -1,0 +1,142 @@
+// The runs list: the runs the server holds and the newest page of its store, newest first,
+// refreshed every two seconds; older pages on request; filtered by status and searched by
+// id, agent or team.
+
+import { useEffect, useState } from "preact/hooks";
+import { getJson, totalTokens, type RunView } from "./api";
+import type { OnError } from "./app";
+import { duration, money, status, when } from "./format";
+
+const REFRESH_MS = 2000;
+
+export function RunsList({ onError }: { onError: OnError }) {
+  const [runs, setRuns] = useState<RunView[] | null>(null);
+  const [older, setOlder] = useState<RunView[]>([]);
+  // The store's next page: unknown before the first answer, null after the last page.
+  const [next, setNext] = useState<number | null | undefined>(undefined);
+  const [loadingOlder, setLoadingOlder] = useState(false);
+  const [failure, setFailure] = useState<string | null>(null);
+  const [filter, setFilter] = useState("all");
+  const [search, setSearch] = useState("");
+
+  useEffect(() => {
+    let stopped = false;
+    let timer: number | undefined;
+    const load = async () => {
+      try {
+        const body = await getJson<{ runs: RunView[]; next_offset: number | null }>("/v1/runs");
+        if (stopped) return;
+        setRuns([...body.runs].sort((a, b) => b.started_ms - a.started_ms));
+        setNext((current) => (current === undefined ? body.next_offset : current));
+        setFailure(null);
+      } catch (error) {
+        if (stopped) return;
+        onError(error);
+        setFailure(String(error instanceof Error ? error.message : error));
+      }
+      if (!stopped) timer = window.setTimeout(load, REFRESH_MS);
+    };
+    load();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, []);
+
+  const loadOlder = async () => {
+    if (next === null || next === undefined) return;
+    setLoadingOlder(true);
+    try {
+      const body = await getJson<{ runs: RunView[]; next_offset: number | null }>(`/v1/runs?offset=${next}`);
+      setOlder((before) => [...before, ...body.runs]);
+      setNext(body.next_offset);
+    } catch (error) {
+      onError(error);
+    }
+    setLoadingOlder(false);
+  };
+
+  const needle = search.trim().toLowerCase();
+  const first = new Set((runs ?? []).map((run) => run.run_id));
+  const all = [...(runs ?? []), ...older.filter((run) => !first.has(run.run_id))];
+  const shown = all.filter((run) => {
+    const s = status(run.phase, run.end?.outcome);
+    if (filter !== "all" && run.phase !== filter && s !== filter) return false;
+    return (
+      !needle ||
+      run.run_id.toLowerCase().includes(needle) ||
+      run.target.toLowerCase().includes(needle) ||
+      (run.model ?? "").toLowerCase().includes(needle)
+    );
+  });
+
+  return (
+    <section aria-labelledby="runs-title" data-loaded={runs !== null ? "" : undefined}>
+      <h1 id="runs-title">Runs</h1>
+      <div class="filters">
+        <label>
+          Status{" "}
+          <select value={filter} onChange={(e) => setFilter(e.currentTarget.value)}>
+            <option value="all">all</option>
+            <option value="running">running</option>
+            <option value="waiting">waiting</option>
+            <option value="ended">ended</option>
+            <option value="completed">completed</option>
+            <option value="failed">failed</option>
+            <option value="cancelled">cancelled</option>
+          </select>
+        </label>
+        <label>
+          Search{" "}
+          <input type="search" placeholder="run id, agent, team or model" value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
+        </label>
+      </div>
+      {failure && <p role="alert" class="error">{failure}</p>}
+      {runs === null && !failure && <p class="muted">Loading…</p>}
+      {runs !== null && shown.length === 0 && <p class="muted">No runs{all.length ? " match" : " yet"}.</p>}
+      {shown.length > 0 && (
+        <div class="table-wrap">
+          <table class="runs">
+            <thead>
+              <tr>
+                <th scope="col">Run</th>
+                <th scope="col">Agent or team</th>
+                <th scope="col">Status</th>
+                <th scope="col">Model</th>
+                <th scope="col">Cost</th>
+                <th scope="col">Tokens</th>
+                <th scope="col">Events</th>
+                <th scope="col">Started</th>
+                <th scope="col">Duration</th>
+              </tr>
+            </thead>
+            <tbody>
+              {shown.map((run) => (
+                <tr key={run.run_id} data-run={run.run_id}>
+                  <td>
+                    <a href={`#/runs/${encodeURIComponent(run.run_id)}`}>{run.run_id}</a>
+                  </td>
+                  <td>{run.target}</td>
+                  <td>
+                    <span class={`status status-${status(run.phase, run.end?.outcome)}`}>{status(run.phase, run.end?.outcome)}</span>
+                  </td>
+                  <td>{run.model ?? "—"}</td>
+                  <td>{run.end ? money(run.end.cost_usd) : "—"}</td>
+                  <td>{run.end ? totalTokens(run.end.usage) : "—"}</td>
+                  <td>{run.events}</td>
+                  <td>{when(run.started_ms)}</td>
+                  <td>{run.ended_ms !== undefined && run.started_ms ? duration(Math.max(0, run.ended_ms - run.started_ms)) : "—"}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {runs !== null && next !== null && next !== undefined && (
+        <button type="button" class="older" disabled={loadingOlder} onClick={loadOlder}>
+          {loadingOlder ? "Loading…" : "Show older runs"}
+        </button>
+      )}
+    </section>
+  );
+}
