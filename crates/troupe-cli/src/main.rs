@@ -51,6 +51,7 @@ mod agent_worker;
 mod approval_view;
 mod chat;
 mod console;
+mod eval;
 mod evidence;
 mod mcp;
 mod models;
@@ -116,6 +117,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// The web console on a store's runs, serving no agent (`troupe serve` serves it too, at `/`).
     Console(console::ConsoleArgs),
+    /// Evaluate an agent over a suite of cases: N runs each, graded; pass rates with
+    /// confidence intervals, cost, tokens and latency.
+    Eval(eval::EvalArgs),
     /// Teams of agent files: run one on a task, or check its file.
     Team {
         #[command(flatten)]
@@ -287,6 +291,7 @@ async fn run(command: Command) -> Result<(), Failure> {
         Command::Mcp { config, command } => mcp::run(&config, command).await,
         Command::Serve(args) => serve::serve(args).await,
         Command::Console(args) => console::console(args).await,
+        Command::Eval(args) => eval::eval(args).await,
     }
 }
 

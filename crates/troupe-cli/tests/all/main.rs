@@ -6,6 +6,7 @@
 mod agent;
 mod cli;
 mod console;
+mod eval;
 mod kill;
 mod mcp;
 mod memory;

@@ -18,8 +18,8 @@ const LAYERS: &[&[&str]] = &[
     &["troupe-run"],
     // The runner: the shell that performs a run's effects and records it.
     &["troupe-runtime"],
-    // Above the runner: stored runs (queue, schedules, leases, replays), MCP.
-    &["troupe-durable", "troupe-replay", "troupe-mcp"],
+    // Above the runner: stored runs (queue, schedules, leases, replays), evals, MCP.
+    &["troupe-durable", "troupe-replay", "troupe-eval", "troupe-mcp"],
     // Teams.
     &["troupe-team"],
     // Protocols between teams: A2A's shapes and its client (a remote agent as a member).

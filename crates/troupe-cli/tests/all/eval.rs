@@ -1,0 +1,116 @@
+//! `troupe eval`: the shipped suite on the demo model, a suite on the mock model over HTTP,
+//! a threshold missed, a grader that hangs, and a suite file with mistakes.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use troupe_testkit::{MockLlmServer, MockTurn};
+
+fn troupe(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("eval")
+        .args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn the_shipped_suite_passes_on_the_demo_model_with_its_report() {
+    let cwd = tempfile::tempdir().expect("a dir");
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/evals/demo.toml");
+    let html = cwd.path().join("report.html");
+    let output = troupe(cwd.path(), &[suite.to_str().expect("utf-8"), "--json", "--html", "report.html"]);
+    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+    let report: Value = serde_json::from_str(stdout(&output).trim()).expect("a JSON report");
+    let cases = report["cases"].as_array().expect("cases");
+    assert!(cases.len() >= 10, "{report}");
+    assert_eq!((report["overall"]["passed"].as_u64(), report["overall"]["runs"].as_u64()), (Some(20), Some(20)));
+    assert!(report["overall"]["low"].as_f64().expect("low") > 0.8, "{report}");
+    let kinds: std::collections::BTreeSet<String> = cases
+        .iter()
+        .flat_map(|c| c["runs"][0]["verdicts"].as_array().cloned().unwrap_or_default())
+        .filter_map(|v| v["grader"].as_str().map(str::to_owned))
+        .collect();
+    assert!(kinds.len() >= 4, "{kinds:?}");
+    for case in cases {
+        assert_eq!(case["runs"].as_array().map(Vec::len), Some(2), "{case}");
+        assert!(case["mean_tokens"].as_f64().unwrap_or_default() > 0.0, "{case}");
+    }
+    let page = std::fs::read_to_string(html).expect("the HTML report");
+    assert!(page.starts_with("<!doctype html>") && !page.contains("<script"), "{page}");
+    assert_eq!(page.matches("<tr><th scope=\"row\">").count(), cases.len());
+    assert_eq!(page.matches("class=\"bar\"").count(), cases.len(), "a bar per case");
+    assert!(page.contains("threshold 90%: met") && page.contains("100% (84–100%)"), "{page}");
+}
+
+#[test]
+fn a_suite_on_the_mock_model_misses_its_threshold_and_names_why() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    server.push_all([MockTurn::text("The capital is Paris."), MockTurn::text("It is 41.")]);
+    let cwd = tempfile::tempdir().expect("a dir");
+    let config = format!("[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\n", server.url());
+    std::fs::write(cwd.path().join("troupe.toml"), config).expect("troupe.toml");
+    let suite = "[suite]\nmodel = \"mock/claude\"\nconcurrency = 1\nthreshold = 0.75\n\
+        [[cases]]\nname = \"capital\"\ntask = \"Capital of France?\"\n[[cases.expect]]\nkind = \"contains\"\nvalue = \"Paris\"\n\
+        [[cases]]\nname = \"sum\"\ntask = \"20 + 22?\"\n[[cases.expect]]\nkind = \"regex\"\npattern = \"\\\\b42\\\\b\"\n";
+    std::fs::write(cwd.path().join("s.toml"), suite).expect("the suite");
+    let output = troupe(cwd.path(), &["s.toml"]);
+    assert_eq!(output.status.code(), Some(1), "{}{}", stdout(&output), stderr(&output));
+    let table = stdout(&output);
+    assert!(table.contains("s: 1/2 passed, 50%"), "{table}");
+    assert!(table.contains("regex: the answer \"It is 41.\" does not match"), "{table}");
+    assert!(stderr(&output).contains("the pass rate 50% is under the suite's threshold of 75%"), "{}", stderr(&output));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "one model call a case");
+    assert!(requests[0].body.to_string().contains("Capital of France?"), "{}", requests[0].body);
+}
+
+#[test]
+fn a_grader_that_hangs_is_stopped_and_fails_its_case() {
+    let cwd = tempfile::tempdir().expect("a dir");
+    let suite = "[suite]\nmodel = \"demo\"\n[[cases]]\nname = \"slow\"\ntask = \"Who are you?\"\n\
+        [[cases.expect]]\nkind = \"command\"\nrun = \"sleep 60\"\ntimeout_seconds = 0.5\n";
+    std::fs::write(cwd.path().join("s.toml"), suite).expect("the suite");
+    let started = Instant::now();
+    let output = troupe(cwd.path(), &["s.toml", "--json"]);
+    assert!(started.elapsed() < Duration::from_secs(30), "the hang was cut");
+    assert_eq!(output.status.code(), Some(0), "no threshold: the report is the result; {}", stderr(&output));
+    let report: Value = serde_json::from_str(stdout(&output).trim()).expect("a JSON report");
+    let verdict = &report["cases"][0]["runs"][0]["verdicts"][0];
+    assert_eq!(verdict["pass"], false);
+    assert_eq!(verdict["reason"], "`sleep 60` did not finish within 0.5s and was stopped");
+}
+
+#[test]
+fn a_suite_file_with_a_mistake_is_named_at_its_place() {
+    let cwd = tempfile::tempdir().expect("a dir");
+    std::fs::write(
+        cwd.path().join("s.toml"),
+        "[[cases]]\nname = \"a\"\ntask = \"go\"\n[[cases.expect]]\nkind = \"regex\"\npattern = \"([a-z\"\n",
+    )
+    .expect("the suite");
+    let output = troupe(cwd.path(), &["s.toml"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("s.toml:6:11: case `a`: the pattern is not a regular expression: unclosed"),
+        "{}",
+        stderr(&output)
+    );
+    let missing = troupe(cwd.path(), &["none.toml"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("none.toml: cannot read it"), "{}", stderr(&missing));
+}
