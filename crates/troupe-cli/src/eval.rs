@@ -52,6 +52,7 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<(), Failure> {
     }
     let config = crate::load_config()?;
     let sandbox = args.sandbox.choice()?;
+    let providers = crate::providers(&config)?;
     let subject: Arc<dyn Subject> = match &suite.agent {
         Some(file) => {
             let mut definition = build::load(file).map_err(|e| Failure::Usage(e.into()))?;
@@ -60,12 +61,13 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<(), Failure> {
                 definition.provider.name = None;
                 definition.provider.model = model;
             }
-            Arc::new(FileAgent { definition, config, sandbox })
+            let judge = ModelJudge { providers, model: definition.model_id() };
+            Arc::new(FileAgent { definition, config, sandbox, judge })
         }
         None => {
-            let providers = crate::providers(&config)?;
             let model = args.model.clone().or_else(|| suite.model.clone()).unwrap_or_else(|| "demo".to_owned());
-            Arc::new(CodingAgent { model, providers, sandbox })
+            let judge = ModelJudge { providers: providers.clone(), model: model.clone() };
+            Arc::new(CodingAgent { model, providers, sandbox, judge })
         }
     };
     let report = troupe_eval::run_suite(&suite, subject).await;
@@ -122,16 +124,65 @@ fn table(report: &SuiteReport) -> String {
     )
 }
 
+/// A model's verdict on an answer.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct JudgeVerdict {
+    /// Whether the answer meets the rubric.
+    pass: bool,
+    /// Why, in a sentence.
+    reason: String,
+}
+
+/// The judge of `judge` graders: a model without tools, answering in a [`JudgeVerdict`].
+struct ModelJudge {
+    providers: Providers,
+    /// The model when a grader names none.
+    model: String,
+}
+
+const JUDGE_INSTRUCTIONS: &str = "You grade an AI agent's answer to a task against a rubric. Judge only by the \
+rubric; pass the answer when it meets every point of it. Give a one-sentence reason.";
+
+impl troupe_eval::Judge for ModelJudge {
+    fn judge<'a>(
+        &'a self,
+        model: Option<&'a str>,
+        task: &'a str,
+        answer: &'a str,
+        rubric: &'a str,
+    ) -> BoxFuture<'a, Result<(bool, String), String>> {
+        async move {
+            let catalog = troupe::tools::ToolCatalog::new();
+            let workspace = troupe::tools::Workspace::new(std::env::temp_dir()).map_err(|e| e.to_string())?;
+            let runner =
+                troupe::runtime::Runner::new(Arc::new(self.providers.clone()), Arc::new(catalog), Arc::new(workspace));
+            let mut spec = troupe::runtime::AgentSpec::new("judge", model.unwrap_or(&self.model));
+            spec.instructions = JUDGE_INSTRUCTIONS.to_owned();
+            spec.tools = Some(Vec::new());
+            let agent = Agent::new(runner, spec);
+            let prompt = format!("# Task\n{task}\n\n# Answer\n{answer}\n\n# Rubric\n{rubric}");
+            let verdict = agent.run_typed::<JudgeVerdict>(prompt).await.map_err(|e| e.to_string())?;
+            Ok((verdict.value.pass, verdict.value.reason))
+        }
+        .boxed()
+    }
+}
+
 /// The built-in coding agent on a model, its calls allowed.
 struct CodingAgent {
     model: String,
     providers: Providers,
     sandbox: SandboxChoice,
+    judge: ModelJudge,
 }
 
 impl Subject for CodingAgent {
     fn name(&self) -> String {
         format!("the coding agent on {}", self.model)
+    }
+
+    fn judge(&self) -> Option<&dyn troupe_eval::Judge> {
+        Some(&self.judge)
     }
 
     fn agent<'a>(&'a self, workspace: &'a Path) -> BoxFuture<'a, Result<Agent, String>> {
@@ -150,11 +201,16 @@ struct FileAgent {
     definition: AgentDefinition,
     config: ModelConfig,
     sandbox: SandboxChoice,
+    judge: ModelJudge,
 }
 
 impl Subject for FileAgent {
     fn name(&self) -> String {
         format!("{} on {}", self.definition.path().display(), self.definition.model_id())
+    }
+
+    fn judge(&self) -> Option<&dyn troupe_eval::Judge> {
+        Some(&self.judge)
     }
 
     fn agent<'a>(&'a self, workspace: &'a Path) -> BoxFuture<'a, Result<Agent, String>> {

@@ -10,6 +10,8 @@ use tokio::io::AsyncWriteExt;
 /// What a run produced, as the graders see it.
 #[derive(Clone, Debug)]
 pub struct Attempt {
+    /// The task it was given.
+    pub task: String,
     /// The final answer (empty when the run did not complete).
     pub answer: String,
     /// The tool calls it made: name and arguments, in order.
@@ -36,8 +38,21 @@ impl Verdict {
     }
 }
 
-/// Grades `attempt` by `grader`; a command grader runs in `workspace`.
-pub async fn grade(grader: &Grader, attempt: &Attempt, workspace: &Path) -> Verdict {
+/// A model that judges an answer against a rubric.
+pub trait Judge: Send + Sync {
+    /// Whether `answer` to `task` meets `rubric`, and why, by `model` (or the judge's own).
+    fn judge<'a>(
+        &'a self,
+        model: Option<&'a str>,
+        task: &'a str,
+        answer: &'a str,
+        rubric: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<(bool, String), String>>;
+}
+
+/// Grades `attempt` by `grader`; a command grader runs in `workspace`, a judge grader asks
+/// `judge`.
+pub async fn grade(grader: &Grader, attempt: &Attempt, workspace: &Path, judge: Option<&dyn Judge>) -> Verdict {
     if let Some(failure) = &attempt.failure
         && !matches!(grader, Grader::ToolCall { .. } | Grader::Command { .. })
     {
@@ -92,6 +107,13 @@ pub async fn grade(grader: &Grader, attempt: &Attempt, workspace: &Path) -> Verd
             Verdict::of(grader, called, format!("no call of {wanted}; the calls were [{}]", made.join(", ")))
         }
         Grader::Command { run, timeout } => command(grader, run, *timeout, attempt, workspace).await,
+        Grader::Judge { rubric, model } => match judge {
+            None => Verdict::of(grader, false, "no judge is configured"),
+            Some(judge) => match judge.judge(model.as_deref(), &attempt.task, answer, rubric).await {
+                Ok((pass, reason)) => Verdict { grader: grader.kind(), pass, reason },
+                Err(error) => Verdict::of(grader, false, format!("the judge failed: {error}")),
+            },
+        },
     }
 }
 
@@ -168,6 +190,7 @@ mod tests {
 
     fn attempt(answer: &str) -> Attempt {
         Attempt {
+            task: "t".to_owned(),
             answer: answer.to_owned(),
             tool_calls: vec![("fs.read".into(), json!({"path": "README.md", "limit": 5}))],
             failure: None,
@@ -175,7 +198,7 @@ mod tests {
     }
 
     async fn check(grader: Grader, answer: &str) -> Verdict {
-        grade(&grader, &attempt(answer), Path::new(".")).await
+        grade(&grader, &attempt(answer), Path::new("."), None).await
     }
 
     #[tokio::test]
@@ -195,7 +218,7 @@ mod tests {
         let write = check(Grader::ToolCall { tool: "fs.write".into(), arguments: None }, "").await;
         assert_eq!(write.reason, "no call of fs.write; the calls were [fs.read]");
         let failed = Attempt { failure: Some("over budget".into()), ..attempt("") };
-        let verdict = grade(&Grader::Exact(String::new()), &failed, Path::new(".")).await;
+        let verdict = grade(&Grader::Exact(String::new()), &failed, Path::new("."), None).await;
         assert_eq!(verdict.reason, "the run did not complete: over budget");
     }
 

@@ -1,7 +1,7 @@
 //! Running a suite: every case N times, each run in a throwaway workspace of its own, at
 //! most `concurrency` at once, none started once the budget is spent; each run graded.
 
-use crate::grade::{Attempt, Verdict, grade};
+use crate::grade::{Attempt, Judge, Verdict, grade};
 use crate::report::{CaseReport, RunRecord, SuiteReport};
 use crate::suite::{Case, Suite};
 use futures::StreamExt;
@@ -20,6 +20,11 @@ pub trait Subject: Send + Sync {
 
     /// The agent, working in `workspace`.
     fn agent<'a>(&'a self, workspace: &'a Path) -> BoxFuture<'a, Result<Agent, String>>;
+
+    /// The judge of the suite's `judge` graders, when there is one.
+    fn judge(&self) -> Option<&dyn Judge> {
+        None
+    }
 }
 
 /// Runs `suite` against `subject`.
@@ -105,10 +110,10 @@ async fn attempt(case: &Case, n: u32, subject: &dyn Subject) -> RunRecord {
         RunOutcome::Completed { output } => (output.clone(), None),
         other => (String::new(), Some(format!("{:?}", other.kind()).to_lowercase())),
     };
-    let graded = Attempt { answer, tool_calls, failure };
+    let graded = Attempt { task: case.task.clone(), answer, tool_calls, failure };
     let mut verdicts: Vec<Verdict> = Vec::with_capacity(case.expect.len());
     for grader in &case.expect {
-        verdicts.push(grade(grader, &graded, workspace.path()).await);
+        verdicts.push(grade(grader, &graded, workspace.path(), subject.judge()).await);
     }
     RunRecord {
         n,

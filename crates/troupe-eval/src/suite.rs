@@ -102,6 +102,13 @@ pub enum Grader {
         /// How long it may take.
         timeout: Duration,
     },
+    /// A model judges the answer against a rubric, answering in a typed verdict.
+    Judge {
+        /// What a passing answer does.
+        rubric: String,
+        /// The judge's model; the suite's `judge_model`, else the subject's, when absent.
+        model: Option<String>,
+    },
 }
 
 impl Grader {
@@ -115,6 +122,7 @@ impl Grader {
             Grader::Equals(_) => "equals",
             Grader::ToolCall { .. } => "tool_call",
             Grader::Command { .. } => "command",
+            Grader::Judge { .. } => "judge",
         }
     }
 }
@@ -138,6 +146,7 @@ struct RawSettings {
     concurrency: Option<Spanned<usize>>,
     budget_usd: Option<Spanned<f64>>,
     threshold: Option<Spanned<f64>>,
+    judge_model: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -180,6 +189,10 @@ enum RawGrader {
         run: String,
         timeout_seconds: Option<f64>,
     },
+    Judge {
+        rubric: String,
+        model: Option<String>,
+    },
 }
 
 /// How long a command grader may take unless its case says otherwise.
@@ -205,6 +218,7 @@ impl Suite {
         };
         let raw: RawFile = toml::from_str(text).map_err(|e| error(e.span(), e.message().trim().replace('\n', "; ")))?;
         let settings = raw.suite;
+        let settings_judge = settings.judge_model.clone();
         let runs = match settings.runs {
             Some(runs) if *runs.get_ref() == 0 => {
                 return Err(error(Some(runs.span()), "`runs` must be at least 1".into()));
@@ -312,6 +326,12 @@ impl Suite {
                             None => DEFAULT_COMMAND_TIMEOUT,
                         };
                         Grader::Command { run, timeout }
+                    }
+                    RawGrader::Judge { rubric, model } => {
+                        if rubric.trim().is_empty() {
+                            return Err(error(Some(span), format!("case `{name}`: the judge's `rubric` is empty")));
+                        }
+                        Grader::Judge { rubric, model: model.or_else(|| settings_judge.clone()) }
                     }
                 });
             }
