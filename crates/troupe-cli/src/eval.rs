@@ -25,9 +25,17 @@ json_schema, equals, tool_call, command. Calls that need approval are allowed: e
 own. See examples/evals/.\n\n\
 Exit codes: 0 the suite met its threshold (or has none); 1 it did not; 2 a usage error (a suite file with \
 mistakes, named at file:line:column).")]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub(crate) struct EvalArgs {
+    #[command(subcommand)]
+    command: Option<EvalCommand>,
     /// The suite file.
-    suite: PathBuf,
+    #[arg(required = true)]
+    suite: Option<PathBuf>,
+    /// Also run the suite on this (a model id, or an agent file ending in `.toml`) and show
+    /// both side by side; the exit code is 1 when either misses the threshold.
+    #[arg(long, value_name = "MODEL|FILE")]
+    compare: Option<String>,
     /// The model of the built-in coding agent, or instead of an agent file's.
     #[arg(long, short, value_name = "MODEL")]
     model: Option<String>,
@@ -44,32 +52,107 @@ pub(crate) struct EvalArgs {
     sandbox: setup::SandboxArgs,
 }
 
+/// The subcommands of `troupe eval`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum EvalCommand {
+    /// Adds a case made from a recorded run to a suite file: its task, and a `tool_call`
+    /// grader for each tool it called (and `equals` for a typed answer); review it.
+    AddFromRun(AddFromRunArgs),
+}
+
+/// Arguments of `troupe eval add-from-run`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AddFromRunArgs {
+    #[command(flatten)]
+    place: crate::store::StoreArgs,
+    /// The run's id, or the first characters of it.
+    run: String,
+    /// The suite file to add the case to (created when missing).
+    #[arg(long, value_name = "FILE")]
+    suite: PathBuf,
+    /// The case's name [default: the run's task, cut to 60 characters].
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+}
+
+/// What a suite is run on: the suite's own agent or model, or another for `--compare`.
+fn subject(
+    suite: &Suite,
+    model: Option<String>,
+    agent: Option<&Path>,
+    config: &ModelConfig,
+    providers: &Providers,
+    sandbox: &SandboxChoice,
+) -> Result<Arc<dyn Subject>, Failure> {
+    Ok(match agent.or(suite.agent.as_deref()) {
+        Some(file) => {
+            let mut definition = build::load(file).map_err(|e| Failure::Usage(e.into()))?;
+            if let Some(model) = model.or_else(|| if agent.is_some() { None } else { suite.model.clone() }) {
+                // A whole id: the file's provider name no longer applies.
+                definition.provider.name = None;
+                definition.provider.model = model;
+            }
+            let judge = ModelJudge {
+                providers: providers.clone(),
+                model: suite.judge_model.clone().unwrap_or_else(|| definition.model_id()),
+            };
+            Arc::new(FileAgent { definition, config: config.clone(), sandbox: sandbox.clone(), judge })
+        }
+        None => {
+            let model = model.or_else(|| suite.model.clone()).unwrap_or_else(|| "demo".to_owned());
+            let judge = ModelJudge {
+                providers: providers.clone(),
+                model: suite.judge_model.clone().unwrap_or_else(|| model.clone()),
+            };
+            Arc::new(CodingAgent { model, providers: providers.clone(), sandbox: sandbox.clone(), judge })
+        }
+    })
+}
+
 /// Runs `troupe eval`.
 pub(crate) async fn eval(args: EvalArgs) -> Result<(), Failure> {
-    let mut suite = Suite::load(&args.suite).map_err(|e| Failure::Usage(e.into()))?;
+    if let Some(EvalCommand::AddFromRun(add)) = args.command {
+        return add_from_run(add).await;
+    }
+    let Some(path) = &args.suite else { return Err(Failure::Usage(anyhow!("name the suite file"))) };
+    let mut suite = Suite::load(path).map_err(|e| Failure::Usage(e.into()))?;
     if let Some(runs) = args.runs {
         suite.runs = runs;
     }
     let config = crate::load_config()?;
     let sandbox = args.sandbox.choice()?;
     let providers = crate::providers(&config)?;
-    let subject: Arc<dyn Subject> = match &suite.agent {
-        Some(file) => {
-            let mut definition = build::load(file).map_err(|e| Failure::Usage(e.into()))?;
-            if let Some(model) = args.model.clone().or_else(|| suite.model.clone()) {
-                // A whole id: the file's provider name no longer applies.
-                definition.provider.name = None;
-                definition.provider.model = model;
-            }
-            let judge = ModelJudge { providers, model: definition.model_id() };
-            Arc::new(FileAgent { definition, config, sandbox, judge })
+    let subject = subject(&suite, args.model.clone(), None, &config, &providers, &sandbox)?;
+    if let Some(other) = &args.compare {
+        let other_subject = if other.ends_with(".toml") {
+            subject_of_file(&suite, Path::new(other), &config, &providers, &sandbox)?
+        } else {
+            self::subject(&suite, Some(other.clone()), None, &config, &providers, &sandbox)?
+        };
+        let a = troupe_eval::run_suite(&suite, subject).await;
+        let b = troupe_eval::run_suite(&suite, other_subject).await;
+        let comparison = troupe_eval::Comparison { a, b };
+        if let Some(path) = &args.html {
+            std::fs::write(path, comparison.to_html())
+                .map_err(|e| Failure::Run(anyhow!("cannot write the report to {}: {e}", path.display())))?;
+            eprintln!("report: {}", path.display());
         }
-        None => {
-            let model = args.model.clone().or_else(|| suite.model.clone()).unwrap_or_else(|| "demo".to_owned());
-            let judge = ModelJudge { providers: providers.clone(), model: model.clone() };
-            Arc::new(CodingAgent { model, providers, sandbox, judge })
+        if args.json {
+            println!("{}", serde_json::to_string(&comparison).map_err(|e| Failure::Run(e.into()))?);
+        } else {
+            print!("{}", compare_table(&comparison));
         }
-    };
+        let missed: Vec<&str> = [&comparison.a, &comparison.b]
+            .into_iter()
+            .filter(|r| !r.meets_threshold())
+            .map(|r| r.subject.as_str())
+            .collect();
+        return if missed.is_empty() {
+            Ok(())
+        } else {
+            Err(Failure::Run(anyhow!("under the suite's threshold: {}", missed.join(", "))))
+        };
+    }
     let report = troupe_eval::run_suite(&suite, subject).await;
     if let Some(path) = &args.html {
         std::fs::write(path, report.to_html())
@@ -90,6 +173,104 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<(), Failure> {
             report.threshold.unwrap_or(0.0) * 100.0
         )))
     }
+}
+
+/// The subject of an agent file given to `--compare`, on its own model.
+fn subject_of_file(
+    suite: &Suite,
+    file: &Path,
+    config: &ModelConfig,
+    providers: &Providers,
+    sandbox: &SandboxChoice,
+) -> Result<Arc<dyn Subject>, Failure> {
+    subject(suite, None, Some(file), config, providers, sandbox)
+}
+
+/// Two reports side by side.
+fn compare_table(comparison: &troupe_eval::Comparison) -> String {
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    let (a, b) = (&comparison.a, &comparison.b);
+    table.set_header(["case".to_owned(), a.subject.clone(), b.subject.clone(), "change".to_owned()]);
+    let rate = |r: &troupe_eval::Rate| format!("{:.0}% ({}/{})", r.rate * 100.0, r.passed, r.runs);
+    for (x, y) in comparison.cases() {
+        table.add_row([
+            x.name.clone(),
+            rate(&x.rate),
+            rate(&y.rate),
+            format!("{:+.0}", (y.rate.rate - x.rate.rate) * 100.0),
+        ]);
+    }
+    table.add_row([
+        "overall".to_owned(),
+        format!("{} · ${:.4}", rate(&a.overall), a.cost_usd),
+        format!("{} · ${:.4}", rate(&b.overall), b.cost_usd),
+        format!("{:+.0}", (b.overall.rate - a.overall.rate) * 100.0),
+    ]);
+    format!("{table}\n")
+}
+
+/// `troupe eval add-from-run`: a case from a recorded run, appended to the suite file.
+async fn add_from_run(args: AddFromRunArgs) -> Result<(), Failure> {
+    let store = args.place.open_existing().await?;
+    let record = crate::runs::load(store.as_ref(), &args.run).await?;
+    let recording =
+        troupe::replay::Recording::load(store.as_ref(), &record.id).await.map_err(|e| Failure::Usage(e.into()))?;
+    let task = recording.input.instruction.clone();
+    if task.trim().is_empty() {
+        return Err(Failure::Usage(anyhow!("run {} has no task of its own to make a case of", record.id)));
+    }
+    let name = args.name.clone().unwrap_or_else(|| crate::render::shorten(&task, 60));
+    let mut case = toml::Table::new();
+    case.insert("name".into(), name.clone().into());
+    case.insert("task".into(), task.into());
+    let mut expect = Vec::new();
+    let mut tools: Vec<String> = Vec::new();
+    for turn in &recording.turns {
+        for (_, tool, _) in turn.message.tool_uses() {
+            if !tools.iter().any(|t| t == tool) {
+                tools.push(tool.to_owned());
+            }
+        }
+    }
+    for tool in tools {
+        let mut grader = toml::Table::new();
+        grader.insert("kind".into(), "tool_call".into());
+        grader.insert("tool".into(), tool.into());
+        expect.push(toml::Value::Table(grader));
+    }
+    let typed = recording.input.output.is_some() || recording.input.spec.output.is_some();
+    if let (true, Some(troupe::runtime::RunOutcome::Completed { output })) = (typed, &recording.outcome)
+        && let Ok(value) = serde_json::from_str::<serde_json::Value>(output)
+        && let Ok(value) = toml::Value::try_from(value)
+    {
+        let mut grader = toml::Table::new();
+        grader.insert("kind".into(), "equals".into());
+        grader.insert("value".into(), value);
+        expect.push(toml::Value::Table(grader));
+    }
+    if expect.is_empty() {
+        return Err(Failure::Usage(anyhow!(
+            "run {} called no tool and has no typed answer: write its case's graders by hand",
+            record.id
+        )));
+    }
+    case.insert("expect".into(), toml::Value::Array(expect));
+    let mut document = toml::Table::new();
+    document.insert("cases".into(), toml::Value::Array(vec![toml::Value::Table(case)]));
+    let text = toml::to_string(&document).map_err(|e| Failure::Run(e.into()))?;
+    let existing = std::fs::read_to_string(&args.suite).unwrap_or_default();
+    let joined = format!(
+        "{existing}{}# From run {}\n{text}",
+        if existing.is_empty() || existing.ends_with("\n\n") { "" } else { "\n" },
+        record.id
+    );
+    // The result must still be a suite: nothing is written otherwise.
+    Suite::parse(&args.suite, &joined).map_err(|e| Failure::Usage(e.into()))?;
+    std::fs::write(&args.suite, joined)
+        .map_err(|e| Failure::Run(anyhow!("cannot write {}: {e}", args.suite.display())))?;
+    eprintln!("added case `{name}` to {}", args.suite.display());
+    Ok(())
 }
 
 /// The report as a table and a summary line.

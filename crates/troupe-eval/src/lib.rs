@@ -18,6 +18,6 @@ mod run;
 mod suite;
 
 pub use grade::{Attempt, Judge, Verdict, grade};
-pub use report::{CaseReport, Rate, RunRecord, SuiteReport};
+pub use report::{CaseReport, Comparison, Rate, RunRecord, SuiteReport};
 pub use run::{Subject, run_suite};
 pub use suite::{Case, DEFAULT_COMMAND_TIMEOUT, Grader, Suite, SuiteError};

@@ -306,3 +306,66 @@ mod tests {
         assert!(page.contains("&lt;b&gt;case&lt;/b&gt;") && page.contains("threshold 50%: not met"), "{page}");
     }
 }
+
+/// Two reports of one suite side by side: two models, or two revisions of an agent.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    /// The first (the suite's own subject).
+    pub a: SuiteReport,
+    /// The second.
+    pub b: SuiteReport,
+}
+
+impl Comparison {
+    /// A self-contained HTML page: both subjects' figures, and each case's pass rates side by
+    /// side with the change.
+    pub fn to_html(&self) -> String {
+        let mut page = format!(
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+             <title>{title}</title><style>{STYLE}</style></head><body>\n<h1>{title}</h1>\n",
+            title = escape(&format!("Eval: {} compared", self.a.suite)),
+        );
+        let _ = writeln!(
+            page,
+            "<table><caption>Overall</caption><thead><tr><th scope=\"col\">subject</th><th scope=\"col\">pass rate</th>\
+             <th scope=\"col\">cost</th><th scope=\"col\">tokens</th><th scope=\"col\">mean latency</th></tr></thead><tbody>"
+        );
+        for report in [&self.a, &self.b] {
+            let _ = writeln!(
+                page,
+                "<tr><th scope=\"row\">{}</th><td>{}</td><td>${:.4}</td><td>{}</td><td>{:.0} ms</td></tr>",
+                escape(&report.subject),
+                percent_with_interval(&report.overall),
+                report.cost_usd,
+                report.tokens,
+                report.mean_latency_ms
+            );
+        }
+        page.push_str("</tbody></table>\n");
+        let _ = writeln!(
+            page,
+            "<table><caption>Cases</caption><thead><tr><th scope=\"col\">case</th><th scope=\"col\">{}</th>\
+             <th scope=\"col\">{}</th><th scope=\"col\">change</th></tr></thead><tbody>",
+            escape(&self.a.subject),
+            escape(&self.b.subject)
+        );
+        for (a, b) in self.cases() {
+            let _ = writeln!(
+                page,
+                "<tr><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{:+.0} points</td></tr>",
+                escape(&a.name),
+                percent_with_interval(&a.rate),
+                percent_with_interval(&b.rate),
+                (b.rate.rate - a.rate.rate) * 100.0
+            );
+        }
+        page.push_str("</tbody></table>\n</body></html>\n");
+        page
+    }
+
+    /// The cases of both, paired by name, in the first's order.
+    pub fn cases(&self) -> impl Iterator<Item = (&CaseReport, &CaseReport)> {
+        self.a.cases.iter().filter_map(|a| self.b.cases.iter().find(|b| b.name == a.name).map(|b| (a, b)))
+    }
+}

@@ -50,6 +50,8 @@ pub struct Suite {
     pub budget_usd: Option<f64>,
     /// The overall pass rate below which the suite fails.
     pub threshold: Option<f64>,
+    /// The model of `judge` graders that name none.
+    pub judge_model: Option<String>,
     /// The cases.
     pub cases: Vec<Case>,
 }
@@ -347,6 +349,7 @@ impl Suite {
             concurrency,
             budget_usd,
             threshold,
+            judge_model: settings_judge,
             cases,
         })
     }

@@ -145,3 +145,67 @@ fn a_judge_grades_the_answer_by_its_rubric_on_the_mock_model() {
     );
     assert!(judged["output_config"]["format"]["schema"]["properties"]["pass"].is_object(), "{judged}");
 }
+
+#[test]
+fn two_models_are_compared_case_by_case() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    server.push_all([MockTurn::text("I am a mock.")]);
+    let cwd = tempfile::tempdir().expect("a dir");
+    let config = format!("[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\n", server.url());
+    std::fs::write(cwd.path().join("troupe.toml"), config).expect("troupe.toml");
+    let suite = "[suite]\nmodel = \"demo\"\nthreshold = 1.0\n[[cases]]\nname = \"offline\"\ntask = \"Who are you?\"\n\
+        [[cases.expect]]\nkind = \"contains\"\nvalue = \"offline\"\n";
+    std::fs::write(cwd.path().join("s.toml"), suite).expect("the suite");
+    let output = troupe(cwd.path(), &["s.toml", "--compare", "mock/claude", "--json", "--html", "c.html"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let comparison: Value = serde_json::from_str(stdout(&output).trim()).expect("JSON");
+    assert_eq!(comparison["a"]["overall"]["passed"], 1);
+    assert_eq!(comparison["b"]["overall"]["passed"], 0);
+    assert_eq!(comparison["b"]["subject"], "the coding agent on mock/claude");
+    assert!(
+        stderr(&output).contains("under the suite's threshold: the coding agent on mock/claude"),
+        "{}",
+        stderr(&output)
+    );
+    let page = std::fs::read_to_string(cwd.path().join("c.html")).expect("the page");
+    assert!(page.contains("<td>-100 points</td>") && !page.contains("<script"), "{page}");
+}
+
+#[test]
+fn a_case_is_made_from_a_recorded_run_and_passes_again() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let write = || MockTurn::tool_call("t1", "fs_write", serde_json::json!({"path": "hello.txt", "content": "hi\n"}));
+    server.push_all([write(), MockTurn::text("Wrote hello.txt.")]);
+    let cwd = tempfile::tempdir().expect("a dir");
+    let config = format!("[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\n", server.url());
+    std::fs::write(cwd.path().join("troupe.toml"), config).expect("troupe.toml");
+    let run = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["run", "--model", "mock/claude", "--approve", "auto", "-w", ".", "--store", "runs.db", "Write hello"])
+        .current_dir(cwd.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .expect("runs");
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let id = stderr(&run).lines().find_map(|l| l.strip_prefix("run ")).expect("the run id").to_owned();
+
+    let added =
+        troupe(cwd.path(), &["add-from-run", &id, "--store", "runs.db", "--suite", "s.toml", "--name", "hello"]);
+    assert_eq!(added.status.code(), Some(0), "{}", stderr(&added));
+    let text = std::fs::read_to_string(cwd.path().join("s.toml")).expect("the suite");
+    assert!(
+        text.contains(&format!("# From run {id}"))
+            && text.contains("name = \"hello\"")
+            && text.contains("task = \"Write hello\""),
+        "{text}"
+    );
+    assert!(text.contains("kind = \"tool_call\"") && text.contains("tool = \"fs.write\""), "{text}");
+
+    std::fs::write(cwd.path().join("s.toml"), format!("[suite]\nmodel = \"mock/claude\"\n\n{text}")).expect("a model");
+    server.push_all([write(), MockTurn::text("Wrote hello.txt.")]);
+    let again = troupe(cwd.path(), &["s.toml"]);
+    assert_eq!(again.status.code(), Some(0), "{}{}", stdout(&again), stderr(&again));
+    assert!(stdout(&again).contains("1/1 passed"), "{}", stdout(&again));
+}
