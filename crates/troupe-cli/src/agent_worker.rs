@@ -125,20 +125,7 @@ fn build(prepared: &Prepared, task: &AgentTask) -> Result<Agent, String> {
     let sandbox = troupe_workers::build::SandboxChoice::load(None).map_err(|e| e.to_string())?;
     let runner = setup::runner(&prepared.workspace, providers, &sandbox).map_err(describe)?;
     if let Some(definition) = &prepared.definition {
-        // The file's denied tools leave the catalog, not only the approval policy.
-        let policy = definition.tool_policy();
-        let named =
-            spec.tools.take().unwrap_or_else(|| runner.catalog().names().into_iter().map(str::to_owned).collect());
-        // A tool this worker's catalog lacks (web.*, memory.*, MCP tools) is left out, as
-        // the coordinator does, and said so on stderr, which the coordinator keeps.
-        let (offered, missing): (Vec<String>, Vec<String>) = named
-            .into_iter()
-            .filter(|tool| policy.permits(tool))
-            .partition(|tool| runner.catalog().get(tool).is_some());
-        if !missing.is_empty() {
-            eprintln!("note: this worker has no {}; left out", missing.join(", "));
-        }
-        spec.tools = Some(offered);
+        offer_file_tools(&mut spec, definition, &runner, true);
     }
     if let Some(approvals) = task.approvals {
         // The team's approval mode: `auto` runs such calls, `refuse` denies them.
@@ -146,6 +133,43 @@ fn build(prepared: &Prepared, task: &AgentTask) -> Result<Agent, String> {
     }
     setup::validate(&runner, &spec).map_err(describe)?;
     Ok(Agent::new(runner, spec))
+}
+
+/// The agent a worker runs for `definition`, as [`build`] makes it: what a replay of a
+/// worker member's recorded run runs as.
+pub(crate) fn file_agent(
+    definition: &AgentDefinition,
+    providers: troupe::model::Providers,
+    workspace: &std::path::Path,
+    sandbox: &troupe_workers::build::SandboxChoice,
+    approvals: troupe_workers::build::Approvals,
+) -> Result<Agent, Failure> {
+    let mut spec = definition.to_spec();
+    let runner = setup::runner(workspace, providers, sandbox)?;
+    offer_file_tools(&mut spec, definition, &runner, false);
+    troupe_workers::build::apply_approvals(&mut spec, runner.catalog(), approvals);
+    setup::validate(&runner, &spec)?;
+    Ok(Agent::new(runner, spec))
+}
+
+/// Offers the tools the file lists (or all) that its policy permits and this catalog has:
+/// the file's denied tools leave the catalog, not only the approval policy.
+fn offer_file_tools(
+    spec: &mut troupe::runtime::AgentSpec,
+    definition: &AgentDefinition,
+    runner: &troupe::runtime::Runner,
+    say: bool,
+) {
+    let policy = definition.tool_policy();
+    let named = spec.tools.take().unwrap_or_else(|| runner.catalog().names().into_iter().map(str::to_owned).collect());
+    // A tool this worker's catalog lacks (web.*, memory.*, MCP tools) is left out, as the
+    // coordinator does, and said so on stderr, which the coordinator keeps.
+    let (offered, missing): (Vec<String>, Vec<String>) =
+        named.into_iter().filter(|tool| policy.permits(tool)).partition(|tool| runner.catalog().get(tool).is_some());
+    if say && !missing.is_empty() {
+        eprintln!("note: this worker has no {}; left out", missing.join(", "));
+    }
+    spec.tools = Some(offered);
 }
 
 fn describe(failure: Failure) -> String {

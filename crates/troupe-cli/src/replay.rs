@@ -15,7 +15,8 @@ use troupe::replay::{Recording, ReplayError, ReplayOptions};
 tools, approval policy and troupe.toml) with each model response and tool result taken from the record: no \
 model is called and no tool runs. At each step the request the run makes to the model is compared with the \
 recorded one; the first difference (in the request, a tool call, an approval verdict, or how the run ends) \
-is shown as a diff, `-` recorded and `+` now. A person's recorded decisions answer the approvals.\n\n\
+is shown as a diff, `-` recorded and `+` now. A person's recorded decisions answer the approvals. A team's run \
+replays run by run, as its team and agent files declare each agent now.\n\n\
 Exit codes: 0 identical; 1 the run now decides differently; 2 a usage error (an unknown run, a team's run, a \
 run recorded by an older troupe).")]
 pub(crate) struct ReplayArgs {
@@ -48,6 +49,9 @@ pub(crate) struct ReplayArgs {
 pub(crate) async fn replay(args: ReplayArgs) -> Result<(), Failure> {
     let store = args.place.open_existing().await?;
     let record = load(store.as_ref(), &args.run).await?;
+    if crate::runs::is_team_run(&record) {
+        return replay_team(&args, store.as_ref(), &record).await;
+    }
     let recording = Recording::load(store.as_ref(), &record.id).await.map_err(|error| match error {
         ReplayError::Store(error) => Failure::Run(error.into()),
         other => Failure::Usage(other.into()),
@@ -114,4 +118,119 @@ pub(crate) async fn export(args: ExportArgs) -> Result<(), Failure> {
     troupe::testing::Cassette::new(recording).save(&args.cassette).map_err(|e| Failure::Usage(e.into()))?;
     eprintln!("run {}: {steps} model step(s) written to {}", record.id, args.cassette.display());
     Ok(())
+}
+
+/// One run of a team's tree, replayed.
+#[derive(serde::Serialize)]
+struct MemberReplay {
+    agent: String,
+    depth: usize,
+    report: troupe::replay::ReplayReport,
+}
+
+/// A team's run, replayed run by run (the leader's, then each member's), each as the team's
+/// files declare its agent now; a member's work reaches the leader as its recorded result.
+async fn replay_team(
+    args: &ReplayArgs,
+    store: &dyn troupe::store::Store,
+    record: &troupe::store::RunRecord,
+) -> Result<(), Failure> {
+    if args.instructions.is_some() || args.model.is_some() {
+        return Err(Failure::Usage(anyhow!(
+            "--instructions and --model apply to one agent: replay a member's run, or edit the team's agent files"
+        )));
+    }
+    let input = troupe_workers::team_record::TeamInput::read(record)
+        .map_err(|e| Failure::Run(e.into()))?
+        .ok_or_else(|| Failure::Usage(anyhow!("run {} is not a team's run this troupe can read", record.id)))?;
+    let Some(file) = &input.file else {
+        return Err(Failure::Usage(anyhow!("team run {} was not started from a team file", record.id)));
+    };
+    let files =
+        troupe_workers::team_run::TeamFiles::load(file, &input.agent_dirs).map_err(|e| Failure::Usage(e.into()))?;
+    let workspace = match &input.workspace {
+        Some(dir) if dir.is_dir() => dir.clone(),
+        _ => args.place.workspace()?,
+    };
+    let config = crate::load_config()?;
+    let sandbox = args.sandbox.choice()?;
+    let approvals = input.approvals.unwrap_or(troupe_workers::build::Approvals::Refuse);
+    let prepared = troupe_workers::team_run::TeamRun::new(&files, &workspace)
+        .config(config.clone())
+        .approvals(approvals)
+        .sandbox(sandbox.clone())
+        .memory(None)
+        .prepare()
+        .await
+        .map_err(|e| Failure::Usage(e.into()))?;
+    let options = ReplayOptions { live_model: args.live_model, live_tools: args.live_tools };
+    let mut replays = Vec::new();
+    for (depth, run) in crate::runs::runs_under(store, &record.id).await? {
+        let recording = Recording::load(store, &run.id).await.map_err(|error| match error {
+            ReplayError::Store(error) => Failure::Run(error.into()),
+            other => Failure::Usage(other.into()),
+        })?;
+        let agent = match prepared.agents().get(&run.agent) {
+            Some(agent) => agent.clone(),
+            // A member in a worker process: the same file, built here.
+            None => member_agent(&files, &run.agent, &workspace, &config, approvals, &sandbox)?,
+        };
+        let report = troupe::replay::replay(agent.runner(), (*agent.current_spec()).clone(), recording, options)
+            .await
+            .map_err(|error| Failure::Usage(anyhow!("run {} ({}): {error}", run.id, run.agent)))?;
+        let diverged = !report.identical();
+        replays.push(MemberReplay { agent: run.agent.clone(), depth, report });
+        if diverged {
+            break;
+        }
+    }
+    let first = replays.iter().find(|r| !r.report.identical());
+    if args.json {
+        let value = serde_json::json!({"run_id": record.id, "identical": first.is_none(), "runs": replays});
+        println!("{value}");
+    } else {
+        let steps: u32 = replays.iter().map(|r| r.report.steps).sum();
+        let tools: u32 = replays.iter().map(|r| r.report.tool_calls).sum();
+        let calls: u32 = replays.iter().map(|r| r.report.model_calls).sum();
+        match first {
+            None => println!(
+                "team run {}: identical ({} runs, {steps} model step(s), {tools} tool call(s), {calls} model call(s) made)",
+                record.id,
+                replays.len()
+            ),
+            Some(member) => println!("team run {}: diverges in the run of {}:", record.id, member.agent),
+        }
+        for member in &replays {
+            let indent = "  ".repeat(member.depth);
+            let text = member.report.to_string().replace('\n', &format!("\n{indent}  "));
+            println!("{indent}{}: {text}", member.agent);
+        }
+    }
+    match first {
+        None => Ok(()),
+        Some(member) => Err(Failure::Run(anyhow!(
+            "team run {} now decides differently, in the run of {} at step {}",
+            record.id,
+            member.agent,
+            member.report.divergence.as_ref().map_or(0, |d| d.step)
+        ))),
+    }
+}
+
+/// The agent of team member `name` in a worker process, built as the worker builds it.
+fn member_agent(
+    files: &troupe_workers::team_run::TeamFiles,
+    name: &str,
+    workspace: &std::path::Path,
+    config: &troupe::model::ModelConfig,
+    approvals: troupe_workers::build::Approvals,
+    sandbox: &troupe_workers::build::SandboxChoice,
+) -> Result<troupe::runtime::Agent, Failure> {
+    let definition = &files
+        .registry()
+        .entry(name)
+        .ok_or_else(|| Failure::Usage(anyhow!("the team's files have no agent `{name}` any more")))?
+        .definition;
+    let providers = crate::providers(config)?;
+    crate::agent_worker::file_agent(definition, providers, workspace, sandbox, approvals)
 }

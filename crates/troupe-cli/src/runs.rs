@@ -258,6 +258,19 @@ pub(crate) async fn run(command: RunsCommand) -> Result<(), Failure> {
     }
 }
 
+/// The runs under `root` (its members' runs, theirs, ...), each with its depth from 1.
+pub(crate) async fn runs_under(
+    store: &dyn Store,
+    root: &str,
+) -> Result<Vec<(usize, troupe::store::RunSummary)>, Failure> {
+    tree::walk(store, root).await.map_err(store_failure)
+}
+
+/// Whether `record` is a team's own run.
+pub(crate) fn is_team_run(record: &RunRecord) -> bool {
+    tree::is_team(record)
+}
+
 /// A store failure after the store opened: an unknown run is the user's to fix, anything
 /// else a failure of the command.
 fn store_failure(error: StoreError) -> Failure {

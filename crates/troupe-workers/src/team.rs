@@ -117,6 +117,9 @@ pub struct Assembled {
     pub records: Records,
     /// What could not be honoured of the agent files.
     pub notes: Vec<String>,
+    /// The agents of the leader and the local members, by name: what a replay of one of
+    /// their recorded runs runs as.
+    pub agents: std::collections::BTreeMap<String, troupe_runtime::Agent>,
 }
 
 /// What every member is built with.
@@ -170,6 +173,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
         rows.push(Row { name: leader.to_owned(), role: "leader", isolation: Isolation::Local });
     }
     let mut members: Vec<Arc<dyn Member>> = Vec::new();
+    let mut agents = std::collections::BTreeMap::new();
     let tracked = |inner: Arc<dyn Member>, report_to: Option<String>| -> Arc<dyn Member> {
         Arc::new(Tracked {
             inner,
@@ -203,6 +207,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
                 };
                 let built = local(setting, &agent.definition, Vec::new(), ceilings)?;
                 notes.extend(built.notes);
+                agents.insert(id.to_owned(), built.agent.clone());
                 AgentMember::new(built.agent, description).with_control(setting.control.clone()).shared()
             }
             Isolation::Process => {
@@ -224,6 +229,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
             let delegate = DelegateTool::new(leader, members).map_err(invalid)?;
             let built = local(setting, definition, vec![delegate.into_arc()], leader_ceilings)?;
             notes.extend(built.notes);
+            agents.insert(leader.to_owned(), built.agent.clone());
             let leader = AgentMember::new(built.agent, describe(definition)).with_control(setting.control.clone());
             Work::Delegate(track(leader.shared()))
         }
@@ -231,6 +237,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
             let definition = &registered(setting.registry, leader)?.definition;
             let built = local(setting, definition, Vec::new(), leader_ceilings)?;
             notes.extend(built.notes);
+            agents.insert(leader.to_owned(), built.agent.clone());
             let leader = AgentMember::new(built.agent, describe(definition)).with_control(setting.control.clone());
             let mut orchestrated = Strategy::orchestrated(track(leader.shared()));
             if let (Strategy::Orchestrated { max_concurrency, .. }, Some(n)) =
@@ -248,7 +255,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
         // The team file refuses a leaderless delegate or orchestrated team.
         (strategy, None) => return Err(BuildError::Invalid(format!("a {strategy} team needs a leader"))),
     };
-    Ok(Assembled { work, rows, firewall, records, notes })
+    Ok(Assembled { work, rows, firewall, records, notes, agents })
 }
 
 fn group(team: &TeamFile, members: Vec<Arc<dyn Member>>) -> troupe_team::AgentGroupBuilder {

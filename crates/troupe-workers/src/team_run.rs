@@ -320,6 +320,12 @@ impl PreparedTeam {
         &self.assembled.notes
     }
 
+    /// The agents of its leader and local members, by name (a member in a worker process
+    /// has none here).
+    pub fn agents(&self) -> &std::collections::BTreeMap<String, troupe_runtime::Agent> {
+        &self.assembled.agents
+    }
+
     /// The handle on the members' runs: decide a member's waiting call (its `RunPaused`
     /// event names the member's run), defer approvals so that the team pauses instead of
     /// waiting, halt the team.

@@ -918,3 +918,51 @@ fn a_team_whose_files_changed_resumes_only_when_forced() {
     assert_eq!(forced.status.code(), Some(0), "{}", stderr(&forced));
     assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
 }
+
+/// The README's main job, recorded, replays identical — every run of its tree, the worker
+/// member's included — with no model call; an edited agent file is found in that agent's
+/// run, at its first step, as a diff.
+#[test]
+fn the_main_job_replays_identical_and_an_edited_agent_diverges_in_its_own_run() {
+    let workspace = workspace("# Gadget");
+    let team_dir = edited_example(|team| team.to_owned());
+    let team_file = team_dir.path().join("team.toml");
+    let ws = text(workspace.path());
+    let store = workspace.path().join("runs.db");
+    let store = text(&store);
+    let output = team(
+        workspace.path(),
+        &["run", text(&team_file), "Describe this repository", "-w", ws, "--approve", "auto", "--store", store],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let id = stderr(&output)
+        .lines()
+        .find_map(|l| l.strip_prefix("team run ").and_then(|rest| rest.split(' ').next()))
+        .expect("the team run's id")
+        .to_owned();
+    std::fs::remove_file(workspace.path().join("TROUPE_DEMO.md")).expect("the writer's file goes");
+
+    let replay = troupe_with(workspace.path(), "runs", &["replay", &id, "--store", store, "-w", ws, "--json"], &[]);
+    assert_eq!(replay.status.code(), Some(0), "{}{}", stdout(&replay), stderr(&replay));
+    let report: serde_json::Value = serde_json::from_str(stdout(&replay).trim()).expect("a JSON report");
+    assert_eq!(report["identical"], true, "{report}");
+    let runs = report["runs"].as_array().expect("runs");
+    let agents: Vec<&str> = runs.iter().filter_map(|r| r["agent"].as_str()).collect();
+    assert_eq!(agents, ["lead", "researcher", "reviewer", "writer"]);
+    for run in runs {
+        assert_eq!(run["report"]["model_calls"], 0, "{run}");
+        assert!(run["report"]["steps"].as_u64().unwrap_or_default() >= 2, "{run}");
+    }
+    assert!(!workspace.path().join("TROUPE_DEMO.md").exists(), "no tool ran");
+
+    let writer = team_dir.path().join("agents/writer.toml");
+    let edited =
+        std::fs::read_to_string(&writer).expect("the writer").replace("You are a technical writer.", "You are a poet.");
+    std::fs::write(&writer, edited).expect("edited");
+    let replay = troupe_with(workspace.path(), "runs", &["replay", &id, "--store", store, "-w", ws], &[]);
+    assert_eq!(replay.status.code(), Some(1), "{}", stderr(&replay));
+    let out = stdout(&replay);
+    assert!(out.starts_with(&format!("team run {id}: diverges in the run of writer:")), "{out}");
+    assert!(out.contains("-You are a technical writer.") && out.contains("+You are a poet."), "{out}");
+    assert!(stderr(&replay).contains("in the run of writer at step 1"), "{}", stderr(&replay));
+}
