@@ -280,7 +280,7 @@ h1{font-size:1.4rem}.subject{color:#57606a}.figures{display:flex;flex-wrap:wrap;
 .figures dt{font-size:.8rem;color:#57606a}.figures dd{margin:0;font-size:1.2rem;font-weight:600}\
 .threshold.met{color:#1a7f37}.threshold.not{color:#cf222e}.chart text{font-size:12px}\
 .chart .track{fill:#eaeef2}.chart .bar{fill:#2f81f7}.chart .interval{stroke:#1b1f24;stroke-width:2}\
-table{border-collapse:collapse;width:100%;margin-top:1rem}th,td{text-align:left;padding:.3rem .5rem;\
+table{border-collapse:collapse;width:100%;margin-top:1rem;display:block;overflow-x:auto}th,td{text-align:left;padding:.3rem .5rem;\
 border-bottom:1px solid #d0d7de;vertical-align:top}caption{text-align:left;font-weight:600}";
 
 #[cfg(test)]

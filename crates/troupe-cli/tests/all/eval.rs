@@ -209,3 +209,41 @@ fn a_case_is_made_from_a_recorded_run_and_passes_again() {
     assert_eq!(again.status.code(), Some(0), "{}{}", stdout(&again), stderr(&again));
     assert!(stdout(&again).contains("1/1 passed"), "{}", stdout(&again));
 }
+
+/// The shipped suite's HTML report in Chromium (a narrow window): its figures, a row and a
+/// drawn bar per case, no script, no error.
+#[test]
+fn the_html_report_shows_its_figures_and_chart_in_a_browser() {
+    let Some(modules) = troupe_testkit::test_deps::node_modules("playwright-core") else {
+        troupe_testkit::test_deps::skip("the eval report browser test", "node or playwright-core is not installed");
+        return;
+    };
+    if !Path::new("/usr/bin/chromium").is_file() {
+        troupe_testkit::test_deps::skip(
+            "the eval report browser test",
+            "Chromium (/usr/bin/chromium) is not installed",
+        );
+        return;
+    }
+    let cwd = tempfile::tempdir().expect("a dir");
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/evals/demo.toml");
+    let output = troupe(cwd.path(), &[suite.to_str().expect("utf-8"), "--runs", "1", "--html", "report.html"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/eval/report.mjs");
+    let browser = Command::new("node")
+        .args([script, modules.to_str().expect("utf-8"), "/usr/bin/chromium"])
+        .arg(cwd.path().join("report.html"))
+        .output()
+        .expect("node runs");
+    assert!(browser.status.success(), "{}", stderr(&browser));
+    let seen: Value = serde_json::from_str(stdout(&browser).trim()).expect("one JSON line");
+    assert_eq!(seen["problems"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["title"], "Eval: demo");
+    assert_eq!(seen["overall"], "100% (74–100%)", "11 of 11: {seen}");
+    assert_eq!(seen["rows"].as_array().map(Vec::len), Some(11), "{seen}");
+    let bars = seen["bars"].as_array().expect("bars");
+    assert_eq!(bars.len(), 11);
+    assert!(bars.iter().all(|w| w.as_f64().unwrap_or_default() > 100.0), "every bar drawn full: {seen}");
+    assert_eq!(seen["scripts"], 0);
+    assert_eq!(seen["overflows"], false, "fits a narrow window: {seen}");
+}
