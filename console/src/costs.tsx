@@ -1,4 +1,4 @@
-// Costs: what the ended runs the server knows cost, by agent or team and by day, as bars
+// Costs: what the ended runs the server knows cost, by agent or team, by model and by day, as bars
 // (SVG, each with its figure in words) and as a table.
 
 import { useEffect, useState } from "preact/hooks";
@@ -40,6 +40,7 @@ export function Costs({ onError }: { onError: OnError }) {
   }, []);
   if (runs === null) return <p class="muted">Loading…</p>;
   const byTarget = totals(runs, (r) => r.target).sort((a, b) => b.cost - a.cost || b.tokens - a.tokens);
+  const byModel = totals(runs, (r) => r.model ?? "(unknown)").sort((a, b) => b.cost - a.cost || b.tokens - a.tokens);
   const byDay = totals(runs, (r) => day(r.started_ms)).sort((a, b) => a.name.localeCompare(b.name));
   const all = byTarget.reduce((sum, t) => ({ ...sum, runs: sum.runs + t.runs, tokens: sum.tokens + t.tokens, cost: sum.cost + t.cost }), {
     name: "all",
@@ -55,6 +56,8 @@ export function Costs({ onError }: { onError: OnError }) {
       </p>
       <h2 id="by-target">By agent or team</h2>
       <Bars labelledBy="by-target" totals={byTarget} />
+      <h2 id="by-model">By model</h2>
+      <Bars labelledBy="by-model" totals={byModel} />
       <h2 id="by-day">By day</h2>
       <Bars labelledBy="by-day" totals={byDay} />
       <div class="table-wrap">

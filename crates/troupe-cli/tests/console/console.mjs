@@ -160,7 +160,12 @@ const scenarios = {
     await page.evaluate(() => (location.hash = "#/costs"));
     const row = page.locator(`tr[data-target="${plan.agent}"]`);
     await row.waitFor({ timeout: TIMEOUT });
-    say({ saw: "costs", cells: await row.locator("td").allTextContents(), bars: await page.locator("svg.bars rect").count() });
+    say({
+      saw: "costs",
+      cells: await row.locator("td").allTextContents(),
+      bars: await page.locator("svg.bars rect").count(),
+      models: await page.locator('svg[aria-labelledby="by-model"] .bar-label').allTextContents(),
+    });
     await shot(page, "console-costs", false);
   },
 
