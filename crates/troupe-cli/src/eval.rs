@@ -84,6 +84,16 @@ fn subject(
     providers: &Providers,
     sandbox: &SandboxChoice,
 ) -> Result<Arc<dyn Subject>, Failure> {
+    if agent.is_none()
+        && let Some(team) = &suite.team
+    {
+        // The team's agents next to its file (agents/, agents.d/), as `troupe team run` finds them.
+        let dirs: Vec<PathBuf> = team.parent().map(Path::to_owned).into_iter().collect();
+        let files = troupe_workers::team_run::TeamFiles::load(team, &dirs).map_err(|e| Failure::Usage(e.into()))?;
+        let model = suite.judge_model.clone().or(model).unwrap_or_else(|| "demo".to_owned());
+        let judge = ModelJudge { providers: providers.clone(), model };
+        return Ok(Arc::new(TeamSubject { files, config: config.clone(), sandbox: sandbox.clone(), judge }));
+    }
     Ok(match agent.or(suite.agent.as_deref()) {
         Some(file) => {
             let mut definition = build::load(file).map_err(|e| Failure::Usage(e.into()))?;
@@ -366,14 +376,19 @@ impl Subject for CodingAgent {
         Some(&self.judge)
     }
 
-    fn agent<'a>(&'a self, workspace: &'a Path) -> BoxFuture<'a, Result<Agent, String>> {
+    fn run<'a>(
+        &'a self,
+        workspace: &'a Path,
+        task: &'a str,
+        output: Option<troupe::runtime::OutputSpec>,
+    ) -> futures::future::LocalBoxFuture<'a, Result<troupe_eval::Outcome, String>> {
         async move {
             let runner = setup::runner(workspace, self.providers.clone(), &self.sandbox).map_err(|e| e.to_string())?;
             let spec = setup::coding_spec(self.model.clone(), ApprovalPolicy::auto(), None, None);
             runner.validate(&spec).map_err(|e| e.to_string())?;
-            Ok(Agent::new(runner, spec))
+            troupe_eval::run_agent(&Agent::new(runner, spec), task, output).await
         }
-        .boxed()
+        .boxed_local()
     }
 }
 
@@ -394,7 +409,12 @@ impl Subject for FileAgent {
         Some(&self.judge)
     }
 
-    fn agent<'a>(&'a self, workspace: &'a Path) -> BoxFuture<'a, Result<Agent, String>> {
+    fn run<'a>(
+        &'a self,
+        workspace: &'a Path,
+        task: &'a str,
+        output: Option<troupe::runtime::OutputSpec>,
+    ) -> futures::future::LocalBoxFuture<'a, Result<troupe_eval::Outcome, String>> {
         async move {
             let built = build::build(AgentBuild {
                 definition: &self.definition,
@@ -408,8 +428,84 @@ impl Subject for FileAgent {
                 sandbox: &self.sandbox,
             })
             .map_err(|e| e.to_string())?;
-            Ok(built.agent)
+            troupe_eval::run_agent(&built.agent, task, output).await
         }
-        .boxed()
+        .boxed_local()
+    }
+}
+
+/// A team file, assembled afresh in each workspace, its calls allowed; every member's tool
+/// calls count for `tool_call` graders.
+struct TeamSubject {
+    files: troupe_workers::team_run::TeamFiles,
+    config: ModelConfig,
+    sandbox: SandboxChoice,
+    judge: ModelJudge,
+}
+
+impl Subject for TeamSubject {
+    fn name(&self) -> String {
+        format!("team `{}`", self.files.team().name())
+    }
+
+    fn judge(&self) -> Option<&dyn troupe_eval::Judge> {
+        Some(&self.judge)
+    }
+
+    fn run<'a>(
+        &'a self,
+        workspace: &'a Path,
+        task: &'a str,
+        output: Option<troupe::runtime::OutputSpec>,
+    ) -> futures::future::LocalBoxFuture<'a, Result<troupe_eval::Outcome, String>> {
+        async move {
+            if output.is_some() {
+                return Err("a team's answer cannot be asked for in a shape: drop the case's output_schema".to_owned());
+            }
+            let started = std::time::Instant::now();
+            let team = troupe_workers::team_run::TeamRun::new(&self.files, workspace)
+                .config(self.config.clone())
+                .approvals(Approvals::Auto)
+                .sandbox(self.sandbox.clone())
+                .memory(None)
+                .prepare()
+                .await
+                .map_err(|e| e.to_string())?;
+            let (events, mut received) = tokio::sync::mpsc::channel::<troupe::core::AgentEvent>(1024);
+            let calls = tokio::spawn(async move {
+                // Each call's arguments arrive in pieces after its start.
+                let mut calls: Vec<(String, String, String)> = Vec::new();
+                while let Some(event) = received.recv().await {
+                    match event.kind {
+                        troupe::core::AgentEventKind::ToolCallStart { call_id, tool, .. } => {
+                            calls.push((call_id.to_string(), tool, String::new()));
+                        }
+                        troupe::core::AgentEventKind::ToolCallArgs { call_id, delta } => {
+                            if let Some(call) = calls.iter_mut().rev().find(|c| c.0 == call_id.as_str()) {
+                                call.2.push_str(&delta);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                calls
+            });
+            let report = team.run(task, Some(events), troupe::prelude::CancellationToken::new()).await;
+            let calls = calls.await.unwrap_or_default();
+            let tool_calls = calls
+                .into_iter()
+                .map(|(_, tool, args)| (tool, serde_json::from_str(&args).unwrap_or(serde_json::Value::Null)))
+                .collect();
+            let failure = report.failure().map(|f| f.to_string());
+            Ok(troupe_eval::Outcome {
+                answer: failure.is_none().then(|| report.output.clone()),
+                failure,
+                tool_calls,
+                cost_usd: report.cost_usd,
+                tokens: report.tokens,
+                duration: started.elapsed(),
+            })
+        }
+        .boxed_local()
     }
 }

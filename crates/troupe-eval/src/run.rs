@@ -5,7 +5,7 @@ use crate::grade::{Attempt, Judge, Verdict, grade};
 use crate::report::{CaseReport, RunRecord, SuiteReport};
 use crate::suite::{Case, Suite};
 use futures::StreamExt;
-use futures::future::BoxFuture;
+use futures::future::LocalBoxFuture;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,18 +13,73 @@ use troupe_core::{ContentBlock, OutputSchema, Role};
 use troupe_run::OutputSpec;
 use troupe_runtime::{Agent, RunInput, RunOutcome};
 
-/// What a suite evaluates: an agent built afresh for each run, in that run's workspace.
+/// What one run of a [`Subject`] came to.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// The final answer, when the run completed.
+    pub answer: Option<String>,
+    /// Why it did not complete, when it did not.
+    pub failure: Option<String>,
+    /// The tool calls it made (every member's, for a team): name and arguments, in order.
+    pub tool_calls: Vec<(String, serde_json::Value)>,
+    /// What it cost, in USD.
+    pub cost_usd: f64,
+    /// Its tokens.
+    pub tokens: u64,
+    /// How long it took.
+    pub duration: std::time::Duration,
+}
+
+/// What a suite evaluates: an agent or a team, built afresh for each run in that run's
+/// workspace.
 pub trait Subject: Send + Sync {
     /// A name for reports (`agents/coder.toml on openai/gpt-4o`).
     fn name(&self) -> String;
 
-    /// The agent, working in `workspace`.
-    fn agent<'a>(&'a self, workspace: &'a Path) -> BoxFuture<'a, Result<Agent, String>>;
+    /// Runs `task` in `workspace`, asking for a typed answer when `output` says so. The
+    /// future need not be `Send`: a suite's runs are driven together on the caller's task.
+    fn run<'a>(
+        &'a self,
+        workspace: &'a Path,
+        task: &'a str,
+        output: Option<OutputSpec>,
+    ) -> LocalBoxFuture<'a, Result<Outcome, String>>;
 
     /// The judge of the suite's `judge` graders, when there is one.
     fn judge(&self) -> Option<&dyn Judge> {
         None
     }
+}
+
+/// Runs `task` with `agent`: what a [`Subject`] made of one agent does.
+pub async fn run_agent(agent: &Agent, task: &str, output: Option<OutputSpec>) -> Result<Outcome, String> {
+    let mut input = RunInput::new(task);
+    if let Some(output) = output {
+        input = input.output(output);
+    }
+    let output = agent.run(input).await.map_err(|e| e.to_string())?;
+    let tool_calls = output
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .flat_map(|m| m.content.iter())
+        .filter_map(|block| match block {
+            ContentBlock::ToolUse { name, input, .. } => Some((name.clone(), input.clone())),
+            _ => None,
+        })
+        .collect();
+    let (answer, failure) = match &output.outcome {
+        RunOutcome::Completed { output } => (Some(output.clone()), None),
+        other => (None, Some(format!("{:?}", other.kind()).to_lowercase())),
+    };
+    Ok(Outcome {
+        answer,
+        failure,
+        tool_calls,
+        cost_usd: output.cost_usd,
+        tokens: output.usage.total(),
+        duration: output.duration,
+    })
 }
 
 /// Runs `suite` against `subject`.
@@ -81,36 +136,23 @@ async fn attempt(case: &Case, n: u32, subject: &dyn Subject) -> RunRecord {
             return RunRecord::errored(n, format!("cannot write the fixture {path}: {error}"));
         }
     }
-    let agent = match subject.agent(workspace.path()).await {
-        Ok(agent) => agent,
-        Err(error) => return RunRecord::errored(n, format!("the agent could not be built: {error}")),
-    };
-    let mut input = RunInput::new(case.task.clone());
-    if let Some(schema) = &case.output_schema {
-        match OutputSpec::new(OutputSchema::new(OutputSchema::name_from(&case.name), schema.clone())) {
-            Ok(spec) => input = input.output(spec),
+    let spec = match &case.output_schema {
+        Some(schema) => match OutputSpec::new(OutputSchema::new(OutputSchema::name_from(&case.name), schema.clone())) {
+            Ok(spec) => Some(spec),
             Err(error) => return RunRecord::errored(n, format!("the output schema: {error}")),
-        }
-    }
-    let output = match agent.run(input).await {
-        Ok(output) => output,
-        Err(error) => return RunRecord::errored(n, error.to_string()),
+        },
+        None => None,
     };
-    let tool_calls = output
-        .messages
-        .iter()
-        .filter(|m| m.role == Role::Assistant)
-        .flat_map(|m| m.content.iter())
-        .filter_map(|block| match block {
-            ContentBlock::ToolUse { name, input, .. } => Some((name.clone(), input.clone())),
-            _ => None,
-        })
-        .collect();
-    let (answer, failure) = match &output.outcome {
-        RunOutcome::Completed { output } => (output.clone(), None),
-        other => (String::new(), Some(format!("{:?}", other.kind()).to_lowercase())),
+    let outcome = match subject.run(workspace.path(), &case.task, spec).await {
+        Ok(outcome) => outcome,
+        Err(error) => return RunRecord::errored(n, error),
     };
-    let graded = Attempt { task: case.task.clone(), answer, tool_calls, failure };
+    let graded = Attempt {
+        task: case.task.clone(),
+        answer: outcome.answer.clone().unwrap_or_default(),
+        tool_calls: outcome.tool_calls,
+        failure: outcome.failure,
+    };
     let mut verdicts: Vec<Verdict> = Vec::with_capacity(case.expect.len());
     for grader in &case.expect {
         verdicts.push(grade(grader, &graded, workspace.path(), subject.judge()).await);
@@ -121,9 +163,9 @@ async fn attempt(case: &Case, n: u32, subject: &dyn Subject) -> RunRecord {
         verdicts,
         answer: graded.answer,
         error: graded.failure,
-        cost_usd: output.cost_usd,
-        tokens: output.usage.total(),
-        latency_ms: u64::try_from(output.duration.as_millis()).unwrap_or(u64::MAX),
+        cost_usd: outcome.cost_usd,
+        tokens: outcome.tokens,
+        latency_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
         skipped: false,
     }
 }

@@ -40,6 +40,8 @@ pub struct Suite {
     pub dir: PathBuf,
     /// The agent file to evaluate, when the suite names one.
     pub agent: Option<PathBuf>,
+    /// The team file to evaluate, when the suite names one (instead of an agent).
+    pub team: Option<PathBuf>,
     /// The model, when the suite names one (`demo`, `openai/gpt-4o`).
     pub model: Option<String>,
     /// How many times each case runs.
@@ -143,6 +145,7 @@ struct RawFile {
 struct RawSettings {
     name: Option<String>,
     agent: Option<String>,
+    team: Option<String>,
     model: Option<String>,
     runs: Option<Spanned<u32>>,
     concurrency: Option<Spanned<usize>>,
@@ -247,6 +250,9 @@ impl Suite {
             }
             other => other.map(Spanned::into_inner),
         };
+        if settings.agent.is_some() && settings.team.is_some() {
+            return Err(error(None, "[suite] names an `agent` and a `team`; a suite evaluates one of them".into()));
+        }
         if raw.cases.is_empty() {
             return Err(error(
                 None,
@@ -343,6 +349,7 @@ impl Suite {
         Ok(Suite {
             name: settings.name.unwrap_or(stem),
             agent: settings.agent.map(|a| dir.join(a)),
+            team: settings.team.map(|t| dir.join(t)),
             dir,
             model: settings.model,
             runs,

@@ -247,3 +247,31 @@ fn the_html_report_shows_its_figures_and_chart_in_a_browser() {
     assert_eq!(seen["scripts"], 0);
     assert_eq!(seen["overflows"], false, "fits a narrow window: {seen}");
 }
+
+#[test]
+fn a_team_is_evaluated_with_every_members_tool_calls() {
+    let cwd = tempfile::tempdir().expect("a dir");
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/evals/team.toml");
+    let output = troupe(cwd.path(), &[suite.to_str().expect("utf-8"), "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+    let report: Value = serde_json::from_str(stdout(&output).trim()).expect("a JSON report");
+    assert_eq!(report["subject"], "team `project`");
+    let run = &report["cases"][0]["runs"][0];
+    assert_eq!(run["pass"], true, "{run}");
+    assert_eq!(run["verdicts"].as_array().map(Vec::len), Some(3), "{run}");
+
+    // A case asking for a call nobody made fails, naming the calls that were made.
+    let text = std::fs::read_to_string(&suite).expect("the suite").replace("to = \"researcher\"", "to = \"nobody\"");
+    let team = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team/team.toml");
+    let text = text.replace("../team/team.toml", team.to_str().expect("utf-8"));
+    std::fs::write(cwd.path().join("s.toml"), text).expect("the suite");
+    let output = troupe(cwd.path(), &["s.toml", "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(stdout(&output).trim()).expect("a JSON report");
+    let reason = report["cases"][0]["runs"][0]["verdicts"][0]["reason"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        reason.starts_with("no call of delegate with {\"to\":\"nobody\"}; the calls were [")
+            && reason.contains("fs.read"),
+        "{reason}"
+    );
+}
