@@ -4,7 +4,7 @@
 //! typed answer to ask for, and [`Grader`]s its answer must pass: exact text, contained
 //! text, a regular expression, a JSON schema, JSON equality, a tool call the run must make,
 //! a command that must exit 0 in the workspace. [`run_suite`] runs every case N times
-//! against a [`Subject`] (an agent built afresh in each run's workspace), concurrently and
+//! against a [`Subject`] (an agent or a team, built afresh in each run's workspace), concurrently and
 //! within a budget, and the [`SuiteReport`] gives each case's and the whole suite's pass
 //! rate with a 95% confidence interval, cost, tokens and latency, as JSON or as an HTML page.
 //! `troupe eval SUITE.toml` is the command.
