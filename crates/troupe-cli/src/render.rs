@@ -392,7 +392,8 @@ pub(crate) fn summary_table(output: &RunOutput, priced: bool) -> String {
         .unwrap_or_default();
     let Usage { input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, .. } = output.usage;
     let cost = if priced { format!("${:.4}", output.cost_usd) } else { "n/a (unpriced model)".to_owned() };
-    let rows: [(&str, String); 10] = [
+    let saved = if priced { format!("${:.4}", output.cache_saved_usd()) } else { "n/a".to_owned() };
+    let rows: [(&str, String); 11] = [
         ("outcome", outcome),
         ("model", output.state.model().to_owned()),
         ("steps", steps.to_string()),
@@ -402,6 +403,7 @@ pub(crate) fn summary_table(output: &RunOutput, priced: bool) -> String {
         ("cache read tokens", grouped(cache_read_tokens)),
         ("cache write tokens", grouped(cache_write_tokens)),
         ("cost (USD)", cost),
+        ("cache saved (USD)", saved),
         ("duration", format!("{:.1}s", output.duration.as_secs_f64())),
     ];
     let mut table = Table::new();

@@ -44,6 +44,6 @@ pub use failure::FailureCode;
 pub use ids::{AgentId, ConversationId, RunId, ToolCallId};
 pub use message::{ContentBlock, ImageSource, Message, Role};
 pub use position::line_column;
-pub use request::{ModelRequest, OutputSchema, ReasoningConfig, ToolChoice, ToolSpec};
+pub use request::{CacheTtl, ModelRequest, OutputSchema, ReasoningConfig, ToolChoice, ToolSpec};
 pub use stream::{StopReason, StreamEvent};
 pub use usage::Usage;

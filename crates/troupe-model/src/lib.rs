@@ -49,6 +49,7 @@ mod error;
 mod fallback;
 mod http;
 mod output_dialect;
+mod prompt_cache;
 mod provider;
 mod provider_cache;
 mod providers;

@@ -50,6 +50,24 @@ impl Pricing {
             / 1_000_000.0
     }
 
+    /// What the prompt cache saved on `usage`, in USD: the tokens read from the cache at the
+    /// input price less the read price, less the surcharge of the tokens written to it (the
+    /// short-TTL write price; negative when writes were not read back enough to pay off).
+    ///
+    /// ```
+    /// use troupe_model::{Pricing, Usage};
+    ///
+    /// let sonnet = Pricing { input: 3.0, output: 15.0, cache_read: 0.30, cache_write: 3.75 };
+    /// let usage = Usage { cache_read_tokens: 1_000_000, cache_write_tokens: 100_000, ..Default::default() };
+    /// // 1M tokens read at $0.30 instead of $3.00, 100k written at $3.75 instead of $3.00.
+    /// assert!((sonnet.cache_savings(&usage) - (2.70 - 0.075)).abs() < 1e-9);
+    /// ```
+    pub fn cache_savings(&self, usage: &Usage) -> f64 {
+        (usage.cache_read_tokens as f64 * (self.input - self.cache_read)
+            - usage.cache_write_tokens as f64 * (self.cache_write - self.input))
+            / 1_000_000.0
+    }
+
     /// Whether every price is a finite, non-negative number.
     pub fn is_valid(&self) -> bool {
         [self.input, self.output, self.cache_read, self.cache_write].iter().all(|p| p.is_finite() && *p >= 0.0)

@@ -68,6 +68,9 @@ pub struct AgentSpec {
     /// The typed answer the run must end with; `None` for a text answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<OutputSpec>,
+    /// Whether, and for how long, each request's stable prefix is marked for the vendor's
+    /// prompt cache; `None` asks for no caching. On by default (the short TTL).
+    pub prompt_cache: Option<troupe_core::CacheTtl>,
     /// Code run when a signal arrives; not serialized.
     #[serde(skip)]
     pub signal_hooks: SignalHooks,
@@ -86,6 +89,7 @@ impl Default for AgentSpec {
             accepted_signals: SignalKind::ALL.into_iter().collect(),
             compaction: None,
             output: None,
+            prompt_cache: Some(troupe_core::CacheTtl::Short),
             signal_hooks: SignalHooks::default(),
         }
     }

@@ -128,6 +128,7 @@ impl RunState {
             max_tokens: spec.limits.max_output_tokens,
             temperature: spec.temperature,
             output: self.output.as_ref().map(|output| output.schema.clone()),
+            cache: spec.prompt_cache,
             ..ModelRequest::default()
         }
     }

@@ -348,6 +348,14 @@ impl AgentBuilder {
     }
 
     /// Compacts the conversation by `policy` before model calls, in place of the engine's
+    /// How each request's stable prefix is marked for the vendor's prompt cache: the short
+    /// TTL by default, [`CacheTtl::Long`](troupe_core::CacheTtl::Long) for an hour (a day
+    /// at OpenAI), `None` to ask for no caching.
+    pub fn prompt_cache(mut self, ttl: Option<troupe_core::CacheTtl>) -> Self {
+        self.spec.prompt_cache = ttl;
+        self
+    }
+
     /// compactor.
     pub fn compaction(mut self, policy: CompactionPolicy) -> Self {
         self.spec.compaction = Some(policy);

@@ -17,6 +17,9 @@ pub struct ModelCost {
     pub cost_usd: f64,
     /// Whether the registry knows the model's prices.
     pub priced: bool,
+    /// What the prompt cache saved on these calls, in USD ([`Pricing::cache_savings`](troupe_model::Pricing::cache_savings)).
+    #[serde(default)]
+    pub cache_saved_usd: f64,
 }
 
 /// Sums the cost of model calls per model, by the registry's prices
@@ -53,6 +56,9 @@ impl CostTracker {
     pub fn record(&mut self, model: &ResolvedModel, usage: &Usage) -> Option<f64> {
         let cost = model.cost(usage);
         self.record_priced(&model.id, usage, cost);
+        if let (Some(info), Some(entry)) = (&model.info, self.by_model.get_mut(&model.id)) {
+            entry.cache_saved_usd += info.pricing.cache_savings(usage);
+        }
         cost
     }
 

@@ -65,6 +65,12 @@ impl RunOutput {
         }
     }
 
+    /// What the prompt cache saved over the run, in USD, by the registry's prices (reads at
+    /// the cache price instead of the input price, less the write surcharge).
+    pub fn cache_saved_usd(&self) -> f64 {
+        self.cost_by_model.values().map(|m| m.cache_saved_usd).sum()
+    }
+
     /// Whether the agent finished its task.
     pub fn is_completed(&self) -> bool {
         self.outcome.is_completed()

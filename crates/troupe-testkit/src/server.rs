@@ -26,6 +26,8 @@ pub struct RecordedRequest {
     pub headers: Vec<(String, String)>,
     /// Its JSON body (`Null` if it was not JSON).
     pub body: serde_json::Value,
+    /// Its body as sent, byte for byte (what prompt-cache prefixes are compared on).
+    pub raw: Bytes,
 }
 
 impl RecordedRequest {
@@ -212,6 +214,7 @@ fn respond(
             .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect(),
         body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+        raw: body,
     };
     let queued = lock(&state.turns).pop_front();
     let responder = lock(&state.responder).clone();

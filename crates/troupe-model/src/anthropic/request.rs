@@ -1,14 +1,14 @@
 //! A [`ModelRequest`] as the body of `POST /v1/messages`.
 
 use serde::Serialize;
-use troupe_core::{ContentBlock, ImageSource, Message, ModelRequest, Role, ToolChoice};
+use troupe_core::{CacheTtl, ContentBlock, ImageSource, Message, ModelRequest, Role, ToolChoice};
 
 #[derive(Serialize)]
 pub(super) struct Body<'a> {
     model: &'a str,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<&'a str>,
+    system: Option<System<'a>>,
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
@@ -40,10 +40,53 @@ struct OutputFormat<'a> {
     schema: &'a serde_json::Value,
 }
 
+/// The system prompt: a string, or one text block when it carries a cache breakpoint.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum System<'a> {
+    Text(&'a str),
+    Blocks([SystemBlock<'a>; 1]),
+}
+
+#[derive(Serialize)]
+struct SystemBlock<'a> {
+    r#type: &'static str,
+    text: &'a str,
+    cache_control: CacheControl,
+}
+
+/// A prompt-cache breakpoint: the prefix up to and including the block that carries it is
+/// cached (`{"type": "ephemeral"}`, with `"ttl": "1h"` for the long TTL).
+#[derive(Clone, Copy, Serialize)]
+struct CacheControl {
+    r#type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<&'static str>,
+}
+
+impl CacheControl {
+    fn of(ttl: CacheTtl) -> Self {
+        let ttl = match ttl {
+            CacheTtl::Short => None,
+            CacheTtl::Long => Some("1h"),
+        };
+        CacheControl { r#type: "ephemeral", ttl }
+    }
+}
+
 #[derive(Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    content: Vec<WireBlock<'a>>,
+    content: Vec<Marked<'a>>,
+}
+
+/// A content block, with the cache breakpoint the last block of a request carries.
+#[derive(Serialize)]
+struct Marked<'a> {
+    #[serde(flatten)]
+    block: WireBlock<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 #[derive(Serialize)]
@@ -88,6 +131,8 @@ struct WireTool<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
     description: &'a str,
     input_schema: &'a serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 #[derive(Serialize)]
@@ -127,16 +172,45 @@ pub(super) fn body(request: &ModelRequest, default_max_tokens: u32) -> Body<'_> 
         Some(r) if r.budget_tokens >= default_max_tokens => r.budget_tokens.saturating_add(default_max_tokens),
         _ => default_max_tokens,
     });
+    let cache = request.cache.map(CacheControl::of);
+    let system = request.system.as_deref().filter(|s| !s.is_empty()).map(|text| match cache {
+        Some(cache_control) => System::Blocks([SystemBlock { r#type: "text", text, cache_control }]),
+        None => System::Text(text),
+    });
+    let mut messages: Vec<WireMessage<'_>> = request.messages.iter().filter_map(message).collect();
+    let mut tools: Vec<WireTool<'_>> = request
+        .tools
+        .iter()
+        .map(|t| WireTool {
+            name: &t.name,
+            description: &t.description,
+            input_schema: &t.input_schema,
+            cache_control: None,
+        })
+        .collect();
+    if let Some(cache) = cache {
+        // Breakpoints, in the order Anthropic reads the prompt: the tools, the system prompt,
+        // and the conversation up to its last block — each turn's request then reads the
+        // previous turn's prefix from the cache and writes its own (3 of the 4 allowed).
+        if let Some(last) = tools.last_mut() {
+            last.cache_control = Some(cache);
+        }
+        let last_block = messages.last_mut().and_then(|m| {
+            m.content
+                .iter_mut()
+                .rev()
+                .find(|b| !matches!(b.block, WireBlock::Thinking { .. } | WireBlock::RedactedThinking { .. }))
+        });
+        if let Some(block) = last_block {
+            block.cache_control = Some(cache);
+        }
+    }
     Body {
         model: &request.model,
         max_tokens,
-        system: request.system.as_deref().filter(|s| !s.is_empty()),
-        messages: request.messages.iter().filter_map(message).collect(),
-        tools: request
-            .tools
-            .iter()
-            .map(|t| WireTool { name: &t.name, description: &t.description, input_schema: &t.input_schema })
-            .collect(),
+        system,
+        messages,
+        tools,
         tool_choice: tool_choice(request),
         // Anthropic refuses any temperature but 1 while thinking is enabled; the reasoning
         // budget is the stronger wish, so another temperature gives way.
@@ -182,10 +256,11 @@ fn tool_choice(request: &ModelRequest) -> Option<WireToolChoice<'_>> {
 }
 
 fn message(message: &Message) -> Option<WireMessage<'_>> {
-    let mut content: Vec<WireBlock<'_>> = message.content.iter().filter_map(block).collect();
+    let mut content: Vec<Marked<'_>> =
+        message.content.iter().filter_map(block).map(|block| Marked { block, cache_control: None }).collect();
     if message.role == Role::User {
         // Anthropic requires a user turn's tool results before any other content.
-        content.sort_by_key(|b| !matches!(b, WireBlock::ToolResult { .. }));
+        content.sort_by_key(|b| !matches!(b.block, WireBlock::ToolResult { .. }));
     }
     // An empty message is refused; one whose every block was dropped has nothing to say.
     if content.is_empty() {

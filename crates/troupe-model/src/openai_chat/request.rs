@@ -46,6 +46,12 @@ pub(super) fn body(wire: &OpenAiChatWire, request: &ModelRequest) -> Value {
             json!({"type": "json_schema", "json_schema": {"name": output.name, "schema": output.schema, "strict": output.is_strict()}}),
         );
     }
+    if let Some(ttl) = request.cache {
+        body.insert("prompt_cache_key".into(), Value::String(crate::prompt_cache::key(request)));
+        if let Some(retention) = crate::prompt_cache::retention(ttl) {
+            body.insert("prompt_cache_retention".into(), Value::String(retention.into()));
+        }
+    }
     if let Some(reasoning) = &request.reasoning {
         body.insert("reasoning_effort".into(), Value::String(reasoning_effort(reasoning.budget_tokens).into()));
     }

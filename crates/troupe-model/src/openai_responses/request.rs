@@ -28,6 +28,10 @@ pub(super) struct Body<'a> {
     reasoning: Option<Reasoning<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     text: Option<Text<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_retention: Option<&'static str>,
     stream: bool,
     store: bool,
 }
@@ -132,6 +136,8 @@ pub(super) fn body<'a>(request: &'a ModelRequest, options: Options<'a>) -> Body<
                 strict: output.is_strict(),
             },
         }),
+        prompt_cache_key: request.cache.map(|_| crate::prompt_cache::key(request)),
+        prompt_cache_retention: request.cache.and_then(crate::prompt_cache::retention),
         stream: true,
         store: options.store,
     }

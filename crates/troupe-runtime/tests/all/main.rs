@@ -12,6 +12,7 @@ mod genai_spans;
 mod middleware;
 mod module_graph;
 mod plugins;
+mod prompt_cache;
 mod reconfigure;
 mod runtime;
 mod stream_restart;

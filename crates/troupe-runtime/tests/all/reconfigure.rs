@@ -113,10 +113,12 @@ fn requests(h: &Harness) -> Vec<Value> {
     h.bodies().iter().map(|b| serde_json::from_str(b).expect("a JSON body")).collect()
 }
 
-/// The system instructions of an Anthropic request body.
+/// The system instructions of an Anthropic request body: a string, or the text of its
+/// one block (which carries the prompt cache's breakpoint).
 fn system(body: &Value) -> String {
     match &body["system"] {
         Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
         other => other.to_string(),
     }
 }

@@ -176,6 +176,14 @@ impl Harness {
         }
     }
 
+    /// Every request the model received over HTTP, byte for byte (none for the scripted one).
+    pub fn raw_bodies(&self) -> Vec<bytes::Bytes> {
+        match &self.source {
+            Source::Scripted(_) => Vec::new(),
+            Source::Http(server, _) => server.requests().into_iter().map(|r| r.raw).collect(),
+        }
+    }
+
     pub fn write(&self, path: &str, content: &str) {
         std::fs::write(self.dir.path().join(path), content).expect("write fixture");
     }
