@@ -82,6 +82,10 @@ pub(crate) struct RunArgs {
     /// the model twice, then the run fails `output_invalid`.
     #[arg(long, value_name = "FILE")]
     output_schema: Option<PathBuf>,
+    /// Send an image (PNG, JPEG, GIF, WebP, up to 5 MiB) or a PDF (up to 32 MiB) with the
+    /// task; repeat for several. Its type is read from its bytes.
+    #[arg(long, value_name = "FILE")]
+    attach: Vec<PathBuf>,
     /// Continue the conversation of a recorded run, the task as its next message: the
     /// newest run in the store, or `--continue=RUN` (the first characters of its id do).
     #[arg(
@@ -143,6 +147,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), Failure> {
         false => Some(args.place.open().await?),
     };
     let mut input = RunInput::new(args.task.join(" "));
+    for path in &args.attach {
+        let block = troupe_core::attachment::from_path(path).map_err(|e| Failure::Usage(e.into()))?;
+        input = input.attach(block);
+    }
     if let Some(path) = &args.output_schema {
         input = input.output(output_schema(path)?);
     }

@@ -25,6 +25,7 @@
 // Library code answers with errors, never panics: `unwrap`/`expect` only in tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod attachment;
 mod budget;
 pub mod duration_ms;
 mod error;

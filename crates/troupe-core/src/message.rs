@@ -14,7 +14,7 @@ pub enum Role {
     Assistant,
 }
 
-/// Where the bytes of an image come from.
+/// Where the bytes of an image or a document come from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ImageSource {
@@ -45,6 +45,14 @@ pub enum ContentBlock {
     Image {
         /// Where the image comes from.
         source: ImageSource,
+    },
+    /// A document (a PDF), for vendors that read them.
+    Document {
+        /// Where the document comes from (its `media_type` is `application/pdf`).
+        source: ImageSource,
+        /// Its file name, where known: some vendors show it to the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
     },
     /// The model's request to call a tool.
     ToolUse {

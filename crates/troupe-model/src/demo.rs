@@ -158,7 +158,7 @@ fn message_chars(message: &Message) -> usize {
             ContentBlock::ToolUse { name, input, .. } => name.len() + input.to_string().len(),
             ContentBlock::ToolResult { content, .. } => content.len(),
             ContentBlock::RedactedThinking { data } => data.len(),
-            ContentBlock::Image { .. } => 1_000,
+            ContentBlock::Image { .. } | ContentBlock::Document { .. } => 1_000,
         })
         .sum()
 }

@@ -129,6 +129,17 @@ pub enum Error {
         /// Why it could not be resolved, and what would be valid.
         reason: String,
     },
+    /// The request carries an input this vendor does not take (a PDF by URL where only its
+    /// bytes are accepted, say); nothing was sent.
+    #[error("{provider} does not take {what}: {reason}")]
+    UnsupportedInput {
+        /// The provider.
+        provider: String,
+        /// The input.
+        what: String,
+        /// Why, and what to do instead.
+        reason: String,
+    },
     /// The typed answer asked for has a schema this vendor cannot take; nothing was sent.
     #[error("{provider} cannot take the output schema `{name}`: {reason}")]
     UnsupportedOutputSchema {
@@ -199,6 +210,7 @@ impl Error {
             Error::MissingApiKey { .. } => "missing_api_key",
             Error::UnknownModel { .. } => "unknown_model",
             Error::UnsupportedOutputSchema { .. } => "unsupported_output_schema",
+            Error::UnsupportedInput { .. } => "invalid_request",
             Error::Config(_) => "config",
             Error::Cancelled => "cancelled",
         }

@@ -115,6 +115,7 @@ impl<W: WireFormat> HttpProvider<W> {
         let name = self.config.name.as_str();
         // A typed answer on a wire without structured outputs travels as a tool call.
         let with_answer_tool;
+        self.wire.check_input(name, request)?;
         let adapted;
         let (request, answer) = match &request.output {
             Some(_) if !self.wire.native_output() => {

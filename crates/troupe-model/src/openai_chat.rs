@@ -102,6 +102,20 @@ impl WireFormat for OpenAiChatWire {
         crate::output_dialect::adapt(crate::output_dialect::Dialect::OpenAi, provider, output)
     }
 
+    fn check_input(&self, provider: &str, request: &troupe_core::ModelRequest) -> Result<()> {
+        let by_url = request.messages.iter().flat_map(|m| &m.content).any(|block| {
+            matches!(block, troupe_core::ContentBlock::Document { source: troupe_core::ImageSource::Url { .. }, .. })
+        });
+        if by_url {
+            return Err(crate::Error::UnsupportedInput {
+                provider: provider.to_owned(),
+                what: "a PDF by URL".to_owned(),
+                reason: "Chat Completions takes a file's bytes only; attach the file itself".to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     fn parser(&self, provider: &str) -> Self::Parser {
         OpenAiChatParser::new(provider)
     }

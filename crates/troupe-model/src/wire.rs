@@ -76,6 +76,13 @@ pub trait WireFormat: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Refuses, before anything is sent, a request carrying an input this vendor does not
+    /// take.
+    fn check_input(&self, provider: &str, request: &ModelRequest) -> Result<()> {
+        let _ = (provider, request);
+        Ok(())
+    }
+
     /// A parser for one response.
     fn parser(&self, provider: &str) -> Self::Parser;
 

@@ -394,6 +394,19 @@ impl RunState {
         self
     }
 
+    /// Adds `attachments` (images, documents) to the task: to its message when the last
+    /// message is the user's, else as a user message of their own.
+    pub fn with_attachments(mut self, attachments: Vec<ContentBlock>) -> Self {
+        if attachments.is_empty() {
+            return self;
+        }
+        match self.messages.last_mut() {
+            Some(last) if last.role == troupe_core::Role::User => last.content.extend(attachments),
+            _ => self.append(Message::new(troupe_core::Role::User, attachments)),
+        }
+        self
+    }
+
     /// Whether the run has an outcome (a paused run has one too).
     pub fn is_finished(&self) -> bool {
         self.outcome.is_some()

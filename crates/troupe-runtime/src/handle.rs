@@ -48,6 +48,9 @@ pub struct RunInput {
     pub shared_state: Option<serde_json::Value>,
     /// The recorded run this one was forked from, and the step it starts at.
     pub forked_from: Option<ForkOrigin>,
+    /// Images and documents given with the task ([`troupe_core::attachment`]), sent in
+    /// its message.
+    pub attachments: Vec<troupe_core::ContentBlock>,
 }
 
 /// Where a forked run comes from: a recorded run and the model step it was forked at.
@@ -75,6 +78,12 @@ impl RunInput {
     /// Uses `model` for this run.
     pub fn model(mut self, model: impl Into<String>) -> Self {
         self.model = Some(model.into());
+        self
+    }
+
+    /// Sends an image or a document with the task (made by [`troupe_core::attachment`]).
+    pub fn attach(mut self, attachment: troupe_core::ContentBlock) -> Self {
+        self.attachments.push(attachment);
         self
     }
 

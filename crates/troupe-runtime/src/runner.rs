@@ -376,6 +376,7 @@ impl Runner {
         let state = RunState::new(run_id, spec.name.clone(), model_id, String::new())
             .with_history(input.history)
             .with_instruction(&input.instruction)
+            .with_attachments(input.attachments)
             .with_conversation(input.conversation_id)
             .with_parent(input.parent_run_id)
             .with_output(input.output.or_else(|| spec.output.clone()))

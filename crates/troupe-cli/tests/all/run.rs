@@ -936,3 +936,44 @@ fn an_output_schema_makes_the_answer_a_matching_json_document() {
         assert!(stderr(&bad).contains(message), "{}", stderr(&bad));
     }
 }
+
+#[test]
+fn attached_files_go_with_the_task_and_bad_ones_are_refused_before_any_call() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    server.push(MockTurn::text("A chart and a spec."));
+    let dirs = Dirs::new();
+    let png = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 7];
+    std::fs::write(dirs.cwd.path().join("chart.png"), png).expect("a png");
+    std::fs::write(dirs.cwd.path().join("spec.pdf"), b"%PDF-1.4\n").expect("a pdf");
+    std::fs::write(dirs.cwd.path().join("notes.txt"), "hello").expect("a text file");
+    std::fs::write(dirs.cwd.path().join("huge.png"), [&png[..], &vec![0; 5 * 1024 * 1024]].concat())
+        .expect("a big png");
+    let url = server.url();
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", url.as_str())];
+    let model = ["--model", "anthropic/claude-sonnet-4-5", "-w", dirs.workspace(), "--no-store"];
+    let ok = troupe(
+        dirs.cwd.path(),
+        &[&model[..], &["--attach", "chart.png", "--attach", "spec.pdf", "What are these?"]].concat(),
+        &env,
+    );
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    assert_eq!(stdout(&ok), "A chart and a spec.\n");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let content = &requests[0].body["messages"][0]["content"];
+    let kinds: Vec<&str> = content.as_array().expect("blocks").iter().filter_map(|b| b["type"].as_str()).collect();
+    assert_eq!(kinds, ["text", "image", "document"], "{content}");
+    assert_eq!(content[2]["source"]["media_type"], "application/pdf");
+
+    for (file, why) in [
+        ("notes.txt", "cannot attach notes.txt: it is text"),
+        ("huge.png", "over the 5242880 bytes an image may have"),
+        ("missing.pdf", "cannot attach missing.pdf:"),
+    ] {
+        let refused = troupe(dirs.cwd.path(), &[&model[..], &["--attach", file, "What is it?"]].concat(), &env);
+        assert_eq!(refused.status.code(), Some(2), "{file}: {}", stderr(&refused));
+        assert!(stderr(&refused).contains(why), "{file}: {}", stderr(&refused));
+    }
+    assert_eq!(server.requests().len(), 1, "no call for a refused attachment");
+}

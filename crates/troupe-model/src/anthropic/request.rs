@@ -98,6 +98,11 @@ enum WireBlock<'a> {
     Image {
         source: WireImageSource<'a>,
     },
+    Document {
+        source: WireImageSource<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        title: Option<&'a str>,
+    },
     ToolUse {
         id: &'a str,
         name: &'a str,
@@ -284,6 +289,13 @@ fn block(block: &ContentBlock) -> Option<WireBlock<'_>> {
         ContentBlock::Image { source: ImageSource::Url { url } } => {
             WireBlock::Image { source: WireImageSource::Url { url } }
         }
+        ContentBlock::Document { source, name } => WireBlock::Document {
+            source: match source {
+                ImageSource::Base64 { media_type, data } => WireImageSource::Base64 { media_type, data },
+                ImageSource::Url { url } => WireImageSource::Url { url },
+            },
+            title: name.as_deref(),
+        },
         // A call signature is Gemini's; Anthropic has no field for it.
         ContentBlock::ToolUse { id, name, input, signature: _ } => WireBlock::ToolUse {
             id: id.as_str(),

@@ -117,6 +117,12 @@ fn contents(wire: &GeminiWire, messages: &[Message]) -> Result<Vec<Value>> {
                     }
                 }
                 ContentBlock::Image { source } => parts.push(image(source)),
+                ContentBlock::Document { source: ImageSource::Base64 { media_type, data }, .. } => {
+                    parts.push(json!({"inlineData": {"mimeType": media_type, "data": data}}))
+                }
+                ContentBlock::Document { source: ImageSource::Url { url }, .. } => {
+                    parts.push(json!({"fileData": {"fileUri": url, "mimeType": "application/pdf"}}))
+                }
                 ContentBlock::ToolUse { id, name, input, signature } => {
                     calls.insert(id.as_str(), name.as_str());
                     let mut call = Map::new();

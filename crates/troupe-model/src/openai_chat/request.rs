@@ -128,6 +128,13 @@ fn user_messages(message: &Message, out: &mut Vec<Value>) {
             ContentBlock::Image { source } => {
                 parts.push(json!({"type": "image_url", "image_url": {"url": image_url(source)}}))
             }
+            // Chat takes a file's bytes only (a URL is refused before the request is built).
+            ContentBlock::Document { source, name } => {
+                let mut file = Map::new();
+                file.insert("filename".into(), Value::String(name.clone().unwrap_or_else(|| "document.pdf".into())));
+                file.insert("file_data".into(), Value::String(image_url(source)));
+                parts.push(json!({"type": "file", "file": file}));
+            }
             // Calls and reasoning are the model's; they cannot appear in a user turn.
             ContentBlock::ToolUse { .. } | ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => {}
         }
@@ -181,6 +188,7 @@ fn assistant_message(message: &Message) -> Option<Value> {
             ContentBlock::Thinking { .. }
             | ContentBlock::RedactedThinking { .. }
             | ContentBlock::Image { .. }
+            | ContentBlock::Document { .. }
             | ContentBlock::ToolResult { .. } => {}
         }
     }

@@ -53,10 +53,25 @@ enum InputItem<'a> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Part<'a> {
-    InputText { text: &'a str },
-    OutputText { text: &'a str },
+    InputText {
+        text: &'a str,
+    },
+    OutputText {
+        text: &'a str,
+    },
     // `detail` is marked required in the official SDK's input-image type.
-    InputImage { image_url: Cow<'a, str>, detail: &'static str },
+    InputImage {
+        image_url: Cow<'a, str>,
+        detail: &'static str,
+    },
+    InputFile {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        filename: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        file_data: Option<Cow<'a, str>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        file_url: Option<&'a str>,
+    },
 }
 
 /// A function tool: flat, unlike Chat Completions' `{type, function: {...}}`.
@@ -203,6 +218,15 @@ fn push_message<'a>(message: &'a Message, input: &mut Vec<InputItem<'a>>) {
                 parts.push(Part::InputImage { image_url: image_url(source), detail: "auto" })
             }
             ContentBlock::Image { .. } => {}
+            ContentBlock::Document { source, name } if message.role == Role::User => {
+                let (file_data, file_url) = match source {
+                    ImageSource::Base64 { .. } => (Some(image_url(source)), None),
+                    ImageSource::Url { url } => (None, Some(url.as_str())),
+                };
+                let filename = Some(name.as_deref().unwrap_or("document.pdf")).filter(|_| file_data.is_some());
+                parts.push(Part::InputFile { filename, file_data, file_url })
+            }
+            ContentBlock::Document { .. } => {}
             ContentBlock::ToolUse { id, name, input: arguments, .. } => {
                 flush(role, &mut parts, input);
                 input.push(InputItem::FunctionCall {

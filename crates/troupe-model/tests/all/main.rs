@@ -4,6 +4,7 @@
 //! One test binary for the crate: each module was a test file of its own.
 
 mod anthropic;
+mod attachments;
 mod cancellation;
 mod fallback;
 mod gemini;

@@ -113,6 +113,8 @@ impl TokenEstimator {
         match block {
             ContentBlock::Text { text } => self.bytes(text.len()),
             ContentBlock::Image { .. } => self.image_tokens,
+            // Vendors count a PDF's pages as text and images; a page's worth is the least it is.
+            ContentBlock::Document { .. } => self.image_tokens,
             ContentBlock::ToolUse { id, name, input, .. } => {
                 self.tool_block_overhead + self.bytes(id.as_str().len() + name.len() + json_len(input))
             }

@@ -171,6 +171,9 @@ fn render(message: &Message) -> String {
             ContentBlock::Image { .. } => {
                 let _ = write!(out, "\n[{who} sent an image]");
             }
+            ContentBlock::Document { name, .. } => {
+                let _ = write!(out, "\n[{who} sent a document: {}]", name.as_deref().unwrap_or("a PDF"));
+            }
             // Reasoning is the model's scratch work; its conclusions are in the text.
             ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => {}
         }

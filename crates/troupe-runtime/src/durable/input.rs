@@ -45,6 +45,9 @@ pub struct StoredInput {
     /// The recorded run this one was forked from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<crate::ForkOrigin>,
+    /// The images and documents given with the task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<troupe_core::ContentBlock>,
 }
 
 impl StoredInput {
@@ -62,6 +65,7 @@ impl StoredInput {
             client_tools: input.client_tools.clone(),
             shared_state: input.shared_state.clone(),
             forked_from: input.forked_from.clone(),
+            attachments: input.attachments.clone(),
         }
     }
 
@@ -82,6 +86,7 @@ impl StoredInput {
         RunState::new(run_id, self.spec.name.clone(), model, String::new())
             .with_history(self.history.clone())
             .with_instruction(&self.instruction)
+            .with_attachments(self.attachments.clone())
             .with_conversation(self.conversation_id.clone())
             .with_parent(self.parent_run_id.clone())
             .with_output(self.output.clone().or_else(|| self.spec.output.clone()))

@@ -19,6 +19,7 @@ fn part(block: &ContentBlock) -> Value {
         ContentBlock::Thinking { text, .. } => json!({"type": "reasoning", "content": text}),
         // Neither the image's bytes nor encrypted reasoning belong in a span.
         ContentBlock::Image { .. } => json!({"type": "image"}),
+        ContentBlock::Document { .. } => json!({"type": "document"}),
         ContentBlock::RedactedThinking { .. } => json!({"type": "reasoning"}),
     }
 }
