@@ -354,8 +354,13 @@ pub(crate) async fn follow(
     }
     let paused: Vec<&str> = report.paused.iter().map(|p| p.member.as_str()).collect();
     eprintln!("{}", progress::summary_table(&rows, &report.records, &paused, &progress));
+    let withheld = match stats.fields_withheld {
+        0 => String::new(),
+        1 => ", 1 report field withheld".to_owned(),
+        n => format!(", {n} report fields withheld"),
+    };
     eprintln!(
-        "firewall: {} report{} passed, {} dropped, {} secret{} redacted",
+        "firewall: {} report{} passed, {} dropped, {} secret{} redacted{withheld}",
         stats.passed,
         if stats.passed == 1 { "" } else { "s" },
         stats.dropped(),

@@ -11,6 +11,11 @@
 //! 4. **Secrets** are always redacted, in every field, after the sanitisers
 //!    ([`redact_secrets`]); this cannot be turned off.
 //!
+//! A typed report ([`report`](crate::report)) passes as data
+//! ([`ContextFirewall::filter_report`]): the same channel checks, then only the fields its
+//! channel carries ([`ContextFirewall::report_fields`]; each other field is withheld, with
+//! its own drop), then the sanitisers and the redaction on every text it holds.
+//!
 //! Each drop is counted by reason ([`ContextFirewall::stats`]) and, when the firewall has
 //! an event sink, emitted as an [`AgentEventKind::Custom`] event named `firewall_drop`.
 //!
@@ -36,9 +41,11 @@ mod redact;
 pub use interface::{CodeLanguage, InterfaceOnly, interface_of, interface_of_fences};
 pub use redact::{REDACTED, SecretRedactor, redact_secrets};
 
-use crate::member::EventSink;
-use crate::message::{AgentMessage, MessageKind, Recipient};
+use crate::member::{EventSink, MemberResult};
+use crate::message::{AgentMessage, MessageKind, MessagePayload, Recipient};
+use crate::report::REPORT_FIELDS;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
@@ -70,12 +77,19 @@ pub enum DropReason {
     /// A broadcast was given to [`ContextFirewall::filter`], which needs a recipient:
     /// filter each copy with [`ContextFirewall::filter_for`] (the bus does).
     UnaddressedBroadcast,
+    /// A field of a typed report that its channel does not carry
+    /// ([`ContextFirewall::report_fields`]); the rest of the report passed.
+    FieldWithheld,
 }
 
 impl DropReason {
     /// Every reason.
-    pub const ALL: [DropReason; 3] =
-        [DropReason::UndeclaredChannel, DropReason::IntermediateToNonOrchestrator, DropReason::UnaddressedBroadcast];
+    pub const ALL: [DropReason; 4] = [
+        DropReason::UndeclaredChannel,
+        DropReason::IntermediateToNonOrchestrator,
+        DropReason::UnaddressedBroadcast,
+        DropReason::FieldWithheld,
+    ];
 
     /// The reason's snake_case name.
     pub fn as_str(self) -> &'static str {
@@ -83,6 +97,7 @@ impl DropReason {
             DropReason::UndeclaredChannel => "undeclared_channel",
             DropReason::IntermediateToNonOrchestrator => "intermediate_to_non_orchestrator",
             DropReason::UnaddressedBroadcast => "unaddressed_broadcast",
+            DropReason::FieldWithheld => "field_withheld",
         }
     }
 
@@ -91,6 +106,7 @@ impl DropReason {
             DropReason::UndeclaredChannel => 0,
             DropReason::IntermediateToNonOrchestrator => 1,
             DropReason::UnaddressedBroadcast => 2,
+            DropReason::FieldWithheld => 3,
         }
     }
 }
@@ -101,6 +117,7 @@ impl fmt::Display for DropReason {
             DropReason::UndeclaredChannel => "no channel is declared from the sender to the recipient",
             DropReason::IntermediateToNonOrchestrator => "intermediate results go to the orchestrator only",
             DropReason::UnaddressedBroadcast => "a broadcast must be filtered per recipient",
+            DropReason::FieldWithheld => "the channel does not carry this field of the report",
         })
     }
 }
@@ -132,6 +149,9 @@ pub struct FirewallStats {
     pub intermediate_to_non_orchestrator: u64,
     /// Drops of broadcasts given without a recipient.
     pub unaddressed_broadcast: u64,
+    /// Fields of typed reports withheld (the rest of each report passed).
+    #[serde(default)]
+    pub fields_withheld: u64,
     /// Secrets redacted from messages that passed.
     pub secrets_redacted: u64,
     /// Drop events that could not be sent (the sink was full or closed); the drops are
@@ -140,7 +160,8 @@ pub struct FirewallStats {
 }
 
 impl FirewallStats {
-    /// Every drop, whatever the reason.
+    /// Every message dropped, whatever the reason (a withheld field is not a dropped
+    /// message: see [`fields_withheld`](Self::fields_withheld)).
     pub fn dropped(&self) -> u64 {
         self.undeclared_channel + self.intermediate_to_non_orchestrator + self.unaddressed_broadcast
     }
@@ -151,8 +172,18 @@ impl FirewallStats {
             DropReason::UndeclaredChannel => self.undeclared_channel,
             DropReason::IntermediateToNonOrchestrator => self.intermediate_to_non_orchestrator,
             DropReason::UnaddressedBroadcast => self.unaddressed_broadcast,
+            DropReason::FieldWithheld => self.fields_withheld,
         }
     }
+}
+
+/// A typed report as its recipient may read it ([`ContextFirewall::filter_report`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PassedReport {
+    /// The report: the fields its channel carries, every text sanitised and redacted.
+    pub report: Value,
+    /// The fields withheld, in the order the report's keys are held (by name).
+    pub withheld: Vec<String>,
 }
 
 /// The filter every inter-agent message passes (see the [module](self) docs).
@@ -162,6 +193,7 @@ pub struct ContextFirewall {
     channels: HashSet<(String, String)>,
     orchestrator: Option<String>,
     sanitisers: HashMap<String, Vec<Arc<dyn Sanitiser>>>,
+    fields: HashMap<(String, String), Vec<String>>,
     events: Option<EventSink>,
     audit: Option<Arc<dyn AuditLog>>,
     run_id: RunId,
@@ -189,6 +221,7 @@ impl fmt::Debug for ContextFirewall {
             .field("channels", &self.channels)
             .field("orchestrator", &self.orchestrator)
             .field("sanitisers", &sanitisers)
+            .field("report_fields", &self.fields)
             .field("stats", &self.stats())
             .finish_non_exhaustive()
     }
@@ -201,6 +234,7 @@ impl ContextFirewall {
             channels: HashSet::new(),
             orchestrator: None,
             sanitisers: HashMap::new(),
+            fields: HashMap::new(),
             events: None,
             audit: None,
             run_id: RunId::new("firewall"),
@@ -234,6 +268,18 @@ impl ContextFirewall {
     /// Adds `sanitiser` to what `recipient` receives (after those added before it).
     pub fn sanitiser_for(mut self, recipient: impl Into<String>, sanitiser: Arc<dyn Sanitiser>) -> Self {
         self.sanitisers.entry(recipient.into()).or_default().push(sanitiser);
+        self
+    }
+
+    /// The fields of a typed report that the channel `from -> to` carries (top-level keys;
+    /// every other field is withheld). Without it, a channel carries whole reports.
+    pub fn report_fields(
+        mut self,
+        from: impl Into<String>,
+        to: impl Into<String>,
+        fields: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.fields.insert((from.into(), to.into()), fields.into_iter().map(Into::into).collect());
         self
     }
 
@@ -277,21 +323,144 @@ impl ContextFirewall {
     pub fn filter(&self, message: &AgentMessage) -> Result<AgentMessage, FirewallDrop> {
         match &message.to {
             Recipient::Agent(name) => self.filter_for(message, name),
-            Recipient::Broadcast => Err(self.drop(message, "*", DropReason::UnaddressedBroadcast)),
+            Recipient::Broadcast => Err(self.drop(message, "*", DropReason::UnaddressedBroadcast, None)),
         }
     }
 
     /// Filters `message` for `recipient` (one copy of a broadcast, or a direct message).
     pub fn filter_for(&self, message: &AgentMessage, recipient: &str) -> Result<AgentMessage, FirewallDrop> {
-        if message.kind == MessageKind::IntermediateResult && self.orchestrator.as_deref() != Some(recipient) {
-            return Err(self.drop(message, recipient, DropReason::IntermediateToNonOrchestrator));
-        }
-        if !self.allows(&message.from, recipient) {
-            return Err(self.drop(message, recipient, DropReason::UndeclaredChannel));
-        }
+        self.admit(message, recipient)?;
         let passed = self.sanitise_for(message, recipient);
         self.passed.fetch_add(1, Ordering::Relaxed);
         Ok(passed)
+    }
+
+    /// Filters the typed report `report` that `message` (a response whose summary is left
+    /// aside) carries to its recipient: the channel checks of [`filter`](Self::filter), then
+    /// only the fields the channel carries ([`report_fields`](Self::report_fields): each
+    /// other field withheld, a [`DropReason::FieldWithheld`] drop), then the recipient's
+    /// sanitisers and the redaction of secrets on every text left. A structured
+    /// [`Report`](crate::report::Report) is sanitised as a message's payload (its artifacts
+    /// as artifacts); any other document text by text.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use troupe_team::firewall::ContextFirewall;
+    /// use troupe_team::message::AgentMessage;
+    ///
+    /// let firewall = ContextFirewall::new()
+    ///     .channel("researcher", "lead")
+    ///     .report_fields("researcher", "lead", ["summary", "decisions"]);
+    /// let report = json!({"summary": "Found it.", "artifacts": [], "decisions": ["Use v2."], "blockers": []});
+    /// let passed = firewall.filter_report(&AgentMessage::response("researcher", "lead", ""), &report)?;
+    /// assert_eq!(passed.report, json!({"summary": "Found it.", "decisions": ["Use v2."]}));
+    /// assert_eq!(passed.withheld, ["artifacts", "blockers"]);
+    /// assert_eq!(firewall.stats().fields_withheld, 2);
+    /// # Ok::<(), troupe_team::firewall::FirewallDrop>(())
+    /// ```
+    pub fn filter_report(&self, message: &AgentMessage, report: &Value) -> Result<PassedReport, FirewallDrop> {
+        let recipient = match &message.to {
+            Recipient::Agent(name) => name.as_str(),
+            Recipient::Broadcast => return Err(self.drop(message, "*", DropReason::UnaddressedBroadcast, None)),
+        };
+        self.admit(message, recipient)?;
+        let mut report = report.clone();
+        let mut withheld = Vec::new();
+        if let (Some(carried), Value::Object(fields)) =
+            (self.fields.get(&(message.from.clone(), recipient.to_owned())), &mut report)
+        {
+            fields.retain(|field, _| {
+                let keep = carried.iter().any(|c| c == field);
+                if !keep {
+                    withheld.push(field.clone());
+                }
+                keep
+            });
+            for field in &withheld {
+                self.drop(message, recipient, DropReason::FieldWithheld, Some(field));
+            }
+        }
+        let report = self.sanitise_report(message, recipient, report);
+        self.passed.fetch_add(1, Ordering::Relaxed);
+        Ok(PassedReport { report, withheld })
+    }
+
+    /// Passes a member's `result` to `recipient` through the firewall, in place: a typed
+    /// report by [`filter_report`](Self::filter_report) (the answer becomes the filtered
+    /// document's JSON), a text answer by [`filter`](Self::filter); secrets are redacted
+    /// from its error too. Gives the fields withheld, or the drop (the result is then left
+    /// as it was: whoever passes it says what the recipient reads instead).
+    pub fn filter_result(&self, result: &mut MemberResult, recipient: &str) -> Result<Vec<String>, FirewallDrop> {
+        let mut message = AgentMessage::response(result.name.clone(), recipient.to_owned(), result.content.clone())
+            .task(result.task_id.clone());
+        let withheld = match &result.report {
+            Some(report) => {
+                message.payload.summary.clear();
+                let passed = self.filter_report(&message, report)?;
+                result.content = serde_json::to_string_pretty(&passed.report).unwrap_or_default();
+                result.report = Some(passed.report);
+                passed.withheld
+            }
+            None => {
+                result.content = self.filter(&message)?.payload.summary;
+                Vec::new()
+            }
+        };
+        result.error = result.error.take().map(|e| redact_secrets(&e).0.into_owned());
+        Ok(withheld)
+    }
+
+    /// The channel checks: intermediate results to the orchestrator only, then a declared
+    /// channel (or the orchestrator at one end).
+    fn admit(&self, message: &AgentMessage, recipient: &str) -> Result<(), FirewallDrop> {
+        if message.kind == MessageKind::IntermediateResult && self.orchestrator.as_deref() != Some(recipient) {
+            return Err(self.drop(message, recipient, DropReason::IntermediateToNonOrchestrator, None));
+        }
+        if !self.allows(&message.from, recipient) {
+            return Err(self.drop(message, recipient, DropReason::UndeclaredChannel, None));
+        }
+        Ok(())
+    }
+
+    /// Every text of a typed report as `recipient` may read it.
+    fn sanitise_report(&self, message: &AgentMessage, recipient: &str, report: Value) -> Value {
+        let structured = match &report {
+            Value::Object(fields) if fields.keys().all(|k| REPORT_FIELDS.contains(&k.as_str())) => {
+                serde_json::from_value::<MessagePayload>(report.clone()).ok()
+            }
+            _ => None,
+        };
+        if let (Some(payload), Value::Object(fields)) = (structured, &report) {
+            let mut carrier = message.clone();
+            carrier.payload = payload;
+            let passed = serde_json::to_value(self.sanitise_for(&carrier, recipient).payload).unwrap_or(Value::Null);
+            // The fields the report had (an empty list stays an empty list).
+            return Value::Object(
+                fields
+                    .keys()
+                    .map(|k| (k.clone(), passed.get(k).cloned().unwrap_or_else(|| Value::Array(Vec::new()))))
+                    .collect(),
+            );
+        }
+        self.sanitise_texts(message, recipient, report)
+    }
+
+    /// `value` with every string in it as `recipient` may read it.
+    fn sanitise_texts(&self, message: &AgentMessage, recipient: &str, value: Value) -> Value {
+        match value {
+            Value::String(text) => {
+                let mut carrier = message.clone();
+                carrier.payload = MessagePayload::summary(text);
+                Value::String(self.sanitise_for(&carrier, recipient).payload.summary)
+            }
+            Value::Array(items) => {
+                Value::Array(items.into_iter().map(|v| self.sanitise_texts(message, recipient, v)).collect())
+            }
+            Value::Object(fields) => Value::Object(
+                fields.into_iter().map(|(k, v)| (k, self.sanitise_texts(message, recipient, v))).collect(),
+            ),
+            other => other,
+        }
     }
 
     /// `message` as `recipient` may read it — its sanitisers applied, secrets redacted —
@@ -315,17 +484,20 @@ impl ContextFirewall {
             undeclared_channel: dropped(DropReason::UndeclaredChannel),
             intermediate_to_non_orchestrator: dropped(DropReason::IntermediateToNonOrchestrator),
             unaddressed_broadcast: dropped(DropReason::UnaddressedBroadcast),
+            fields_withheld: dropped(DropReason::FieldWithheld),
             secrets_redacted: self.redacted.load(Ordering::Relaxed),
             events_lost: self.events_lost.load(Ordering::Relaxed),
         }
     }
 
-    /// Counts a drop, emits its event, and describes it.
-    fn drop(&self, message: &AgentMessage, to: &str, reason: DropReason) -> FirewallDrop {
+    /// Counts a drop (of the whole message, or of one `field` of its report), emits its
+    /// event, and describes it.
+    fn drop(&self, message: &AgentMessage, to: &str, reason: DropReason, field: Option<&str>) -> FirewallDrop {
         self.dropped[reason.index()].fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(from = %message.from, to, kind = %message.kind, reason = reason.as_str(), "firewall drop");
+        tracing::debug!(from = %message.from, to, kind = %message.kind, reason = reason.as_str(), field, "firewall drop");
         if let Some(audit) = &self.audit {
-            let why = format!("{} -> {to} ({}): {}", message.from, message.kind, reason);
+            let what = field.map(|f| format!(" field `{f}`")).unwrap_or_default();
+            let why = format!("{} -> {to} ({}){what}: {}", message.from, message.kind, reason);
             audit.record(
                 AuditEntry::new(AuditKind::FirewallDrop, message.from.clone(), false, why)
                     .with_run_id(self.run_id.as_str()),
@@ -333,7 +505,7 @@ impl ContextFirewall {
         }
         if let Some(sink) = &self.events {
             let seq = self.event_seq.fetch_add(1, Ordering::Relaxed);
-            let value = serde_json::json!({
+            let mut value = serde_json::json!({
                 "message_id": message.id,
                 "from": message.from,
                 "to": to,
@@ -341,6 +513,9 @@ impl ContextFirewall {
                 "reason": reason,
                 "task_id": message.task_id,
             });
+            if let Some(field) = field {
+                value["field"] = Value::String(field.to_owned());
+            }
             // The dropped message's sender is the agent the event is about.
             let attribution = Attribution::now(AgentId::new(message.from.clone()), self.run_id.clone(), seq);
             let event =

@@ -307,6 +307,7 @@ impl Member for AgentGroup {
                     usage: output.usage,
                     cost_usd: output.cost_usd,
                     run_id: None,
+                    report: None,
                 },
                 Err(error) => MemberResult::failed(&self.name, task.task_id, error.to_string()),
             }

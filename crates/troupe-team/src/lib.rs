@@ -7,6 +7,9 @@
 //! - **Context isolation**: a [`SharedContext`] every member sees and a [`SubagentBrief`]
 //!   per role, which also restricts the member's tools; members exchange
 //!   [`AgentMessage`]s — summaries, artifacts, decisions and blockers, not transcripts.
+//! - **Typed reports** ([`report`]): a member ends with a structured [`Report`] (or a
+//!   document of another schema), which the leader's `delegate` tool returns as data and
+//!   the firewall filters field by field.
 //! - **The context firewall** ([`ContextFirewall`]): declared channels only, intermediate
 //!   results only to the orchestrator, per-recipient sanitising (secrets always redacted).
 //! - **Coordination**: [`MessageBus`], [`DelegationChain`], [`WorkQueue`] (in memory) and
@@ -54,6 +57,7 @@ pub mod group;
 mod member;
 pub mod memory;
 pub mod message;
+pub mod report;
 pub mod supervisor;
 
 pub use brief::{BriefContext, BriefTask, ExpectedOutput, SharedContext, SubagentBrief};
@@ -69,4 +73,5 @@ pub use group::{AgentGroup, AgentGroupBuilder, FailurePolicy, GroupOutput, Strat
 pub use member::{AgentMember, EventSink, Member, MemberResult, MemberTask};
 pub use memory::{MemoryScope, memory_tools};
 pub use message::{AgentMessage, Artifact, MessageKind, MessagePayload, Recipient};
+pub use report::{Report, ReportFormat, report_spec};
 pub use supervisor::{AgentHandle, AgentStatus, RecursiveSpawnGuard, Supervisor, TeamBudget};

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, AgentEventKind, PauseReason, RunId, Usage};
 use troupe_durable::ResumeRun;
 use troupe_runtime::durable::{child_run_id, finished_output};
-use troupe_runtime::{Agent, RunHandle, RunInput, RunOutcome, RunOutput, RuntimeError};
+use troupe_runtime::{Agent, OutputSpec, RunHandle, RunInput, RunOutcome, RunOutput, RuntimeError};
 
 /// A task given to a member.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -28,6 +28,10 @@ pub struct MemberTask {
     /// The run of the member that delegates, so runs form a tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run_id: Option<RunId>,
+    /// The typed report the member must end with (see [`report`](crate::report)); `None`:
+    /// as the member itself declares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<OutputSpec>,
 }
 
 impl MemberTask {
@@ -72,6 +76,10 @@ pub struct MemberResult {
     /// Its run, when it ran as one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<RunId>,
+    /// Its typed report, when its report is typed and it completed the task: the JSON
+    /// document its run ended with, as it may be read (see [`report`](crate::report)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<serde_json::Value>,
 }
 
 impl MemberResult {
@@ -82,6 +90,21 @@ impl MemberResult {
             task_id: task_id.into(),
             error: Some(error.into()),
             ..MemberResult::default()
+        }
+    }
+
+    /// The typed report decoded as a `T` (a [`Report`](crate::report::Report), say):
+    /// `None` without a typed report, else the report or why it is not a `T`.
+    pub fn report_as<T: serde::de::DeserializeOwned>(&self) -> Option<Result<T, serde_json::Error>> {
+        self.report.as_ref().map(|report| T::deserialize(report))
+    }
+
+    /// Reads the typed report of `spec` from the answer of a completed task, when there is
+    /// a spec, no report was read yet and the answer matches it (for a [`Member`] whose
+    /// runs end with a typed answer).
+    pub fn read_report(&mut self, spec: Option<&OutputSpec>) {
+        if let (Some(spec), true, None) = (spec, self.success, &self.report) {
+            self.report = spec.check(&self.content).ok();
         }
     }
 }
@@ -128,12 +151,27 @@ pub struct AgentMember {
     agent: Agent,
     description: String,
     control: Option<TeamControl>,
+    report: Option<OutputSpec>,
 }
 
 impl AgentMember {
     /// `agent` as a member, described by `description`.
     pub fn new(agent: Agent, description: impl Into<String>) -> Self {
-        AgentMember { agent, description: description.into(), control: None }
+        AgentMember { agent, description: description.into(), control: None, report: None }
+    }
+
+    /// The same member, reporting in `format` (see [`report`](crate::report)): its runs
+    /// end with a document of that schema, which its results carry as
+    /// [`MemberResult::report`]. A task that names its own report wins.
+    pub fn report(mut self, format: crate::report::ReportFormat) -> Self {
+        self.report = format.spec();
+        self
+    }
+
+    /// The report the member's run for `task` must end with: the task's, else the
+    /// member's, else its agent's own output schema.
+    fn report_spec(&self, task: &MemberTask) -> Option<OutputSpec> {
+        task.report.clone().or_else(|| self.report.clone()).or_else(|| self.agent.spec().output.clone())
     }
 
     /// The same member, its runs followed by `control` (decisions, deferral, halt).
@@ -157,6 +195,7 @@ impl AgentMember {
     async fn open(&self, task: &MemberTask) -> Result<Opened, RuntimeError> {
         let mut input = RunInput::new(task.full_prompt());
         input.parent_run_id.clone_from(&task.parent_run_id);
+        input.output = self.report_spec(task);
         let (Some(parent), Some(durability)) = (&task.parent_run_id, self.agent.runner().durability()) else {
             return Ok(Opened::Going(self.agent.start(input)));
         };
@@ -200,6 +239,12 @@ impl Member for AgentMember {
     ) -> BoxFuture<'_, MemberResult> {
         Box::pin(async move {
             let name = self.name().to_owned();
+            let spec = self.report_spec(&task);
+            let result_of = |name, task_id, output| {
+                let mut result = result_of(name, task_id, output);
+                result.read_report(spec.as_ref());
+                result
+            };
             let mut handle = match self.open(&task).await {
                 Ok(Opened::Going(handle)) => handle,
                 Ok(Opened::Finished(output)) => return result_of(name, task.task_id, *output),
@@ -284,6 +329,7 @@ fn result_of(name: String, task_id: String, output: RunOutput) -> MemberResult {
         usage: output.usage,
         cost_usd: output.cost_usd,
         run_id: Some(output.run_id),
+        report: None,
     }
 }
 

@@ -215,6 +215,11 @@ impl AgentDefinition {
         &self.agent.id
     }
 
+    /// The typed answer its runs end with (`[output]`, read and checked), if any.
+    pub fn output_spec(&self) -> Option<&OutputSpec> {
+        self.output_spec.as_ref()
+    }
+
     /// The model id the runtime resolves: `provider/model`, or `model` as written.
     pub fn model_id(&self) -> String {
         self.provider.model_id()

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId, Usage};
 use troupe_model::ModelConfig;
-use troupe_runtime::Durability;
+use troupe_runtime::{Durability, OutputSpec};
 use troupe_store::Store;
-use troupe_team::firewall::{FirewallDrop, redact_secrets};
+use troupe_team::firewall::FirewallDrop;
 use troupe_team::message::AgentMessage;
 use troupe_team::{
     AgentGroup, AgentMember, ContextFirewall, DelegateTool, EventSink, Member, MemberResult, MemberTask, Strategy,
@@ -174,11 +174,12 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
     }
     let mut members: Vec<Arc<dyn Member>> = Vec::new();
     let mut agents = std::collections::BTreeMap::new();
-    let tracked = |inner: Arc<dyn Member>, report_to: Option<String>| -> Arc<dyn Member> {
+    let tracked = |inner: Arc<dyn Member>, report_to: Option<String>, report: Option<OutputSpec>| -> Arc<dyn Member> {
         Arc::new(Tracked {
             inner,
             events: setting.events.clone(),
             report_to,
+            report,
             firewall: Arc::clone(&firewall),
             records: Arc::clone(&records),
         })
@@ -192,11 +193,13 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
                 .for_run(n, setting.approvals, &setting.control)
                 .ok_or_else(|| BuildError::Invalid(format!("the remote member `{}` was not made ready", ids[n])))?;
             rows.push(Row { name: ids[n].clone(), role: "member", isolation: Isolation::Remote });
-            members.push(tracked(Arc::new(remote), recipient(n)));
+            members.push(tracked(Arc::new(remote), recipient(n), None));
             continue;
         };
         let agent = registered(setting.registry, id)?;
         let description = describe(&agent.definition);
+        // The team file's `report` wins over the agent file's `[output]`.
+        let report = team.report(n).spec().or_else(|| agent.definition.output_spec().cloned());
         let inner: Arc<dyn Member> = match entry.isolation {
             // A file cannot say `remote` as an isolation.
             Isolation::Local | Isolation::Remote => {
@@ -217,9 +220,9 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
             }
         };
         rows.push(Row { name: id.to_owned(), role: "member", isolation: entry.isolation });
-        members.push(tracked(inner, recipient(n)));
+        members.push(tracked(inner, recipient(n), report));
     }
-    let track = |inner: Arc<dyn Member>| tracked(inner, None);
+    let track = |inner: Arc<dyn Member>| tracked(inner, None, None);
     let leader_ceilings =
         Ceilings { max_usd: budget.max_usd, max_total_tokens: budget.max_total_tokens, timeout: budget.max_wall_time };
     let invalid = |e: TeamError| BuildError::Invalid(format!("team `{}`: {e}", team.name()));
@@ -311,12 +314,13 @@ fn local(
 /// The firewall of the team file's channels; without a `[firewall]` table, one that
 /// passes every report to its recipient (and still redacts secrets).
 fn firewall(team: &TeamFile, ids: &[String], recipient: &dyn Fn(usize) -> Option<String>) -> ContextFirewall {
-    match team.channels() {
+    let firewall = match team.channels() {
         Some(channels) => channels.into_iter().fold(ContextFirewall::new(), |f, c| f.channel(c.from, c.to)),
         None => (0..ids.len())
             .filter_map(|n| recipient(n).map(|to| (ids[n].as_str(), to)))
             .fold(ContextFirewall::new(), |f, (from, to)| f.channel(from, to)),
-    }
+    };
+    team.report_fields().into_iter().fold(firewall, |f, (c, fields)| f.report_fields(c.from, c.to, fields))
 }
 
 /// How a `process` member's workers start: its file's `[agent.execution]`, with paths
@@ -387,6 +391,8 @@ struct Tracked {
     inner: Arc<dyn Member>,
     events: EventSink,
     report_to: Option<String>,
+    /// The typed report the member ends with, if its report is typed.
+    report: Option<OutputSpec>,
     firewall: Arc<ContextFirewall>,
     records: Records,
 }
@@ -421,10 +427,15 @@ impl Member for Tracked {
                 let context = AgentMessage::request(task.from.clone(), self.inner.name().to_owned(), context.clone());
                 task.context = Some(self.firewall.sanitise_for(&context, self.inner.name()).payload.summary);
             }
+            if task.report.is_none() {
+                task.report.clone_from(&self.report);
+            }
+            let spec = task.report.clone();
             let (from, task_id, parent) = (task.from.clone(), task.task_id.clone(), task.parent_run_id.clone());
             let brief = json!({"member": self.inner.name(), "task_id": task_id, "from": from, "brief": task.prompt});
             self.tell(BRIEF_EVENT, parent.clone(), brief).await;
             let mut result = self.inner.run(task, Some(self.events.clone()), cancel).await;
+            result.read_report(spec.as_ref());
             let record = Record {
                 name: result.name.clone(),
                 success: result.success,
@@ -435,25 +446,26 @@ impl Member for Tracked {
             };
             self.records.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(record);
             let mut withheld = false;
+            let mut fields_withheld = Vec::new();
             if let Some(to) = &self.report_to {
-                let message = AgentMessage::response(result.name.clone(), to.clone(), result.content.clone())
-                    .task(result.task_id.clone());
-                match self.firewall.filter(&message) {
-                    Ok(passed) => {
-                        result.content = passed.payload.summary;
-                        result.error = result.error.map(|e| redact_secrets(&e).0.into_owned());
-                    }
+                match self.firewall.filter_result(&mut result, to) {
+                    Ok(fields) => fields_withheld = fields,
                     Err(drop) => {
                         withheld = true;
                         result.content = notice(&drop);
+                        result.report = None;
                         result.error = result.error.map(|_| "its report was withheld by the firewall".to_owned());
                     }
                 }
             }
-            let report = json!({
+            let mut report = json!({
                 "member": result.name, "task_id": task_id, "to": self.report_to.clone().unwrap_or(from),
                 "success": result.success, "withheld": withheld, "report": result.content,
             });
+            if let Some(structured) = &result.report {
+                report["structured"] = structured.clone();
+                report["withheld_fields"] = json!(fields_withheld);
+            }
             self.tell(REPORT_EVENT, parent, report).await;
             result
         })

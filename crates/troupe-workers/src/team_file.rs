@@ -29,7 +29,17 @@
 //!
 //! [firewall]                   # optional
 //! channels = ["researcher -> lead", "reviewer -> lead", "auditor -> lead"]
+//!
+//! [firewall.fields]            # optional: the fields of typed reports a channel carries
+//! "researcher -> lead" = ["summary", "decisions", "blockers"]
 //! ```
+//!
+//! An agent member's `report` says what it gives back: `"text"` (its answer; the default
+//! unless its agent file has an `[output]`), `"structured"` (the structured report:
+//! summary, artifacts, decisions, blockers) or the path of a JSON schema file, relative to
+//! the team file (`report = "schemas/review.json"`). A typed report reaches its recipient
+//! as data; `[firewall.fields]` names the top-level fields each channel carries, and the
+//! firewall withholds the others (each withheld field is a `firewall_drop` event).
 //!
 //! A member is exactly one of `agent` (an agent file of the config directories) and
 //! `remote` (an A2A agent, found by its card when the team is assembled). A remote member
@@ -74,7 +84,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::de::{DeTable, DeValue};
-use troupe_team::TeamBudget;
+use troupe_team::{ReportFormat, TeamBudget};
 
 /// A team file: who is in the team, how they share the task, what they may spend, and
 /// what may pass between them.
@@ -92,6 +102,9 @@ pub struct TeamFile {
     /// Where the values later checks point at are written.
     #[serde(skip)]
     places: Places,
+    /// Each member's report, its schema read.
+    #[serde(skip)]
+    reports: Vec<ReportFormat>,
 }
 
 /// How a team's members share the task.
@@ -191,6 +204,10 @@ pub struct FirewallSection {
     /// The declared channels, each `"sender -> recipient"`.
     #[serde(default)]
     pub channels: Vec<String>,
+    /// The top-level fields of typed reports each channel (`"sender -> recipient"`, one
+    /// of `channels`) carries; a channel not named carries whole reports.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub fields: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// A declared channel: reports from `from` may reach `to`.
@@ -235,6 +252,7 @@ struct Places {
     leader: Option<Location>,
     members: Vec<MemberPlaces>,
     channels: Vec<Option<Location>>,
+    fields: std::collections::BTreeMap<String, Location>,
 }
 
 impl TeamFile {
@@ -251,7 +269,7 @@ impl TeamFile {
     /// assert_eq!(
     ///     typo.to_string(),
     ///     "team.toml:6:1: unknown key `agnet` in [[team.members]]; expected one of agent, remote, name, skill, \
-    ///      bearer_env, timeout_seconds, isolation"
+    ///      bearer_env, timeout_seconds, isolation, report"
     /// );
     /// # Ok::<(), troupe_workers::definition::DefinitionError>(())
     /// ```
@@ -262,7 +280,76 @@ impl TeamFile {
         file.places =
             Places::find(text, file.team.members.len(), file.firewall.as_ref().map_or(0, |f| f.channels.len()));
         file.check()?;
+        file.reports = file.read_reports()?;
         Ok(file)
+    }
+
+    /// Each member's report, a schema file read next to the team file.
+    fn read_reports(&self) -> Result<Vec<ReportFormat>, DefinitionError> {
+        let mut reports = Vec::with_capacity(self.team.members.len());
+        for (n, member) in self.team.members.iter().enumerate() {
+            let at = self.places.members.get(n).and_then(|p| p.of("report"));
+            let report = match member.report.as_deref() {
+                None | Some("text") => ReportFormat::Text,
+                Some("structured") => ReportFormat::Structured,
+                Some(file) => ReportFormat::Schema(self.report_schema(file).map_err(|e| self.error(at, e))?),
+            };
+            reports.push(report);
+        }
+        Ok(reports)
+    }
+
+    /// The output spec of the schema file `file`, relative to the team file.
+    fn report_schema(&self, file: &str) -> Result<troupe_runtime::OutputSpec, String> {
+        if !file.ends_with(".json") {
+            return Err(format!(
+                "`report` in [[team.members]] cannot be \"{file}\"; expected \"text\", \"structured\" or the path of a \
+                 JSON schema file (*.json)"
+            ));
+        }
+        let path = self.source.parent().unwrap_or(Path::new("")).join(file);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            format!("`report` in [[team.members]]: cannot read the schema file {}: {e}", path.display())
+        })?;
+        let schema: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            format!("`report` in [[team.members]]: the schema file {} is not JSON: {e}", path.display())
+        })?;
+        let name = Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("Report");
+        troupe_runtime::OutputSpec::new(troupe_core::OutputSchema::new(
+            troupe_core::OutputSchema::name_from(name),
+            schema,
+        ))
+        .map_err(|e| format!("`report` in [[team.members]]: {e}"))
+    }
+
+    /// The JSON schema files the members' `report`s name, next to the team file.
+    pub fn report_files(&self) -> Vec<PathBuf> {
+        let dir = self.source.parent().unwrap_or(Path::new(""));
+        self.team
+            .members
+            .iter()
+            .filter_map(|m| m.report.as_deref())
+            .filter(|r| !matches!(*r, "text" | "structured"))
+            .map(|r| dir.join(r))
+            .collect()
+    }
+
+    /// What the `n`th member reports ([`ReportFormat::Text`] past the last member).
+    pub fn report(&self, n: usize) -> ReportFormat {
+        self.reports.get(n).cloned().unwrap_or_default()
+    }
+
+    /// The fields of typed reports each channel carries, as `[firewall.fields]` names them.
+    pub fn report_fields(&self) -> Vec<(Channel, Vec<String>)> {
+        let Some(firewall) = &self.firewall else {
+            return Vec::new();
+        };
+        // Checked when the file was read.
+        firewall
+            .fields
+            .iter()
+            .filter_map(|(channel, fields)| Channel::parse(channel).ok().map(|c| (c, fields.clone())))
+            .collect()
     }
 
     /// Reads, parses and validates the team file at `path`.
@@ -455,6 +542,24 @@ impl TeamFile {
                 return Err(self.error(place, format!("the channel `{channel}` is declared twice; keep one")));
             }
         }
+        for (text, fields) in &firewall.fields {
+            let place = places.fields.get(text).copied();
+            let channel = Channel::parse(text).map_err(|e| self.error(place, format!("[firewall.fields]: {e}")))?;
+            if !declared.contains(&channel) {
+                return Err(self.error(
+                    place,
+                    format!(
+                        "[firewall.fields] names `{channel}`, which is not one of `channels`; declare it there \
+                         first"
+                    ),
+                ));
+            }
+            if let Some(bad) = fields.iter().find(|f| f.trim().is_empty()) {
+                return Err(
+                    self.error(place, format!("[firewall.fields] `{channel}`: a field name is empty ({bad:?})"))
+                );
+            }
+        }
         Ok(())
     }
 
@@ -485,16 +590,26 @@ impl Places {
             found.resize(wanted, None);
             found
         };
-        let firewall = root.get("firewall").and_then(|f| match f.get_ref() {
-            DeValue::Table(table) => table.get("channels"),
+        let firewall_table = root.get("firewall").and_then(|f| match f.get_ref() {
+            DeValue::Table(table) => Some(table),
             _ => None,
         });
+        let firewall = firewall_table.and_then(|t| t.get("channels"));
+        let mut fields = std::collections::BTreeMap::new();
+        if let Some(DeValue::Table(table)) = firewall_table.and_then(|t| t.get("fields")).map(|f| f.get_ref()) {
+            for (key, _) in table.iter() {
+                if let Some(at) = location(key.span()) {
+                    fields.insert(key.get_ref().to_string(), at);
+                }
+            }
+        }
         Places {
             team: team.and_then(|t| location(t.span())),
             strategy: value_at("strategy"),
             leader: value_at("leader"),
             members: member_places(text, team_table.and_then(|t| t.get("members")), members),
             channels: list(firewall, channels),
+            fields,
         }
     }
 }
@@ -642,6 +757,58 @@ channels = ["researcher -> lead", "reviewer->lead"]
         let channels: Vec<String> = team.channels().expect("a firewall").iter().map(Channel::to_string).collect();
         assert_eq!(channels, ["researcher -> lead", "reviewer -> lead"]);
         assert_eq!(team.path(), Path::new("team.toml"));
+    }
+
+    #[test]
+    fn reports_and_report_fields_are_read_and_their_mistakes_placed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("team.toml");
+        std::fs::create_dir(dir.path().join("schemas")).expect("mkdir");
+        let verdict = r#"{"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}"#;
+        std::fs::write(dir.path().join("schemas/verdict.json"), verdict).expect("writes");
+        let text = EXAMPLE
+            .replace("isolation = \"local\"", "isolation = \"local\"\nreport = \"structured\"")
+            .replace("isolation = \"process\"", "isolation = \"process\"\nreport = \"schemas/verdict.json\"")
+            + "\n[firewall.fields]\n\"researcher -> lead\" = [\"summary\", \"decisions\"]\n";
+        let team = TeamFile::parse(&text, &path).expect("valid");
+        assert_eq!(team.report(0), ReportFormat::Structured);
+        let ReportFormat::Schema(spec) = team.report(1) else { panic!("a schema: {:?}", team.report(1)) };
+        assert_eq!(spec.schema.name, "verdict");
+        assert_eq!(team.report(2), ReportFormat::Text, "past the last member");
+        let fields = team.report_fields();
+        assert_eq!(fields.len(), 1);
+        assert_eq!(
+            (fields[0].0.to_string(), fields[0].1.clone()),
+            ("researcher -> lead".into(), vec!["summary".into(), "decisions".into()])
+        );
+
+        let at = |text: &str| TeamFile::parse(text, &path).expect_err("invalid").to_string();
+        let shown = path.display();
+        let txt = at(&text.replace("schemas/verdict.json", "verdict.txt"));
+        assert!(
+            txt.starts_with(&format!("{shown}:20:10: `report` in [[team.members]] cannot be \"verdict.txt\"")),
+            "{txt}"
+        );
+        let missing = at(&text.replace("schemas/verdict.json", "schemas/none.json"));
+        assert!(
+            missing.starts_with(&format!("{shown}:20:10:")) && missing.contains("cannot read the schema file"),
+            "{missing}"
+        );
+        std::fs::write(dir.path().join("schemas/list.json"), r#"{"type": "array"}"#).expect("writes");
+        let list = at(&text.replace("schemas/verdict.json", "schemas/list.json"));
+        assert!(list.contains("must describe a JSON object"), "{list}");
+        let undeclared = at(&text.replace("\"researcher -> lead\" = [", "\"lead -> researcher\" = ["));
+        assert!(
+            undeclared.starts_with(&format!(
+                "{shown}:26:1: [firewall.fields] names `lead -> researcher`, which is not one of `channels`"
+            )),
+            "{undeclared}"
+        );
+        let remote = at(&EXAMPLE.replace(
+            "agent = \"reviewer\"\nisolation = \"process\"",
+            "remote = \"https://agents.example/\"\nname = \"auditor\"\nreport = \"structured\"",
+        ));
+        assert!(remote.contains("`report` in [[team.members]] is for agent members"), "{remote}");
     }
 
     #[test]

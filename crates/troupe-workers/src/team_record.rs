@@ -47,7 +47,8 @@ pub struct TeamInput {
     /// The directory its members work in, absolute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<PathBuf>,
-    /// The team file and each agent file it names, with their digests.
+    /// The team file, each agent file it names and each report schema file, with their
+    /// digests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<Source>,
     /// What its members' calls that need approval did (a resumed team does the same).
@@ -67,6 +68,8 @@ impl TeamInput {
         let agent_dirs: BTreeSet<PathBuf> = agents.iter().map(|a| absolute(&a.config_dir)).collect();
         let mut paths: Vec<PathBuf> = file.iter().cloned().collect();
         paths.extend(agents.iter().map(|a| absolute(&a.path)));
+        // A report's schema decides what a member answers, as much as its agent file.
+        paths.extend(team.report_files().iter().map(|p| absolute(p)));
         TeamInput {
             kind: TEAM_RUN_KIND.to_owned(),
             team: team.name().to_owned(),

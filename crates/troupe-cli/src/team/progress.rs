@@ -139,12 +139,12 @@ impl Progress {
                     .into_iter()
                     .find(|r| r.as_str() == reason)
                     .map_or_else(|| reason.to_owned(), |r| r.to_string());
-                say(&format!(
-                    "{} dropped a report {} -> {}: {reason}",
-                    self.style.warn("[firewall]"),
-                    value["from"].as_str().unwrap_or_default(),
-                    value["to"].as_str().unwrap_or_default(),
-                ));
+                let (from, to) = (value["from"].as_str().unwrap_or_default(), value["to"].as_str().unwrap_or_default());
+                let what = match value["field"].as_str() {
+                    Some(field) => format!("withheld `{field}` of a report"),
+                    None => "dropped a report".to_owned(),
+                };
+                say(&format!("{} {what} {from} -> {to}: {reason}", self.style.warn("[firewall]")));
             }
             AgentEventKind::Custom { name, value } if name == SANDBOX_EVENT => {
                 let status = value["status"].as_str().unwrap_or("unknown");

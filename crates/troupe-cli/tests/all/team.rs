@@ -117,6 +117,49 @@ fn the_shipped_example_delegates_to_each_teammate() {
     assert!(!out.contains('✓') && !out.contains("[lead]"), "progress stays on stderr: {out}");
 }
 
+#[test]
+fn the_typed_reports_example_passes_data_and_the_firewall_withholds_a_field() {
+    let workspace = workspace("# Gadget");
+    let team_file = example().join("reports.toml");
+    let output = team(
+        workspace.path(),
+        &["run", text(&team_file), "Describe", "this", "repository", "-w", text(workspace.path())],
+    );
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    // The researcher, a worker process, ended with the structured report: the leader quotes
+    // its summary. The reviewer's verdict is a document of its own schema.
+    let researcher = out.lines().find(|l| l.starts_with("- researcher: ")).unwrap_or_default();
+    assert!(researcher.contains("“Gadget”") && !researcher.contains('{'), "{out}");
+    let reviewer = out.lines().find(|l| l.starts_with("- reviewer: ")).unwrap_or_default();
+    let verdict: serde_json::Value =
+        serde_json::from_str(reviewer.trim_start_matches("- reviewer: ")).expect("the verdict is JSON");
+    assert!(verdict["approved"].is_boolean() && verdict["findings"].is_array(), "{verdict}");
+    assert_eq!(row(&err, "researcher").get(1..5), Some(&["member", "process", "1", "completed"].map(String::from)[..]));
+    assert!(err.contains("[firewall] withheld `artifacts` of a report researcher -> lead"), "{err}");
+    assert!(
+        err.contains("firewall: 2 reports passed, 0 dropped, 0 secrets redacted, 1 report field withheld"),
+        "{err}"
+    );
+
+    // The team's record keeps each report as the leader read it.
+    let path = workspace.path().join(".troupe/troupe.db");
+    let root = err.lines().find_map(|l| l.strip_prefix("team run ")).and_then(|l| l.split_whitespace().next());
+    let root = root.expect("the team's run is named").to_owned();
+    let evidence =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime").block_on(async {
+            let store = troupe::store::open(&path.display().to_string()).await.expect("the store opens");
+            store.evidence(&root, 0).await.expect("reads")
+        });
+    let reports: Vec<&serde_json::Value> =
+        evidence.iter().filter(|e| e.kind == EvidenceKind::ReportReceived).map(|e| &e.payload).collect();
+    let from = |member: &str| reports.iter().find(|r| r["member"] == member).copied().expect("a report");
+    assert!(from("researcher")["structured"]["summary"].as_str().is_some_and(|s| s.contains("Gadget")));
+    assert_eq!(from("researcher")["structured"].get("artifacts"), None, "{reports:?}");
+    assert_eq!(from("researcher")["withheld_fields"], serde_json::json!(["artifacts"]));
+    assert!(from("reviewer")["structured"]["approved"].is_boolean(), "{reports:?}");
+}
+
 /// The README's main job: the team's answer is made of what its members found in the
 /// repository they read — each by its role — not of what they were asked.
 #[test]

@@ -63,7 +63,7 @@ pub(super) fn reply(request: &ModelRequest) -> Option<DemoReply> {
     let mut answer = format!("The team worked on “{}”:\n", truncate(task.trim(), 120));
     for (to, result) in &reports {
         let line = match result {
-            Some((content, false)) => truncate(content.lines().next().unwrap_or_default().trim(), 320),
+            Some((content, false)) => truncate(&report_line(content), 320),
             Some((content, true)) => {
                 format!("failed: {}", truncate(content.lines().next().unwrap_or_default().trim(), 160))
             }
@@ -72,6 +72,18 @@ pub(super) fn reply(request: &ModelRequest) -> Option<DemoReply> {
         answer.push_str(&format!("- {to}: {line}\n"));
     }
     Some(DemoReply { blocks: vec![DemoBlock::Text(answer)], stop_reason: StopReason::EndTurn })
+}
+
+/// The line a leader quotes of a teammate's report: a typed report's `summary` (or the
+/// whole document on one line), else the report's first line.
+fn report_line(content: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(content) {
+        Ok(serde_json::Value::Object(report)) => match report.get("summary").and_then(|s| s.as_str()) {
+            Some(summary) => summary.lines().next().unwrap_or_default().trim().to_owned(),
+            None => serde_json::Value::Object(report).to_string(),
+        },
+        _ => content.lines().next().unwrap_or_default().trim().to_owned(),
+    }
 }
 
 #[cfg(test)]

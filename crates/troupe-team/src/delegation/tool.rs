@@ -1,6 +1,7 @@
 //! [`DelegateTool`]: delegation as a tool the leader's model calls when it decides to.
 
 use crate::error::TeamError;
+use crate::firewall::ContextFirewall;
 use crate::member::{Member, MemberResult, MemberTask};
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -31,6 +32,10 @@ pub struct DelegateArgs {
 
 /// A `delegate(to, brief)` tool for a leader agent: one call runs the teammate `to` with
 /// `brief` as its task and returns the teammate's answer.
+///
+/// A teammate whose report is typed ([`report`](crate::report)) answers with a JSON
+/// document: the call's text is that document, and its structured result carries it as
+/// `report`, next to the teammate's name, run, usage and cost.
 ///
 /// The tool's schema lists the teammates' names as the only valid values of `to`, and its
 /// description says what each teammate is good at, so the leader's model chooses itself
@@ -63,6 +68,7 @@ pub struct DelegateTool {
     caller: String,
     teammates: Vec<Arc<dyn Member>>,
     results: Mutex<Vec<MemberResult>>,
+    firewall: Option<Arc<ContextFirewall>>,
 }
 
 impl DelegateTool {
@@ -115,7 +121,17 @@ impl DelegateTool {
             false => Idempotency::NonIdempotent,
         };
         declaration.evidence = EvidenceCapture::Summary;
-        Ok(DelegateTool { declaration, caller, teammates, results: Mutex::new(Vec::new()) })
+        Ok(DelegateTool { declaration, caller, teammates, results: Mutex::new(Vec::new()), firewall: None })
+    }
+
+    /// Passes every teammate's answer to the caller through `firewall`
+    /// ([`ContextFirewall::filter_result`]): its channels, the fields of typed reports each
+    /// carries, its sanitisers, the redaction of secrets. A withheld answer is an error
+    /// result the leader reads, naming the reason. (A team assembled from a file passes its
+    /// members' answers through its firewall already.)
+    pub fn firewall(mut self, firewall: Arc<ContextFirewall>) -> Self {
+        self.firewall = Some(firewall);
+        self
     }
 
     /// Stops a teammate that has not answered within `timeout` (the call then fails with
@@ -169,19 +185,32 @@ impl DelegateTool {
         let _stop_on_drop = stop.clone().drop_guard();
         let task_id = task.task_id.clone();
         let run = tokio::spawn(async move { teammate.run(task, None, stop).await });
-        let result = match run.await {
+        let mut result = match run.await {
             Ok(result) => result,
             Err(error) => MemberResult::failed(&args.to, task_id, format!("the teammate's task crashed: {error}")),
         };
+        let caller = caller.to_owned();
+        let passed = self.firewall.as_ref().map(|firewall| firewall.filter_result(&mut result, &caller));
         lock(&self.results).push(result.clone());
+        if let Some(Err(drop)) = passed {
+            return Err(ToolError::failed(format!(
+                "the answer of teammate `{}` was withheld: {}",
+                args.to, drop.reason
+            )));
+        }
         if result.success {
-            let structured = json!({
+            let mut structured = json!({
                 "member": result.name,
                 "task_id": result.task_id,
                 "run_id": result.run_id,
                 "usage": result.usage,
                 "cost_usd": result.cost_usd,
             });
+            // A typed report is returned as data: the leader's model reads its JSON, and
+            // whoever reads the call's result gets the document itself.
+            if let Some(report) = result.report {
+                structured["report"] = report;
+            }
             return Ok(ToolOutput::text(result.content).with_structured(structured));
         }
         let error = result.error.as_deref().unwrap_or("it did not complete the task");

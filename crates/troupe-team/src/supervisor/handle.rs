@@ -547,6 +547,7 @@ async fn monitor(handle: AgentHandle, run: RunHandle, task: MemberTask, events: 
                 usage: output.usage,
                 cost_usd: output.cost_usd,
                 run_id: Some(run_id),
+                report: None,
             };
             (status, result)
         }

@@ -10,4 +10,5 @@ mod demo_team;
 mod durable_queue;
 mod firewall;
 mod groups;
+mod reports;
 mod supervisor;

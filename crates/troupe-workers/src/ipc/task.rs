@@ -62,6 +62,10 @@ pub struct AgentTask {
     /// ending the task paused. Without a recorded run it is ignored.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub await_decisions: bool,
+    /// The typed answer the agent's run must end with (a member's typed report), instead
+    /// of the agent's own `[output]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<troupe_runtime::OutputSpec>,
     /// Streams payloads both ways without SHA-256 checksums (for unoptimized builds, where
     /// hashing costs more than the transfer).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -109,6 +109,7 @@ impl ProcessMember {
             prompt: task.prompt.clone(),
             context: task.context.clone(),
             parent_run_id: task.parent_run_id.clone(),
+            output: task.report.clone(),
             ..AgentTask::default()
         }
     }
@@ -238,6 +239,7 @@ impl ProcessMember {
             usage: result.metrics.usage,
             cost_usd: result.metrics.cost_usd,
             run_id: result.run_id.clone(),
+            report: None,
         }
     }
 }
@@ -261,6 +263,7 @@ impl Member for ProcessMember {
         events: Option<EventSink>,
         cancel: CancellationToken,
     ) -> BoxFuture<'_, MemberResult> {
+        let report = task.report.clone();
         let mut task = self.agent_task(&task);
         // A person watching the team answers the worker's calls through its recorded run.
         let asked = match (&self.control, &self.config.record) {
@@ -310,7 +313,9 @@ impl Member for ProcessMember {
                 // A halted member never answers: whoever waits for it is being stopped too.
                 return std::future::pending().await;
             }
-            outcome.member
+            let mut member = outcome.member;
+            member.read_report(report.as_ref());
+            member
         })
     }
 }

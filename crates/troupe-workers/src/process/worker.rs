@@ -284,6 +284,7 @@ impl Session<'_> {
         }
         let mut run_input = RunInput::new(instruction);
         run_input.parent_run_id.clone_from(&task.parent_run_id);
+        run_input.output.clone_from(&task.output);
         let mut handle = match self.start_or_resume(agent, run_input).await? {
             Begun::Running(handle) => handle,
             Begun::Finished(output) => return Ok(*output),

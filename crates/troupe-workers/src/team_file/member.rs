@@ -61,6 +61,12 @@ pub struct MemberEntry {
     /// Where an agent member runs (default local).
     #[serde(default)]
     pub isolation: Isolation,
+    /// What an agent member reports: `"text"` (its answer, the default unless its agent
+    /// file has an `[output]`), `"structured"` (the structured report: summary,
+    /// artifacts, decisions, blockers) or the path of a JSON schema file, relative to the
+    /// team file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<String>,
 }
 
 /// How long a remote member's task may take when its entry does not say.
@@ -139,6 +145,14 @@ pub(super) fn check_entry(entry: &MemberEntry, places: &MemberPlaces) -> Result<
             }
         }
         (None, Some(url)) => {
+            if places.keys.contains_key("report") {
+                return Err((
+                    places.of("report"),
+                    "`report` in [[team.members]] is for agent members: a remote member answers as its own server \
+                     decides"
+                        .to_owned(),
+                ));
+            }
             if places.keys.contains_key("isolation") {
                 return Err((
                     places.of("isolation"),

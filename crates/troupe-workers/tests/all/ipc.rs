@@ -51,6 +51,7 @@ fn every_frame() -> Vec<Frame> {
         approvals: Some(troupe_workers::build::Approvals::Auto),
         record_run: Some(RunId::new("run_member")),
         await_decisions: true,
+        output: Some(troupe_team::report_spec()),
         skip_checksums: true,
     };
     let result = AgentResult {

@@ -338,3 +338,83 @@ async fn a_resume_refuses_what_it_cannot_honestly_resume() {
     assert!(service.resume(&root, true).await.is_ok(), "forced, it resumes");
     store.close().await.expect("the store closes");
 }
+
+/// The repository's typed-reports team (`examples/team/reports.toml`), every member local.
+fn reports_team() -> TempDir {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team");
+    let dir = example_team(str::to_owned);
+    let team = std::fs::read_to_string(example.join("reports.toml")).expect("reads the example");
+    let local = team.replace(r#"isolation = "process""#, r#"isolation = "local""#);
+    assert_ne!(local, team, "the example has a process member to make local");
+    std::fs::write(dir.path().join("team.toml"), local).expect("writes the team file");
+    std::fs::create_dir_all(dir.path().join("schemas")).expect("creates schemas/");
+    std::fs::copy(example.join("schemas/review.json"), dir.path().join("schemas/review.json")).expect("copies");
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_reports_reach_the_leader_as_data_through_the_firewalls_fields() {
+    use troupe_store::EvidenceKind;
+    let (dir, workspace) = (reports_team(), workspace());
+    let files = files(&dir);
+    let store = sqlite(&workspace).await;
+    let team = TeamRun::new(&files, workspace.path())
+        .store(troupe_runtime::Durability::new(store.clone()))
+        .prepare()
+        .await
+        .expect("the members build");
+    let (events, mut received) = mpsc::channel::<troupe_core::AgentEvent>(1024);
+    let watcher = tokio::spawn(async move {
+        let (mut withheld, mut delegated) = (Vec::new(), Vec::new());
+        while let Some(event) = received.recv().await {
+            match event.kind {
+                AgentEventKind::Custom { name, value } if name == troupe_team::firewall::FIREWALL_DROP_EVENT => {
+                    withheld.push(value)
+                }
+                // The leader's only calls are its delegations.
+                AgentEventKind::ToolCallResult { content, .. } if event.attribution.agent_id.as_str() == "lead" => {
+                    delegated.push(content)
+                }
+                _ => {}
+            }
+        }
+        (withheld, delegated)
+    });
+    let report = team.run("Describe this repository", Some(events), CancellationToken::new()).await;
+    assert_eq!(report.failure(), None, "{report:?}");
+    let (withheld, delegated) = watcher.await.expect("the watcher ends with the team");
+    let root = report.run_id.clone().expect("the team's run is recorded").to_string();
+    let evidence = store.evidence(&root, 0).await.expect("reads the team's evidence");
+    let reports: Vec<&serde_json::Value> =
+        evidence.iter().filter(|e| e.kind == EvidenceKind::ReportReceived).map(|e| &e.payload).collect();
+
+    // The researcher's structured report passed without the field its channel does not carry.
+    let researcher = reports.iter().find(|r| r["member"] == "researcher").expect("the researcher reported");
+    let structured = researcher["structured"].as_object().expect("a typed report");
+    let mut keys: Vec<&str> = structured.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["blockers", "decisions", "summary"], "{researcher}");
+    assert!(structured["summary"].as_str().is_some_and(|s| s.contains("Gadget")), "{researcher}");
+    assert_eq!(researcher["withheld_fields"], serde_json::json!(["artifacts"]));
+    assert_eq!(withheld.len(), 1, "{withheld:?}");
+    assert_eq!(
+        (withheld[0]["field"].as_str(), withheld[0]["reason"].as_str()),
+        (Some("artifacts"), Some("field_withheld"))
+    );
+    assert_eq!(report.firewall.fields_withheld, 1);
+
+    // The reviewer's verdict, of its own schema, passed whole.
+    let reviewer = reports.iter().find(|r| r["member"] == "reviewer").expect("the reviewer reported");
+    assert!(reviewer["structured"]["approved"].is_boolean(), "{reviewer}");
+    assert!(reviewer["structured"]["findings"].is_array(), "{reviewer}");
+
+    // What the leader's model read is the filtered document, not the member's own answer.
+    assert_eq!(delegated.len(), 2, "{delegated:?}");
+    for text in &delegated {
+        let read: serde_json::Value = serde_json::from_str(text).expect("the leader reads JSON");
+        assert!(read.get("artifacts").is_none(), "withheld from the leader: {read}");
+    }
+    let line = report.output.lines().find(|l| l.starts_with("- researcher: ")).unwrap_or_default();
+    assert!(line.contains("Gadget"), "the leader quoted the summary: {}", report.output);
+    store.close().await.expect("the store closes");
+}
