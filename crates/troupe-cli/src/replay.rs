@@ -16,7 +16,9 @@ tools, approval policy and troupe.toml) with each model response and tool result
 model is called and no tool runs. At each step the request the run makes to the model is compared with the \
 recorded one; the first difference (in the request, a tool call, an approval verdict, or how the run ends) \
 is shown as a diff, `-` recorded and `+` now. A person's recorded decisions answer the approvals. A team's run \
-replays run by run, as its team and agent files declare each agent now.\n\n\
+replays run by run, as its team and agent files declare each agent now; then each report's passage through \
+the firewall (withheld, or which fields passed) is decided again by the team's firewall as its file declares \
+it now.\n\n\
 Exit codes: 0 identical; 1 the run now decides differently; 2 a usage error (an unknown run, a team's run, a \
 run recorded by an older troupe).")]
 pub(crate) struct ReplayArgs {
@@ -185,9 +187,26 @@ async fn replay_team(
         }
     }
     let first = replays.iter().find(|r| !r.report.identical());
+    // Every run decides as it did: then each report's passage through the firewall, as
+    // recorded, is decided again by the team's firewall as its file declares it now.
+    let firewall = match first {
+        Some(_) => Vec::new(),
+        None => {
+            let evidence = store.evidence(&record.id, 0).await.map_err(|e| Failure::Run(e.into()))?;
+            let reports = evidence.iter().filter(|e| e.kind == troupe::store::EvidenceKind::ReportReceived);
+            troupe_workers::team_replay::recheck_firewall(prepared.firewall(), reports.map(|e| &e.payload))
+        }
+    };
     if args.json {
-        let value = serde_json::json!({"run_id": record.id, "identical": first.is_none(), "runs": replays});
+        let identical = first.is_none() && firewall.is_empty();
+        let value =
+            serde_json::json!({"run_id": record.id, "identical": identical, "runs": replays, "firewall": firewall});
         println!("{value}");
+    } else if first.is_none() && !firewall.is_empty() {
+        println!("team run {}: its runs decide as they did, but the firewall now decides differently:", record.id);
+        for change in &firewall {
+            println!("  {change}");
+        }
     } else {
         let steps: u32 = replays.iter().map(|r| r.report.steps).sum();
         let tools: u32 = replays.iter().map(|r| r.report.tool_calls).sum();
@@ -205,6 +224,14 @@ async fn replay_team(
             let text = member.report.to_string().replace('\n', &format!("\n{indent}  "));
             println!("{indent}{}: {text}", member.agent);
         }
+    }
+    if let (None, Some(change)) = (first, firewall.first()) {
+        return Err(Failure::Run(anyhow!(
+            "team run {} now decides differently: the firewall, for the report of {} to {}",
+            record.id,
+            change.member,
+            change.to
+        )));
     }
     match first {
         None => Ok(()),

@@ -317,6 +317,12 @@ impl ContextFirewall {
             || self.channels.contains(&(from.to_owned(), to.to_owned()))
     }
 
+    /// The top-level fields of typed reports the channel `from -> to` carries, when
+    /// [`report_fields`](Self::report_fields) names them (`None`: whole reports).
+    pub fn carried_fields(&self, from: &str, to: &str) -> Option<&[String]> {
+        self.fields.get(&(from.to_owned(), to.to_owned())).map(Vec::as_slice)
+    }
+
     /// Filters a direct message for its recipient: the message as the recipient may see it,
     /// or why it was dropped. A broadcast is dropped ([`DropReason::UnaddressedBroadcast`]):
     /// filter it for each recipient with [`filter_for`](Self::filter_for).

@@ -26,6 +26,7 @@ pub mod team;
 pub mod team_file;
 pub mod team_record;
 pub mod team_remote;
+pub mod team_replay;
 pub mod team_run;
 
 pub use definition::{AgentDefinition, DefinitionError, ResolvedExecution};

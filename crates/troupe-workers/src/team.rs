@@ -461,6 +461,7 @@ impl Member for Tracked {
             let mut report = json!({
                 "member": result.name, "task_id": task_id, "to": self.report_to.clone().unwrap_or(from),
                 "success": result.success, "withheld": withheld, "report": result.content,
+                "firewall": self.report_to.is_some(),
             });
             if let Some(structured) = &result.report {
                 report["structured"] = structured.clone();

@@ -44,6 +44,7 @@ use troupe_runtime::durable::TEAM_RUN_KIND;
 use troupe_store::{
     Checkpoint, EvidenceChain, EvidenceKind, NewEvidence, NewRun, RunFilter, RunStatus, Store, StoreError, now_millis,
 };
+use troupe_team::ContextFirewall;
 use troupe_team::firewall::FirewallStats;
 use troupe_team::{EventSink, PausedRun, TeamBudget, TeamControl};
 
@@ -324,6 +325,12 @@ impl PreparedTeam {
     /// has none here).
     pub fn agents(&self) -> &std::collections::BTreeMap<String, troupe_runtime::Agent> {
         &self.assembled.agents
+    }
+
+    /// The firewall its members' reports pass, as its team file declares it now: what a
+    /// replay checks a recorded run's decisions against.
+    pub fn firewall(&self) -> &ContextFirewall {
+        &self.assembled.firewall
     }
 
     /// The handle on the members' runs: decide a member's waiting call (its `RunPaused`

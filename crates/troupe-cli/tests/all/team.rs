@@ -1017,3 +1017,65 @@ fn the_main_job_replays_identical_and_an_edited_agent_diverges_in_its_own_run() 
     assert!(out.contains("-You are a technical writer.") && out.contains("+You are a poet."), "{out}");
     assert!(stderr(&replay).contains("in the run of writer at step 1"), "{}", stderr(&replay));
 }
+
+/// A typed-reports team, recorded, replays identical, its firewall's decisions included;
+/// with `[firewall.fields]` edited, every run still decides as it did, but the report the
+/// firewall now passes whole is found, recorded against now.
+#[test]
+fn a_team_replay_checks_the_firewalls_decisions_again() {
+    let workspace = workspace("# Gadget");
+    let team_dir = tempfile::tempdir().expect("a temp dir");
+    let team_file = team_dir.path().join("reports.toml");
+    let example_text = std::fs::read_to_string(example().join("reports.toml")).expect("reads the example");
+    std::fs::write(&team_file, &example_text).expect("writes");
+    std::fs::create_dir_all(team_dir.path().join("schemas")).expect("schemas/");
+    std::fs::copy(example().join("schemas/review.json"), team_dir.path().join("schemas/review.json")).expect("copies");
+    std::fs::create_dir_all(team_dir.path().join("agents")).expect("agents/");
+    for entry in std::fs::read_dir(example().join("agents")).expect("lists the example's agents") {
+        let path = entry.expect("an entry").path();
+        std::fs::copy(&path, team_dir.path().join("agents").join(path.file_name().expect("a name"))).expect("copies");
+    }
+    let (ws, store) = (text(workspace.path()), workspace.path().join("runs.db"));
+    let store = text(&store);
+    let output =
+        team(workspace.path(), &["run", text(&team_file), "Describe this repository", "-w", ws, "--store", store]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let id = stderr(&output)
+        .lines()
+        .find_map(|l| l.strip_prefix("team run ").and_then(|rest| rest.split(' ').next()))
+        .expect("the team run's id")
+        .to_owned();
+
+    let replay = troupe_with(workspace.path(), "runs", &["replay", &id, "--store", store, "-w", ws, "--json"], &[]);
+    assert_eq!(replay.status.code(), Some(0), "{}{}", stdout(&replay), stderr(&replay));
+    let report: serde_json::Value = serde_json::from_str(stdout(&replay).trim()).expect("a JSON report");
+    assert_eq!((report["identical"].as_bool(), report["firewall"].as_array().map(Vec::len)), (Some(true), Some(0)));
+
+    let carried = example_text
+        .replace(r#"["summary", "decisions", "blockers"]"#, r#"["summary", "artifacts", "decisions", "blockers"]"#);
+    assert_ne!(carried, example_text);
+    std::fs::write(&team_file, carried).expect("edited");
+    let replay = troupe_with(workspace.path(), "runs", &["replay", &id, "--store", store, "-w", ws], &[]);
+    assert_eq!(replay.status.code(), Some(1), "{}{}", stdout(&replay), stderr(&replay));
+    let out = stdout(&replay);
+    assert!(out.contains("its runs decide as they did, but the firewall now decides differently"), "{out}");
+    assert!(
+        out.contains("the report of researcher to lead")
+            && out.contains("- recorded: passed without `artifacts`; + now: passed whole"),
+        "{out}"
+    );
+    assert!(stderr(&replay).contains("the firewall, for the report of researcher to lead"), "{}", stderr(&replay));
+
+    let closed = example_text
+        .replace(r#"channels = ["researcher -> lead", "reviewer -> lead"]"#, r#"channels = ["researcher -> lead"]"#);
+    assert_ne!(closed, example_text);
+    std::fs::write(&team_file, closed).expect("edited");
+    let replay = troupe_with(workspace.path(), "runs", &["replay", &id, "--store", store, "-w", ws], &[]);
+    assert_eq!(replay.status.code(), Some(1), "{}{}", stdout(&replay), stderr(&replay));
+    assert!(
+        stdout(&replay).contains("the report of reviewer to lead")
+            && stdout(&replay).contains("+ now: withheld (no channel)"),
+        "{}",
+        stdout(&replay)
+    );
+}
