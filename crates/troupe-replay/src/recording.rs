@@ -16,6 +16,9 @@ pub struct RecordedResult {
     pub content: String,
     /// Whether it was an error.
     pub is_error: bool,
+    /// The images and PDFs it carried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<ContentBlock>,
 }
 
 /// Everything a replay needs of one recorded run (and what a [`Cassette`](crate::Cassette)
@@ -121,8 +124,13 @@ impl Recording {
                 if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
                     results.insert(
                         tool_use_id.to_string(),
-                        RecordedResult { content: content.clone(), is_error: *is_error },
+                        RecordedResult { content: content.clone(), is_error: *is_error, attachments: Vec::new() },
                     );
+                }
+            }
+            for (call_id, attachments) in troupe_run::tool_result_attachments(message) {
+                if let Some(result) = results.get_mut(call_id.as_str()) {
+                    result.attachments = attachments;
                 }
             }
         }

@@ -61,7 +61,10 @@ impl Tool for ReplayTool {
             }
             match recorded.as_ref().and_then(|id| recording.results.get(id)) {
                 Some(result) if result.is_error => Err(ToolError::failed(result.content.clone())),
-                Some(result) => Ok(ToolOutput::text(result.content.clone())),
+                Some(result) => {
+                    let output = ToolOutput::text(result.content.clone());
+                    Ok(result.attachments.iter().cloned().fold(output, ToolOutput::with_attachment))
+                }
                 None => {
                     self.session.diverge(
                         DivergenceKind::ToolCall,

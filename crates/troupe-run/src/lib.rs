@@ -49,4 +49,7 @@ pub use resume::{CallPlan, CallResume, UNCERTAIN_REASON};
 pub use shared_state::{STATE_UPDATE_TOOL, apply_patch, apply_update, state_update_spec};
 pub use signal::{Signal, SignalKind};
 pub use spec::AgentSpec;
-pub use state::{Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState, ToolBatch};
+pub use state::{
+    Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState, ToolBatch,
+    tool_result_attachments,
+};

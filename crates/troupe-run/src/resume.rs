@@ -11,7 +11,7 @@ use troupe_core::ToolCallId;
 pub const UNCERTAIN_REASON: &str = "this call was interrupted and may or may not have happened: approve to retry it, reject to skip it, or cancel the run";
 
 /// What resuming does with one unanswered call.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum CallResume {
     /// It completed before the interruption: the recorded result is replayed.
@@ -20,6 +20,9 @@ pub enum CallResume {
         content: String,
         /// Whether the call had failed.
         is_error: bool,
+        /// The images and PDFs the result carried, as recorded.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<troupe_core::ContentBlock>,
     },
     /// It started and is idempotent: it runs again.
     Retry,
@@ -32,7 +35,7 @@ pub enum CallResume {
 }
 
 /// The plan for one call.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CallPlan {
     /// The call.
     pub call_id: ToolCallId,
@@ -53,8 +56,12 @@ impl RunState {
                 continue;
             };
             match &plan.resume {
-                CallResume::Replay { content, is_error } => {
-                    call.result = Some(CallResult { content: content.clone(), is_error: *is_error });
+                CallResume::Replay { content, is_error, attachments } => {
+                    call.result = Some(CallResult {
+                        content: content.clone(),
+                        is_error: *is_error,
+                        attachments: attachments.clone(),
+                    });
                 }
                 CallResume::AskPerson => {
                     call.uncertain = true;

@@ -72,19 +72,66 @@ pub enum Phase {
 }
 
 /// A tool call's result, as the model will see it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CallResult {
     /// The result or error text.
     pub content: String,
     /// Whether the call failed (or was refused).
     pub is_error: bool,
+    /// The images and PDFs the result carries, shown to the model after the results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<ContentBlock>,
 }
 
 impl CallResult {
     /// A failed result.
     pub fn error(content: impl Into<String>) -> Self {
-        CallResult { content: content.into(), is_error: true }
+        CallResult { content: content.into(), is_error: true, attachments: Vec::new() }
     }
+
+    /// A result of `content` (a failure when `is_error`), with nothing attached.
+    pub fn text(content: impl Into<String>, is_error: bool) -> Self {
+        CallResult { content: content.into(), is_error, attachments: Vec::new() }
+    }
+}
+
+/// The text that introduces the attachments of call `call_id` of `tool` in the message of
+/// tool results.
+fn attachment_label(tool: &str, call_id: &ToolCallId, count: usize) -> String {
+    let what = if count == 1 { "an attachment".to_owned() } else { format!("{count} attachments") };
+    format!("{ATTACHMENT_LABEL}`{tool}` (call {call_id}) has {what}:")
+}
+
+/// How the text introducing a call's attachments begins.
+const ATTACHMENT_LABEL: &str = "The result of ";
+
+/// The attachments each call's result carried, as a message of tool results holds them
+/// (after the results, each call's introduced by a line naming it): what a recorded run's
+/// reader gives back to a call it replays.
+pub fn tool_result_attachments(message: &Message) -> Vec<(ToolCallId, Vec<ContentBlock>)> {
+    let mut found: Vec<(ToolCallId, Vec<ContentBlock>)> = Vec::new();
+    let mut current: Option<usize> = None;
+    for block in &message.content {
+        match block {
+            ContentBlock::Text { text } => {
+                current = text
+                    .strip_prefix(ATTACHMENT_LABEL)
+                    .and_then(|rest| rest.split_once("(call ").map(|(_, rest)| rest))
+                    .and_then(|rest| rest.split_once(") has "))
+                    .map(|(id, _)| {
+                        found.push((ToolCallId::new(id), Vec::new()));
+                        found.len() - 1
+                    });
+            }
+            ContentBlock::Image { .. } | ContentBlock::Document { .. } => {
+                if let Some(n) = current {
+                    found[n].1.push(block.clone());
+                }
+            }
+            _ => current = None,
+        }
+    }
+    found
 }
 
 /// A tool call of the last model response, with what was decided about it.
@@ -450,16 +497,27 @@ impl RunState {
             return;
         }
         let mut blocks = Vec::with_capacity(self.pending_calls.len());
+        // Images and PDFs go after every result: vendors want the results first.
+        let mut attached = Vec::new();
         for call in std::mem::take(&mut self.pending_calls) {
             let result = call.result.unwrap_or_else(|| CallResult::error(not_run));
             self.tool_calls += 1;
             self.tool_errors += u32::from(result.is_error);
+            if !result.attachments.is_empty() {
+                attached.push(ContentBlock::text(attachment_label(
+                    &call.tool,
+                    &call.call_id,
+                    result.attachments.len(),
+                )));
+                attached.extend(result.attachments);
+            }
             blocks.push(ContentBlock::ToolResult {
                 tool_use_id: call.call_id,
                 content: result.content,
                 is_error: result.is_error,
             });
         }
+        blocks.extend(attached);
         self.messages.push(Message::new(Role::User, blocks));
         self.phase = Phase::CallModel;
     }
@@ -557,7 +615,7 @@ impl RunState {
                 }
                 _ => outcome.content,
             };
-            call.result = Some(CallResult { content, is_error: outcome.is_error });
+            call.result = Some(CallResult { content, is_error: outcome.is_error, attachments: outcome.attachments });
         }
     }
 
@@ -583,7 +641,7 @@ impl RunState {
                     .iter_mut()
                     .find(|c| c.call_id == call_id && c.is_awaiting() && client_tools.iter().any(|t| t.name == c.tool))
                     .ok_or(SignalError::NoClientCall { call_id })?;
-                call.result = Some(CallResult { content, is_error });
+                call.result = Some(CallResult::text(content, is_error));
             }
             Signal::Cancel { reason } => self.request_cancel(reason),
             Signal::Resume | Signal::SchedulerWake => {}

@@ -204,7 +204,7 @@ fn update_shared_state(shared: &mut Option<Value>, arguments: &Value) -> CallRes
     match apply_update(state, arguments) {
         Ok(next) => {
             *state = next;
-            CallResult { content: format!("The shared state was updated. It is now: {state}"), is_error: false }
+            CallResult::text(format!("The shared state was updated. It is now: {state}"), false)
         }
         Err(why) => CallResult::error(format!(
             "The patch was not applied ({why}); the shared state is unchanged. It is: {state}"

@@ -77,6 +77,9 @@ pub struct ToolResultOutcome {
     pub is_error: bool,
     /// The tool's structured output, on success where it gave one.
     pub structured: Option<serde_json::Value>,
+    /// The images and PDFs the result carries, on success (see
+    /// [`ToolOutput::attachments`]).
+    pub attachments: Vec<troupe_core::ContentBlock>,
     /// The failure, typed, for the runner's evidence and policy.
     pub error: Option<ToolError>,
     /// How long the call took.
@@ -90,6 +93,7 @@ impl ToolResultOutcome {
             content: output.content,
             is_error: false,
             structured: output.structured,
+            attachments: output.attachments,
             error: None,
             elapsed,
         }
@@ -97,7 +101,14 @@ impl ToolResultOutcome {
 
     /// The outcome of a failed call.
     pub fn failure(error: ToolError, elapsed: Duration) -> Self {
-        ToolResultOutcome { content: error.to_string(), is_error: true, structured: None, error: Some(error), elapsed }
+        ToolResultOutcome {
+            content: error.to_string(),
+            is_error: true,
+            structured: None,
+            attachments: Vec::new(),
+            error: Some(error),
+            elapsed,
+        }
     }
 
     /// The [`ContentBlock::ToolResult`] that answers `call_id`.

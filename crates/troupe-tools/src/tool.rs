@@ -6,7 +6,7 @@ use crate::workspace::Workspace;
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-use troupe_core::{RunId, ToolCallId};
+use troupe_core::{ContentBlock, RunId, ToolCallId};
 
 /// A capability a model may call by its catalog name.
 ///
@@ -93,12 +93,24 @@ pub struct ToolOutput {
     /// A machine-readable form of the result, for evidence and programs; never sent to
     /// the model.
     pub structured: Option<serde_json::Value>,
+    /// Images and PDFs the result carries ([`ContentBlock::Image`],
+    /// [`ContentBlock::Document`], as [`troupe_core::attachment`] makes them): the model
+    /// sees them after the call's text, on the vendors that take them (others refuse the
+    /// request with a clear error).
+    pub attachments: Vec<ContentBlock>,
 }
 
 impl ToolOutput {
     /// A text-only result.
     pub fn text(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), structured: None }
+        ToolOutput { content: content.into(), structured: None, attachments: Vec::new() }
+    }
+
+    /// Attaches an image or a PDF (an [`ContentBlock::Image`] or [`ContentBlock::Document`]
+    /// block) for the model to see with the result.
+    pub fn with_attachment(mut self, attachment: ContentBlock) -> Self {
+        self.attachments.push(attachment);
+        self
     }
 
     /// Attaches a structured form of the result.

@@ -54,7 +54,7 @@ impl ActionStarted {
 }
 
 /// The payload of an `action completed` entry.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ActionCompleted {
     /// The tool.
     pub tool: String,
@@ -67,11 +67,35 @@ pub struct ActionCompleted {
     pub content: Option<String>,
     /// The result's length in characters, always kept.
     pub content_chars: usize,
+    /// The images and PDFs the result carried (kept unless the tool's evidence is
+    /// `redacted` or `none`): a resumed run shows the model what it saw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<troupe_core::ContentBlock>,
 }
 
 impl ActionCompleted {
     /// The entry for a call of `declaration` that produced `content`.
     pub fn evidence(call_id: &str, declaration: &ToolDeclaration, content: &str, is_error: bool) -> NewEvidence {
+        Self::entry(call_id, declaration, content, is_error, &[])
+    }
+
+    /// The entry for a call of `declaration` that came to `outcome`, its attachments
+    /// included.
+    pub fn of_outcome(
+        call_id: &str,
+        declaration: &ToolDeclaration,
+        outcome: &troupe_tools::ToolResultOutcome,
+    ) -> NewEvidence {
+        Self::entry(call_id, declaration, &outcome.content, outcome.is_error, &outcome.attachments)
+    }
+
+    fn entry(
+        call_id: &str,
+        declaration: &ToolDeclaration,
+        content: &str,
+        is_error: bool,
+        attachments: &[troupe_core::ContentBlock],
+    ) -> NewEvidence {
         let chars = content.chars().count();
         let kept = match declaration.evidence {
             EvidenceCapture::Structured => Some(content.to_owned()),
@@ -81,12 +105,17 @@ impl ActionCompleted {
             EvidenceCapture::Summary => Some(content.to_owned()),
             EvidenceCapture::Redacted | EvidenceCapture::None => None,
         };
+        let attachments = match declaration.evidence {
+            EvidenceCapture::Structured | EvidenceCapture::Summary => attachments.to_vec(),
+            EvidenceCapture::Redacted | EvidenceCapture::None => Vec::new(),
+        };
         let payload = ActionCompleted {
             tool: declaration.name.clone(),
             is_error,
             capture: declaration.evidence,
             content: kept,
             content_chars: chars,
+            attachments,
         };
         NewEvidence::new(EvidenceKind::ActionCompleted, to_value(&payload)).for_call(call_id)
     }

@@ -79,11 +79,16 @@ pub fn plan_resume(state: &RunState, evidence: &[EvidenceEntry], pending: &[Stor
 
 fn replay(entry: &EvidenceEntry) -> CallResume {
     match serde_json::from_value::<ActionCompleted>(entry.payload.clone()) {
-        Ok(done) => CallResume::Replay { content: done.replayed_content(), is_error: done.is_error },
+        Ok(done) => CallResume::Replay {
+            content: done.replayed_content(),
+            is_error: done.is_error,
+            attachments: done.attachments,
+        },
         // The completion is recorded but unreadable: the call must not run again.
         Err(_) => CallResume::Replay {
             content: "The call completed before an interruption; its result could not be read back.".to_owned(),
             is_error: false,
+            attachments: Vec::new(),
         },
     }
 }

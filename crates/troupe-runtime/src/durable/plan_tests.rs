@@ -83,7 +83,8 @@ fn each_rule_of_the_plan() {
             CallResume::Replay {
                 content: "(The call completed before an interruption; its result was kept in part.)\nappended line 1"
                     .into(),
-                is_error: false
+                is_error: false,
+                attachments: Vec::new(),
             },
             CallResume::AskPerson,
             CallResume::Retry,

@@ -65,11 +65,8 @@ impl Run {
         }
         let (outcome, late) = bounded(self.deadline, &cancel, pipeline.finish(prepared)).await;
         timed_out |= late;
-        let completions = if runs {
-            vec![ActionCompleted::evidence(call.id.as_str(), declaration, &outcome.content, outcome.is_error)]
-        } else {
-            Vec::new()
-        };
+        let completions =
+            if runs { vec![ActionCompleted::of_outcome(call.id.as_str(), declaration, &outcome)] } else { Vec::new() };
         Some((vec![outcome], timed_out, completions))
     }
 

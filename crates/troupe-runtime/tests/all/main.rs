@@ -16,5 +16,6 @@ mod prompt_cache;
 mod reconfigure;
 mod runtime;
 mod stream_restart;
+mod tool_attachments;
 mod tool_loop;
 mod typed_output;

@@ -72,7 +72,8 @@ pub fn fs_read() -> TypedTool {
     typed_tool(
         "fs.read",
         "Read a text file in the workspace. Returns numbered lines (line number, tab, text). \
-         Use offset and limit to page through large files. Binary files are refused.",
+         Use offset and limit to page through large files. An image (PNG, JPEG, GIF, WebP) or a PDF is \
+         attached to the result for you to see; other binary files are refused.",
         Effect::ReadOnly,
         |ctx: ToolContext, args: ReadArgs| async move { blocking(move || read(&ctx, &args)).await },
     )
@@ -123,6 +124,25 @@ pub fn fs_list() -> TypedTool {
     .evidence(EvidenceCapture::Summary)
 }
 
+/// An image or a PDF read whole and attached to the result (its size checked first).
+fn attach(shown: &str, path: &std::path::Path, size: u64) -> Result<ToolOutput, ToolError> {
+    let limit = troupe_core::attachment::MAX_DOCUMENT_BYTES;
+    if size > limit {
+        return Err(ToolError::failed(format!(
+            "`{shown}` is {size} bytes, over the {limit} bytes an attachment may have; it cannot be shown"
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(|e| ToolError::io(shown, &e))?;
+    let block = troupe_core::attachment::from_bytes(shown, &bytes).map_err(|e| ToolError::failed(e.to_string()))?;
+    let (kind, media_type) = match &block {
+        troupe_core::ContentBlock::Document { .. } => ("a PDF", "application/pdf"),
+        _ => ("an image", troupe_core::attachment::sniff(&bytes).unwrap_or("image")),
+    };
+    Ok(ToolOutput::text(format!("`{shown}` is {kind} ({media_type}, {size} bytes), attached to this result."))
+        .with_structured(json!({"path": shown, "media_type": media_type, "bytes": size}))
+        .with_attachment(block))
+}
+
 fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolError> {
     let path = ctx.workspace.resolve(&args.path)?;
     let offset = args.offset.unwrap_or(1);
@@ -141,6 +161,9 @@ fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolError> {
     let mut file = std::fs::File::open(&path).map_err(|e| ToolError::io(shown, &e))?;
     let mut head = Vec::with_capacity(BINARY_SNIFF);
     (&mut file).take(BINARY_SNIFF as u64).read_to_end(&mut head).map_err(|e| ToolError::io(shown, &e))?;
+    if troupe_core::attachment::sniff(&head).is_some() {
+        return attach(shown, &path, meta.len());
+    }
     if head.contains(&0) {
         return Err(ToolError::failed(format!(
             "`{shown}` looks like a binary file (it contains NUL bytes); fs.read only shows text files"

@@ -32,6 +32,39 @@ async fn fs_read_numbers_lines_and_pages() {
 }
 
 #[tokio::test]
+async fn fs_read_attaches_images_and_pdfs_and_refuses_other_binaries() {
+    let fx = Fixture::new();
+    fx.write("dot.png", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
+    let image = fx.call("fs.read", json!({"path": "dot.png"})).await;
+    assert_eq!(ok(&image), "`dot.png` is an image (image/png, 16 bytes), attached to this result.");
+    assert!(
+        matches!(&image.attachments[..], [troupe_core::ContentBlock::Image { source: troupe_core::ImageSource::Base64 { media_type, .. } }] if media_type == "image/png"),
+        "{:?}",
+        image.attachments
+    );
+    fx.write("spec.pdf", b"%PDF-1.7\n%\xe2\xe3\n");
+    let pdf = fx.call("fs.read", json!({"path": "spec.pdf"})).await;
+    assert!(ok(&pdf).contains("is a PDF (application/pdf"), "{}", pdf.content);
+    assert!(
+        matches!(&pdf.attachments[..], [troupe_core::ContentBlock::Document { name: Some(name), .. }] if name == "spec.pdf")
+    );
+    // A PNG under another name is refused, saying why; other binaries are refused as before.
+    fx.write("dot.jpg", b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
+    let named = fx.call("fs.read", json!({"path": "dot.jpg"})).await;
+    assert!(err(&named).to_string().contains("its name ends in .jpg but its bytes are image/png"), "{}", named.content);
+    fx.write("blob.bin", b"\0\x01\x02");
+    let blob = fx.call("fs.read", json!({"path": "blob.bin"})).await;
+    assert!(err(&blob).to_string().contains("binary file"), "{}", blob.content);
+    assert!(blob.attachments.is_empty());
+    let mut big = b"\x89PNG\r\n\x1a\n".to_vec();
+    big.resize(6 * 1024 * 1024, 0);
+    fx.write("big.png", big);
+    let too_big = fx.call("fs.read", json!({"path": "big.png"})).await;
+    assert!(err(&too_big).to_string().contains("big.png"), "{}", too_big.content);
+    assert!(too_big.attachments.is_empty());
+}
+
+#[tokio::test]
 async fn fs_read_handles_crlf_empty_missing_and_directories() {
     let fx = Fixture::new();
     fx.write("crlf.txt", "a\r\nb\r\n");
