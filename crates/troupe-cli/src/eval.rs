@@ -379,14 +379,13 @@ impl Subject for CodingAgent {
     fn run<'a>(
         &'a self,
         workspace: &'a Path,
-        task: &'a str,
-        output: Option<troupe::runtime::OutputSpec>,
+        input: &'a troupe_eval::CaseInput,
     ) -> futures::future::LocalBoxFuture<'a, Result<troupe_eval::Outcome, String>> {
         async move {
             let runner = setup::runner(workspace, self.providers.clone(), &self.sandbox).map_err(|e| e.to_string())?;
             let spec = setup::coding_spec(self.model.clone(), ApprovalPolicy::auto(), None, None);
             runner.validate(&spec).map_err(|e| e.to_string())?;
-            troupe_eval::run_agent(&Agent::new(runner, spec), task, output).await
+            troupe_eval::run_agent(&Agent::new(runner, spec), input).await
         }
         .boxed_local()
     }
@@ -412,8 +411,7 @@ impl Subject for FileAgent {
     fn run<'a>(
         &'a self,
         workspace: &'a Path,
-        task: &'a str,
-        output: Option<troupe::runtime::OutputSpec>,
+        input: &'a troupe_eval::CaseInput,
     ) -> futures::future::LocalBoxFuture<'a, Result<troupe_eval::Outcome, String>> {
         async move {
             let built = build::build(AgentBuild {
@@ -428,7 +426,7 @@ impl Subject for FileAgent {
                 sandbox: &self.sandbox,
             })
             .map_err(|e| e.to_string())?;
-            troupe_eval::run_agent(&built.agent, task, output).await
+            troupe_eval::run_agent(&built.agent, input).await
         }
         .boxed_local()
     }
@@ -455,13 +453,18 @@ impl Subject for TeamSubject {
     fn run<'a>(
         &'a self,
         workspace: &'a Path,
-        task: &'a str,
-        output: Option<troupe::runtime::OutputSpec>,
+        input: &'a troupe_eval::CaseInput,
     ) -> futures::future::LocalBoxFuture<'a, Result<troupe_eval::Outcome, String>> {
         async move {
-            if output.is_some() {
+            if input.output.is_some() {
                 return Err("a team's answer cannot be asked for in a shape: drop the case's output_schema".to_owned());
             }
+            if !input.attachments.is_empty() {
+                return Err("a team's task takes no attachments: put the files in the case's `files`, where its \
+                            members can read them"
+                    .to_owned());
+            }
+            let task = input.task.as_str();
             let started = std::time::Instant::now();
             let team = troupe_workers::team_run::TeamRun::new(&self.files, workspace)
                 .config(self.config.clone())

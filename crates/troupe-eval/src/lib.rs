@@ -19,5 +19,5 @@ mod suite;
 
 pub use grade::{Attempt, Judge, Verdict, grade};
 pub use report::{CaseReport, Comparison, Rate, RunRecord, SuiteReport};
-pub use run::{Outcome, Subject, run_agent, run_suite};
+pub use run::{CaseInput, Outcome, Subject, run_agent, run_suite};
 pub use suite::{Case, DEFAULT_COMMAND_TIMEOUT, Grader, Suite, SuiteError};

@@ -30,20 +30,27 @@ pub struct Outcome {
     pub duration: std::time::Duration,
 }
 
+/// What one run of a case asks of its subject.
+#[derive(Clone, Debug, Default)]
+pub struct CaseInput {
+    /// The task.
+    pub task: String,
+    /// The typed answer to ask for, when the case has an `output_schema`.
+    pub output: Option<OutputSpec>,
+    /// The images and PDFs sent with the task.
+    pub attachments: Vec<ContentBlock>,
+}
+
 /// What a suite evaluates: an agent or a team, built afresh for each run in that run's
 /// workspace.
 pub trait Subject: Send + Sync {
     /// A name for reports (`agents/coder.toml on openai/gpt-4o`).
     fn name(&self) -> String;
 
-    /// Runs `task` in `workspace`, asking for a typed answer when `output` says so. The
-    /// future need not be `Send`: a suite's runs are driven together on the caller's task.
-    fn run<'a>(
-        &'a self,
-        workspace: &'a Path,
-        task: &'a str,
-        output: Option<OutputSpec>,
-    ) -> LocalBoxFuture<'a, Result<Outcome, String>>;
+    /// Runs `input`'s task in `workspace`, with its attachments, asking for a typed answer
+    /// when it says so. The future need not be `Send`: a suite's runs are driven together
+    /// on the caller's task.
+    fn run<'a>(&'a self, workspace: &'a Path, input: &'a CaseInput) -> LocalBoxFuture<'a, Result<Outcome, String>>;
 
     /// The judge of the suite's `judge` graders, when there is one.
     fn judge(&self) -> Option<&dyn Judge> {
@@ -51,13 +58,16 @@ pub trait Subject: Send + Sync {
     }
 }
 
-/// Runs `task` with `agent`: what a [`Subject`] made of one agent does.
-pub async fn run_agent(agent: &Agent, task: &str, output: Option<OutputSpec>) -> Result<Outcome, String> {
-    let mut input = RunInput::new(task);
-    if let Some(output) = output {
-        input = input.output(output);
+/// Runs `input` with `agent`: what a [`Subject`] made of one agent does.
+pub async fn run_agent(agent: &Agent, input: &CaseInput) -> Result<Outcome, String> {
+    let mut run = RunInput::new(input.task.clone());
+    if let Some(output) = &input.output {
+        run = run.output(output.clone());
     }
-    let output = agent.run(input).await.map_err(|e| e.to_string())?;
+    for attachment in &input.attachments {
+        run = run.attach(attachment.clone());
+    }
+    let output = agent.run(run).await.map_err(|e| e.to_string())?;
     let tool_calls = output
         .messages
         .iter()
@@ -143,7 +153,8 @@ async fn attempt(case: &Case, n: u32, subject: &dyn Subject) -> RunRecord {
         },
         None => None,
     };
-    let outcome = match subject.run(workspace.path(), &case.task, spec).await {
+    let input = CaseInput { task: case.task.clone(), output: spec, attachments: case.attachments.clone() };
+    let outcome = match subject.run(workspace.path(), &input).await {
         Ok(outcome) => outcome,
         Err(error) => return RunRecord::errored(n, error),
     };

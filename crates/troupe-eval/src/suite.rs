@@ -69,6 +69,9 @@ pub struct Case {
     pub files: BTreeMap<String, String>,
     /// A typed answer to ask for (a JSON schema).
     pub output_schema: Option<Value>,
+    /// Images and PDFs sent with the task (`attachments = ["chart.png"]`, files next to
+    /// the suite), read and checked when the suite is.
+    pub attachments: Vec<troupe_core::ContentBlock>,
     /// Every grader must pass for the run to pass.
     pub expect: Vec<Grader>,
 }
@@ -162,6 +165,8 @@ struct RawCase {
     #[serde(default)]
     files: BTreeMap<String, String>,
     output_schema: Option<Spanned<Value>>,
+    #[serde(default)]
+    attachments: Vec<Spanned<String>>,
     #[serde(default)]
     expect: Vec<Spanned<RawGrader>>,
 }
@@ -286,6 +291,13 @@ impl Suite {
                     ));
                 }
             }
+            let mut attachments = Vec::with_capacity(case.attachments.len());
+            for file in case.attachments {
+                let span = file.span();
+                let block = troupe_core::attachment::from_path(&dir.join(file.get_ref()))
+                    .map_err(|e| error(Some(span), format!("case `{name}`: `attachments`: {e}")))?;
+                attachments.push(block);
+            }
             let output_schema = match case.output_schema {
                 Some(schema) => {
                     let span = schema.span();
@@ -343,7 +355,14 @@ impl Suite {
                     }
                 });
             }
-            cases.push(Case { name, task: case.task.into_inner(), files: case.files, output_schema, expect });
+            cases.push(Case {
+                name,
+                task: case.task.into_inner(),
+                files: case.files,
+                output_schema,
+                attachments,
+                expect,
+            });
         }
         let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "suite".into());
         Ok(Suite {
@@ -392,6 +411,23 @@ mod tests {
 
     fn parse(text: &str) -> Result<Suite, SuiteError> {
         Suite::parse(Path::new("evals/s.toml"), text)
+    }
+
+    #[test]
+    fn attachments_are_read_next_to_the_suite_and_checked_where_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("dot.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").expect("writes");
+        std::fs::write(dir.path().join("notes.txt"), "text").expect("writes");
+        let path = dir.path().join("s.toml");
+        let text = "[suite]\nmodel = \"demo\"\n\n[[cases]]\nname = \"a\"\ntask = \"What is it?\"\nattachments = [\"dot.png\"]\n\
+                    [[cases.expect]]\nkind = \"contains\"\nvalue = \"dot\"\n";
+        let suite = Suite::parse(&path, text).expect("valid");
+        assert!(matches!(&suite.cases[0].attachments[..], [troupe_core::ContentBlock::Image { .. }]));
+        let at = |file: &str| Suite::parse(&path, &text.replace("dot.png", file)).expect_err("invalid").to_string();
+        let shown = path.display();
+        let missing = at("none.png");
+        assert!(missing.starts_with(&format!("{shown}:7:16: case `a`: `attachments`:")), "{missing}");
+        assert!(at("notes.txt").contains("it is text"), "{}", at("notes.txt"));
     }
 
     #[test]

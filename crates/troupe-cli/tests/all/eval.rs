@@ -80,6 +80,29 @@ fn a_suite_on_the_mock_model_misses_its_threshold_and_names_why() {
 }
 
 #[test]
+fn a_cases_attachment_reaches_the_model_with_its_task() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    server.push_all([MockTurn::text("A red dot.")]);
+    let cwd = tempfile::tempdir().expect("a dir");
+    let config = format!("[providers.mock]\nkind = \"anthropic\"\nbase_url = \"{}\"\n", server.url());
+    std::fs::write(cwd.path().join("troupe.toml"), config).expect("troupe.toml");
+    std::fs::create_dir(cwd.path().join("fixtures")).expect("fixtures/");
+    std::fs::write(cwd.path().join("fixtures/dot.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").expect("the image");
+    let suite = "[suite]\nmodel = \"mock/claude\"\n\
+        [[cases]]\nname = \"dot\"\ntask = \"What is in the picture?\"\nattachments = [\"fixtures/dot.png\"]\n\
+        [[cases.expect]]\nkind = \"contains\"\nvalue = \"dot\"\n";
+    std::fs::write(cwd.path().join("s.toml"), suite).expect("the suite");
+    let output = troupe(cwd.path(), &["s.toml"]);
+    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let content = &requests[0].body["messages"][0]["content"];
+    let image = content.as_array().and_then(|blocks| blocks.iter().find(|b| b["type"] == "image"));
+    assert_eq!(image.map(|b| b["source"]["media_type"].clone()), Some("image/png".into()), "{content}");
+}
+
+#[test]
 fn a_grader_that_hangs_is_stopped_and_fails_its_case() {
     let cwd = tempfile::tempdir().expect("a dir");
     let suite = "[suite]\nmodel = \"demo\"\n[[cases]]\nname = \"slow\"\ntask = \"Who are you?\"\n\
