@@ -1,6 +1,7 @@
 // The runs list: the runs the server holds and the newest page of its store, newest first,
-// refreshed every two seconds; older pages on request; filtered by status and searched by
-// id, agent or team.
+// refreshed every two seconds; older pages on request. A status or a search is asked of the
+// server, which looks through the whole store: a run id (its first characters) or an agent
+// or team name.
 
 import { useEffect, useState } from "preact/hooks";
 import { getJson, totalTokens, type RunView } from "./api";
@@ -8,6 +9,17 @@ import type { OnError } from "./app";
 import { duration, money, status, when } from "./format";
 
 const REFRESH_MS = 2000;
+const SEARCH_DELAY_MS = 250;
+
+/** The query of `/v1/runs` for a status and a search (empty: every run). */
+export function listQuery(filter: string, search: string): string {
+  const params = new URLSearchParams();
+  if (filter !== "all") params.set("status", filter);
+  const needle = search.trim();
+  if (needle) params.set(needle.startsWith("run_") ? "id" : "agent", needle);
+  const query = params.toString();
+  return query ? `&${query}` : "";
+}
 
 export function RunsList({ onError }: { onError: OnError }) {
   const [runs, setRuns] = useState<RunView[] | null>(null);
@@ -18,13 +30,25 @@ export function RunsList({ onError }: { onError: OnError }) {
   const [failure, setFailure] = useState<string | null>(null);
   const [filter, setFilter] = useState("all");
   const [search, setSearch] = useState("");
+  // The search as asked of the server: it follows the box once typing pauses.
+  const [asked, setAsked] = useState("");
+
+  useEffect(() => {
+    const timer = window.setTimeout(() => setAsked(search), SEARCH_DELAY_MS);
+    return () => clearTimeout(timer);
+  }, [search]);
+
+  const query = listQuery(filter, asked);
 
   useEffect(() => {
     let stopped = false;
     let timer: number | undefined;
+    setRuns(null);
+    setOlder([]);
+    setNext(undefined);
     const load = async () => {
       try {
-        const body = await getJson<{ runs: RunView[]; next_offset: number | null }>("/v1/runs");
+        const body = await getJson<{ runs: RunView[]; next_offset: number | null }>(`/v1/runs?offset=0${query}`);
         if (stopped) return;
         setRuns([...body.runs].sort((a, b) => b.started_ms - a.started_ms));
         setNext((current) => (current === undefined ? body.next_offset : current));
@@ -41,13 +65,13 @@ export function RunsList({ onError }: { onError: OnError }) {
       stopped = true;
       clearTimeout(timer);
     };
-  }, []);
+  }, [query]);
 
   const loadOlder = async () => {
     if (next === null || next === undefined) return;
     setLoadingOlder(true);
     try {
-      const body = await getJson<{ runs: RunView[]; next_offset: number | null }>(`/v1/runs?offset=${next}`);
+      const body = await getJson<{ runs: RunView[]; next_offset: number | null }>(`/v1/runs?offset=${next}${query}`);
       setOlder((before) => [...before, ...body.runs]);
       setNext(body.next_offset);
     } catch (error) {
@@ -56,19 +80,8 @@ export function RunsList({ onError }: { onError: OnError }) {
     setLoadingOlder(false);
   };
 
-  const needle = search.trim().toLowerCase();
   const first = new Set((runs ?? []).map((run) => run.run_id));
-  const all = [...(runs ?? []), ...older.filter((run) => !first.has(run.run_id))];
-  const shown = all.filter((run) => {
-    const s = status(run.phase, run.end?.outcome);
-    if (filter !== "all" && run.phase !== filter && s !== filter) return false;
-    return (
-      !needle ||
-      run.run_id.toLowerCase().includes(needle) ||
-      run.target.toLowerCase().includes(needle) ||
-      (run.model ?? "").toLowerCase().includes(needle)
-    );
-  });
+  const shown = [...(runs ?? []), ...older.filter((run) => !first.has(run.run_id))];
 
   return (
     <section aria-labelledby="runs-title" data-loaded={runs !== null ? "" : undefined}>
@@ -79,21 +92,21 @@ export function RunsList({ onError }: { onError: OnError }) {
           <select value={filter} onChange={(e) => setFilter(e.currentTarget.value)}>
             <option value="all">all</option>
             <option value="running">running</option>
-            <option value="waiting">waiting</option>
-            <option value="ended">ended</option>
+            <option value="paused">waiting</option>
             <option value="completed">completed</option>
             <option value="failed">failed</option>
             <option value="cancelled">cancelled</option>
+            <option value="budget_exceeded">budget exceeded</option>
           </select>
         </label>
         <label>
           Search{" "}
-          <input type="search" placeholder="run id, agent, team or model" value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
+          <input type="search" placeholder="run id, or agent or team name" value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
         </label>
       </div>
       {failure && <p role="alert" class="error">{failure}</p>}
       {runs === null && !failure && <p class="muted">Loading…</p>}
-      {runs !== null && shown.length === 0 && <p class="muted">No runs{all.length ? " match" : " yet"}.</p>}
+      {runs !== null && shown.length === 0 && <p class="muted">No runs{query ? " match" : " yet"}.</p>}
       {shown.length > 0 && (
         <div class="table-wrap">
           <table class="runs">

@@ -230,7 +230,12 @@ pub fn document() -> Value {
                 "get": {"summary": "The runs, newest first: those held, then a page of the store's",
                     "parameters": [
                         {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64}},
-                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64}}],
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64}},
+                        {"name": "status", "in": "query", "description": "Only runs in this status",
+                            "schema": {"type": "string", "enum": ["queued", "running", "paused", "completed", "cancelled", "failed",
+                                "budget_exceeded", "max_iterations", "incomplete"]}},
+                        {"name": "agent", "in": "query", "description": "Only runs of this agent or team", "schema": {"type": "string"}},
+                        {"name": "id", "in": "query", "description": "Only runs whose id begins with this", "schema": {"type": "string"}}],
                     "responses": {"200": {"description": "Runs, and `next_offset` (null on the last page)"},
                         "400": errors["400"], "401": errors["401"]}},
                 "post": {

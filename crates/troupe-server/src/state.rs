@@ -69,14 +69,25 @@ impl AppState {
     /// A page of runs to list, newest first: at `offset` 0 those this server holds, then
     /// the store's; each page takes `limit` of the store's runs from `offset` on (see
     /// [`StoredRuns::page`]); with the offset of the next page, when there are more.
-    pub async fn runs_page(&self, offset: u32, limit: u32) -> Result<(Vec<Arc<HubRun>>, Option<u32>), ApiError> {
+    pub async fn runs_page(
+        &self,
+        offset: u32,
+        limit: u32,
+        filter: &ListFilter,
+    ) -> Result<(Vec<Arc<HubRun>>, Option<u32>), ApiError> {
         let mut runs: Vec<Arc<HubRun>> = match offset {
-            0 => self.hub.list().iter().filter_map(|view| self.hub.get(view.run_id.as_str())).collect(),
+            0 => self
+                .hub
+                .list()
+                .iter()
+                .filter(|view| filter.admits(view))
+                .filter_map(|view| self.hub.get(view.run_id.as_str()))
+                .collect(),
             _ => Vec::new(),
         };
         let mut next = None;
         if let Some(stored) = &self.stored {
-            let (page, more) = stored.page(offset, limit).await?;
+            let (page, more) = stored.page(offset, limit, filter).await?;
             next = more;
             for run in page {
                 if self.hub.get(run.run_id().as_str()).is_none() {
@@ -96,5 +107,49 @@ impl AppState {
     pub fn parse<T: DeserializeOwned>(&self, body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
         let bytes = body.map_err(|rejection| ApiError::unreadable_body(&rejection, self.config.body_limit))?;
         serde_json::from_slice(&bytes).map_err(|e| ApiError::from_json(&e))
+    }
+}
+
+/// What `GET /v1/runs` lists: every run, or those of a status, an agent or team, an id
+/// prefix (each given narrows it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListFilter {
+    /// Only runs in this status.
+    pub status: Option<troupe_store::RunStatus>,
+    /// Only runs of this agent or team.
+    pub agent: Option<String>,
+    /// Only runs whose id begins with this.
+    pub id_prefix: Option<String>,
+}
+
+impl ListFilter {
+    /// Whether a run this server holds, as `view` shows it, is listed.
+    pub fn admits(&self, view: &crate::hub::RunView) -> bool {
+        use crate::hub::RunPhase;
+        let status_ok = self.status.is_none_or(|wanted| {
+            let now = match (&view.phase, &view.end) {
+                (RunPhase::Running, _) => "running".to_owned(),
+                (RunPhase::Waiting, _) => "paused".to_owned(),
+                (RunPhase::Ended, Some(end)) => serde_json::to_value(end.outcome)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                (RunPhase::Ended, None) => String::new(),
+            };
+            now == wanted.as_str()
+        });
+        status_ok
+            && self.agent.as_deref().is_none_or(|agent| view.target == agent)
+            && self.id_prefix.as_deref().is_none_or(|prefix| view.run_id.as_str().starts_with(prefix))
+    }
+
+    /// The store's filter for the same runs.
+    pub fn store_filter(&self) -> troupe_store::RunFilter {
+        troupe_store::RunFilter {
+            status: self.status,
+            agent: self.agent.clone(),
+            id_prefix: self.id_prefix.clone(),
+            ..troupe_store::RunFilter::default()
+        }
     }
 }

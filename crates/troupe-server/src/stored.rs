@@ -57,9 +57,14 @@ impl StoredRuns {
     /// A page of the store's newest top-level runs: of the store's runs newest first
     /// (members included), the `limit` from `offset` on, the top-level ones of them loaded;
     /// and the offset of the next page, when there are more.
-    pub async fn page(&self, offset: u32, limit: u32) -> Result<(Vec<Arc<HubRun>>, Option<u32>), ApiError> {
+    pub async fn page(
+        &self,
+        offset: u32,
+        limit: u32,
+        filter: &crate::state::ListFilter,
+    ) -> Result<(Vec<Arc<HubRun>>, Option<u32>), ApiError> {
         let end = offset.saturating_add(limit);
-        let filter = RunFilter { limit: end.saturating_add(1), ..RunFilter::default() };
+        let filter = RunFilter { limit: end.saturating_add(1), ..filter.store_filter() };
         let summaries = self.store.list_runs(&filter).await.map_err(unavailable)?;
         let more = summaries.len() > end as usize;
         let mut runs = Vec::new();

@@ -465,7 +465,8 @@ const LARGE_STORE_RUNS: usize = 10_000;
 
 /// `troupe console` on a store of 10,000 runs, serving no agent: its runs need the token,
 /// the browser's first paint of the runs list (the newest page of 100) takes under a
-/// second, and "Show older runs" appends the next page.
+/// second, "Show older runs" appends the next page, and a search (an old run's id, a
+/// team's name) or a status is looked up by the server through the whole store.
 #[test]
 fn troupe_console_paints_the_first_page_of_a_large_store_within_a_second() {
     let Some(modules) = browser("troupe_console_paints_the_first_page") else { return };
@@ -515,6 +516,14 @@ fn troupe_console_paints_the_first_page_of_a_large_store_within_a_second() {
     assert_eq!(older["rows"], 200, "the next page appended: {older}");
     let oldest = format!("run_{:06}", LARGE_STORE_RUNS - 200);
     assert_eq!(older["last"], oldest.as_str(), "the 200th newest is last: {older}");
+    // Searches and filters are the server's, over the whole store.
+    let by_id = page.saw("by id");
+    assert_eq!((by_id["rows"].as_u64(), by_id["first"].as_str()), (Some(1), Some("run_000043")), "{by_id}");
+    let by_agent = page.saw("by agent");
+    assert_eq!(by_agent["agents"], json!(["project"]), "{by_agent}");
+    assert_eq!(by_agent["rows"], 100, "a page of the team's runs: {by_agent}");
+    let by_status = page.saw("by status");
+    assert_eq!(by_status["rows"], 0, "{by_status}");
     page.done();
     serving.stop();
 }

@@ -236,6 +236,26 @@ const scenarios = {
       rows: await page.locator("table.runs tbody tr").count(),
       last: await page.locator("table.runs tbody tr:last-child td a").textContent(),
     });
+    // A search goes to the server, through the whole store: an old run by its id.
+    const rowsNow = () => page.locator("table.runs tbody tr").count();
+    await page.fill('input[type="search"]', "run_000043");
+    await page.waitForFunction(() => {
+      const rows = document.querySelectorAll("table.runs tbody tr");
+      return rows.length === 1 && rows[0].textContent.includes("run_000043");
+    }, null, { timeout: TIMEOUT });
+    say({ saw: "by id", rows: await rowsNow(), first: await page.locator("table.runs tbody tr td a").first().textContent() });
+    // By a team's name: only its runs.
+    await page.fill('input[type="search"]', "project");
+    await page.waitForFunction(() => {
+      const cells = [...document.querySelectorAll("table.runs tbody tr td:nth-child(2)")];
+      return cells.length > 0 && cells.every((cell) => cell.textContent === "project");
+    }, null, { timeout: TIMEOUT });
+    const agents = await page.locator("table.runs tbody tr td:nth-child(2)").allTextContents();
+    say({ saw: "by agent", rows: agents.length, agents: [...new Set(agents)] });
+    // By a status no run has: nothing matches.
+    await page.selectOption(".filters select", "failed");
+    await page.waitForSelector("text=No runs match", { timeout: TIMEOUT });
+    say({ saw: "by status", rows: await rowsNow() });
   },
 };
 

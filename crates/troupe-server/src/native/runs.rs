@@ -158,6 +158,12 @@ pub const MAX_LISTED_RUNS: u32 = 1000;
 pub(super) struct ListQuery {
     offset: Option<u32>,
     limit: Option<u32>,
+    /// Only runs in this status (a store status: `completed`, `paused`, …).
+    status: Option<String>,
+    /// Only runs of this agent or team.
+    agent: Option<String>,
+    /// Only runs whose id begins with this.
+    id: Option<String>,
 }
 
 pub(super) async fn list(State(state): State<AppState>, query: Result<Query<ListQuery>, QueryRejection>) -> Response {
@@ -165,7 +171,33 @@ pub(super) async fn list(State(state): State<AppState>, query: Result<Query<List
         return ApiError::bad_request("invalid_query", "`offset` and `limit` are whole numbers").into_response();
     };
     let limit = query.limit.unwrap_or(LISTED_STORED_RUNS).clamp(1, MAX_LISTED_RUNS);
-    match state.runs_page(query.offset.unwrap_or(0), limit).await {
+    let status = match query.status.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(name) => match troupe_store::RunStatus::parse(name) {
+            Some(status) => Some(status),
+            None => {
+                let known: Vec<&str> = troupe_store::RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+                return ApiError::bad_request(
+                    "invalid_query",
+                    format!("`status` is one of {}, not `{name}`", known.join(", ")),
+                )
+                .into_response();
+            }
+        },
+    };
+    let nonempty = |text: Option<String>| text.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
+    let (agent, id_prefix) = (nonempty(query.agent), nonempty(query.id));
+    for (name, value) in [("agent", &agent), ("id", &id_prefix)] {
+        if value.as_deref().is_some_and(|v| v.chars().any(char::is_control) || v.len() > 256) {
+            return ApiError::bad_request(
+                "invalid_query",
+                format!("`{name}` is a name or an id: at most 256 bytes, no control character"),
+            )
+            .into_response();
+        }
+    }
+    let filter = crate::state::ListFilter { status, agent, id_prefix };
+    match state.runs_page(query.offset.unwrap_or(0), limit, &filter).await {
         Ok((runs, next)) => {
             let views: Vec<_> = runs.iter().map(|run| run.view()).collect();
             Json(serde_json::json!({ "runs": views, "next_offset": next })).into_response()

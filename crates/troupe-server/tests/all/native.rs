@@ -333,3 +333,51 @@ async fn a_run_request_may_ask_for_a_typed_answer() {
     assert_eq!(team.status(), 422);
     assert_eq!(served.mock.requests().len(), 2, "nothing refused reached the model");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runs_list_is_filtered_by_status_agent_and_id() {
+    let served = serve(ServerConfig::default(), [MockTurn::text("One."), MockTurn::text("Two.")]).await;
+    let mut ids = Vec::new();
+    for task in ["first", "second"] {
+        let response = served
+            .post("/v1/runs")
+            .json(&serde_json::json!({"agent": "coder", "instruction": task, "stream": false}))
+            .send()
+            .await
+            .expect("request");
+        let body: serde_json::Value = response.json().await.expect("json");
+        let id = body["run_id"].as_str().expect("id").to_owned();
+        served.wait_phase(&id, "ended").await;
+        ids.push(id);
+    }
+    let listed = |query: &'static str| {
+        let request = served.get(&format!("/v1/runs{query}"));
+        async move {
+            let response = request.send().await.expect("request");
+            let status = response.status().as_u16();
+            let body: serde_json::Value = response.json().await.expect("json");
+            let ids: Vec<String> = body["runs"]
+                .as_array()
+                .map(|r| r.iter().filter_map(|v| v["run_id"].as_str().map(str::to_owned)).collect())
+                .unwrap_or_default();
+            (status, ids, body)
+        }
+    };
+    let (status, all, _) = listed("").await;
+    assert_eq!((status, all.len()), (200, 2));
+    let (_, completed, _) = listed("?status=completed&agent=coder").await;
+    assert_eq!(completed.len(), 2, "{completed:?}");
+    let (_, failed, _) = listed("?status=failed").await;
+    assert!(failed.is_empty(), "{failed:?}");
+    let (_, other, _) = listed("?agent=reviewer").await;
+    assert!(other.is_empty(), "{other:?}");
+    let (status, unknown, body) = listed("?status=finished").await;
+    assert_eq!((status, unknown.len()), (400, 0), "{body}");
+    assert_eq!(body["error"]["code"], "invalid_query", "{body}");
+    assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("budget_exceeded")), "{body}");
+    // An id prefix: the first run's whole id is a prefix of nothing else.
+    let request = served.get(&format!("/v1/runs?id={}", ids[0])).send().await.expect("request");
+    let body: serde_json::Value = request.json().await.expect("json");
+    assert_eq!(body["runs"].as_array().map(Vec::len), Some(1), "{body}");
+    assert_eq!(body["runs"][0]["run_id"], ids[0].as_str());
+}
