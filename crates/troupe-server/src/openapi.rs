@@ -8,6 +8,7 @@ pub const PATHS: &[(&str, &str)] = &[
     ("/healthz", "get"),
     ("/openapi.json", "get"),
     ("/v1/agents", "get"),
+    ("/v1/costs", "get"),
     ("/v1/runs", "get"),
     ("/v1/runs", "post"),
     ("/v1/runs/{id}", "get"),
@@ -226,6 +227,9 @@ pub fn document() -> Value {
             "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "Serving"}}}},
             "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "The document"}}}},
             "/v1/agents": {"get": {"summary": "The agents and teams this server runs", "responses": {"200": {"description": "Targets"}, "401": errors["401"]}}},
+            "/v1/costs": {"get": {"summary": "What the runs of the last days cost: in all, by agent, by team, by model and by day",
+                "parameters": [{"name": "days", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 366}}],
+                "responses": {"200": {"description": "The costs"}, "400": errors["400"], "401": errors["401"]}}},
             "/v1/runs": {
                 "get": {"summary": "The runs, newest first: those held, then a page of the store's",
                     "parameters": [
@@ -307,6 +311,6 @@ mod tests {
         for (path, method) in PATHS {
             assert!(doc["paths"][path][method].is_object(), "{method} {path} is not described");
         }
-        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(22));
+        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(23));
     }
 }

@@ -145,7 +145,7 @@ fn ended(status: RunStatus, state: Option<&RunState>) -> RunEnd {
 }
 
 /// A store that cannot answer, as the error a client sees (503: try again).
-fn unavailable(error: StoreError) -> ApiError {
+pub(crate) fn unavailable(error: StoreError) -> ApiError {
     tracing::warn!(%error, "the store did not answer a lookup");
     ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "the run store cannot answer now")
 }

@@ -275,8 +275,13 @@ fn a_team_run_started_in_the_browser_finishes_once_a_members_call_is_approved_th
     let cells: Vec<&str> = costs["cells"].as_array().expect("the row").iter().filter_map(Value::as_str).collect();
     assert_eq!(cells.get(..2), Some(&["project", "1"][..]), "the team's one run is counted: {costs}");
     assert!(cells[2].parse::<u64>().is_ok_and(|tokens| tokens > 0), "its tokens: {costs}");
-    assert!(costs["bars"].as_u64().is_some_and(|bars| bars >= 3), "a bar by team, by model and by day: {costs}");
-    assert_eq!(costs["models"], json!(["team"]), "a team's run counts under `team`, not split by member: {costs}");
+    // The store's runs, summed by the server: each member's run by agent and by model.
+    let writer: Vec<&str> =
+        costs["writer"].as_array().expect("the writer's row").iter().filter_map(Value::as_str).collect();
+    assert_eq!(writer.get(..2), Some(&["writer", "1"][..]), "the writer's run is counted: {costs}");
+    assert!(costs["bars"].as_u64().is_some_and(|bars| bars >= 7), "bars by agent, team, model and day: {costs}");
+    assert_eq!(costs["models"], json!(["demo"]), "the members' runs count by their model: {costs}");
+    assert!(costs["total"].as_str().is_some_and(|t| t.contains("4 agent runs")), "lead and three members: {costs}");
     page.done();
     assert!(place.workspace.path().join("TROUPE_DEMO.md").exists(), "the approved write ran");
     let run = waiting["run_id"].as_str().expect("the run id");
@@ -524,6 +529,10 @@ fn troupe_console_paints_the_first_page_of_a_large_store_within_a_second() {
     assert_eq!(by_agent["rows"], 100, "a page of the team's runs: {by_agent}");
     let by_status = page.saw("by status");
     assert_eq!(by_status["rows"], 0, "{by_status}");
+    let costs = page.saw("costs");
+    eprintln!("the costs of {LARGE_STORE_RUNS} stored runs, summed by the server: {} ms", costs["ms"]);
+    assert!(costs["total"].as_str().is_some_and(|t| t.contains("10000 agent runs")), "every run counts: {costs}");
+    assert_eq!(costs["project"][1], "3334", "a team of a third of them: {costs}");
     page.done();
     serving.stop();
 }

@@ -163,8 +163,10 @@ const scenarios = {
     say({
       saw: "costs",
       cells: await row.locator("td").allTextContents(),
+      writer: await page.locator('tr[data-target="writer"] td').allTextContents(),
       bars: await page.locator("svg.bars rect").count(),
       models: await page.locator('svg[aria-labelledby="by-model"] .bar-label').allTextContents(),
+      total: await page.textContent(".costs-total"),
     });
     await shot(page, "console-costs", false);
   },
@@ -256,6 +258,16 @@ const scenarios = {
     await page.selectOption(".filters select", "failed");
     await page.waitForSelector("text=No runs match", { timeout: TIMEOUT });
     say({ saw: "by status", rows: await rowsNow() });
+    // The costs of the whole store, summed by the server.
+    const asked = Date.now();
+    await page.evaluate(() => (location.hash = "#/costs"));
+    await page.waitForSelector(".costs-total", { timeout: TIMEOUT });
+    say({
+      saw: "costs",
+      ms: Date.now() - asked,
+      total: await page.textContent(".costs-total"),
+      project: await page.locator('tr[data-target="project"] td').allTextContents(),
+    });
   },
 };
 

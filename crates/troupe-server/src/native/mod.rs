@@ -1,11 +1,13 @@
 //! The native API: runs started and followed over SSE, signals, agents, a recorded run's
 //! evidence verified, and a WebSocket carrying the same in both directions.
 
+mod costs;
 mod evidence;
 mod runs;
 mod sse;
 mod ws;
 
+pub use costs::{CostTotal, Costs, DEFAULT_COST_DAYS, MAX_COST_DAYS};
 pub use evidence::{EvidenceReport, MAX_VERIFIED_RUNS, RunEvidence, verify_tree};
 pub use runs::{OutputRequest, SignalAccepted, StartRun, launch};
 pub use sse::{event_type, resume_position};
@@ -19,6 +21,7 @@ use axum::routing::{get, post};
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/agents", get(runs::agents))
+        .route("/v1/costs", get(costs::costs))
         .route("/v1/runs", post(runs::start).get(runs::list))
         .route("/v1/runs/{id}", get(runs::show))
         .route("/v1/runs/{id}/events", get(runs::events))
