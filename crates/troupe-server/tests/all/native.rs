@@ -375,6 +375,9 @@ async fn the_runs_list_is_filtered_by_status_agent_and_id() {
     assert_eq!((status, unknown.len()), (400, 0), "{body}");
     assert_eq!(body["error"]["code"], "invalid_query", "{body}");
     assert!(body["error"]["message"].as_str().is_some_and(|m| m.contains("budget_exceeded")), "{body}");
+    // A name no run can have matches nothing, and is not an error.
+    let (status, none, _) = listed("?agent=%01coder").await;
+    assert_eq!((status, none.len()), (200, 0));
     // An id prefix: the first run's whole id is a prefix of nothing else.
     let request = served.get(&format!("/v1/runs?id={}", ids[0])).send().await.expect("request");
     let body: serde_json::Value = request.json().await.expect("json");
