@@ -57,6 +57,9 @@ pub enum FailureCode {
     /// The output schema asked for is one the model's vendor cannot take (a list at the
     /// root where an object is needed, a recursive type, a map); the reason names which.
     UnsupportedOutputSchema,
+    /// The request carries what the model's vendor cannot take (a PDF by URL where only
+    /// bytes are read, say); the reason names which. Nothing was sent.
+    UnsupportedInput,
     /// A middleware refused the call.
     MiddlewareRefused,
     /// A plugin could not be initialized.
@@ -75,7 +78,7 @@ pub enum FailureCode {
 
 /// Every code this version knows, with its name, for reading names back (a new code goes
 /// here and in [`FailureCode::as_str`]; the tests check that both agree).
-const KNOWN: [(FailureCode, &str); 24] = [
+const KNOWN: [(FailureCode, &str); 25] = [
     (FailureCode::RateLimited, "rate_limited"),
     (FailureCode::Overloaded, "overloaded"),
     (FailureCode::ServerError, "server_error"),
@@ -94,6 +97,7 @@ const KNOWN: [(FailureCode, &str); 24] = [
     (FailureCode::UnknownTool, "unknown_tool"),
     (FailureCode::OutputInvalid, "output_invalid"),
     (FailureCode::UnsupportedOutputSchema, "unsupported_output_schema"),
+    (FailureCode::UnsupportedInput, "unsupported_input"),
     (FailureCode::MiddlewareRefused, "middleware_refused"),
     (FailureCode::Plugin, "plugin"),
     (FailureCode::Compaction, "compaction"),
@@ -140,6 +144,7 @@ impl FailureCode {
             FailureCode::UnknownTool => "unknown_tool",
             FailureCode::OutputInvalid => "output_invalid",
             FailureCode::UnsupportedOutputSchema => "unsupported_output_schema",
+            FailureCode::UnsupportedInput => "unsupported_input",
             FailureCode::MiddlewareRefused => "middleware_refused",
             FailureCode::Plugin => "plugin",
             FailureCode::Compaction => "compaction",

@@ -210,7 +210,7 @@ impl Error {
             Error::MissingApiKey { .. } => "missing_api_key",
             Error::UnknownModel { .. } => "unknown_model",
             Error::UnsupportedOutputSchema { .. } => "unsupported_output_schema",
-            Error::UnsupportedInput { .. } => "invalid_request",
+            Error::UnsupportedInput { .. } => "unsupported_input",
             Error::Config(_) => "config",
             Error::Cancelled => "cancelled",
         }

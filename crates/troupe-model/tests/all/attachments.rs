@@ -93,6 +93,7 @@ async fn a_pdf_by_url_is_refused_where_only_bytes_are_taken_and_nothing_is_sent(
         "openai does not take a PDF by URL: Chat Completions takes a file's bytes only; attach the file itself"
     );
     assert!(!error.is_retryable());
+    assert_eq!(error.code(), "unsupported_input", "a run failing on it says so: {error:?}");
     assert!(server.requests().is_empty(), "nothing was sent");
     // The Responses wire takes the URL.
     let responses = body(OpenAiResponsesWire::default(), true, &request).await;
