@@ -38,5 +38,5 @@ pub use cassette::{CASSETTE_VERSION, Cassette, CassetteError};
 pub use divergence::{Divergence, DivergenceKind};
 pub use error::ReplayError;
 pub use fork::{Fork, ForkEdits, fork};
-pub use recording::{RecordedResult, Recording};
+pub use recording::{RecordedInput, RecordedResult, Recording};
 pub use replay::{ReplayOptions, ReplayReport, replay};

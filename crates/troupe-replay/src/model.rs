@@ -89,6 +89,7 @@ impl LlmProvider for ReplayModel {
             };
             if let Some(live) = &self.live {
                 self.session.progress().live_model_calls += 1;
+                self.session.send_inputs(step + 1).await;
                 let stream = live.stream(request, cancel).await?;
                 return Ok(checked(stream, Arc::clone(&self.session), turn.message.clone()));
             }
@@ -108,6 +109,8 @@ impl LlmProvider for ReplayModel {
                     progress.ids.insert(id.to_string(), id.to_string());
                 }
             }
+            // What a person sent while this step went is sent now, before it answers.
+            self.session.send_inputs(step + 1).await;
             let events = message_events(&turn.message, &turn.stop_reason, turn.usage);
             Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed())
         }

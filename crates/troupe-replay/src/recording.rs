@@ -21,6 +21,15 @@ pub struct RecordedResult {
     pub attachments: Vec<ContentBlock>,
 }
 
+/// A message a person (or a program) sent a recorded run while it went.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RecordedInput {
+    /// The model step whose request first carried it (from 1).
+    pub step: u32,
+    /// The signal that brought it.
+    pub signal: Signal,
+}
+
 /// Everything a replay needs of one recorded run (and what a [`Cassette`](crate::Cassette)
 /// keeps of it).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -41,6 +50,10 @@ pub struct Recording {
     pub asked: HashSet<String>,
     /// The decisions people sent, by call id.
     pub decisions: HashMap<String, Signal>,
+    /// What people sent the run while it went (messages, steering, external events), each
+    /// with the model step whose request first carried it: a replay sends it again there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<RecordedInput>,
     /// Its conversation at its last checkpoint.
     pub messages: Vec<Message>,
     /// How it ended, when it did.
@@ -93,11 +106,18 @@ impl Recording {
             }
         }
         let mut decisions = HashMap::new();
+        let mut sent = Vec::new();
         for signal in store.signals(run_id).await? {
-            if let Ok(signal @ Signal::Approval { .. }) = serde_json::from_value::<Signal>(signal.payload)
-                && let Signal::Approval { call_id, .. } = &signal
-            {
-                decisions.entry(call_id.to_string()).or_insert_with(|| signal.clone());
+            match serde_json::from_value::<Signal>(signal.payload) {
+                Ok(signal @ Signal::Approval { .. }) => {
+                    if let Signal::Approval { call_id, .. } = &signal {
+                        decisions.entry(call_id.to_string()).or_insert_with(|| signal.clone());
+                    }
+                }
+                Ok(signal @ (Signal::UserMessage { .. } | Signal::Steering { .. } | Signal::ExternalEvent { .. })) => {
+                    sent.push(signal);
+                }
+                _ => {}
             }
         }
         let mut history = input.history.clone();
@@ -118,6 +138,8 @@ impl Recording {
                 history.push(message);
             }
         }
+        // The messages before the first model call: the history, then the task.
+        let inputs = placed(sent, state.messages(), history.len() + 1, &turns);
         let mut results = HashMap::new();
         for message in state.messages() {
             for block in &message.content {
@@ -142,6 +164,7 @@ impl Recording {
             results,
             asked,
             decisions,
+            inputs,
             messages: state.messages().to_vec(),
             outcome: state.outcome().cloned(),
             input,
@@ -154,4 +177,29 @@ impl Recording {
         input.history = self.history.clone();
         input.initial_state(run_id)
     }
+}
+
+/// Each input sent to the run, with the model step whose request first carried it: the
+/// first request whose messages reach the user message holding its text (the first such
+/// message from `from` on, and after the previous input's). An input no request carried
+/// (sent after the last model call) is left out.
+fn placed(sent: Vec<Signal>, messages: &[Message], mut from: usize, turns: &[ModelTurn]) -> Vec<RecordedInput> {
+    let mut inputs = Vec::new();
+    for signal in sent {
+        let text = match &signal {
+            Signal::UserMessage { text } | Signal::Steering { text } => text.clone(),
+            Signal::ExternalEvent { name, payload } => format!("External event `{name}`: {payload}"),
+            _ => continue,
+        };
+        let holds = |m: &Message| {
+            m.role == troupe_core::Role::User && m.content.iter().any(|b| b.as_text() == Some(text.as_str()))
+        };
+        let Some(at) = messages.iter().skip(from).position(holds).map(|i| i + from) else { continue };
+        from = at;
+        let carried = turns.iter().position(|t| t.request.as_ref().is_some_and(|r| r.message_count as usize > at));
+        if let Some(turn) = carried {
+            inputs.push(RecordedInput { step: u32::try_from(turn + 1).unwrap_or(u32::MAX), signal });
+        }
+    }
+    inputs
 }

@@ -101,6 +101,8 @@ pub async fn replay(
     replayer.validate(&spec)?;
     let state = session.recording.initial_state(RunId::generate());
     let handle = replayer.resume(Arc::new(spec), state);
+    // Set before the run's first model call can ask for it: `resume` only spawns the run.
+    session.signals.send_replace(Some(handle.signals.clone()));
     let outcome = drive(handle, &session).await?;
 
     let recording = &session.recording;

@@ -14,6 +14,8 @@ pub(crate) struct Session {
     progress: Mutex<Progress>,
     /// Tripped at the first divergence: the replay stops there.
     pub(crate) stop: CancellationToken,
+    /// The replayed run's signals, once it started: what the recorded inputs are sent by.
+    pub(crate) signals: tokio::sync::watch::Sender<Option<troupe_runtime::SignalSender>>,
 }
 
 /// How far a replay got.
@@ -35,7 +37,12 @@ pub(crate) struct Progress {
 
 impl Session {
     pub(crate) fn new(recording: Arc<Recording>) -> Arc<Self> {
-        Arc::new(Session { recording, progress: Mutex::default(), stop: CancellationToken::new() })
+        Arc::new(Session {
+            recording,
+            progress: Mutex::default(),
+            stop: CancellationToken::new(),
+            signals: tokio::sync::watch::Sender::new(None),
+        })
     }
 
     pub(crate) fn progress(&self) -> MutexGuard<'_, Progress> {
@@ -55,6 +62,25 @@ impl Session {
 
     pub(crate) fn diverged(&self) -> bool {
         self.progress().divergence.is_some()
+    }
+
+    /// Sends the run the inputs the recorded run got for model step `step`: sent while the
+    /// step before is answered, they are taken at the same boundary as they were.
+    pub(crate) async fn send_inputs(&self, step: u32) {
+        let due: Vec<troupe_run::Signal> =
+            self.recording.inputs.iter().filter(|i| i.step == step).map(|i| i.signal.clone()).collect();
+        if due.is_empty() {
+            return;
+        }
+        // The run may ask for its first model step before its starter has handed over its
+        // signals: wait for them.
+        let mut watching = self.signals.subscribe();
+        let Ok(signals) = watching.wait_for(Option::is_some).await.map(|s| s.clone()) else { return };
+        let Some(signals) = signals else { return };
+        for signal in due {
+            // A run that ended takes no more input: the comparison says what follows.
+            let _ = signals.send(signal).await;
+        }
     }
 
     /// The recorded call id of this replay's `call_id`.

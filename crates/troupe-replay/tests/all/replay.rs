@@ -188,6 +188,37 @@ async fn approvals_are_answered_as_recorded_and_a_changed_policy_is_a_divergence
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_a_person_sent_mid_run_is_sent_again_at_its_step() {
+    let world = World::new().await;
+    let mut spec = coder("");
+    spec.approval = ApprovalPolicy::new(ApprovalMode::OnSideEffect);
+    world.server.push_all([
+        MockTurn::tool_call("c1", "fs_write", json!({"path": "a.txt", "content": "a"})),
+        MockTurn::text("Wrote a.txt, and kept it short."),
+    ]);
+    let mut handle = world.recording_runner().start(Arc::new(spec.clone()), RunInput::new("Write a file"));
+    while let Some(event) = handle.events.next_event().await {
+        if let AgentEventKind::RunPaused { reason: PauseReason::Approval { call_id, .. } } = event.kind {
+            let message = Signal::UserMessage { text: "Keep the answer short.".into() };
+            handle.signals.send(message).await.expect("sent");
+            handle.signals.send(Signal::Approval { call_id, decision: ApprovalDecision::Approve }).await.expect("sent");
+        }
+    }
+    let output = handle.result.await.expect("the run");
+    assert!(matches!(output.outcome, RunOutcome::Completed { .. }), "{:?}", output.outcome);
+    let second = world.server.requests()[1].body.to_string();
+    assert!(second.contains("Keep the answer short."), "the message reached the second request: {second}");
+    let run = output.run_id.to_string();
+
+    let recording = Recording::load(world.store.as_ref(), &run).await.expect("the recording");
+    assert_eq!(recording.inputs.len(), 1, "{:?}", recording.inputs);
+    assert_eq!(recording.inputs[0].step, 2, "the second request first carried it");
+    let report = replay(&world.runner(), spec, recording, ReplayOptions::default()).await.expect("the replay");
+    assert!(report.identical(), "the message is sent again where it was taken: {report}");
+    assert_eq!(report.steps, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_the_replay_cannot_take_is_a_clear_error() {
     let world = World::new().await;
     let missing = Recording::load(world.store.as_ref(), "run_nope").await.expect_err("unknown");
