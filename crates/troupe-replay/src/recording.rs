@@ -105,6 +105,11 @@ impl Recording {
                 _ => {}
             }
         }
+        // A conversation only grows from one request to the next, unless it was compacted.
+        let counts: Vec<u32> = turns.iter().filter_map(|t| t.request.as_ref().map(|r| r.message_count)).collect();
+        if counts.windows(2).any(|pair| pair[1] < pair[0]) {
+            return Err(ReplayError::Compacted(run_id.to_owned()));
+        }
         let mut decisions = HashMap::new();
         let mut sent = Vec::new();
         for signal in store.signals(run_id).await? {

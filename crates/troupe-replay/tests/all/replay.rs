@@ -232,11 +232,26 @@ async fn a_run_the_replay_cannot_take_is_a_clear_error() {
     let turn = json!({"iteration": 1, "model": "openai/gpt-4o", "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
         "stop_reason": "end_turn", "usage": {}, "cost_usd": 0.0});
     let entries =
-        EvidenceChain::new("run_old".to_owned()).seal(vec![NewEvidence::new(EvidenceKind::ModelTurn, turn)], 2);
+        EvidenceChain::new("run_old".to_owned()).seal(vec![NewEvidence::new(EvidenceKind::ModelTurn, turn.clone())], 2);
     world.store.append_evidence(&entries, None).await.expect("appended");
     let old = Recording::load(world.store.as_ref(), "run_old").await.expect_err("refused");
     assert!(matches!(old, ReplayError::NoRequestDigests { step: 1, .. }), "{old}");
     assert!(old.to_string().contains("recorded by an older troupe"), "{old}");
+
+    // A run whose conversation was compacted: its second request holds fewer messages.
+    let run_id = troupe_core::RunId::new("run_compacted");
+    world.store.create_run(input.new_run(&run_id, RunStatus::Completed), 1).await.expect("created");
+    let turn = |count: u32| {
+        let digest = json!({"whole": "w", "system": "s", "tools": "t", "messages": "m", "message_count": count});
+        let mut turn = turn.clone();
+        turn["request"] = digest;
+        NewEvidence::new(EvidenceKind::ModelTurn, turn)
+    };
+    let entries = EvidenceChain::new("run_compacted".to_owned()).seal(vec![turn(9), turn(3)], 2);
+    world.store.append_evidence(&entries, None).await.expect("appended");
+    let compacted = Recording::load(world.store.as_ref(), "run_compacted").await.expect_err("refused");
+    assert!(matches!(compacted, ReplayError::Compacted(_)), "{compacted}");
+    assert!(compacted.to_string().contains("compacted its conversation"), "{compacted}");
 
     // A replay never records: a recording runner is refused.
     let run = record(&world, &spec, vec![MockTurn::text("hello")], "hi").await;
