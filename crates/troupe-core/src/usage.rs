@@ -18,8 +18,16 @@ pub struct Usage {
     pub cache_read_tokens: u64,
     /// Prompt tokens written to the provider's cache.
     pub cache_write_tokens: u64,
+    /// Of `cache_write_tokens`, those written with the long time to live (Anthropic's
+    /// 1-hour cache), which cost more to write, where the provider reports it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_write_long_tokens: u64,
     /// Of `output_tokens`, those spent on reasoning, where the provider reports it.
     pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -54,6 +62,7 @@ impl AddAssign for Usage {
         self.output_tokens += rhs.output_tokens;
         self.cache_read_tokens += rhs.cache_read_tokens;
         self.cache_write_tokens += rhs.cache_write_tokens;
+        self.cache_write_long_tokens += rhs.cache_write_long_tokens;
         self.reasoning_tokens += rhs.reasoning_tokens;
     }
 }

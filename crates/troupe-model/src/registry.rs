@@ -43,16 +43,34 @@ impl Pricing {
     /// ```
     pub fn cost(&self, usage: &Usage) -> f64 {
         let per_token = |tokens: u64, price: f64| tokens as f64 * price;
+        let long = usage.cache_write_long_tokens.min(usage.cache_write_tokens);
         (per_token(usage.input_tokens, self.input)
             + per_token(usage.output_tokens, self.output)
             + per_token(usage.cache_read_tokens, self.cache_read)
-            + per_token(usage.cache_write_tokens, self.cache_write))
+            + per_token(usage.cache_write_tokens - long, self.cache_write)
+            + per_token(long, self.cache_write_long()))
             / 1_000_000.0
     }
 
+    /// The price of a token written to the cache with the long time to live: Anthropic's
+    /// 1-hour writes, at twice the input price (the only vendor that reports them).
+    ///
+    /// ```
+    /// use troupe_model::{Pricing, Usage};
+    ///
+    /// let sonnet = Pricing { input: 3.0, output: 15.0, cache_read: 0.30, cache_write: 3.75 };
+    /// assert_eq!(sonnet.cache_write_long(), 6.0);
+    /// let hour = Usage { cache_write_tokens: 1_000_000, cache_write_long_tokens: 1_000_000, ..Default::default() };
+    /// assert!((sonnet.cost(&hour) - 6.0).abs() < 1e-9);
+    /// ```
+    pub fn cache_write_long(&self) -> f64 {
+        2.0 * self.input
+    }
+
     /// What the prompt cache saved on `usage`, in USD: the tokens read from the cache at the
-    /// input price less the read price, less the surcharge of the tokens written to it (the
-    /// short-TTL write price; negative when writes were not read back enough to pay off).
+    /// input price less the read price, less the surcharge of the tokens written to it (at
+    /// the write price of their time to live; negative when writes were not read back enough
+    /// to pay off).
     ///
     /// ```
     /// use troupe_model::{Pricing, Usage};
@@ -63,8 +81,10 @@ impl Pricing {
     /// assert!((sonnet.cache_savings(&usage) - (2.70 - 0.075)).abs() < 1e-9);
     /// ```
     pub fn cache_savings(&self, usage: &Usage) -> f64 {
+        let long = usage.cache_write_long_tokens.min(usage.cache_write_tokens);
         (usage.cache_read_tokens as f64 * (self.input - self.cache_read)
-            - usage.cache_write_tokens as f64 * (self.cache_write - self.input))
+            - (usage.cache_write_tokens - long) as f64 * (self.cache_write - self.input)
+            - long as f64 * (self.cache_write_long() - self.input))
             / 1_000_000.0
     }
 
@@ -333,10 +353,15 @@ mod tests {
             output_tokens: 1_000,
             cache_read_tokens: 10_000,
             cache_write_tokens: 4_000,
+            cache_write_long_tokens: 0,
             reasoning_tokens: 500,
         };
         // 2000×3 + 1000×15 + 10000×0.30 + 4000×3.75 = 6000 + 15000 + 3000 + 15000 (per million)
         assert!((pricing.cost(&usage) - 0.039).abs() < 1e-12, "{}", pricing.cost(&usage));
+        // A thousand of the writes with the 1-hour TTL cost 6.00 instead of 3.75 a million.
+        let hour = Usage { cache_write_long_tokens: 1_000, ..usage };
+        assert!((pricing.cost(&hour) - (0.039 + 1_000.0 * 2.25 / 1e6)).abs() < 1e-12, "{}", pricing.cost(&hour));
+        assert!((pricing.cache_savings(&usage) - pricing.cache_savings(&hour) - 1_000.0 * 2.25 / 1e6).abs() < 1e-12);
         assert_eq!(pricing.cost(&Usage::default()), 0.0);
         assert_eq!(Pricing::flat(1.0, 2.0).cache_read, 1.0);
     }

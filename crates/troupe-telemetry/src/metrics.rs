@@ -530,6 +530,7 @@ mod tests {
             output_tokens: 20,
             cache_read_tokens: 900,
             cache_write_tokens: 24,
+            cache_write_long_tokens: 0,
             reasoning_tokens: 5,
         };
         let call = |cost| AgentEventKind::Usage { model: "anthropic/claude".into(), usage, cost_usd: cost };

@@ -44,6 +44,7 @@ fn observe_runs(metrics: &TelemetryMetrics, awkward_tool: &str) {
         output_tokens: 200,
         cache_read_tokens: 5000,
         cache_write_tokens: 300,
+        cache_write_long_tokens: 0,
         reasoning_tokens: 50,
     };
     let second = Usage { input_tokens: 200, output_tokens: 50, ..Usage::default() };

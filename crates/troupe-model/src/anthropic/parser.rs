@@ -104,6 +104,14 @@ struct UsageWire {
     output_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
     cache_read_input_tokens: Option<u64>,
+    /// The cache writes by time to live, when the response breaks them down.
+    cache_creation: Option<CacheCreationWire>,
+}
+
+/// `usage.cache_creation`: the tokens written to the cache, by time to live.
+#[derive(Deserialize)]
+struct CacheCreationWire {
+    ephemeral_1h_input_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -198,6 +206,10 @@ impl AnthropicParser {
             (&mut total.output_tokens, usage.output_tokens),
             (&mut total.cache_write_tokens, usage.cache_creation_input_tokens),
             (&mut total.cache_read_tokens, usage.cache_read_input_tokens),
+            (
+                &mut total.cache_write_long_tokens,
+                usage.cache_creation.as_ref().and_then(|c| c.ephemeral_1h_input_tokens),
+            ),
         ];
         for (slot, value) in fields {
             if let Some(value) = value {

@@ -107,6 +107,7 @@ impl UsageMetadata {
             output_tokens: self.candidates_token_count.unwrap_or(0) + thoughts,
             cache_read_tokens: cached,
             cache_write_tokens: 0,
+            cache_write_long_tokens: 0,
             reasoning_tokens: thoughts,
         }
     }

@@ -195,6 +195,7 @@ impl UsageTotals {
             output_tokens: self.completion,
             cache_read_tokens: self.cached,
             cache_write_tokens: 0,
+            cache_write_long_tokens: 0,
             reasoning_tokens: self.reasoning,
         }
     }

@@ -506,6 +506,7 @@ impl WireUsage {
             output_tokens: self.output_tokens.unwrap_or(0),
             cache_read_tokens: cache_read,
             cache_write_tokens: cache_write,
+            cache_write_long_tokens: 0,
             reasoning_tokens: self.output_tokens_details.and_then(|d| d.reasoning_tokens).unwrap_or(0),
         }
     }

@@ -190,3 +190,26 @@ async fn cache_reads_and_writes_are_priced_and_the_saving_is_told() {
     let saved = (10_000.0 * 2.70 - 10_300.0 * 0.75) / 1e6;
     assert!((output.cache_saved_usd() - saved).abs() < 1e-9, "{} vs {saved}", output.cache_saved_usd());
 }
+
+/// Writes with the 1-hour TTL are priced at twice the input price, as Anthropic bills them:
+/// the response's `cache_creation.ephemeral_1h_input_tokens`, read over HTTP, splits them
+/// from the 5-minute writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_ttl_writes_are_priced_at_their_own_rate() {
+    use troupe_core::Usage;
+    let h = Harness::new(Wire::Anthropic).await;
+    let usage =
+        Usage { input_tokens: 100, cache_write_tokens: 10_000, cache_write_long_tokens: 8_000, ..Usage::default() };
+    h.push([troupe_testkit::MockTurn::text("Done.").with_usage(usage)]);
+    let pricing = troupe_model::Pricing { input: 3.0, output: 15.0, cache_read: 0.30, cache_write: 3.75 };
+    let mut spec = troupe_runtime::AgentSpec::new("a", "mock-model");
+    spec.prompt_cache = Some(troupe_core::CacheTtl::Long);
+    let agent = h.priced_engine(pricing).agent("a").spec(spec).build().expect("builds");
+    let output = agent.run("hi").await.expect("run").into_result().expect("completed");
+    assert_eq!((output.usage.cache_write_tokens, output.usage.cache_write_long_tokens), (10_000, 8_000));
+    // 100 × $3 + 2,000 five-minute writes × $3.75 + 8,000 one-hour writes × $6, a million.
+    let cost = (100.0 * 3.0 + 2_000.0 * 3.75 + 8_000.0 * 6.0) / 1e6;
+    assert!((output.cost_usd - cost).abs() < 1e-9, "{} vs {cost}", output.cost_usd);
+    let saved = -(2_000.0 * 0.75 + 8_000.0 * 3.0) / 1e6;
+    assert!((output.cache_saved_usd() - saved).abs() < 1e-9, "{} vs {saved}", output.cache_saved_usd());
+}

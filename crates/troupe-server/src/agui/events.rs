@@ -528,6 +528,7 @@ mod tests {
             output_tokens: 5,
             cache_read_tokens: 30,
             cache_write_tokens: 0,
+            cache_write_long_tokens: 0,
             reasoning_tokens: 2,
         };
         let value = serde_json::to_value(TokenUsage::of("anthropic/claude-x", &usage)).expect("json");

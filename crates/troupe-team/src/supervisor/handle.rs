@@ -461,6 +461,7 @@ fn remainder(usage: Usage, counted: Usage) -> Usage {
         output_tokens: usage.output_tokens.saturating_sub(counted.output_tokens),
         cache_read_tokens: usage.cache_read_tokens.saturating_sub(counted.cache_read_tokens),
         cache_write_tokens: usage.cache_write_tokens.saturating_sub(counted.cache_write_tokens),
+        cache_write_long_tokens: usage.cache_write_long_tokens.saturating_sub(counted.cache_write_long_tokens),
         reasoning_tokens: usage.reasoning_tokens.saturating_sub(counted.reasoning_tokens),
     }
 }

@@ -74,6 +74,7 @@ impl WireEncoder for AnthropicEncoder {
                         "input_tokens": usage.input_tokens,
                         "cache_creation_input_tokens": usage.cache_write_tokens,
                         "cache_read_input_tokens": usage.cache_read_tokens,
+                        "cache_creation": cache_creation(usage),
                         // Anthropic counts the first output token here already.
                         "output_tokens": usage.output_tokens.min(1),
                     },
@@ -129,6 +130,7 @@ impl WireEncoder for AnthropicEncoder {
                     "input_tokens": usage.input_tokens,
                     "cache_creation_input_tokens": usage.cache_write_tokens,
                     "cache_read_input_tokens": usage.cache_read_tokens,
+                    "cache_creation": cache_creation(usage),
                     "output_tokens": usage.output_tokens,
                 },
             }),
@@ -149,4 +151,13 @@ impl WireEncoder for AnthropicEncoder {
     fn overloaded_event(&self, message: &str) -> String {
         named_event("error", &json!({"type": "error", "error": {"type": "overloaded_error", "message": message}}))
     }
+}
+
+/// `usage.cache_creation`: the cache writes by time to live, the long ones the 1-hour writes.
+fn cache_creation(usage: &troupe_core::Usage) -> serde_json::Value {
+    let long = usage.cache_write_long_tokens.min(usage.cache_write_tokens);
+    json!({
+        "ephemeral_5m_input_tokens": usage.cache_write_tokens - long,
+        "ephemeral_1h_input_tokens": long,
+    })
 }

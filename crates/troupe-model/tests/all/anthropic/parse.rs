@@ -50,6 +50,7 @@ fn usage(input: u64, output: u64, cache_read: u64, cache_write: u64) -> Usage {
         output_tokens: output,
         cache_read_tokens: cache_read,
         cache_write_tokens: cache_write,
+        cache_write_long_tokens: 0,
         reasoning_tokens: 0,
     }
 }
