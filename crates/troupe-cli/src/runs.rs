@@ -431,7 +431,7 @@ async fn show(args: ShowArgs) -> Result<(), Failure> {
     if let Some(origin) = stored.input.as_ref().and_then(|input| input.forked_from.as_ref()) {
         rows.push(("forked from", format!("{} at step {}", origin.run_id, origin.step)));
     }
-    let forks = forks_of(store.as_ref(), &record).await.map_err(store_failure)?;
+    let forks = troupe::replay::forks_of(store.as_ref(), &record.id).await.map_err(store_failure)?;
     if !forks.is_empty() {
         let listed: Vec<String> = forks.iter().map(|(id, step)| format!("{id} (at step {step})")).collect();
         rows.push(("forks", listed.join(", ")));
@@ -664,30 +664,6 @@ async fn continue_cancelled(
     completed(&follow(handle, &follow_options).await?)
 }
 
-/// How many runs of an agent are looked through for forks of one of its runs.
-const FORK_SCAN: u32 = 500;
-
-/// The forks of `record` (id and step) among the newest [`FORK_SCAN`] runs of its agent: a
-/// fork names its origin in its input, and the origin's record is never changed.
-async fn forks_of(store: &dyn Store, record: &RunRecord) -> Result<Vec<(String, u32)>, StoreError> {
-    let filter = RunFilter { agent: Some(record.agent.clone()), limit: FORK_SCAN, ..RunFilter::default() };
-    let mut forks = Vec::new();
-    for summary in store.list_runs(&filter).await? {
-        if summary.id == record.id || summary.created_at < record.created_at {
-            continue;
-        }
-        let Some(run) = store.load_run(&summary.id).await? else { continue };
-        if let Ok(input) = StoredInput::from_value(run.input)
-            && let Some(origin) = input.forked_from
-            && origin.run_id == record.id
-        {
-            forks.push((summary.id, origin.step));
-        }
-    }
-    forks.reverse();
-    Ok(forks)
-}
-
 /// `troupe runs fork`: the new run, recorded, in the foreground.
 async fn fork(args: ForkArgs) -> Result<(), Failure> {
     let store = args.place.open_existing().await?;
@@ -711,8 +687,10 @@ async fn fork(args: ForkArgs) -> Result<(), Failure> {
     let workspace = args.place.workspace()?;
     let runner = setup::runner(&workspace, providers, &args.foreground.sandbox.choice()?)?;
     setup::validate(&runner, &forked.spec)?;
+    // Its id begins with its origin's: the origin's forks are found by their ids.
+    let id = troupe::replay::next_fork_run_id(store.as_ref(), &record.id).await.map_err(store_failure)?;
     let runner = runner.with_store(Durability::new(store));
-    let handle = runner.start(Arc::new(forked.spec), forked.input);
+    let handle = runner.start(Arc::new(forked.spec), forked.input.run_id(id));
     eprintln!("run {} forks run {} at step {}", handle.run_id, record.id, args.at);
     eprintln!("run {}", handle.run_id);
     let follow_options = Follow {

@@ -1,12 +1,56 @@
 //! Forks: a new run that starts from a recorded run's conversation as it stood at one of its
 //! model steps, with a change, and goes on live. The recorded run is not touched: the fork
 //! only reads it, and names it as its origin.
+//!
+//! The link goes both ways without writing to the origin: the fork's input names the origin
+//! (`forked_from`), and the fork's id begins with the origin's ([`fork_run_id`]), so the
+//! origin's forks are found by an id-prefix query of the store ([`forks_of`]).
 
 use crate::error::ReplayError;
 use crate::recording::Recording;
-use troupe_core::{ContentBlock, Role};
+use troupe_core::{ContentBlock, Role, RunId};
 use troupe_run::AgentSpec;
+use troupe_runtime::durable::StoredInput;
 use troupe_runtime::{ForkOrigin, RunInput};
+use troupe_store::{RunFilter, Store, StoreError};
+
+/// What a fork's id adds to its origin's: `run_…​.fork.2` is the second fork of `run_…`.
+pub const FORK_ID_INFIX: &str = ".fork.";
+
+/// The id of the `n`th fork (from 1) of run `origin`.
+pub fn fork_run_id(origin: &str, n: u32) -> RunId {
+    RunId::new(format!("{origin}{FORK_ID_INFIX}{n}"))
+}
+
+/// The id the next fork of run `origin` takes in `store`: one more than the forks it has.
+pub async fn next_fork_run_id(store: &dyn Store, origin: &str) -> Result<RunId, StoreError> {
+    let made = forks_of(store, origin).await?.len();
+    Ok(fork_run_id(origin, u32::try_from(made + 1).unwrap_or(u32::MAX)))
+}
+
+/// The forks of run `origin` in `store` (each id and the step it forked at), oldest first:
+/// the runs whose id begins with the origin's and [`FORK_ID_INFIX`] and whose input names
+/// the origin (a fork of a fork is its own origin's, not this one's).
+pub async fn forks_of(store: &dyn Store, origin: &str) -> Result<Vec<(String, u32)>, StoreError> {
+    let prefix = format!("{origin}{FORK_ID_INFIX}");
+    let filter = RunFilter { id_prefix: Some(prefix.clone()), ..RunFilter::default() };
+    let mut forks = Vec::new();
+    for summary in store.list_runs(&filter).await? {
+        // `run_x.fork.1.fork.1` is a fork of `run_x.fork.1`.
+        if summary.id.strip_prefix(&prefix).is_none_or(|rest| rest.contains(FORK_ID_INFIX)) {
+            continue;
+        }
+        let Some(run) = store.load_run(&summary.id).await? else { continue };
+        if let Ok(input) = StoredInput::from_value(run.input)
+            && let Some(from) = input.forked_from
+            && from.run_id == origin
+        {
+            forks.push((summary.id, from.step));
+        }
+    }
+    forks.reverse();
+    Ok(forks)
+}
 
 /// What a fork changes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -37,6 +37,6 @@ mod tools;
 pub use cassette::{CASSETTE_VERSION, Cassette, CassetteError};
 pub use divergence::{Divergence, DivergenceKind};
 pub use error::ReplayError;
-pub use fork::{Fork, ForkEdits, fork};
+pub use fork::{FORK_ID_INFIX, Fork, ForkEdits, fork, fork_run_id, forks_of, next_fork_run_id};
 pub use recording::{RecordedInput, RecordedResult, Recording};
 pub use replay::{ReplayOptions, ReplayReport, replay};

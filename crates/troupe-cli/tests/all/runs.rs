@@ -235,6 +235,7 @@ fn a_recorded_run_replays_identical_an_edited_prompt_diverges_and_a_fork_goes_on
         .find_map(|l| l.strip_prefix("run ").filter(|r| !r.contains(' ')))
         .expect("its id")
         .to_owned();
+    assert_eq!(fork_id, format!("{id}.fork.1"), "a fork's id begins with its origin's");
     let requests = scene.server.requests();
     assert_eq!(requests.len(), 3);
     assert!(requests[2].body["messages"].to_string().contains("Say so."), "{}", requests[2].body);

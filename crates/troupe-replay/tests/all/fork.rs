@@ -5,7 +5,7 @@ use serde_json::json;
 use std::sync::Arc;
 use troupe_model::openai_chat::OpenAiChatWire;
 use troupe_model::{ApiKey, HttpConfig, HttpProvider, LlmProvider};
-use troupe_replay::{ForkEdits, Recording, ReplayError, fork};
+use troupe_replay::{ForkEdits, Recording, ReplayError, fork, forks_of, next_fork_run_id};
 use troupe_runtime::durable::StoredInput;
 use troupe_runtime::{AgentSpec, ApprovalPolicy, Durability, FixedModel, RunInput, RunOutcome, Runner};
 use troupe_store::{Store, verify_log};
@@ -48,7 +48,10 @@ async fn forking_leaves_the_original_untouched(store: Arc<dyn Store>) {
         MockTurn::tool_call("c3", "fs_write", json!({"path": "c.txt", "content": "c"})),
         MockTurn::text("Wrote a and c."),
     ]);
-    let output = runner.start(Arc::new(forked.spec), forked.input).output().await.expect("the fork runs");
+    let fork_id = next_fork_run_id(store.as_ref(), &id).await.expect("an id");
+    assert_eq!(fork_id.as_str(), format!("{id}.fork.1"));
+    let input = forked.input.run_id(fork_id);
+    let output = runner.start(Arc::new(forked.spec.clone()), input).output().await.expect("the fork runs");
     assert_eq!(output.outcome, RunOutcome::Completed { output: "Wrote a and c.".into() });
     assert_ne!(output.run_id.to_string(), id);
     assert_eq!(std::fs::read_to_string(dir.path().join("c.txt")).ok().as_deref(), Some("c"));
@@ -66,6 +69,18 @@ async fn forking_leaves_the_original_untouched(store: Arc<dyn Store>) {
     let input = StoredInput::from_value(record.input).expect("its input");
     let origin = input.forked_from.expect("an origin");
     assert_eq!((origin.run_id.as_str(), origin.step), (id.as_str(), 2));
+    // And back: the origin's forks are found by their ids, a fork of the fork not among them.
+    assert_eq!(forks_of(store.as_ref(), &id).await.expect("forks"), [(output.run_id.to_string(), 2)]);
+    let second = next_fork_run_id(store.as_ref(), &id).await.expect("an id");
+    assert_eq!(second.as_str(), format!("{id}.fork.2"));
+    let fork_recording = Recording::load(store.as_ref(), output.run_id.as_str()).await.expect("the fork's recording");
+    let grandchild = fork(&fork_recording, 1, ForkEdits::default()).expect("a fork of the fork");
+    let grandchild_id = next_fork_run_id(store.as_ref(), output.run_id.as_str()).await.expect("an id");
+    server.push_all([MockTurn::text("Nothing to do.")]);
+    let output2 = runner.start(Arc::new(grandchild.spec), grandchild.input.run_id(grandchild_id)).output().await;
+    assert!(output2.expect("the fork's fork runs").is_completed());
+    assert_eq!(forks_of(store.as_ref(), &id).await.expect("forks").len(), 1, "the fork's fork is its origin's");
+    assert_eq!(forks_of(store.as_ref(), output.run_id.as_str()).await.expect("forks").len(), 1);
 
     // The original and its evidence are as they were, and verify.
     let after = store.load_run(&id).await.expect("load").expect("the run");
