@@ -22,6 +22,7 @@
 //! # api_key = "..."                     # absent: inherited
 //! temperature = 0.2                     # 0 to 2
 //! max_tokens = 4096
+//! prompt_cache = "short"                # short (default) | long | off
 //!
 //! [[tools]]
 //! name = "fs.read"
@@ -67,7 +68,7 @@
 //! is wrong and what is accepted:
 //!
 //! ```text
-//! agents/coder.toml:7:1: unknown key `modle` in [provider]; expected one of name, model, api_key, temperature, max_tokens
+//! agents/coder.toml:7:1: unknown key `modle` in [provider]; expected one of name, model, api_key, temperature, max_tokens, prompt_cache
 //! ```
 //!
 //! See [`tools`](ToolsSection) for the two spellings of the tool lists, [`OutputSection`]
@@ -88,7 +89,8 @@ pub use output::OutputSection;
 pub use placeholders::PLACEHOLDERS;
 pub use sections::{
     AgentSection, ApiKey, DEFAULT_REPORT_TIMEOUT_SECONDS, Execution, ExecutionMode, MemoryBackend, MemorySection,
-    ProviderSection, ReportFormat, ReportingMode, ReportingSection, RetrySection, SystemSection, default_args,
+    PromptCache, ProviderSection, ReportFormat, ReportingMode, ReportingSection, RetrySection, SystemSection,
+    default_args,
 };
 pub use templates::{TEMPLATES, Template};
 pub use tools::{DenyEntry, ToolEntry, ToolsSection};
@@ -182,7 +184,7 @@ impl AgentDefinition {
     /// assert_eq!(
     ///     typo.to_string(),
     ///     "agents/coder.toml:6:1: unknown key `modle` in [provider]; \
-    ///      expected one of name, model, api_key, temperature, max_tokens"
+    ///      expected one of name, model, api_key, temperature, max_tokens, prompt_cache"
     /// );
     /// # Ok::<(), troupe_workers::definition::DefinitionError>(())
     /// ```
@@ -266,6 +268,9 @@ impl AgentDefinition {
         spec.tools = self.tools.enabled();
         spec.limits.max_output_tokens = self.provider.max_tokens;
         spec.temperature = self.provider.temperature;
+        if let Some(cache) = self.provider.prompt_cache {
+            spec.prompt_cache = cache.ttl();
+        }
         spec.output.clone_from(&self.output_spec);
         spec.approval = self
             .tools

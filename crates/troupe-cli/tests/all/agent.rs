@@ -130,7 +130,7 @@ fn a_broken_file_fails_validation_with_its_place() {
     let all = agent(cwd.path(), &["validate", "--config-dir", dir]);
     assert_eq!(all.status.code(), Some(1), "{}", stderr(&all));
     let expected = format!(
-        "{}:6:1: unknown key `modle` in [provider]; expected one of name, model, api_key, temperature, max_tokens",
+        "{}:6:1: unknown key `modle` in [provider]; expected one of name, model, api_key, temperature, max_tokens, prompt_cache",
         agents.join("broken.toml").display()
     );
     assert_eq!(stdout(&all).trim(), expected);

@@ -121,6 +121,33 @@ pub struct ProviderSection {
     /// The most tokens one response may generate.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "max_tokens")]
     pub max_tokens: Option<u32>,
+    /// How long the vendor keeps the requests' prefix cached (default `short`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<PromptCache>,
+}
+
+/// `[provider] prompt_cache`: how the vendor caches each request's stable prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptCache {
+    /// The vendor's default, about five minutes.
+    Short,
+    /// As long as the vendor offers: an hour at Anthropic (writes cost more), a day at
+    /// OpenAI.
+    Long,
+    /// No caching asked for.
+    Off,
+}
+
+impl PromptCache {
+    /// The runtime's choice: a time to live, or none.
+    pub fn ttl(self) -> Option<troupe_core::CacheTtl> {
+        match self {
+            PromptCache::Short => Some(troupe_core::CacheTtl::Short),
+            PromptCache::Long => Some(troupe_core::CacheTtl::Long),
+            PromptCache::Off => None,
+        }
+    }
 }
 
 impl ProviderSection {
@@ -385,6 +412,7 @@ mod tests {
             api_key: None,
             temperature: None,
             max_tokens: None,
+            prompt_cache: None,
         };
         assert_eq!(section(None, "demo").model_id(), "demo");
         assert_eq!(section(Some("anthropic"), "claude-sonnet-4-5").model_id(), "anthropic/claude-sonnet-4-5");

@@ -137,7 +137,7 @@ fn an_unknown_key_is_named_at_its_line_and_column_with_the_keys_expected() {
     assert_eq!(
         error.to_string(),
         "agents/coder.toml:7:3: unknown key `modle` in [provider]; \
-         expected one of name, model, api_key, temperature, max_tokens"
+         expected one of name, model, api_key, temperature, max_tokens, prompt_cache"
     );
 
     let nested = error_of(&minimal("[agent.execution]\ncomand = \"x\"\n"));
@@ -149,6 +149,14 @@ fn an_unknown_key_is_named_at_its_line_and_column_with_the_keys_expected() {
 
     let top = error_of(&minimal("[sytem]\nprompt = \"x\"\n"));
     assert!(top.message.starts_with("unknown key `sytem` in the top level; expected one of agent, provider"), "{top}");
+}
+
+#[test]
+fn the_prompt_cache_is_the_agent_files_choice() {
+    let spec = |extra: &str| AgentDefinition::parse(&minimal(extra), "agents/a.toml").expect("valid").to_spec();
+    assert_eq!(spec("").prompt_cache, Some(troupe_core::CacheTtl::Short), "the default");
+    assert_eq!(spec("prompt_cache = \"long\"\n").prompt_cache, Some(troupe_core::CacheTtl::Long));
+    assert_eq!(spec("prompt_cache = \"off\"\n").prompt_cache, None);
 }
 
 #[test]
@@ -177,6 +185,11 @@ fn bad_values_are_explained_where_they_are_written() {
             "`max_tokens` in [provider]: invalid type: string \"many\", expected a whole number",
         ),
         ("api_key = \"\"\n", (7, 11), "`api_key` in [provider]: is empty; remove `api_key` to inherit"),
+        (
+            "prompt_cache = \"forever\"\n",
+            (7, 16),
+            "`prompt_cache` in [provider] cannot be \"forever\"; expected one of short, long, off",
+        ),
     ];
     for (extra, (line, column), expected) in cases {
         let error = error_of(&minimal(extra));
