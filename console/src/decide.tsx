@@ -1,15 +1,28 @@
 // The decision on one waiting call, as the CLI sends it: approve, always allow, reject with
-// a reason, or run it with edited arguments. Each is one signal to the run; the buttons are
-// disabled once it is sent, so a decision goes once.
+// a reason, or run it with edited arguments (a labelled field for each text, number or yes/no
+// argument; the JSON itself for anything else). Each is one signal to the run; the buttons
+// are disabled once it is sent, so a decision goes once.
 
 import { useState } from "preact/hooks";
 import { sendSignal, type PauseReason } from "./api";
 import type { OnError } from "./app";
 
+type Scalar = string | number | boolean;
+
+/** The arguments as fields, when each is a text, a number or a yes/no; else null. */
+function fieldsOf(args: unknown): Record<string, Scalar> | null {
+  if (typeof args !== "object" || args === null || Array.isArray(args)) return null;
+  const entries = Object.entries(args as Record<string, unknown>);
+  if (!entries.length) return null;
+  return entries.every(([, v]) => ["string", "number", "boolean"].includes(typeof v)) ? (args as Record<string, Scalar>) : null;
+}
+
 export function Decide({ runId, reason, onError, onDecided }: { runId: string; reason: PauseReason; onError: OnError; onDecided?: () => void }) {
   const [mode, setMode] = useState<"choose" | "reject" | "edit">("choose");
   const [why, setWhy] = useState("");
   const [args, setArgs] = useState(JSON.stringify(reason.arguments ?? {}, null, 2));
+  const [fields, setFields] = useState<Record<string, Scalar> | null>(fieldsOf(reason.arguments));
+  const [asJson, setAsJson] = useState(fields === null);
   const [sent, setSent] = useState<string | null>(null);
   const [failure, setFailure] = useState<string | null>(null);
   const callId = reason.call_id ?? "";
@@ -60,20 +73,67 @@ export function Decide({ runId, reason, onError, onDecided }: { runId: string; r
         <form
           onSubmit={(e) => {
             e.preventDefault();
-            let parsed: unknown;
-            try {
-              parsed = JSON.parse(args);
-            } catch {
-              setFailure("the arguments are not JSON");
-              return;
+            let parsed: unknown = fields;
+            if (asJson || fields === null) {
+              try {
+                parsed = JSON.parse(args);
+              } catch {
+                setFailure("the arguments are not JSON");
+                return;
+              }
             }
             send("run with edited arguments", { type: "modify", arguments: parsed });
           }}
         >
-          <label for={`${id}-args`}>Arguments (JSON)</label>
-          <textarea id={`${id}-args`} rows={6} value={args} onInput={(e) => setArgs(e.currentTarget.value)} />
+          {!asJson && fields !== null ? (
+            <fieldset class="fields">
+              <legend>Arguments</legend>
+              {Object.entries(fields).map(([name, value]) => {
+                const fieldId = `${id}-arg-${name.replace(/[^a-zA-Z0-9_-]/g, "_")}`;
+                const set = (v: Scalar) => setFields({ ...fields, [name]: v });
+                return (
+                  <div class="field" key={name}>
+                    <label for={fieldId}>{name}</label>
+                    {typeof value === "boolean" ? (
+                      <input id={fieldId} type="checkbox" checked={value} onChange={(e) => set(e.currentTarget.checked)} />
+                    ) : typeof value === "number" ? (
+                      <input id={fieldId} type="number" value={value} onInput={(e) => set(Number(e.currentTarget.value))} />
+                    ) : value.includes("\n") || value.length > 80 ? (
+                      <textarea id={fieldId} rows={6} value={value} onInput={(e) => set(e.currentTarget.value)} />
+                    ) : (
+                      <input id={fieldId} value={value} onInput={(e) => set(e.currentTarget.value)} />
+                    )}
+                  </div>
+                );
+              })}
+            </fieldset>
+          ) : (
+            <>
+              <label for={`${id}-args`}>Arguments (JSON)</label>
+              <textarea id={`${id}-args`} rows={6} value={args} onInput={(e) => setArgs(e.currentTarget.value)} />
+            </>
+          )}
           <div class="buttons">
             <button type="submit">Run with these arguments</button>
+            {fields !== null && (
+              <button
+                type="button"
+                onClick={() => {
+                  if (!asJson) setArgs(JSON.stringify(fields, null, 2));
+                  else {
+                    try {
+                      setFields(fieldsOf(JSON.parse(args)) ?? fields);
+                    } catch {
+                      setFailure("the arguments are not JSON");
+                      return;
+                    }
+                  }
+                  setAsJson(!asJson);
+                }}
+              >
+                {asJson ? "Edit as fields" : "Edit as JSON"}
+              </button>
+            )}
             <button type="button" onClick={() => setMode("choose")}>Back</button>
           </div>
         </form>

@@ -438,6 +438,32 @@ fn a_call_rejected_with_a_reason_in_the_browser_is_not_run_and_the_model_reads_w
     serving.stop();
 }
 
+/// A waiting call's argument edited in its own field in the browser runs with the new
+/// value, once: the file is written where the person said, not where the model asked.
+#[test]
+fn a_calls_argument_edited_in_its_field_in_the_browser_runs_as_edited() {
+    let Some(modules) = browser("a_calls_argument_edited_in_its_field") else { return };
+    let place = Place::new([
+        MockTurn::tool_call("call_w1", "fs.write", json!({"path": "note.txt", "content": "hi"})),
+        MockTurn::text("Written."),
+    ]);
+    let serving = place.serve(&[]);
+    let run = place.start_run(&serving, "scribe", "Write a note");
+    place.wait_phase(&serving, &run, "waiting");
+
+    let mut page = launch(&modules, &serving, "edit", json!({"runId": run, "path": "notes/edited.txt"}));
+    let edited = page.saw("edited");
+    assert_eq!(edited["before"], "note.txt", "the field held the model's value: {edited}");
+    page.done();
+    assert!(!place.workspace.path().join("note.txt").exists(), "not where the model asked");
+    let written = std::fs::read_to_string(place.workspace.path().join("notes/edited.txt"));
+    assert_eq!(written.ok().as_deref(), Some("hi"), "written where the person said");
+    let requests = place.mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].body["messages"].to_string().contains("changed this call's arguments"), "the model is told");
+    serving.stop();
+}
+
 /// A page following a waiting run goes on following it across a restart of the server
 /// (the run recorded, adopted by the new process): approved there, it finishes.
 #[test]
