@@ -8,6 +8,7 @@ import type { OnError } from "./app";
 import { Asking, Decide } from "./decide";
 import { duration, money, status, when } from "./format";
 import { emptyTimeline, entryRun, fold, pretty, type Entry, type Timeline, type TreeNode } from "./timeline";
+import { TypedAnswer, typedAnswer } from "./typed";
 
 const RETRY_MS = 1000;
 
@@ -162,7 +163,12 @@ export function RunPage({ id, onError }: { id: string; onError: OnError }) {
       {ended && (
         <section aria-labelledby="answer-title" class="answer">
           <h2 id="answer-title">{ended.outcome === "completed" ? "Answer" : `Ended: ${ended.outcome}`}</h2>
-          {ended.output && <pre class="output" data-testid="answer">{pretty(ended.output)}</pre>}
+          {ended.output &&
+            (typedAnswer(ended.output) ? (
+              <TypedAnswer value={typedAnswer(ended.output)!} json={pretty(ended.output)} />
+            ) : (
+              <pre class="output" data-testid="answer">{pretty(ended.output)}</pre>
+            ))}
           {ended.error && <p class="error">{ended.error}</p>}
         </section>
       )}

@@ -464,6 +464,43 @@ fn a_calls_argument_edited_in_its_field_in_the_browser_runs_as_edited() {
     serving.stop();
 }
 
+/// A typed answer is shown by its fields (a list as a list, yes/no for a boolean, its text
+/// as text), with the JSON a click away, in a narrow window.
+#[test]
+fn a_typed_answer_is_shown_by_its_fields() {
+    let Some(modules) = browser("a_typed_answer_is_shown_by_its_fields") else { return };
+    let answer = r#"{"approved": false, "reasons": ["<img src=x onerror=alert(1)>", "no tests"], "score": 0.4}"#;
+    let place = Place::new([MockTurn::text(answer)]);
+    let serving = place.serve(&[]);
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "approved": {"type": "boolean"},
+            "reasons": {"type": "array", "items": {"type": "string"}},
+            "score": {"type": "number"},
+        },
+        "required": ["approved", "reasons", "score"],
+    });
+    let request = place.client.post(format!("{}/v1/runs", serving.url)).bearer_auth(TOKEN).json(&json!({
+        "agent": "scribe", "instruction": "Review it", "stream": false, "output": {"name": "Verdict", "schema": schema},
+    }));
+    let started: Value = place.runtime.block_on(async { request.send().await?.json().await }).expect("started");
+    let run = started["run_id"].as_str().expect("a run id").to_owned();
+    place.wait_phase(&serving, &run, "ended");
+
+    let mut page = launch(&modules, &serving, "typed", json!({"runId": run}));
+    let typed = page.saw("typed");
+    assert_eq!(
+        typed["fields"],
+        json!([["approved", "no"], ["reasons", "<img src=x onerror=alert(1)>no tests"], ["score", "0.4"]]),
+        "{typed}"
+    );
+    assert!(typed["json"].as_str().is_some_and(|j| j.contains("\"approved\": false")), "{typed}");
+    assert_eq!(typed["overflow"], false, "fits a 390-pixel window: {typed}");
+    page.done();
+    serving.stop();
+}
+
 /// A page following a waiting run goes on following it across a restart of the server
 /// (the run recorded, adopted by the new process): approved there, it finishes.
 #[test]

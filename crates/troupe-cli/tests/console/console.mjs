@@ -207,6 +207,20 @@ const scenarios = {
     say({ saw: "edited", before });
   },
 
+  /** A typed answer, shown by its fields. */
+  async typed(browser) {
+    const { page } = await newPage(browser, { width: 390, height: 800 });
+    await openWithToken(page, `#/runs/${plan.runId}`);
+    await waitStatus(page, "completed");
+    const answer = page.locator('[data-testid="typed-answer"]');
+    await answer.waitFor({ timeout: TIMEOUT });
+    const fields = await answer.locator(":scope > div").evaluateAll((rows) =>
+      rows.map((row) => [row.querySelector("dt").textContent, row.querySelector("dd").textContent]),
+    );
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+    say({ saw: "typed", fields, json: await page.textContent('[data-testid="answer"]'), overflow });
+  },
+
   /** Watch a waiting run; the test restarts the server; the page follows the run on. */
   async follow(browser) {
     const { page } = await newPage(browser);
