@@ -73,13 +73,21 @@ fn row(err: &str, member: &str) -> Vec<String> {
 
 /// The example team file with `edit` applied, written next to a copy of its agents.
 fn edited_example(edit: impl Fn(&str) -> String) -> TempDir {
+    copied_example("team.toml", edit)
+}
+
+/// The example team file `name` with `edit` applied, written next to a copy of its agents
+/// and its report schemas.
+fn copied_example(name: &str, edit: impl Fn(&str) -> String) -> TempDir {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let team = std::fs::read_to_string(example().join("team.toml")).expect("reads the example");
-    std::fs::write(dir.path().join("team.toml"), edit(&team)).expect("writes the team file");
-    std::fs::create_dir_all(dir.path().join("agents")).expect("creates agents/");
-    for entry in std::fs::read_dir(example().join("agents")).expect("lists the example's agents") {
-        let path = entry.expect("an entry").path();
-        std::fs::copy(&path, dir.path().join("agents").join(path.file_name().expect("a name"))).expect("copies");
+    let team = std::fs::read_to_string(example().join(name)).expect("reads the example");
+    std::fs::write(dir.path().join(name), edit(&team)).expect("writes the team file");
+    for sub in ["agents", "schemas"] {
+        std::fs::create_dir_all(dir.path().join(sub)).expect("creates the directory");
+        for entry in std::fs::read_dir(example().join(sub)).expect("lists the example's files") {
+            let path = entry.expect("an entry").path();
+            std::fs::copy(&path, dir.path().join(sub).join(path.file_name().expect("a name"))).expect("copies");
+        }
     }
     dir
 }
@@ -1024,17 +1032,9 @@ fn the_main_job_replays_identical_and_an_edited_agent_diverges_in_its_own_run() 
 #[test]
 fn a_team_replay_checks_the_firewalls_decisions_again() {
     let workspace = workspace("# Gadget");
-    let team_dir = tempfile::tempdir().expect("a temp dir");
+    let team_dir = copied_example("reports.toml", str::to_owned);
     let team_file = team_dir.path().join("reports.toml");
-    let example_text = std::fs::read_to_string(example().join("reports.toml")).expect("reads the example");
-    std::fs::write(&team_file, &example_text).expect("writes");
-    std::fs::create_dir_all(team_dir.path().join("schemas")).expect("schemas/");
-    std::fs::copy(example().join("schemas/review.json"), team_dir.path().join("schemas/review.json")).expect("copies");
-    std::fs::create_dir_all(team_dir.path().join("agents")).expect("agents/");
-    for entry in std::fs::read_dir(example().join("agents")).expect("lists the example's agents") {
-        let path = entry.expect("an entry").path();
-        std::fs::copy(&path, team_dir.path().join("agents").join(path.file_name().expect("a name"))).expect("copies");
-    }
+    let example_text = std::fs::read_to_string(&team_file).expect("reads the copy");
     let (ws, store) = (text(workspace.path()), workspace.path().join("runs.db"));
     let store = text(&store);
     let output =
