@@ -171,7 +171,7 @@ pub(super) async fn list(State(state): State<AppState>, query: Result<Query<List
         return ApiError::bad_request("invalid_query", "`offset` and `limit` are whole numbers").into_response();
     };
     let limit = query.limit.unwrap_or(LISTED_STORED_RUNS).clamp(1, MAX_LISTED_RUNS);
-    let status = match query.status.as_deref().filter(|s| !s.is_empty()) {
+    let status = match query.status.as_deref() {
         None => None,
         Some(name) => match troupe_store::RunStatus::parse(name) {
             Some(status) => Some(status),

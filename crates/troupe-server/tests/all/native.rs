@@ -371,6 +371,8 @@ async fn the_runs_list_is_filtered_by_status_agent_and_id() {
     assert!(failed.is_empty(), "{failed:?}");
     let (_, other, _) = listed("?agent=reviewer").await;
     assert!(other.is_empty(), "{other:?}");
+    let (status, empty, _) = listed("?status=").await;
+    assert_eq!((status, empty.len()), (400, 0), "an empty status is no status");
     let (status, unknown, body) = listed("?status=finished").await;
     assert_eq!((status, unknown.len()), (400, 0), "{body}");
     assert_eq!(body["error"]["code"], "invalid_query", "{body}");
