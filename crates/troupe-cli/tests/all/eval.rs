@@ -297,4 +297,18 @@ fn a_team_is_evaluated_with_every_members_tool_calls() {
             && reason.contains("fs.read"),
         "{reason}"
     );
+
+    // A team's task takes no attachment: the case fails saying so, and no team runs.
+    std::fs::write(cwd.path().join("dot.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").expect("the image");
+    let attached = std::fs::read_to_string(cwd.path().join("s.toml")).expect("the suite").replace(
+        "task = \"Describe this repository\"",
+        "task = \"Describe this repository\"\nattachments = [\"dot.png\"]",
+    );
+    std::fs::write(cwd.path().join("s.toml"), attached).expect("the suite");
+    let output = troupe(cwd.path(), &["s.toml", "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(stdout(&output).trim()).expect("a JSON report");
+    let error = report["cases"][0]["runs"][0]["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.starts_with("a team's task takes no attachments"), "{error}");
+    assert!(!cwd.path().join("TROUPE_DEMO.md").exists());
 }

@@ -104,6 +104,37 @@ fn each_rule_of_the_plan() {
 }
 
 #[test]
+fn a_completed_calls_attachments_are_kept_and_given_back_unless_its_evidence_is_not_kept() {
+    let image = troupe_core::ContentBlock::Image {
+        source: troupe_core::ImageSource::Base64 { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() },
+    };
+    let outcome = troupe_tools::ToolResultOutcome::success(
+        troupe_tools::ToolOutput::text("drew it").with_attachment(image.clone()),
+        std::time::Duration::ZERO,
+    );
+    let mut draw = declaration("chart.draw", Effect::WriteState, Idempotency::NonIdempotent);
+    draw.evidence = troupe_tools::EvidenceCapture::Summary;
+    let evidence = log(vec![
+        turn(),
+        ActionStarted::evidence("c1", &draw, &json!({})),
+        ActionCompleted::of_outcome("c1", &draw, &outcome),
+    ]);
+    let plan = plan_resume(&state(vec![call("c1", "chart.draw")]), &evidence, &[]);
+    let CallResume::Replay { attachments, .. } = &plan.calls[0].resume else { panic!("{:?}", plan.calls[0].resume) };
+    assert_eq!(attachments, &[image], "the model is shown what the call gave");
+
+    draw.evidence = troupe_tools::EvidenceCapture::Redacted;
+    let evidence = log(vec![
+        turn(),
+        ActionStarted::evidence("c1", &draw, &json!({})),
+        ActionCompleted::of_outcome("c1", &draw, &outcome),
+    ]);
+    let plan = plan_resume(&state(vec![call("c1", "chart.draw")]), &evidence, &[]);
+    let CallResume::Replay { attachments, .. } = &plan.calls[0].resume else { panic!("{:?}", plan.calls[0].resume) };
+    assert!(attachments.is_empty(), "a redacted tool's evidence keeps no attachment");
+}
+
+#[test]
 fn evidence_of_an_earlier_turn_does_not_count() {
     let append = declaration("notes.append", Effect::WriteState, Idempotency::NonIdempotent);
     // A provider that reuses call ids across turns: `c1` completed in the turn before.
