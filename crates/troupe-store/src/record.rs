@@ -336,7 +336,8 @@ pub enum EvidenceKind {
     ApprovalWait,
     /// A signal was applied to the run.
     SignalApplied,
-    /// A digest of the conversation before compaction.
+    /// A compaction of the conversation: the messages before and after, the step it came
+    /// before, and its report (strategies, tokens).
     ContextDigest,
     /// A resume decided what to do with each call a crash left behind.
     ResumePlanned,

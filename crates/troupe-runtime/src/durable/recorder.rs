@@ -140,9 +140,10 @@ impl Recorder {
         recording.settle(saved)
     }
 
-    /// Keeps a model turn's evidence for the next save: the run saves it before it acts on
-    /// the turn ([`Effect::SaveTurn`](troupe_run::machine::Effect::SaveTurn)), or with its end
-    /// when the turn ended it (one commit, not two).
+    /// Keeps a model turn's evidence (or a compaction's, before the turn) for the next save:
+    /// the run saves it before it acts on the turn
+    /// ([`Effect::SaveTurn`](troupe_run::machine::Effect::SaveTurn)), or with its end when
+    /// the turn ended it (one commit, not two).
     pub(crate) fn note_turn(&mut self, entry: NewEvidence) {
         if let Recorder::Store(recording) = self {
             recording.journal.note(entry);

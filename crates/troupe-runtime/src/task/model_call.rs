@@ -94,6 +94,12 @@ impl Run {
                         "messages_after": state.messages().len(),
                         "report": serde_json::to_value(&report).unwrap_or_default(),
                     });
+                    // On record with the next save, with the conversation it left: a resume,
+                    // a replay and an audit can tell the conversation was compacted here.
+                    let mut entry = value.clone();
+                    entry["step"] = serde_json::json!(self.step);
+                    self.recorder
+                        .note_turn(troupe_store::NewEvidence::new(troupe_store::EvidenceKind::ContextDigest, entry));
                     self.emitter.emit(AgentEventKind::Custom { name: "compacted".into(), value }).await;
                 }
                 Err(error) => {

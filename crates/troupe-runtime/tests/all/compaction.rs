@@ -419,3 +419,43 @@ async fn reported_usage_corrects_the_estimate() {
     assert!(!compacted.is_empty(), "the reported size triggers compaction");
     assert!(compacted.iter().all(|r| r.before_tokens > 1_600));
 }
+
+/// A recorded run that compacts its conversation says so in its evidence: one
+/// `context_digest` entry per compaction, before the model turn it made room for, with the
+/// messages before and after; the chain still verifies.
+#[tokio::test]
+async fn a_recorded_compaction_is_in_the_evidence() {
+    let h = Harness::new(Wire::Anthropic).await;
+    h.push(tool_loop(&h, 12, Usage::default()));
+    let dir = tempfile::tempdir().expect("a directory");
+    let store = troupe_store::open(dir.path().join("runs.db").to_str().expect("UTF-8")).await.expect("the store");
+    let engine = Engine::builder()
+        .resolver(Arc::new(tiny(h.model(), "mock/mock-model")))
+        .store(troupe_runtime::Durability::new(Arc::clone(&store)))
+        .build();
+    let agent = engine
+        .agent("prober")
+        .workspace(h.dir.path())
+        .tool(probe(1_200))
+        .compaction(CompactionPolicy::new().strategies([Strategy::keep_recent(2)]))
+        .build()
+        .expect("agent builds");
+    let output = agent.run(TASK).await.expect("the run ends");
+    assert!(output.is_completed(), "{:?}", output.outcome);
+    let compactions = reports(&output).len();
+    assert!(compactions >= 2, "{compactions}");
+    let run = output.run_id.as_str();
+    let evidence = store.evidence(run, 0).await.expect("the evidence");
+    let digests: Vec<&troupe_store::EvidenceEntry> =
+        evidence.iter().filter(|e| e.kind == troupe_store::EvidenceKind::ContextDigest).collect();
+    assert_eq!(digests.len(), compactions, "one entry per compaction");
+    for digest in &digests {
+        let (before, after) = (digest.payload["messages_before"].as_u64(), digest.payload["messages_after"].as_u64());
+        assert!(before > after, "{}", digest.payload);
+        assert_eq!(digest.payload["report"]["strategy"], "keep_recent");
+        let next = evidence.iter().find(|e| e.seq > digest.seq).map(|e| e.kind);
+        assert_eq!(next, Some(troupe_store::EvidenceKind::ModelTurn), "before the turn it made room for");
+    }
+    let record = store.load_run(run).await.expect("loads").expect("recorded");
+    troupe_store::verify_log(&evidence, &record.evidence_head, run).expect("the chain verifies");
+}
