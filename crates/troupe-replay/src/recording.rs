@@ -30,6 +30,22 @@ pub struct RecordedInput {
     pub signal: Signal,
 }
 
+impl RecordedInput {
+    /// The message the signal puts in the conversation (what the run's state makes of it).
+    pub fn message(&self) -> Option<Message> {
+        input_text(&self.signal).map(Message::user)
+    }
+}
+
+/// The text a message-bearing signal adds to the conversation.
+fn input_text(signal: &Signal) -> Option<String> {
+    match signal {
+        Signal::UserMessage { text } | Signal::Steering { text } => Some(text.clone()),
+        Signal::ExternalEvent { name, payload } => Some(format!("External event `{name}`: {payload}")),
+        _ => None,
+    }
+}
+
 /// Everything a replay needs of one recorded run (and what a [`Cassette`](crate::Cassette)
 /// keeps of it).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -143,8 +159,8 @@ impl Recording {
                 history.push(message);
             }
         }
-        // The messages before the first model call: the history, then the task.
-        let inputs = placed(sent, state.messages(), history.len() + 1, &turns);
+        // From the task on (a message sent before the first model call joins the task's).
+        let inputs = placed(sent, state.messages(), history.len(), &turns);
         let mut results = HashMap::new();
         for message in state.messages() {
             for block in &message.content {
@@ -191,11 +207,7 @@ impl Recording {
 fn placed(sent: Vec<Signal>, messages: &[Message], mut from: usize, turns: &[ModelTurn]) -> Vec<RecordedInput> {
     let mut inputs = Vec::new();
     for signal in sent {
-        let text = match &signal {
-            Signal::UserMessage { text } | Signal::Steering { text } => text.clone(),
-            Signal::ExternalEvent { name, payload } => format!("External event `{name}`: {payload}"),
-            _ => continue,
-        };
+        let Some(text) = input_text(&signal) else { continue };
         let holds = |m: &Message| {
             m.role == troupe_core::Role::User && m.content.iter().any(|b| b.as_text() == Some(text.as_str()))
         };
@@ -207,4 +219,49 @@ fn placed(sent: Vec<Signal>, messages: &[Message], mut from: usize, turns: &[Mod
         }
     }
     inputs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_core::Role;
+    use troupe_runtime::durable::RequestDigest;
+
+    fn turn(message_count: u32) -> ModelTurn {
+        let mut request = troupe_core::ModelRequest::new("m");
+        request.messages = (0..message_count).map(|_| Message::user("x")).collect();
+        ModelTurn {
+            iteration: 1,
+            model: "m".into(),
+            message: Message::new(Role::Assistant, vec![ContentBlock::text("ok")]),
+            stop_reason: troupe_core::StopReason::EndTurn,
+            usage: troupe_core::Usage::default(),
+            cost_usd: 0.0,
+            request: Some(RequestDigest::of(&request)),
+        }
+    }
+
+    #[test]
+    fn each_input_is_placed_at_the_first_request_that_carried_it() {
+        let messages = vec![
+            Message::user("the task"),
+            Message::new(Role::Assistant, vec![ContentBlock::text("a")]),
+            Message::new(Role::User, vec![ContentBlock::text("later")]),
+            Message::new(Role::Assistant, vec![ContentBlock::text("b")]),
+        ];
+        // A message sent before the first call joins the task's message.
+        let early = Signal::UserMessage { text: "early".into() };
+        let with_early = vec![
+            Message::new(Role::User, vec![ContentBlock::text("the task"), ContentBlock::text("early")]),
+            Message::new(Role::Assistant, vec![ContentBlock::text("a")]),
+            Message::new(Role::User, vec![ContentBlock::text("later")]),
+        ];
+        let later = Signal::UserMessage { text: "later".into() };
+        let placed_late = placed(vec![later.clone()], &messages, 0, &[turn(1), turn(3)]);
+        assert_eq!(placed_late, [RecordedInput { step: 2, signal: later.clone() }]);
+        let both = placed(vec![early.clone(), later.clone()], &with_early, 0, &[turn(1), turn(3)]);
+        assert_eq!(both, [RecordedInput { step: 1, signal: early }, RecordedInput { step: 2, signal: later }]);
+        let never = placed(vec![Signal::UserMessage { text: "too late".into() }], &messages, 0, &[turn(1), turn(3)]);
+        assert!(never.is_empty(), "a message no request carried is left out");
+    }
 }

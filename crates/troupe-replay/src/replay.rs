@@ -99,7 +99,10 @@ pub async fn replay(
     };
     let replayer = runner.clone().with_resolver(Arc::new(resolver)).with_catalog(Arc::new(tools));
     replayer.validate(&spec)?;
-    let state = session.recording.initial_state(RunId::generate());
+    let mut state = session.recording.initial_state(RunId::generate());
+    // What the recorded run was sent before its first model call, it took at its first
+    // boundary: the replay starts with it.
+    state.inject(session.recording.inputs.iter().filter(|i| i.step == 1).filter_map(|i| i.message()));
     let handle = replayer.resume(Arc::new(spec), state);
     // Set before the run's first model call can ask for it: `resume` only spawns the run.
     session.signals.send_replace(Some(handle.signals.clone()));
