@@ -24,6 +24,7 @@ pub mod registry;
 pub mod reload;
 pub mod team;
 pub mod team_file;
+pub mod team_meter;
 pub mod team_record;
 pub mod team_remote;
 pub mod team_replay;

@@ -8,6 +8,7 @@ use crate::definition::AgentDefinition;
 use crate::process::{Backoff, ProcessMember, WorkerConfig};
 use crate::registry::{AgentRegistry, RegisteredAgent};
 use crate::team_file::{Isolation, TeamFile, TeamStrategy};
+use crate::team_meter::{TeamGate, TeamMeter};
 use crate::team_remote::RemoteMembers;
 use futures::future::BoxFuture;
 use serde_json::json;
@@ -120,6 +121,8 @@ pub struct Assembled {
     /// The agents of the leader and the local members, by name: what a replay of one of
     /// their recorded runs runs as.
     pub agents: std::collections::BTreeMap<String, troupe_runtime::Agent>,
+    /// The team's spend, counted as each call ends; armed when the team runs.
+    pub meter: Arc<TeamMeter>,
 }
 
 /// What every member is built with.
@@ -166,6 +169,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
         }
     };
     let firewall = Arc::new(firewall(team, &ids, &recipient).events(setting.events.clone()));
+    let meter = TeamMeter::new(budget, build::providers(setting.config)?.registry().clone());
     let records: Records = Arc::new(Mutex::new(Vec::new()));
     let mut notes = Vec::new();
     let mut rows = Vec::new();
@@ -174,7 +178,9 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
     }
     let mut members: Vec<Arc<dyn Member>> = Vec::new();
     let mut agents = std::collections::BTreeMap::new();
-    let tracked = |inner: Arc<dyn Member>, report_to: Option<String>, report: Option<OutputSpec>| -> Arc<dyn Member> {
+    // A member that runs elsewhere (a worker, a remote agent) is metered by its result; a
+    // local one by its gate, call by call.
+    let tracked = |inner: Arc<dyn Member>, report_to: Option<String>, report: Option<OutputSpec>, local: bool| {
         Arc::new(Tracked {
             inner,
             events: setting.events.clone(),
@@ -182,7 +188,8 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
             report,
             firewall: Arc::clone(&firewall),
             records: Arc::clone(&records),
-        })
+            meter: (!local).then(|| Arc::clone(&meter)),
+        }) as Arc<dyn Member>
     };
     for (n, entry) in team.team.members.iter().enumerate() {
         let Some(id) = entry.agent.as_deref() else {
@@ -193,7 +200,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
                 .for_run(n, setting.approvals, &setting.control)
                 .ok_or_else(|| BuildError::Invalid(format!("the remote member `{}` was not made ready", ids[n])))?;
             rows.push(Row { name: ids[n].clone(), role: "member", isolation: Isolation::Remote });
-            members.push(tracked(Arc::new(remote), recipient(n), None));
+            members.push(tracked(Arc::new(remote), recipient(n), None, false));
             continue;
         };
         let agent = registered(setting.registry, id)?;
@@ -208,7 +215,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
                     max_total_tokens: budget.max_total_tokens,
                     timeout: Some(report_timeout(&agent.definition, &budget)),
                 };
-                let built = local(setting, &agent.definition, Vec::new(), ceilings)?;
+                let built = local(setting, &agent.definition, Vec::new(), ceilings, &meter)?;
                 notes.extend(built.notes);
                 agents.insert(id.to_owned(), built.agent.clone());
                 AgentMember::new(built.agent, description).with_control(setting.control.clone()).shared()
@@ -220,9 +227,9 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
             }
         };
         rows.push(Row { name: id.to_owned(), role: "member", isolation: entry.isolation });
-        members.push(tracked(inner, recipient(n), report));
+        members.push(tracked(inner, recipient(n), report, entry.isolation != Isolation::Process));
     }
-    let track = |inner: Arc<dyn Member>| tracked(inner, None, None);
+    let track = |inner: Arc<dyn Member>| tracked(inner, None, None, true);
     let leader_ceilings =
         Ceilings { max_usd: budget.max_usd, max_total_tokens: budget.max_total_tokens, timeout: budget.max_wall_time };
     let invalid = |e: TeamError| BuildError::Invalid(format!("team `{}`: {e}", team.name()));
@@ -230,7 +237,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
         (TeamStrategy::Delegate, Some(leader)) => {
             let definition = &registered(setting.registry, leader)?.definition;
             let delegate = DelegateTool::new(leader, members).map_err(invalid)?;
-            let built = local(setting, definition, vec![delegate.into_arc()], leader_ceilings)?;
+            let built = local(setting, definition, vec![delegate.into_arc()], leader_ceilings, &meter)?;
             notes.extend(built.notes);
             agents.insert(leader.to_owned(), built.agent.clone());
             let leader = AgentMember::new(built.agent, describe(definition)).with_control(setting.control.clone());
@@ -238,7 +245,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
         }
         (TeamStrategy::Orchestrated, Some(leader)) => {
             let definition = &registered(setting.registry, leader)?.definition;
-            let built = local(setting, definition, Vec::new(), leader_ceilings)?;
+            let built = local(setting, definition, Vec::new(), leader_ceilings, &meter)?;
             notes.extend(built.notes);
             agents.insert(leader.to_owned(), built.agent.clone());
             let leader = AgentMember::new(built.agent, describe(definition)).with_control(setting.control.clone());
@@ -258,7 +265,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
         // The team file refuses a leaderless delegate or orchestrated team.
         (strategy, None) => return Err(BuildError::Invalid(format!("a {strategy} team needs a leader"))),
     };
-    Ok(Assembled { work, rows, firewall, records, notes, agents })
+    Ok(Assembled { work, rows, firewall, records, notes, agents, meter })
 }
 
 fn group(team: &TeamFile, members: Vec<Arc<dyn Member>>) -> troupe_team::AgentGroupBuilder {
@@ -289,6 +296,7 @@ fn local(
     definition: &AgentDefinition,
     extra_tools: Vec<Arc<dyn Tool>>,
     ceilings: Ceilings,
+    meter: &Arc<TeamMeter>,
 ) -> Result<build::Built, BuildError> {
     let built = build::build(AgentBuild {
         definition,
@@ -302,7 +310,9 @@ fn local(
         sandbox: setting.sandbox,
     })?;
     // Member runs are followed through their events; their outputs need not keep them too.
-    let runner = built.agent.runner().clone().with_events_kept(false);
+    // No call starts once the team's budget is spent.
+    let runner =
+        built.agent.runner().clone().with_events_kept(false).with_middleware(Arc::new(TeamGate(Arc::clone(meter))));
     let runner = match &setting.durability {
         Some(durability) => runner.with_store(durability.clone()),
         None => runner,
@@ -395,6 +405,9 @@ struct Tracked {
     report: Option<OutputSpec>,
     firewall: Arc<ContextFirewall>,
     records: Records,
+    /// The team's meter, for a member whose calls no gate of this process counts (a worker,
+    /// a remote agent): its spend is added when its result comes back.
+    meter: Option<Arc<TeamMeter>>,
 }
 
 impl Member for Tracked {
@@ -435,6 +448,9 @@ impl Member for Tracked {
             let brief = json!({"member": self.inner.name(), "task_id": task_id, "from": from, "brief": task.prompt});
             self.tell(BRIEF_EVENT, parent.clone(), brief).await;
             let mut result = self.inner.run(task, Some(self.events.clone()), cancel).await;
+            if let Some(meter) = &self.meter {
+                meter.add(result.usage.total(), result.cost_usd);
+            }
             result.read_report(spec.as_ref());
             let record = Record {
                 name: result.name.clone(),

@@ -375,7 +375,7 @@ impl PreparedTeam {
         let PreparedTeam {
             name, budget, assembled, mut received, durability, control, mut input, resumed, run_id, ..
         } = self;
-        let Assembled { work, firewall, records, .. } = assembled;
+        let Assembled { work, firewall, records, meter, .. } = assembled;
         let store = durability.as_ref().map(|d| Arc::clone(d.store()));
         input.instruction = task.to_owned();
         let run_id = resumed.clone().or(run_id).unwrap_or_else(RunId::generate);
@@ -403,6 +403,8 @@ impl PreparedTeam {
         if exceeded.is_some() {
             cancel.cancel();
         }
+        // Each local member's call checks this first: none starts once the budget is spent.
+        meter.arm(spend.usage.total(), spend.cost_usd, cancel.clone());
         let mut log = match &store {
             Some(store) => Some(TeamLog::open(Arc::clone(store), &run_id).await),
             None => None,
@@ -446,6 +448,10 @@ impl PreparedTeam {
             let Some(event) = keep(&mut log, event).await else { continue };
             spend.observe(&event);
             forward(events.as_ref(), event).await;
+        }
+        // A member's gate may have stopped the team before its events were read.
+        if exceeded.is_none() {
+            exceeded = meter.stopped();
         }
         let (result, crashed) = match joined {
             Ok(result) => (result, None),

@@ -774,11 +774,9 @@ fn a_resumed_team_goes_on_counting_its_budget() {
     let err = stderr(&approved);
     assert_eq!(approved.status.code(), Some(1), "{err}");
     assert!(err.contains("budget ran out"), "{err}");
-    // The third call spent the last of it. The budget is counted from events as they
-    // arrive, so the leader may have started its next call before the stop reached it:
-    // that call is cancelled in flight, and none starts after.
-    let asked = server.requests().len();
-    assert!((3..=4).contains(&asked), "{asked} model calls: {err}");
+    // The third call spent the last of it: the leader's next call checks the team's spend
+    // first, and does not start.
+    assert_eq!(server.requests().len(), 3, "the third call spent the last of it: {err}");
     assert_eq!(row(&err, "lead").get(4).map(String::as_str), Some("failed: cancelled"), "{err}");
     assert!(
         row(&err, "team").get(3).is_some_and(|tokens| tokens.replace(',', "").parse::<u64>().is_ok_and(|t| t >= 45))
