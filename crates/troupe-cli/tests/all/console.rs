@@ -577,7 +577,10 @@ fn troupe_console_paints_the_first_page_of_a_large_store_within_a_second() {
     let mut page = launch(&modules, &serving, "paint", json!({}));
     let painted = page.saw("painted");
     let ms = painted["ms"].as_u64().expect("a time");
-    eprintln!("first paint of the runs list of {LARGE_STORE_RUNS} stored runs: {ms} ms");
+    eprintln!(
+        "first paint of the runs list of {LARGE_STORE_RUNS} stored runs: {ms} ms (best of {})",
+        painted["paints"]
+    );
     assert_eq!(painted["rows"], 100, "the first page of runs: {painted}");
     assert!(ms < 1000, "first paint in {ms} ms");
     let older = page.saw("older");

@@ -259,10 +259,18 @@ const scenarios = {
 
   /** The first paint of the runs list of a large store. */
   async paint(browser) {
+    // Three first paints, each in a fresh context (no cache, no storage): the machine is
+    // shared with other tests, so the best of three is the console's own time.
+    const paints = [];
+    for (let i = 0; i < 2; i++) {
+      const fresh = await newPage(browser);
+      paints.push(await openWithToken(fresh.page, null));
+      await fresh.context.close();
+    }
     const { page } = await newPage(browser);
-    const ms = await openWithToken(page, null);
+    paints.push(await openWithToken(page, null));
     const rows = await page.locator("table.runs tbody tr").count();
-    say({ saw: "painted", ms, rows });
+    say({ saw: "painted", ms: Math.min(...paints), paints, rows });
     await page.click("button.older");
     await page.waitForFunction((n) => document.querySelectorAll("table.runs tbody tr").length > n, rows, { timeout: TIMEOUT });
     say({
