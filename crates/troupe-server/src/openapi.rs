@@ -5,6 +5,8 @@ use serde_json::{Value, json};
 /// The paths the document describes, with their methods; the server's tests check each
 /// one is routed.
 pub const PATHS: &[(&str, &str)] = &[
+    ("/", "get"),
+    ("/console/{file}", "get"),
     ("/healthz", "get"),
     ("/openapi.json", "get"),
     ("/v1/agents", "get"),
@@ -224,6 +226,13 @@ pub fn document() -> Value {
         },
         "security": [{"bearer": []}],
         "paths": {
+            "/": {"get": {"summary": "The web console's page (its data needs the token, given by the address's fragment)",
+                "security": [], "responses": {"200": {"description": "The page", "content": {"text/html": {}}}}}},
+            "/console/{file}": {"get": {"summary": "The web console's script and style sheet",
+                "security": [],
+                "parameters": [{"name": "file", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "The file", "content": {"text/javascript": {}, "text/css": {}, "text/html": {}}},
+                    "404": errors["404"]}}},
             "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "Serving"}}}},
             "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "The document"}}}},
             "/v1/agents": {"get": {"summary": "The agents and teams this server runs", "responses": {"200": {"description": "Targets"}, "401": errors["401"]}}},
@@ -311,6 +320,6 @@ mod tests {
         for (path, method) in PATHS {
             assert!(doc["paths"][path][method].is_object(), "{method} {path} is not described");
         }
-        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(23));
+        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(25));
     }
 }

@@ -174,7 +174,7 @@ async fn every_documented_path_is_served() {
     assert_eq!(doc["openapi"], "3.1.0");
     for (path, method) in troupe_server::openapi::PATHS {
         assert!(doc["paths"][path][method].is_object());
-        let concrete = path.replace("{id}", "no_such_run").replace("{agent}", "coder");
+        let concrete = path.replace("{id}", "no_such_run").replace("{agent}", "coder").replace("{file}", "console.js");
         let response = match *method {
             "get" => served.get(&concrete).send().await,
             _ => served.post(&concrete).json(&serde_json::json!({})).send().await,
