@@ -112,26 +112,25 @@ fn a_completed_calls_attachments_are_kept_and_given_back_unless_its_evidence_is_
         troupe_tools::ToolOutput::text("drew it").with_attachment(image.clone()),
         std::time::Duration::ZERO,
     );
-    let mut draw = declaration("chart.draw", Effect::WriteState, Idempotency::NonIdempotent);
-    draw.evidence = troupe_tools::EvidenceCapture::Summary;
-    let evidence = log(vec![
-        turn(),
-        ActionStarted::evidence("c1", &draw, &json!({})),
-        ActionCompleted::of_outcome("c1", &draw, &outcome),
-    ]);
-    let plan = plan_resume(&state(vec![call("c1", "chart.draw")]), &evidence, &[]);
-    let CallResume::Replay { attachments, .. } = &plan.calls[0].resume else { panic!("{:?}", plan.calls[0].resume) };
-    assert_eq!(attachments, &[image], "the model is shown what the call gave");
-
-    draw.evidence = troupe_tools::EvidenceCapture::Redacted;
-    let evidence = log(vec![
-        turn(),
-        ActionStarted::evidence("c1", &draw, &json!({})),
-        ActionCompleted::of_outcome("c1", &draw, &outcome),
-    ]);
-    let plan = plan_resume(&state(vec![call("c1", "chart.draw")]), &evidence, &[]);
-    let CallResume::Replay { attachments, .. } = &plan.calls[0].resume else { panic!("{:?}", plan.calls[0].resume) };
-    assert!(attachments.is_empty(), "a redacted tool's evidence keeps no attachment");
+    // The attachments a resume gives back for the completed call of a tool kept so.
+    let resumed = |capture| {
+        let mut draw = declaration("chart.draw", Effect::WriteState, Idempotency::NonIdempotent);
+        draw.evidence = capture;
+        let evidence = log(vec![
+            turn(),
+            ActionStarted::evidence("c1", &draw, &json!({})),
+            ActionCompleted::of_outcome("c1", &draw, &outcome),
+        ]);
+        match plan_resume(&state(vec![call("c1", "chart.draw")]), &evidence, &[]).calls.remove(0).resume {
+            CallResume::Replay { attachments, .. } => attachments,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(resumed(troupe_tools::EvidenceCapture::Summary), [image], "the model is shown what the call gave");
+    assert!(
+        resumed(troupe_tools::EvidenceCapture::Redacted).is_empty(),
+        "a redacted tool's evidence keeps no attachment"
+    );
 }
 
 #[test]

@@ -186,18 +186,22 @@ fn conversation_len(body: &Value) -> usize {
     ["messages", "input", "contents"].iter().find_map(|k| body[*k].as_array()).map_or(0, Vec::len)
 }
 
-async fn a_long_tool_loop_compacts_inside_the_loop(wire: Wire) {
-    let h = Harness::new(wire).await;
-    h.push(tool_loop(&h, 12, Usage::default()));
-    let engine = Engine::builder().resolver(Arc::new(tiny(h.model(), "mock/mock-model"))).build();
-    let agent = engine
+/// The probing agent of `engine`, its conversation kept to the two latest turns.
+fn prober(engine: &Engine, h: &Harness) -> troupe_runtime::Agent {
+    engine
         .agent("prober")
         .workspace(h.dir.path())
         .tool(probe(1_200))
         .compaction(CompactionPolicy::new().strategies([Strategy::keep_recent(2)]))
         .build()
-        .expect("agent builds");
-    let output = agent.run(TASK).await.expect("the run ends");
+        .expect("agent builds")
+}
+
+async fn a_long_tool_loop_compacts_inside_the_loop(wire: Wire) {
+    let h = Harness::new(wire).await;
+    h.push(tool_loop(&h, 12, Usage::default()));
+    let engine = Engine::builder().resolver(Arc::new(tiny(h.model(), "mock/mock-model"))).build();
+    let output = prober(&engine, &h).run(TASK).await.expect("the run ends");
     assert!(output.is_completed(), "{:?}", output.outcome);
     assert_eq!(output.tool_calls, 12);
     check_events(&output.events);
@@ -433,14 +437,7 @@ async fn a_recorded_compaction_is_in_the_evidence() {
         .resolver(Arc::new(tiny(h.model(), "mock/mock-model")))
         .store(troupe_runtime::Durability::new(Arc::clone(&store)))
         .build();
-    let agent = engine
-        .agent("prober")
-        .workspace(h.dir.path())
-        .tool(probe(1_200))
-        .compaction(CompactionPolicy::new().strategies([Strategy::keep_recent(2)]))
-        .build()
-        .expect("agent builds");
-    let output = agent.run(TASK).await.expect("the run ends");
+    let output = prober(&engine, &h).run(TASK).await.expect("the run ends");
     assert!(output.is_completed(), "{:?}", output.outcome);
     let compactions = reports(&output).len();
     assert!(compactions >= 2, "{compactions}");
