@@ -5,7 +5,7 @@ use super::queue::enqueue;
 use super::runs::insert_run;
 use super::signals::insert_signal;
 use crate::error::StoreError;
-use crate::record::{Firing, Millis, RunStatus, Schedule};
+use crate::record::{Firing, Millis, NewRun, RunStatus, Schedule};
 use crate::sql::{Conn, Param, Statement};
 
 const PUT: Statement = statement!(
@@ -72,7 +72,7 @@ pub(crate) async fn fire(
     id: &str,
     expected: Millis,
     next: Millis,
-    firing: Firing,
+    firing: &Firing,
     now: Millis,
 ) -> Result<bool, StoreError> {
     let claimed = conn.execute(&CLAIM_TICK, &[Param::Text(id), Param::Int(expected), Param::Int(next)]).await?;
@@ -80,14 +80,14 @@ pub(crate) async fn fire(
         return Ok(false);
     }
     match firing {
-        Firing::Start(mut run) => {
-            run.status = RunStatus::Queued;
+        Firing::Start(run) => {
+            let run = NewRun { status: RunStatus::Queued, ..run.clone() };
             insert_run(conn, &run, now).await?;
         }
         Firing::Wake { run_id, kind, payload } => {
             // The queue row before the run row, as a fenced checkpoint locks them.
-            enqueue(conn, &run_id, now).await?;
-            insert_signal(conn, &run_id, &kind, &payload, now).await?;
+            enqueue(conn, run_id, now).await?;
+            insert_signal(conn, run_id, kind, payload, now).await?;
         }
     }
     Ok(true)

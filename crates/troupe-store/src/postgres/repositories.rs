@@ -81,16 +81,13 @@ impl SignalRepository for PostgresStore {
 impl EvidenceRepository for PostgresStore {
     fn append_evidence<'a>(&'a self, entries: &'a [EvidenceEntry], fence: Option<&'a Lease>) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            match (entries, fence) {
-                ([], _) => Ok(()),
-                // The hot path: one statement, no transaction around it.
-                ([entry], None) => ops::evidence::insert_evidence(&mut self.each(), entry).await,
-                _ => {
-                    let mut tx = self.pool.begin().await.map_err(db)?;
-                    ops::evidence::append(&mut Pg::Conn(&mut tx), entries, fence).await?;
-                    tx.commit().await.map_err(db)
-                }
+            if entries.is_empty() {
+                return Ok(());
             }
+            // The entries and the head they move: one transaction.
+            let mut tx = self.pool.begin().await.map_err(db)?;
+            ops::evidence::append(&mut Pg::Conn(&mut tx), entries, fence).await?;
+            tx.commit().await.map_err(db)
         })
     }
 
@@ -185,7 +182,7 @@ impl ScheduleRepository for PostgresStore {
     ) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             let mut tx = self.pool.begin().await.map_err(db)?;
-            let fired = ops::schedules::fire(&mut Pg::Conn(&mut tx), id, expected, next, firing, now).await?;
+            let fired = ops::schedules::fire(&mut Pg::Conn(&mut tx), id, expected, next, &firing, now).await?;
             // A tick already moved on leaves nothing to commit.
             if fired {
                 tx.commit().await.map_err(db)?;

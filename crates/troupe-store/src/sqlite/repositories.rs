@@ -188,8 +188,9 @@ impl ScheduleRepository for SqliteStore {
     ) -> StoreFuture<'a, bool> {
         let id = id.to_owned();
         Box::pin(
-            self.writer
-                .write(move |conn| at_once(ops::schedules::fire(&mut Writing(conn), &id, expected, next, firing, now))),
+            self.writer.write(move |conn| {
+                at_once(ops::schedules::fire(&mut Writing(conn), &id, expected, next, &firing, now))
+            }),
         )
     }
 }

@@ -4,11 +4,17 @@
 //!
 //! Each call is one hand-off to the thread and one answer back, however many statements
 //! it runs (statements are prepared once and cached). Writes waiting at the same moment
-//! (up to [`MAX_GROUP`]) run in one `BEGIN IMMEDIATE` transaction, each in its own
-//! savepoint, so a write that fails (a lost lease, say) undoes only itself; the group is
-//! committed with one `fsync` (`synchronous = FULL`), and a caller is answered only once
-//! its group's commit has returned: what was acknowledged is on disk. A lone write runs
-//! without a savepoint. Reads run between groups, outside any transaction.
+//! (up to [`MAX_GROUP`]) run in one `BEGIN IMMEDIATE` transaction; the group is committed
+//! with one `fsync` (`synchronous = FULL`), and a caller is answered only once its group's
+//! commit has returned: what was acknowledged is on disk. Reads run between groups,
+//! outside any transaction.
+//!
+//! A write that fails (a lost lease, say) must undo only itself. Failures are rare, so a
+//! group first runs without savepoints (each would copy every page its write touches into
+//! a sub-journal); when one of its writes fails, the group is rolled back and run again,
+//! each write in its own savepoint, and only the failed write's changes are undone. A
+//! write may therefore run twice, the first time in a transaction that was rolled back:
+//! a write is a function of the database it runs on, with no effect outside it.
 //!
 //! A group whose writes all asked for [`Flush::WithNextFlush`] commits with
 //! `synchronous = NORMAL`: its WAL frames are written but not synced, and the next
@@ -27,15 +33,49 @@ const MAX_GROUP: usize = 64;
 /// How many calls may wait for the thread; further callers wait for room.
 const QUEUE: usize = 1024;
 
-/// A call that ran: whether it succeeded, and how to answer its caller once its group's
-/// commit is known (`Err` holds why the commit failed).
-struct Ran {
-    ok: bool,
-    answer: Box<dyn FnOnce(Result<(), String>) + Send>,
+/// One caller's call, with its answer channel inside.
+trait Call: Send {
+    /// Runs the call on `conn` (in the open transaction, for a write); whether it
+    /// succeeded. A write may be run again after its group was rolled back.
+    fn run(&mut self, conn: &Connection) -> bool;
+
+    /// Answers the caller with the call's last result, once its group's commit is known
+    /// (`Err` holds why the commit failed).
+    fn answer(self: Box<Self>, committed: Result<(), String>);
 }
 
-/// One caller's call, with its answer channel inside.
-type Job = Box<dyn FnOnce(&Connection) -> Ran + Send>;
+type Job = Box<dyn Call>;
+
+/// A call and its caller: `F` runs it, the last result waits for the answer.
+struct Pending<T, F> {
+    call: F,
+    result: Option<Result<T, StoreError>>,
+    reply: oneshot::Sender<Result<T, StoreError>>,
+}
+
+impl<T, F> Call for Pending<T, F>
+where
+    T: Send,
+    F: FnMut(&Connection) -> Result<T, StoreError> + Send,
+{
+    fn run(&mut self, conn: &Connection) -> bool {
+        let result = (self.call)(conn);
+        let ok = result.is_ok();
+        self.result = Some(result);
+        ok
+    }
+
+    fn answer(self: Box<Self>, committed: Result<(), String>) {
+        let answer = match (self.result, committed) {
+            // A write that failed undid only itself: its own error, whatever the group's fate.
+            (Some(Err(error)), _) => Err(error),
+            (Some(Ok(value)), Ok(())) => Ok(value),
+            (Some(Ok(_)), Err(why)) => Err(StoreError::database(why)),
+            (None, _) => Err(StoreError::database("the write's transaction failed before it ran; nothing was written")),
+        };
+        let _ = self.reply.send(answer);
+    }
+}
 
 enum Message {
     Write(Job, Flush),
@@ -77,7 +117,7 @@ impl Writer {
     pub(super) async fn write<T, F>(&self, write: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         self.write_flushed(Flush::BeforeAnswer, write).await
     }
@@ -86,7 +126,7 @@ impl Writer {
     pub(super) async fn write_flushed<T, F>(&self, flush: Flush, write: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (job, answer) = job(write);
         self.send(Message::Write(job, flush)).await?;
@@ -97,7 +137,7 @@ impl Writer {
     pub(super) async fn read<T, F>(&self, read: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (job, answer) = job(read);
         self.send(Message::Read(job)).await?;
@@ -129,24 +169,10 @@ impl Writer {
 fn job<T, F>(call: F) -> (Job, oneshot::Receiver<Result<T, StoreError>>)
 where
     T: Send + 'static,
-    F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    F: FnMut(&Connection) -> Result<T, StoreError> + Send + 'static,
 {
     let (reply, answer) = oneshot::channel::<Result<T, StoreError>>();
-    let job: Job = Box::new(move |conn| match call(conn) {
-        Ok(value) => Ran {
-            ok: true,
-            answer: Box::new(move |committed| {
-                let _ = reply.send(committed.map(|()| value).map_err(StoreError::database));
-            }),
-        },
-        Err(error) => Ran {
-            ok: false,
-            answer: Box::new(move |_| {
-                let _ = reply.send(Err(error));
-            }),
-        },
-    });
-    (job, answer)
+    (Box::new(Pending { call, result: None, reply }), answer)
 }
 
 /// The thread: takes what is waiting, runs the reads, commits the writes as one group.
@@ -160,7 +186,10 @@ fn serve(mut conn: Connection, mut messages: mpsc::Receiver<Message>) {
         let mut next = Some(first);
         while let Some(message) = next.take() {
             match message {
-                Message::Read(job) => (job(&conn).answer)(Ok(())),
+                Message::Read(mut job) => {
+                    job.run(&conn);
+                    job.answer(Ok(()));
+                }
                 Message::Write(job, wanted) => {
                     writes.push(job);
                     if wanted == Flush::BeforeAnswer {
@@ -198,58 +227,56 @@ fn serve(mut conn: Connection, mut messages: mpsc::Receiver<Message>) {
 }
 
 /// Runs `group` in one transaction and answers each of its callers.
-fn commit_group(conn: &mut Connection, group: Vec<Job>) {
-    let mut answers = Vec::with_capacity(group.len());
-    let committed = run_group(conn, group, &mut answers).map_err(|e| e.to_string());
-    for ran in answers {
-        (ran.answer)(committed.clone());
+fn commit_group(conn: &mut Connection, mut group: Vec<Job>) {
+    let committed = run_group(conn, &mut group).map_err(|e| e.to_string());
+    for job in group {
+        job.answer(committed.clone());
     }
 }
 
 /// The transaction: `Ok` when it committed (or, for a lone write that failed, rolled
 /// back with nothing else in it).
 ///
-/// Its control statements are prepared once and cached, like the writes' own: a group
-/// of 64 runs 130 of them.
-fn run_group(conn: &mut Connection, group: Vec<Job>, answers: &mut Vec<Ran>) -> rusqlite::Result<()> {
-    execute(conn, "BEGIN IMMEDIATE", [])?;
-    let ran = run_in_transaction(conn, group, answers);
-    let end = match ran {
-        Ok(true) => execute(conn, "COMMIT", []),
+/// Its control statements are prepared once and cached, like the writes' own.
+fn run_group(conn: &mut Connection, group: &mut [Job]) -> rusqlite::Result<()> {
+    let ended = match run_at_once(conn, group) {
+        // A write failed in a group of several: the others run again, each write in a
+        // savepoint of its own.
+        Ok(false) if group.len() > 1 => {
+            execute(conn, "ROLLBACK", [])?;
+            run_with_savepoints(conn, group).and_then(|()| execute(conn, "COMMIT", []))
+        }
         Ok(false) => execute(conn, "ROLLBACK", []),
+        Ok(true) => execute(conn, "COMMIT", []),
         Err(e) => Err(e),
     };
-    if end.is_err() && !conn.is_autocommit() {
+    if ended.is_err() && !conn.is_autocommit() {
         // Nothing of a group that could not commit stays half-applied.
         let _ = execute(conn, "ROLLBACK", []);
     }
-    end.map(drop)
+    ended.map(drop)
 }
 
-/// Runs `group`'s writes in the open transaction: `Ok(false)` when it is to be rolled back
-/// (a lone write that failed).
-fn run_in_transaction(conn: &Connection, group: Vec<Job>, answers: &mut Vec<Ran>) -> rusqlite::Result<bool> {
-    let mut jobs = group.into_iter();
-    if jobs.len() == 1
-        && let Some(job) = jobs.next()
-    {
-        let ran = job(conn);
-        let ok = ran.ok;
-        answers.push(ran);
-        return Ok(ok);
-    }
-    for job in jobs {
+/// Opens the group's transaction and runs its writes one after another: `Ok(false)` as
+/// soon as one fails (the transaction is then still open, to be rolled back).
+fn run_at_once(conn: &Connection, group: &mut [Job]) -> rusqlite::Result<bool> {
+    execute(conn, "BEGIN IMMEDIATE", [])?;
+    Ok(group.iter_mut().all(|job| job.run(conn)))
+}
+
+/// Opens the group's transaction again and runs each write in a savepoint, undoing a
+/// write that fails, and only it.
+fn run_with_savepoints(conn: &Connection, group: &mut [Job]) -> rusqlite::Result<()> {
+    execute(conn, "BEGIN IMMEDIATE", [])?;
+    for job in group {
         execute(conn, "SAVEPOINT write", [])?;
-        let ran = job(conn);
-        let ok = ran.ok;
-        answers.push(ran);
-        if !ok {
+        if !job.run(conn) {
             // Undoes this write alone; the savepoint is then released with nothing in it.
             execute(conn, "ROLLBACK TO write", [])?;
         }
         execute(conn, "RELEASE write", [])?;
     }
-    Ok(true)
+    Ok(())
 }
 
 /// Runs one statement on `conn`, prepared once per connection and cached.
@@ -281,6 +308,73 @@ mod tests {
             })
             .await
             .expect("the write commits")
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_in_a_group_undoes_only_itself() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("writer.db");
+        let conn = Connection::open(&path).expect("the database opens");
+        conn.pragma_update(None, "journal_mode", "WAL").expect("WAL");
+        conn.execute("CREATE TABLE log (n INTEGER NOT NULL)", []).expect("the table is made");
+        drop(conn);
+        let writer = Writer::start(&path, Duration::from_secs(5)).expect("the writer starts");
+
+        // The thread is held by a slow read while 40 writes queue: they run as groups.
+        let (held, release) = std::sync::mpsc::channel::<()>();
+        let read = writer.read(move |_| {
+            let _ = release.recv_timeout(Duration::from_secs(5));
+            Ok(())
+        });
+        let runs = Arc::new(AtomicUsize::new(0));
+        let writes: Vec<_> = (0..40_i64)
+            .map(|n| {
+                let (writer, runs) = (writer.clone(), Arc::clone(&runs));
+                tokio::spawn(async move {
+                    writer
+                        .write(move |conn| {
+                            runs.fetch_add(1, Ordering::SeqCst);
+                            // Every seventh write fails after writing: its row must not stay.
+                            execute(conn, "INSERT INTO log (n) VALUES (?1)", [n]).map_err(StoreError::database)?;
+                            if n % 7 == 3 {
+                                return Err(StoreError::database(format!("write {n} refused")));
+                            }
+                            Ok(n)
+                        })
+                        .await
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        held.send(()).expect("the read waits");
+        read.await.expect("the read answers");
+        for (n, write) in writes.into_iter().enumerate() {
+            let answer = write.await.expect("the write's task ends");
+            if n % 7 == 3 {
+                assert!(answer.is_err(), "write {n} failed and is told so");
+            } else {
+                assert_eq!(answer.expect("the write commits"), n as i64);
+            }
+        }
+        let logged: Vec<i64> = writer
+            .read(|conn| {
+                let mut statement = conn.prepare("SELECT n FROM log ORDER BY n").map_err(StoreError::database)?;
+                let rows = statement.query_map([], |row| row.get(0)).map_err(StoreError::database)?;
+                rows.collect::<Result<_, _>>().map_err(StoreError::database)
+            })
+            .await
+            .expect("the log reads");
+        let expected: Vec<i64> = (0..40).filter(|n| n % 7 != 3).collect();
+        assert_eq!(logged, expected, "each write that succeeded is written once, each that failed not at all");
+        assert!(
+            runs.load(Ordering::SeqCst) > 40,
+            "a group with a failed write ran again, its writes in savepoints ({} runs)",
+            runs.load(Ordering::SeqCst)
+        );
+        writer.stop().await;
     }
 
     #[tokio::test]
