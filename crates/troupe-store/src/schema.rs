@@ -4,7 +4,7 @@
 //! marker `application = troupe` that tells a troupe database from anyone else's.
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The `troupe_meta` value of key `application` in every troupe database.
 pub const APPLICATION: &str = "troupe";
@@ -26,6 +26,7 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
     Migration { version: 3, sql: include_str!("../migrations/sqlite/0003_work_items.sql") },
     Migration { version: 4, sql: include_str!("../migrations/sqlite/0004_run_indexes.sql") },
     Migration { version: 5, sql: include_str!("../migrations/sqlite/0005_evidence_head.sql") },
+    Migration { version: 6, sql: include_str!("../migrations/sqlite/0006_evidence_head_by_write.sql") },
 ];
 
 /// The PostgreSQL schema's steps.
@@ -36,6 +37,7 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
     Migration { version: 3, sql: include_str!("../migrations/postgres/0003_work_items.sql") },
     Migration { version: 4, sql: include_str!("../migrations/postgres/0004_run_indexes.sql") },
     Migration { version: 5, sql: include_str!("../migrations/postgres/0005_evidence_head.sql") },
+    Migration { version: 6, sql: include_str!("../migrations/postgres/0006_evidence_head_by_write.sql") },
 ];
 
 /// The tables of the schema, to tell a half-foreign database from an empty one.

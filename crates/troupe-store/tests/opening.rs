@@ -213,7 +213,6 @@ async fn an_older_schema_is_migrated_forward() {
         // evidence heads.
         sqlx::query("DROP TABLE memories").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE work_items").execute(store.pool()).await.expect("drops");
-        sqlx::query("DROP TRIGGER evidence_moves_the_head").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE evidence_heads").execute(store.pool()).await.expect("drops");
         sqlx::query("UPDATE troupe_meta SET value = '1' WHERE key = 'schema_version'")
             .execute(store.pool())
@@ -224,6 +223,14 @@ async fn an_older_schema_is_migrated_forward() {
     let store = troupe_store::open(path.to_str().expect("UTF-8")).await.expect("reopens");
     assert_eq!(store.info().schema_version, SCHEMA_VERSION);
     store.save_memory("agent:a", "kept", 1).await.expect("the new table exists");
+    // Version 5's trigger, made on the way, is gone at version 6: the store moves the heads.
+    let handle = troupe_store::sqlite::SqliteStore::open(&path).await.expect("a second handle");
+    let triggers: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+            .fetch_all(handle.pool())
+            .await
+            .expect("the triggers");
+    assert_eq!(triggers, ["evidence_is_append_only_delete", "evidence_is_append_only_update"]);
 }
 
 /// A database of schema version 2, written as that version's migrations left it, with a

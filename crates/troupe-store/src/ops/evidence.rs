@@ -11,6 +11,14 @@ const INSERT_EVIDENCE: Statement = statement!(
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
 );
 
+// The head only moves forward: a write that appends behind it (refused anyway, its sequence
+// number taken) never moves it back.
+const MOVE_HEAD: Statement = statement!(
+    "INSERT INTO evidence_heads (run_id, seq, hash) VALUES ($1, $2, $3) \
+     ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash \
+     WHERE evidence_heads.seq < excluded.seq"
+);
+
 const EVIDENCE: Statement = statement!(
     "SELECT run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash FROM evidence \
      WHERE run_id = $1 AND seq > $2 ORDER BY seq"
@@ -21,9 +29,25 @@ const LAST_EVIDENCE: Statement = statement!(
      WHERE run_id = $1 ORDER BY seq DESC LIMIT 1"
 );
 
+/// Appends sealed `entries` in order, then moves each run's head to its last entry; in the
+/// caller's transaction. [`StoreError::EvidenceConflict`] if a sequence number is taken.
+pub(crate) async fn insert_entries(conn: &mut impl Conn, entries: &[EvidenceEntry]) -> Result<(), StoreError> {
+    for entry in entries {
+        insert_evidence(conn, entry).await?;
+    }
+    // The last entry of each run: a write's entries are one run's, save a fence-less append.
+    for (i, entry) in entries.iter().enumerate() {
+        if entries[i + 1..].iter().all(|later| later.run_id != entry.run_id) {
+            let params = [Param::Text(&entry.run_id), Param::Int(entry.seq), Param::Text(&entry.hash)];
+            conn.execute(&MOVE_HEAD, &params).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Appends one sealed entry; its payload is stored as the very text that was hashed.
 /// [`StoreError::EvidenceConflict`] if its sequence number is taken.
-pub(crate) async fn insert_evidence(conn: &mut impl Conn, entry: &EvidenceEntry) -> Result<(), StoreError> {
+async fn insert_evidence(conn: &mut impl Conn, entry: &EvidenceEntry) -> Result<(), StoreError> {
     let payload = entry.payload.to_string();
     let params = [
         Param::Text(&entry.run_id),
@@ -52,10 +76,7 @@ pub(crate) async fn append(
         let foreign = entries.iter().find(|e| e.run_id != lease.run_id);
         hold_fence(conn, lease, foreign.map_or(lease.run_id.as_str(), |e| e.run_id.as_str())).await?;
     }
-    for entry in entries {
-        insert_evidence(conn, entry).await?;
-    }
-    Ok(())
+    insert_entries(conn, entries).await
 }
 
 /// The run's entries after `after`, in order.

@@ -1,7 +1,7 @@
 //! Runs and their transitions; checkpoints, which save a run's boundary whole.
 
 use super::decode;
-use super::evidence::insert_evidence;
+use super::evidence::insert_entries;
 use super::queue::{acquire, enqueue, hold_fence, release};
 use crate::error::StoreError;
 use crate::record::{
@@ -41,9 +41,13 @@ const TRANSITIONS: Statement =
 const CHECKPOINTED_RUN: Statement =
     statement!("SELECT status, transition_seq, signal_seq FROM runs WHERE id = $1", lock("FOR NO KEY UPDATE"), "");
 
-const SAVE_RUN: Statement = statement!(
-    "UPDATE runs SET status = $2, activity = $3, state = $4, updated_at = $5, \
-     transition_seq = transition_seq + $6 WHERE id = $1"
+// Two forms: SQLite rewrites the entries of every index on a column the `SET` names, even
+// when its value is unchanged, so a boundary that keeps the status does not name it.
+const SAVE_RUN: Statement = statement!("UPDATE runs SET activity = $2, state = $3, updated_at = $4 WHERE id = $1");
+
+const SAVE_RUN_WITH_STATUS: Statement = statement!(
+    "UPDATE runs SET activity = $2, state = $3, updated_at = $4, status = $5, \
+     transition_seq = transition_seq + 1 WHERE id = $1"
 );
 
 const CONSUME_SIGNALS: Statement =
@@ -156,19 +160,20 @@ pub(crate) async fn save_checkpoint(
     let changed = from != checkpoint.status;
     let params = [
         Param::Text(run_id),
-        Param::Text(checkpoint.status.as_str()),
         Param::OptText(checkpoint.activity.as_deref()),
         Param::Text(checkpoint.state.get()),
         Param::Int(now),
-        Param::Int(i64::from(changed)),
+        Param::Text(checkpoint.status.as_str()),
     ];
-    conn.execute(&SAVE_RUN, &params).await?;
+    if changed {
+        conn.execute(&SAVE_RUN_WITH_STATUS, &params).await?;
+    } else {
+        conn.execute(&SAVE_RUN, &params[..4]).await?;
+    }
     if changed {
         insert_transition(conn, run_id, transition_seq + 1, Some(from), checkpoint.status, now).await?;
     }
-    for entry in &checkpoint.evidence {
-        insert_evidence(conn, entry).await?;
-    }
+    insert_entries(conn, &checkpoint.evidence).await?;
     if let Some(through) = checkpoint.signals_consumed_through {
         conn.execute(&CONSUME_SIGNALS, &[Param::Text(run_id), Param::Int(through), Param::Int(now)]).await?;
     }
