@@ -188,7 +188,27 @@ impl RequestDigest {
 /// SHA-256 of `value`'s JSON: the same value always gives the same bytes (serde writes
 /// struct fields in declaration order, and JSON objects here are ordered maps).
 fn json_digest<T: Serialize + ?Sized>(value: &T) -> String {
-    digest_bytes(&serde_json::to_vec(value).unwrap_or_default())
+    // Written into the hash through a small buffer: no copy of the whole JSON is made.
+    let mut hasher = Sha256::new();
+    let mut buffered = std::io::BufWriter::with_capacity(4096, Hashing(&mut hasher));
+    let _ = serde_json::to_writer(&mut buffered, value);
+    let _ = std::io::Write::flush(&mut buffered);
+    drop(buffered);
+    troupe_store::lower_hex(&hasher.finalize())
+}
+
+/// A writer that feeds a SHA-256.
+struct Hashing<'a>(&'a mut Sha256);
+
+impl std::io::Write for Hashing<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl ModelTurn {
@@ -205,11 +225,7 @@ pub fn digest(text: &str) -> String {
 
 /// SHA-256 of `bytes` in lowercase hex.
 fn digest_bytes(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().fold(String::with_capacity(64), |mut hex, byte| {
-        use std::fmt::Write;
-        let _ = write!(hex, "{byte:02x}");
-        hex
-    })
+    troupe_store::lower_hex(&Sha256::digest(bytes))
 }
 
 /// A payload as JSON; the types here always serialize.
@@ -242,6 +258,14 @@ mod tests {
         assert_eq!(summary.content_chars, SUMMARY_CHARS + 10);
         assert_eq!(read(EvidenceCapture::Redacted).content, None);
         assert!(read(EvidenceCapture::Redacted).replayed_content().contains("not kept"));
+    }
+
+    #[test]
+    fn a_json_digest_is_the_digest_of_the_json_text() {
+        // Longer than the hashing buffer, so it is written through in several pieces.
+        let value = json!({"messages": ["é".repeat(3000), "x".repeat(5000)], "n": 1});
+        assert_eq!(json_digest(&value), digest(&value.to_string()));
+        assert_eq!(json_digest(&json!([])), digest("[]"));
     }
 
     #[test]
