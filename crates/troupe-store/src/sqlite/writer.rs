@@ -298,6 +298,17 @@ impl Flush {
 mod tests {
     use super::*;
 
+    /// A writer on a new WAL database made by `schema`, in a directory removed when dropped.
+    fn writer_on(schema: &str) -> (tempfile::TempDir, Writer) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("writer.db");
+        let conn = Connection::open(&path).expect("the database opens");
+        conn.pragma_update(None, "journal_mode", "WAL").expect("WAL");
+        conn.execute(schema, []).expect("the table is made");
+        drop(conn);
+        (dir, Writer::start(&path, Duration::from_secs(5)).expect("the writer starts"))
+    }
+
     /// The `synchronous` setting a write ran under, read inside its own transaction.
     async fn synchronous_of(writer: &Writer, flush: Flush) -> i64 {
         writer
@@ -315,13 +326,7 @@ mod tests {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicUsize, Ordering};
 
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let path = dir.path().join("writer.db");
-        let conn = Connection::open(&path).expect("the database opens");
-        conn.pragma_update(None, "journal_mode", "WAL").expect("WAL");
-        conn.execute("CREATE TABLE log (n INTEGER NOT NULL)", []).expect("the table is made");
-        drop(conn);
-        let writer = Writer::start(&path, Duration::from_secs(5)).expect("the writer starts");
+        let (_dir, writer) = writer_on("CREATE TABLE log (n INTEGER NOT NULL)");
 
         // The thread is held by a slow read while 40 writes queue: they run as groups.
         let (held, release) = std::sync::mpsc::channel::<()>();
@@ -379,13 +384,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_deferred_write_commits_without_a_sync_and_a_flushed_one_with_it() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let path = dir.path().join("writer.db");
-        let conn = Connection::open(&path).expect("the database opens");
-        conn.pragma_update(None, "journal_mode", "WAL").expect("WAL");
-        conn.execute("CREATE TABLE notes (flush TEXT NOT NULL)", []).expect("the table is made");
-        drop(conn);
-        let writer = Writer::start(&path, Duration::from_secs(5)).expect("the writer starts");
+        let (_dir, writer) = writer_on("CREATE TABLE notes (flush TEXT NOT NULL)");
 
         // 1 is NORMAL (no fsync at commit in WAL mode), 2 is FULL.
         assert_eq!(synchronous_of(&writer, Flush::BeforeAnswer).await, 2);
