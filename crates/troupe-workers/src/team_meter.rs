@@ -67,6 +67,12 @@ impl TeamMeter {
         over_budget(&self.budget, state.tokens, state.cost_usd)
     }
 
+    /// The tokens and USD counted so far (those of the team's record before included).
+    pub fn spent(&self) -> (u64, f64) {
+        let state = self.lock();
+        (state.tokens, state.cost_usd)
+    }
+
     /// The budget a gate stopped the team for, if one did.
     pub fn stopped(&self) -> Option<String> {
         self.lock().stopped.clone()

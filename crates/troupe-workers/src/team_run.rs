@@ -449,10 +449,12 @@ impl PreparedTeam {
             spend.observe(&event);
             forward(events.as_ref(), event).await;
         }
-        // A member's gate may have stopped the team before its events were read.
+        // A member's gate may have stopped the team before its events were read: the meter
+        // counted its calls as they ended, so the spend is at least the meter's.
         if exceeded.is_none() {
             exceeded = meter.stopped();
         }
+        let (metered_tokens, metered_usd) = meter.spent();
         let (result, crashed) = match joined {
             Ok(result) => (result, None),
             Err(error) if error.is_cancelled() && !paused.is_empty() => {
@@ -472,9 +474,9 @@ impl PreparedTeam {
             exceeded,
             cancelled: cancel.is_cancelled(),
             crashed,
-            tokens: spend.usage.total(),
+            tokens: spend.usage.total().max(metered_tokens),
             usage: spend.usage,
-            cost_usd: spend.cost_usd,
+            cost_usd: spend.cost_usd.max(metered_usd),
         };
         report.unrecorded = log.and_then(|log| log.failed);
         if let (Some(store), Some(run_id)) = (&store, report.run_id.clone()) {
@@ -711,11 +713,12 @@ pub struct TeamReport {
     pub cancelled: bool,
     /// Why the team's task crashed, if it did.
     pub crashed: Option<String>,
-    /// Tokens every member spent together.
+    /// Tokens every member spent together: at least what the team's gates counted call by
+    /// call, so a call whose events were not yet read when the team stopped counts too.
     pub tokens: u64,
-    /// The same, by kind.
+    /// The same, by kind, as the members' events told it.
     pub usage: Usage,
-    /// USD every member spent together (priced models only).
+    /// USD every member spent together (priced models only), counted as `tokens` is.
     pub cost_usd: f64,
 }
 
