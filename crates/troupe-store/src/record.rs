@@ -135,8 +135,8 @@ pub struct RunRecord {
     pub created_at: Millis,
     /// When it last changed.
     pub updated_at: Millis,
-    /// The head of its evidence chain as the store moved it with each entry appended:
-    /// a log that falls short of it was cut ([`verify_log`](crate::verify_log)).
+    /// The head of its evidence chain as the store moved it with each write that appended
+    /// entries: a log that falls short of it was cut ([`verify_log`](crate::verify_log)).
     pub evidence_head: EvidenceHead,
 }
 
