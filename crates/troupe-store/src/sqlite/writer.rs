@@ -114,6 +114,8 @@ impl Writer {
 
     /// Runs `write` in the next group's transaction: its result once that commit is on
     /// disk, or its own error (its changes undone, the rest of the group unaffected).
+    /// `write` runs again when another write of its group failed, so it must touch
+    /// nothing but the database.
     pub(super) async fn write<T, F>(&self, write: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
@@ -242,10 +244,9 @@ fn run_group(conn: &mut Connection, group: &mut [Job]) -> rusqlite::Result<()> {
     let ended = match run_at_once(conn, group) {
         // A write failed in a group of several: the others run again, each write in a
         // savepoint of its own.
-        Ok(false) if group.len() > 1 => {
-            execute(conn, "ROLLBACK", [])?;
-            run_with_savepoints(conn, group).and_then(|()| execute(conn, "COMMIT", []))
-        }
+        Ok(false) if group.len() > 1 => execute(conn, "ROLLBACK", [])
+            .and_then(|_| run_with_savepoints(conn, group))
+            .and_then(|()| execute(conn, "COMMIT", [])),
         Ok(false) => execute(conn, "ROLLBACK", []),
         Ok(true) => execute(conn, "COMMIT", []),
         Err(e) => Err(e),
