@@ -191,9 +191,12 @@ fn json_digest<T: Serialize + ?Sized>(value: &T) -> String {
     // Written into the hash through a small buffer: no copy of the whole JSON is made.
     let mut hasher = Sha256::new();
     let mut buffered = std::io::BufWriter::with_capacity(4096, Hashing(&mut hasher));
-    let _ = serde_json::to_writer(&mut buffered, value);
-    let _ = std::io::Write::flush(&mut buffered);
+    let written = serde_json::to_writer(&mut buffered, value).is_ok() && std::io::Write::flush(&mut buffered).is_ok();
     drop(buffered);
+    if !written {
+        // As before: what cannot be written is digested as no bytes at all.
+        return digest_bytes(b"");
+    }
     troupe_store::lower_hex(&hasher.finalize())
 }
 

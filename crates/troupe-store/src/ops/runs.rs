@@ -167,11 +167,9 @@ pub(crate) async fn save_checkpoint(
     ];
     if changed {
         conn.execute(&SAVE_RUN_WITH_STATUS, &params).await?;
+        insert_transition(conn, run_id, transition_seq + 1, Some(from), checkpoint.status, now).await?;
     } else {
         conn.execute(&SAVE_RUN, &params[..4]).await?;
-    }
-    if changed {
-        insert_transition(conn, run_id, transition_seq + 1, Some(from), checkpoint.status, now).await?;
     }
     insert_entries(conn, &checkpoint.evidence).await?;
     if let Some(through) = checkpoint.signals_consumed_through {
