@@ -209,4 +209,25 @@ pub async fn checkpoint_evidence_is_atomic_with_state(backend: Arc<dyn Backend>)
     let log = store.evidence("run-atomic", 0).await.expect("evidence");
     assert_eq!(log, step.evidence);
     assert_eq!(verify_chain(&log), Ok(()));
+    let last = step.evidence.last().expect("the checkpoint had evidence");
+    assert_eq!(
+        (run.evidence_head.seq, run.evidence_head.hash.as_str()),
+        (last.seq, last.hash.as_str()),
+        "the saved checkpoint moved the head to its last entry, the refused one did not move it"
+    );
+    assert_eq!(verify_log(&log, &run.evidence_head, "run-atomic"), Ok(()));
+
+    // The next checkpoint moves it on, with its own last entry.
+    let mut next = checkpoint("run-atomic", RunStatus::Running, json!({"turn": 2}));
+    next.evidence = chain.seal(
+        vec![
+            NewEvidence::new(EvidenceKind::ModelTurn, json!({"text": "c"})),
+            NewEvidence::new(EvidenceKind::ModelTurn, json!({"text": "d"})),
+        ],
+        T0 + 4,
+    );
+    store.checkpoint(next.clone(), T0 + 4).await.expect("the next checkpoint is saved");
+    let head = store.load_run("run-atomic").await.expect("load_run").expect("stored").evidence_head;
+    let last = next.evidence.last().expect("two entries");
+    assert_eq!((head.seq, head.hash.as_str()), (last.seq, last.hash.as_str()));
 }
