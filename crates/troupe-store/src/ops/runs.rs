@@ -158,6 +158,7 @@ pub(crate) async fn save_checkpoint(
         return Err(StoreError::SignalsPending { run_id: run_id.to_owned() });
     }
     let changed = from != checkpoint.status;
+    // `SAVE_RUN` takes the first four; the status comes last for `SAVE_RUN_WITH_STATUS`.
     let params = [
         Param::Text(run_id),
         Param::OptText(checkpoint.activity.as_deref()),

@@ -174,8 +174,17 @@ fn main() {
     for ((label, _), report) in passes.iter().zip(&pooled) {
         print(label, report);
     }
-    let [bare_1, troupe_1, sqlite_1, deferred_1, pg_1, floor_1, bare_100, troupe_100, sqlite_100, deferred_100, pg_100] =
-        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+    // Where a pass is in `passes` (and in each round), by its label.
+    let at = |label: &str| {
+        passes.iter().position(|(l, _)| *l == label).unwrap_or_else(|| panic!("no pass is labelled {label:?}"))
+    };
+    let (bare_1, troupe_1, sqlite_1) =
+        (at("bare loop, 1 at a time"), at("troupe, 1 at a time"), at("troupe + SQLite, 1 at a time"));
+    let (deferred_1, pg_1, floor_1) =
+        (at("troupe + SQLite, turns deferred, 1"), at("troupe + PostgreSQL, 1"), at("bare loop + SQLite floor, 1"));
+    let (bare_100, troupe_100, sqlite_100) =
+        (at("bare loop, 100 at a time"), at("troupe, 100 at a time"), at("troupe + SQLite, 100"));
+    let (deferred_100, pg_100) = (at("troupe + SQLite, turns deferred, 100"), at("troupe + PostgreSQL, 100"));
     // The median over the rounds of a figure taken within each round.
     let median_of = |figure: &dyn Fn(&[PassReport]) -> f64| median(rounds_run.iter().map(|round| figure(round)));
     let ratio = |a: usize, b: usize| median_of(&|r| cpu_us_per_run(&r[a]) / cpu_us_per_run(&r[b]).max(1e-9));
