@@ -50,8 +50,14 @@ type Job = Box<dyn Call>;
 struct Pending<T, F> {
     call: F,
     result: Option<Result<T, StoreError>>,
-    reply: oneshot::Sender<Result<T, StoreError>>,
+    reply: oneshot::Sender<Answer<T, F>>,
 }
+
+/// A call's result, and the call itself, handed back so that what it holds (a checkpoint's
+/// state and evidence, allocated by the caller's thread) is freed by the caller's thread.
+/// Freed on this thread instead, each such block would go back to the allocator arena of
+/// the thread that made it, under that arena's lock, contended with its owner.
+type Answer<T, F> = (Result<T, StoreError>, F);
 
 impl<T, F> Call for Pending<T, F>
 where
@@ -73,7 +79,7 @@ where
             (Some(Ok(_)), Err(why)) => Err(StoreError::database(why)),
             (None, _) => Err(StoreError::database("the write's transaction failed before it ran; nothing was written")),
         };
-        let _ = self.reply.send(answer);
+        let _ = self.reply.send((answer, self.call));
     }
 }
 
@@ -158,22 +164,24 @@ impl Writer {
         self.queue.send(message).await.map_err(|_| StoreError::database("the store is closed"))
     }
 
-    async fn answer<T>(answer: oneshot::Receiver<Result<T, StoreError>>) -> Result<T, StoreError> {
+    async fn answer<T, F>(answer: oneshot::Receiver<Answer<T, F>>) -> Result<T, StoreError> {
         // No answer: the group's transaction failed before this call ran, so nothing of it
         // was written.
-        answer
+        let (result, call) = answer
             .await
-            .map_err(|_| StoreError::database("the write's transaction failed before it ran; nothing was written"))?
+            .map_err(|_| StoreError::database("the write's transaction failed before it ran; nothing was written"))?;
+        drop(call);
+        result
     }
 }
 
 /// `call` as a job, and where its answer arrives.
-fn job<T, F>(call: F) -> (Job, oneshot::Receiver<Result<T, StoreError>>)
+fn job<T, F>(call: F) -> (Job, oneshot::Receiver<Answer<T, F>>)
 where
     T: Send + 'static,
     F: FnMut(&Connection) -> Result<T, StoreError> + Send + 'static,
 {
-    let (reply, answer) = oneshot::channel::<Result<T, StoreError>>();
+    let (reply, answer) = oneshot::channel::<Answer<T, F>>();
     (Box::new(Pending { call, result: None, reply }), answer)
 }
 
@@ -401,5 +409,34 @@ mod tests {
             .expect("the notes read");
         assert_eq!(count, 4, "every write committed");
         writer.stop().await;
+    }
+
+    /// Records the thread that drops it.
+    struct DroppedOn(std::sync::Arc<std::sync::Mutex<Option<std::thread::ThreadId>>>);
+
+    impl Drop for DroppedOn {
+        fn drop(&mut self) {
+            *self.0.lock().expect("the slot") = Some(std::thread::current().id());
+        }
+    }
+
+    #[test]
+    fn what_a_call_holds_is_freed_by_its_callers_thread_not_the_writers() {
+        let (_dir, writer) = writer_on("CREATE TABLE notes (flush TEXT NOT NULL)");
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
+        for read in [false, true] {
+            let slot = std::sync::Arc::new(std::sync::Mutex::new(None));
+            let held = DroppedOn(std::sync::Arc::clone(&slot));
+            let call = move |conn: &Connection| {
+                let _ = &held;
+                execute(conn, "INSERT INTO notes (flush) VALUES ('held')", []).map(drop).map_err(StoreError::database)
+            };
+            runtime
+                .block_on(async { if read { writer.read(call).await } else { writer.write(call).await } })
+                .expect("the call succeeds");
+            let dropped_on = slot.lock().expect("the slot").expect("the call was dropped");
+            assert_eq!(dropped_on, std::thread::current().id(), "read: {read}");
+        }
+        runtime.block_on(writer.stop());
     }
 }
