@@ -177,12 +177,16 @@ impl Journal {
         // Encoded straight to text: no `Value` tree is built, walked and dropped per boundary.
         let encoded = serde_json::value::to_raw_value(state)
             .map_err(|e| StoreError::database(format!("cannot encode the run's state: {e}")))?;
-        let mut all = self.buffered.clone();
+        let status = stored_status(state);
+        // A completion can be refused for a signal that waits, with nothing written: the
+        // next boundary writes the buffered entries again, so a completion keeps a copy.
+        // Any other failure stops the journal, and what it buffered is not written at all.
+        let require_signals_consumed = status == RunStatus::Completed;
+        let mut all = if require_signals_consumed { self.buffered.clone() } else { std::mem::take(&mut self.buffered) };
         all.extend(entries);
         let sealed = self.chain.seal(all, now_millis());
         let mut advanced = self.chain.clone();
         advanced.advance(&sealed);
-        let status = stored_status(state);
         let checkpoint = Checkpoint {
             run_id: state.run_id().to_string(),
             status,
@@ -192,7 +196,7 @@ impl Journal {
             signals_consumed_through: (state.signal_cursor() > 0).then_some(state.signal_cursor()),
             fence: self.lease.clone(),
             // A completion must not pass over a signal acknowledged meanwhile.
-            require_signals_consumed: status == RunStatus::Completed,
+            require_signals_consumed,
             release: release && self.lease.is_some(),
             flush,
         };
