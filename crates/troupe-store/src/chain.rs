@@ -6,7 +6,7 @@
 //! the store refuses a second entry with the same sequence number
 //! ([`StoreError::EvidenceConflict`](crate::StoreError::EvidenceConflict)).
 
-use crate::record::{EvidenceEntry, EvidenceKind, Millis, NewEvidence};
+use crate::record::{EvidenceEntry, EvidenceKind, Millis, NewEvidence, SealedText};
 use sha2::{Digest, Sha256};
 
 /// The head of one run's evidence chain: the next sequence number and the last hash.
@@ -51,15 +51,10 @@ impl EvidenceChain {
         entries
             .into_iter()
             .map(|entry| {
-                let hash = entry_hash(
-                    &prev,
-                    &self.run_id,
-                    seq,
-                    entry.kind,
-                    entry.call_id.as_deref(),
-                    recorded_at,
-                    &entry.payload,
-                );
+                // Encoded once: hashed here, written by the store as it is.
+                let text = entry.payload.to_string();
+                let hash =
+                    hash_of_text(&prev, &self.run_id, seq, entry.kind, entry.call_id.as_deref(), recorded_at, &text);
                 let sealed = EvidenceEntry {
                     run_id: self.run_id.clone(),
                     seq,
@@ -69,6 +64,7 @@ impl EvidenceChain {
                     recorded_at,
                     prev_hash: std::mem::replace(&mut prev, hash.clone()),
                     hash,
+                    sealed_text: SealedText(Some(text)),
                 };
                 seq += 1;
                 sealed
@@ -96,12 +92,23 @@ pub fn entry_hash(
     recorded_at: Millis,
     payload: &serde_json::Value,
 ) -> String {
+    hash_of_text(prev_hash, run_id, seq, kind, call_id, recorded_at, &payload.to_string())
+}
+
+/// [`entry_hash`], the payload given as its JSON text.
+fn hash_of_text(
+    prev_hash: &str,
+    run_id: &str,
+    seq: i64,
+    kind: EvidenceKind,
+    call_id: Option<&str>,
+    recorded_at: Millis,
+    payload: &str,
+) -> String {
     let mut hasher = Sha256::new();
-    let payload = payload.to_string();
     let seq = seq.to_string();
     let recorded_at = recorded_at.to_string();
-    let fields: [&str; 7] =
-        [prev_hash, run_id, &seq, kind.as_str(), call_id.unwrap_or("\u{0}"), &recorded_at, &payload];
+    let fields: [&str; 7] = [prev_hash, run_id, &seq, kind.as_str(), call_id.unwrap_or("\u{0}"), &recorded_at, payload];
     for field in fields {
         hasher.update((field.len() as u64).to_be_bytes());
         hasher.update(field.as_bytes());
@@ -210,6 +217,22 @@ mod tests {
 
     /// A cost summed over many calls has a long decimal expansion: read back from a store
     /// (its text parsed again), it must hash as it was sealed.
+    #[test]
+    fn a_sealed_entry_keeps_the_text_it_was_hashed_over_for_the_store_to_write() {
+        let payload = json!({"b": [1, "two"], "a": {"nested": "é\n"}});
+        let sealed =
+            EvidenceChain::new("r1").seal(vec![NewEvidence::new(EvidenceKind::RunStarted, payload.clone())], 10);
+        let entry = &sealed[0];
+        assert_eq!(entry.payload_text(), payload.to_string());
+        assert_eq!(entry.hash, entry_hash("", "r1", 1, EvidenceKind::RunStarted, None, 10, &payload));
+        // An entry read back has no such text: it is encoded from its payload, to the same.
+        let json = serde_json::to_string(entry).expect("an entry encodes");
+        let read: EvidenceEntry = serde_json::from_str(&json).expect("and decodes");
+        assert!(read.sealed_text.0.is_none());
+        assert_eq!(read.payload_text(), entry.payload_text());
+        assert_eq!(&read, entry);
+    }
+
     #[test]
     fn a_log_read_back_from_its_text_verifies_whatever_its_floats() {
         let mut cost = 0.0_f64;

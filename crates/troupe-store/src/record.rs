@@ -448,6 +448,41 @@ pub struct EvidenceEntry {
     /// This entry's hash: SHA-256 over `prev_hash` and the entry's fields
     /// ([`entry_hash`](crate::entry_hash)).
     pub hash: String,
+    /// `payload` as the text its hash was taken over, kept by
+    /// [`EvidenceChain::seal`](crate::EvidenceChain::seal) so the store writes that text
+    /// instead of encoding the payload a second time. Not part of the entry: absent from
+    /// its JSON, its equality and entries read back.
+    #[serde(skip)]
+    pub(crate) sealed_text: SealedText,
+}
+
+impl EvidenceEntry {
+    /// `payload` as the text to store: the very text that was hashed.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn payload_text(&self) -> std::borrow::Cow<'_, str> {
+        match &self.sealed_text.0 {
+            Some(text) => std::borrow::Cow::Borrowed(text),
+            None => std::borrow::Cow::Owned(self.payload.to_string()),
+        }
+    }
+}
+
+/// The text an entry's payload was sealed as, if this process sealed it; see
+/// [`EvidenceEntry`]. Every two are equal: the text follows from the payload.
+#[derive(Clone, Default)]
+pub(crate) struct SealedText(pub(crate) Option<String>);
+
+impl PartialEq for SealedText {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for SealedText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The payload is shown already; its text adds nothing.
+        f.write_str(if self.0.is_some() { "Sealed" } else { "Read" })
+    }
 }
 
 /// One turn of a conversation.

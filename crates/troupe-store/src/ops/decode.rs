@@ -98,6 +98,7 @@ pub(crate) fn evidence_entry(row: &dyn Columns) -> Result<EvidenceEntry, StoreEr
         recorded_at: row.int("recorded_at")?,
         prev_hash: row.text("prev_hash")?,
         hash: row.text("hash")?,
+        sealed_text: crate::record::SealedText::default(),
         run_id,
         seq,
     })

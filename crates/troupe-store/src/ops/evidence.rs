@@ -48,7 +48,7 @@ pub(crate) async fn insert_entries(conn: &mut impl Conn, entries: &[EvidenceEntr
 /// Appends one sealed entry; its payload is stored as the very text that was hashed.
 /// [`StoreError::EvidenceConflict`] if its sequence number is taken.
 async fn insert_evidence(conn: &mut impl Conn, entry: &EvidenceEntry) -> Result<(), StoreError> {
-    let payload = entry.payload.to_string();
+    let payload = entry.payload_text();
     let params = [
         Param::Text(&entry.run_id),
         Param::Int(entry.seq),
