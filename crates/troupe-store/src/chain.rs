@@ -53,8 +53,9 @@ impl EvidenceChain {
             .map(|entry| {
                 // Encoded once: hashed here, written by the store as it is.
                 let text = entry.payload.to_string();
-                let hash =
-                    hash_of_text(&prev, &self.run_id, seq, entry.kind, entry.call_id.as_deref(), recorded_at, &text);
+                let (number, at) = (seq.to_string(), recorded_at.to_string());
+                let call_id = entry.call_id.as_deref().unwrap_or("\u{0}");
+                let hash = hash_fields([&prev, &self.run_id, &number, entry.kind.as_str(), call_id, &at, &text]);
                 let sealed = EvidenceEntry {
                     run_id: self.run_id.clone(),
                     seq,
@@ -92,23 +93,13 @@ pub fn entry_hash(
     recorded_at: Millis,
     payload: &serde_json::Value,
 ) -> String {
-    hash_of_text(prev_hash, run_id, seq, kind, call_id, recorded_at, &payload.to_string())
+    let (seq, recorded_at, payload) = (seq.to_string(), recorded_at.to_string(), payload.to_string());
+    hash_fields([prev_hash, run_id, &seq, kind.as_str(), call_id.unwrap_or("\u{0}"), &recorded_at, &payload])
 }
 
-/// [`entry_hash`], the payload given as its JSON text.
-fn hash_of_text(
-    prev_hash: &str,
-    run_id: &str,
-    seq: i64,
-    kind: EvidenceKind,
-    call_id: Option<&str>,
-    recorded_at: Millis,
-    payload: &str,
-) -> String {
+/// [`entry_hash`] of the fields as text, in its order, the payload as its JSON.
+fn hash_fields(fields: [&str; 7]) -> String {
     let mut hasher = Sha256::new();
-    let seq = seq.to_string();
-    let recorded_at = recorded_at.to_string();
-    let fields: [&str; 7] = [prev_hash, run_id, &seq, kind.as_str(), call_id.unwrap_or("\u{0}"), &recorded_at, payload];
     for field in fields {
         hasher.update((field.len() as u64).to_be_bytes());
         hasher.update(field.as_bytes());
