@@ -203,6 +203,24 @@ async fn evidence_cannot_be_changed_or_removed() {
 }
 
 #[tokio::test]
+async fn an_entry_is_stored_as_the_text_it_was_sealed_with() {
+    let (_dir, store) = store().await;
+    store.create_run(run("r1", RunStatus::Running), 1).await.expect("a run is created");
+    let mut sealed =
+        EvidenceChain::new("r1").seal(vec![NewEvidence::new(EvidenceKind::RunStarted, json!({"b": 1}))], 2);
+    // The same JSON in another form than a fresh encoding gives: only the sealed text
+    // can put it in the row.
+    let sealed_text = "{ \"b\": 1 }";
+    sealed[0].sealed_text = crate::record::SealedText(Some(sealed_text.to_owned()));
+    store.append_evidence(&sealed, None).await.expect("the entry is appended");
+    let stored: String = sqlx::query_scalar("SELECT payload FROM evidence WHERE run_id = 'r1'")
+        .fetch_one(store.pool())
+        .await
+        .expect("the row reads");
+    assert_eq!(stored, sealed_text);
+}
+
+#[tokio::test]
 async fn unreadable_rows_are_decode_errors() {
     let (_dir, store) = store().await;
     store.create_run(run("r1", RunStatus::Running), 1).await.expect("a run is created");
