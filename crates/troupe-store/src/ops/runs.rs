@@ -41,6 +41,15 @@ const TRANSITIONS: Statement =
 const CHECKPOINTED_RUN: Statement =
     statement!("SELECT status, transition_seq, signal_seq FROM runs WHERE id = $1", lock("FOR NO KEY UPDATE"), "");
 
+// A fenced checkpoint's read: the run, only while `owner` holds its lease at `epoch`; one
+// statement where the lease and the run were two (one round trip less to a server).
+const FENCED_RUN: Statement = statement!(
+    "SELECT r.status, r.transition_seq, r.signal_seq FROM runs r JOIN run_queue q ON q.run_id = r.id \
+     WHERE r.id = $1 AND q.owner = $2 AND q.epoch = $3",
+    lock("FOR NO KEY UPDATE OF r FOR SHARE OF q"),
+    ""
+);
+
 // Two forms: SQLite rewrites the entries of every index on a column the `SET` names, even
 // when its value is unchanged, so a boundary that keeps the status does not name it.
 const SAVE_RUN: Statement = statement!("UPDATE runs SET activity = $2, state = $3, updated_at = $4 WHERE id = $1");
@@ -146,10 +155,10 @@ pub(crate) async fn save_checkpoint(
     now: Millis,
 ) -> Result<SavedCheckpoint, StoreError> {
     let run_id = checkpoint.run_id.as_str();
-    if let Some(lease) = &checkpoint.fence {
-        hold_fence(conn, lease, run_id).await?;
-    }
-    let current = conn.fetch_optional(&CHECKPOINTED_RUN, &[Param::Text(run_id)], checkpointed_run).await?;
+    let current = match &checkpoint.fence {
+        Some(lease) => fenced_run(conn, lease, run_id).await?,
+        None => conn.fetch_optional(&CHECKPOINTED_RUN, &[Param::Text(run_id)], checkpointed_run).await?,
+    };
     let Some((from, transition_seq, signal_seq)) = current else {
         return Err(StoreError::UnknownRun { run_id: run_id.to_owned() });
     };
@@ -180,6 +189,25 @@ pub(crate) async fn save_checkpoint(
         release(conn, lease, None).await?;
     }
     Ok(SavedCheckpoint { latest_signal: signal_seq })
+}
+
+/// The run `run_id` as a checkpoint reads it, while `lease` holds it:
+/// [`StoreError::LeaseLost`] if it does not.
+async fn fenced_run(
+    conn: &mut impl Conn,
+    lease: &Lease,
+    run_id: &str,
+) -> Result<Option<(String, i64, i64)>, StoreError> {
+    if lease.run_id == run_id {
+        let params = [Param::Text(run_id), Param::Text(&lease.owner), Param::Int(lease.epoch)];
+        if let Some(found) = conn.fetch_optional(&FENCED_RUN, &params, checkpointed_run).await? {
+            return Ok(Some(found));
+        }
+    }
+    // Nothing: the lease is not held (or is another run's), or there is no such run. The
+    // two are asked apart, in the order a checkpoint has always checked them.
+    hold_fence(conn, lease, run_id).await?;
+    Ok(conn.fetch_optional(&CHECKPOINTED_RUN, &[Param::Text(run_id)], checkpointed_run).await?)
 }
 
 fn checkpointed_run(row: &dyn crate::sql::Columns) -> Result<(String, i64, i64), StoreError> {
