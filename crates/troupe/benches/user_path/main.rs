@@ -15,14 +15,16 @@
 //! (user + system, every thread), its wall time and `VmHWM`.
 //!
 //! Passes: 1 and 100 runs in flight (CPU per run, runs/s, peak RSS), in three rounds of
-//! every such pass; each ratio is the median of the rounds' own. Then 10,000 runs
+//! every such pass; each ratio is the median of the rounds' own. For reference, the same
+//! rounds take 100 runs in flight without a store and with SQLite against a model that
+//! takes 50 ms before each response, as a vendor would. Then 10,000 runs
 //! started at once against a model that takes 200 ms before each response (memory per
 //! in-flight run: the rise of the peak RSS over the RSS before the pass, divided by
 //! 10,000). The targets are printed beside the figures.
 //!
 //! `cargo bench -p troupe --bench user_path` (about two minutes); with
-//! `USER_PATH_ONLY=contender:store:n` (e.g. `troupe:sqlite:100`) only that pass runs, for
-//! a profiler. Outside `cargo bench`
+//! `USER_PATH_ONLY=contender:store:n` (e.g. `troupe:sqlite:100`, or a PostgreSQL URL as the
+//! store) only that pass runs, for a profiler. Outside `cargo bench`
 //! (e.g. `cargo test --benches`) each pass is short and small: it only checks that
 //! every contender works.
 
@@ -107,10 +109,12 @@ fn main() {
         seconds,
         model: workload::FAST_MODEL,
     };
+    let paced = |store: &str| Pass { model: workload::PACED_MODEL, ..throughput("troupe", store, 100) };
     if let Ok(only) = std::env::var("USER_PATH_ONLY") {
-        // One pass, for a profiler: `contender:store:n`, e.g. `troupe:sqlite:100`.
-        let parts: Vec<&str> = only.splitn(3, ':').collect();
-        let [contender, store, n] = parts[..] else { panic!("USER_PATH_ONLY is contender:store:n, not {only:?}") };
+        // One pass, for a profiler: `contender:store:n`, e.g. `troupe:sqlite:100`; the store
+        // may be a PostgreSQL URL, colons and all.
+        let parts = only.split_once(':').and_then(|(contender, rest)| Some((contender, rest.rsplit_once(':')?)));
+        let Some((contender, (store, n))) = parts else { panic!("USER_PATH_ONLY is contender:store:n, not {only:?}") };
         let contender = if contender == "bare" { "bare" } else { "troupe" };
         let store = if contender == "bare" && store != "none" { "sqlite" } else { store };
         let n = n.parse().unwrap_or_else(|_| panic!("USER_PATH_ONLY's n is a number, not {n:?}"));
@@ -121,7 +125,7 @@ fn main() {
     let mut failures = Vec::new();
     let mut print = |label: &str, report: &PassReport| {
         println!(
-            "user_path: {label:<36} {:>6} runs  {:>8.1} µs CPU/run  {:>7.0} runs/s  peak RSS {:>6.1} MiB  failed {}{}",
+            "user_path: {label:<40} {:>6} runs  {:>8.1} µs CPU/run  {:>7.0} runs/s  peak RSS {:>6.1} MiB  failed {}{}",
             report.runs,
             cpu_us_per_run(report),
             runs_per_s(report),
@@ -150,6 +154,8 @@ fn main() {
         ("troupe + SQLite, 100", throughput("troupe", "sqlite", 100)),
         ("troupe + SQLite, turns deferred, 100", throughput("troupe", "sqlite-deferred", 100)),
         ("troupe + PostgreSQL, 100", throughput("troupe", &postgres, 100)),
+        ("troupe, 100, model takes 50 ms", paced("none")),
+        ("troupe + SQLite, 100, model takes 50 ms", paced("sqlite")),
     ];
     println!(
         "\nuser_path: 4 model calls + 3 tool calls per run, OpenAI Chat wire, mock server in a child process; \
@@ -161,7 +167,7 @@ fn main() {
         if rounds > 1 {
             for ((label, _), report) in passes.iter().zip(&reports) {
                 println!(
-                    "user_path: round {round}: {label:<36} {:>8.1} µs CPU/run  {:>7.0} runs/s",
+                    "user_path: round {round}: {label:<40} {:>8.1} µs CPU/run  {:>7.0} runs/s",
                     cpu_us_per_run(report),
                     runs_per_s(report)
                 );
@@ -185,6 +191,8 @@ fn main() {
     let (bare_100, troupe_100, sqlite_100) =
         (at("bare loop, 100 at a time"), at("troupe, 100 at a time"), at("troupe + SQLite, 100"));
     let (deferred_100, pg_100) = (at("troupe + SQLite, turns deferred, 100"), at("troupe + PostgreSQL, 100"));
+    let (paced_none, paced_sqlite) =
+        (at("troupe, 100, model takes 50 ms"), at("troupe + SQLite, 100, model takes 50 ms"));
     // The median over the rounds of a figure taken within each round.
     let median_of = |figure: &dyn Fn(&[PassReport]) -> f64| median(rounds_run.iter().map(|round| figure(round)));
     let ratio = |a: usize, b: usize| median_of(&|r| cpu_us_per_run(&r[a]) / cpu_us_per_run(&r[b]).max(1e-9));
@@ -233,6 +241,12 @@ fn main() {
         ratio(deferred_1, troupe_1),
         ratio(deferred_100, troupe_100),
         throughput_ratio(deferred_100, troupe_100),
+    );
+    println!(
+        "user_path: for reference: with a model that takes 50 ms per response, SQLite vs no store at 100: \
+         throughput {:.2}, CPU {:.2}×",
+        throughput_ratio(paced_sqlite, paced_none),
+        ratio(paced_sqlite, paced_none),
     );
     println!(
         "user_path: for reference: PostgreSQL vs no store CPU {:.2}× (1), {:.2}× (100), throughput {:.2} (100); \

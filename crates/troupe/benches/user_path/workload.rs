@@ -22,6 +22,14 @@ pub const FAST_MODEL: &str = "gpt-4o";
 /// A model's time to first token in the in-flight memory pass.
 pub const LATENCY: Duration = Duration::from_millis(200);
 
+/// The model whose every response starts after [`PACE`]: runs that wait on their model,
+/// as runs against a vendor do, for the throughput passes given for reference.
+pub const PACED_MODEL: &str = "gpt-4.1";
+
+/// [`PACED_MODEL`]'s time to first token: a fast vendor's, short enough for a pass of
+/// 2 s to finish ten runs in a row.
+pub const PACE: Duration = Duration::from_millis(50);
+
 /// What `lookup` answers.
 pub fn lookup_answer(key: &str) -> String {
     format!("{key} = 42")
@@ -37,5 +45,9 @@ pub fn responder(request: &RecordedRequest) -> MockTurn {
     } else {
         MockTurn::text(ANSWER)
     };
-    if request.body["model"] == SLOW_MODEL { turn.with_latency(LATENCY) } else { turn }
+    match request.body["model"].as_str() {
+        Some(SLOW_MODEL) => turn.with_latency(LATENCY),
+        Some(PACED_MODEL) => turn.with_latency(PACE),
+        _ => turn,
+    }
 }
