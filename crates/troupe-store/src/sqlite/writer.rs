@@ -33,6 +33,13 @@ const MAX_GROUP: usize = 64;
 /// How many calls may wait for the thread; further callers wait for room.
 const QUEUE: usize = 1024;
 
+/// How many prepared statements the thread's connection keeps: more than the store has
+/// (its operations' statements, about fifty, and its transactions' own), so that none is
+/// prepared twice. rusqlite keeps 16 by default: a workload that used more (a team's work
+/// queues beside its runs, signals and evidence) had its statements evicted and prepared
+/// again, each time at several times the cost of running one.
+const PREPARED: usize = 128;
+
 /// One caller's call, with its answer channel inside.
 trait Call: Send {
     /// Runs the call on `conn` (in the open transaction, for a write); whether it
@@ -110,6 +117,7 @@ impl Writer {
         // A group's savepoints copy each page they change first into a sub-journal: in
         // memory, not in a temporary file written and read back for every write.
         conn.pragma_update(None, "temp_store", "MEMORY").map_err(failed)?;
+        conn.set_prepared_statement_cache_capacity(PREPARED);
         let (queue, messages) = mpsc::channel(QUEUE);
         std::thread::Builder::new()
             .name("troupe-sqlite-writer".to_owned())
@@ -328,6 +336,25 @@ mod tests {
             })
             .await
             .expect("the write commits")
+    }
+
+    #[test]
+    fn the_connection_keeps_more_prepared_statements_than_the_store_has() {
+        let operations = [
+            include_str!("../ops/conversations.rs"),
+            include_str!("../ops/evidence.rs"),
+            include_str!("../ops/memory.rs"),
+            include_str!("../ops/queue.rs"),
+            include_str!("../ops/runs.rs"),
+            include_str!("../ops/schedules.rs"),
+            include_str!("../ops/signals.rs"),
+            include_str!("../ops/work.rs"),
+        ];
+        let defined: usize = operations.iter().map(|source| source.matches("statement!(").count()).sum();
+        assert!(defined >= 40, "the operations' statements are counted: {defined}");
+        // The transactions' own (six), and a memory search's, one per number of terms.
+        let room = defined + 6 + 16;
+        assert!(PREPARED >= room, "{PREPARED} prepared statements kept, {room} needed");
     }
 
     #[tokio::test]
