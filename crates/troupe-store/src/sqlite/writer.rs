@@ -33,11 +33,12 @@ const MAX_GROUP: usize = 64;
 /// How many calls may wait for the thread; further callers wait for room.
 const QUEUE: usize = 1024;
 
-/// How many prepared statements the thread's connection keeps: more than the store has
-/// (its operations' statements, about fifty, and its transactions' own), so that none is
-/// prepared twice. rusqlite keeps 16 by default: a workload that used more (a team's work
-/// queues beside its runs, signals and evidence) had its statements evicted and prepared
-/// again, each time at several times the cost of running one.
+/// How many prepared statements the thread's connection keeps: more than the whole store
+/// has (its operations' statements, about fifty, and its transactions' own), so that none
+/// is prepared twice. rusqlite keeps 16 by default, fewer than this thread runs in a
+/// worker's day (runs created and checkpointed, evidence, signals, claims, heartbeats,
+/// releases: about twenty): they were evicted and prepared again, each time at several
+/// times the cost of running one.
 const PREPARED: usize = 128;
 
 /// One caller's call, with its answer channel inside.
