@@ -136,6 +136,15 @@ pub async fn lapsed_lease_is_taken_over_and_fenced(backend: Arc<dyn Backend>) {
     current.fence = Some(new.clone());
     store.checkpoint(current, T0 + 2_800).await.expect("the new holder checkpoints");
 
+    // A lease fences its own run only: it does not let its holder write another.
+    store.create_run(new_run("run-u", "coder", RunStatus::Running), T0).await.expect("the run is created");
+    let mut elsewhere = checkpoint("run-u", RunStatus::Completed, json!({"by": "w2"}));
+    elsewhere.fence = Some(new.clone());
+    let refused = store.checkpoint(elsewhere, T0 + 2_850).await;
+    assert!(matches!(&refused, Err(StoreError::LeaseLost { .. })), "another run's lease fences: {refused:?}");
+    let run = store.load_run("run-u").await.expect("load_run").expect("stored");
+    assert_eq!((run.status, run.state), (RunStatus::Running, json!({})), "the fenced checkpoint saved nothing");
+
     store.release(&old, None).await.expect("releasing a lost lease is not an error");
     assert_eq!(store.queue().await.expect("queue").len(), 1, "the old holder's release did not remove the run");
     store.release(&new, None).await.expect("release");
