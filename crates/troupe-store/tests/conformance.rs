@@ -61,6 +61,7 @@ conformance_tests! {
     evidence::stale_writer_gets_evidence_conflict,
     evidence::forged_row_fails_verification,
     evidence::a_cut_log_falls_short_of_its_head,
+    evidence::one_append_moves_each_runs_head_to_its_last_entry,
     evidence::undecodable_row_is_a_decode_error,
     evidence::checkpoint_evidence_is_atomic_with_state,
     conversations::turns_from_two_runs_read_in_order,

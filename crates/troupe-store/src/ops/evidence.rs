@@ -4,7 +4,7 @@ use super::decode;
 use super::queue::hold_fence;
 use crate::error::StoreError;
 use crate::record::{EvidenceEntry, Lease};
-use crate::sql::{Conn, Failure, Param, Statement};
+use crate::sql::{Conn, Dialect, Failure, Param, Statement};
 
 const INSERT_EVIDENCE: Statement = statement!(
     "INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
@@ -15,6 +15,15 @@ const INSERT_EVIDENCE: Statement = statement!(
 // number taken) never moves it back.
 const MOVE_HEAD: Statement = statement!(
     "INSERT INTO evidence_heads (run_id, seq, hash) VALUES ($1, $2, $3) \
+     ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash \
+     WHERE evidence_heads.seq < excluded.seq"
+);
+
+/// [`INSERT_EVIDENCE`] and [`MOVE_HEAD`] to it in one statement, where the dialect allows it.
+const INSERT_EVIDENCE_MOVING_HEAD: Statement = statement!(
+    "WITH entry AS (INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING run_id, seq, hash) \
+     INSERT INTO evidence_heads (run_id, seq, hash) SELECT run_id, seq, hash FROM entry \
      ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash \
      WHERE evidence_heads.seq < excluded.seq"
 );
@@ -31,23 +40,34 @@ const LAST_EVIDENCE: Statement = statement!(
 
 /// Appends sealed `entries` in order, then moves each run's head to its last entry; in the
 /// caller's transaction. [`StoreError::EvidenceConflict`] if a sequence number is taken.
-pub(crate) async fn insert_entries(conn: &mut impl Conn, entries: &[EvidenceEntry]) -> Result<(), StoreError> {
-    for entry in entries {
-        insert_evidence(conn, entry).await?;
-    }
-    // The last entry of each run: a write's entries are one run's, save a fence-less append.
+pub(crate) async fn insert_entries<C: Conn>(conn: &mut C, entries: &[EvidenceEntry]) -> Result<(), StoreError> {
+    // The last entry of each run moves its head: a write's entries are one run's, save a
+    // fence-less append's.
+    let last_of_its_run = |i: usize| entries[i + 1..].iter().all(|later| later.run_id != entries[i].run_id);
     for (i, entry) in entries.iter().enumerate() {
-        if entries[i + 1..].iter().all(|later| later.run_id != entry.run_id) {
-            let params = [Param::Text(&entry.run_id), Param::Int(entry.seq), Param::Text(&entry.hash)];
-            conn.execute(&MOVE_HEAD, &params).await?;
+        // Where the dialect allows it, the entry moves the head in the same statement.
+        let statement = if C::Dialect::WRITES_IN_WITH && last_of_its_run(i) {
+            &INSERT_EVIDENCE_MOVING_HEAD
+        } else {
+            &INSERT_EVIDENCE
+        };
+        insert_evidence(conn, statement, entry).await?;
+    }
+    if !C::Dialect::WRITES_IN_WITH {
+        for (i, entry) in entries.iter().enumerate() {
+            if last_of_its_run(i) {
+                let params = [Param::Text(&entry.run_id), Param::Int(entry.seq), Param::Text(&entry.hash)];
+                conn.execute(&MOVE_HEAD, &params).await?;
+            }
         }
     }
     Ok(())
 }
 
-/// Appends one sealed entry; its payload is stored as the very text that was hashed.
-/// [`StoreError::EvidenceConflict`] if its sequence number is taken.
-async fn insert_evidence(conn: &mut impl Conn, entry: &EvidenceEntry) -> Result<(), StoreError> {
+/// Appends one sealed entry with `statement` (which may move the head too); its payload
+/// is stored as the very text that was hashed. [`StoreError::EvidenceConflict`] if its
+/// sequence number is taken.
+async fn insert_evidence(conn: &mut impl Conn, statement: &Statement, entry: &EvidenceEntry) -> Result<(), StoreError> {
     let payload = entry.payload_text();
     let params = [
         Param::Text(&entry.run_id),
@@ -59,7 +79,7 @@ async fn insert_evidence(conn: &mut impl Conn, entry: &EvidenceEntry) -> Result<
         Param::Text(&entry.prev_hash),
         Param::Text(&entry.hash),
     ];
-    conn.execute(&INSERT_EVIDENCE, &params).await.map_err(|e| {
+    conn.execute(statement, &params).await.map_err(|e| {
         e.when(Failure::Unique, || StoreError::EvidenceConflict { run_id: entry.run_id.clone(), seq: entry.seq })
     })?;
     Ok(())

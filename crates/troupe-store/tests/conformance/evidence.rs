@@ -163,6 +163,27 @@ pub async fn a_cut_log_falls_short_of_its_head(backend: Arc<dyn Backend>) {
     assert!(broken.problem.contains("the last ones were removed"), "{broken}");
 }
 
+/// One append of two runs' entries, interleaved, moves each run's head to its own last
+/// entry, and each run's log reaches its head.
+pub async fn one_append_moves_each_runs_head_to_its_last_entry(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    for run_id in ["run-left", "run-right"] {
+        store.create_run(new_run(run_id, "coder", RunStatus::Running), T0).await.expect("the run is created");
+    }
+    let (left, right) = (EvidenceChain::new("run-left"), EvidenceChain::new("run-right"));
+    let turn = |n: i64| NewEvidence::new(EvidenceKind::ModelTurn, json!({"n": n}));
+    let lefts = left.seal(vec![turn(1), turn(2), turn(3)], T0 + 1);
+    let rights = right.seal(vec![turn(1), turn(2)], T0 + 1);
+    let interleaved = [lefts[0].clone(), rights[0].clone(), lefts[1].clone(), rights[1].clone(), lefts[2].clone()];
+    store.append_evidence(&interleaved, None).await.expect("the entries are appended");
+    for (run_id, last) in [("run-left", &lefts[2]), ("run-right", &rights[1])] {
+        let head = store.load_run(run_id).await.expect("load_run").expect("the run").evidence_head;
+        assert_eq!((head.seq, head.hash.as_str()), (last.seq, last.hash.as_str()), "{run_id}'s head");
+        let log = store.evidence(run_id, 0).await.expect("evidence");
+        assert_eq!(verify_log(&log, &head, run_id), Ok(()), "{run_id}'s log reaches its head");
+    }
+}
+
 /// A stored row the store cannot read back is reported, not unwrapped.
 pub async fn undecodable_row_is_a_decode_error(backend: Arc<dyn Backend>) {
     seed(backend.as_ref(), "run-garbled").await;
