@@ -7,12 +7,24 @@ use crate::error::StoreError;
 use crate::record::{
     Checkpoint, Lease, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, Transition,
 };
-use crate::sql::{Conn, Failure, Param, Statement};
+use crate::sql::{Conn, Dialect, Failure, Param, Statement};
 use std::time::Duration;
 
 const INSERT_RUN: Statement = statement!(
     "INSERT INTO runs (id, agent, status, activity, conversation_id, parent_run_id, input, state, signal_seq, \
      transition_seq, created_at, updated_at) VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, 0, 1, $8, $8)"
+);
+
+/// [`INSERT_RUN`] with its first transition and its lease (what [`acquire`] makes of a new
+/// run: epoch 1, available at once) in one statement, where the dialect allows it.
+const INSERT_LEASED_RUN: Statement = statement!(
+    "WITH run AS (INSERT INTO runs (id, agent, status, activity, conversation_id, parent_run_id, input, state, \
+       signal_seq, transition_seq, created_at, updated_at) VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, 0, 1, $8, $8) \
+       RETURNING id, status), \
+     transition AS (INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) \
+       SELECT id, 1, NULL, status, $8 FROM run) \
+     INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) SELECT id, $8, $9, 1, $10 FROM run \
+     RETURNING run_id, owner, epoch, expires_at"
 );
 
 const INSERT_TRANSITION: Statement =
@@ -66,21 +78,9 @@ const CONSUME_SIGNALS: Statement =
 /// [`StoreError::RunExists`] if the id is taken.
 pub(crate) async fn insert_run(conn: &mut impl Conn, run: &NewRun, now: Millis) -> Result<(), StoreError> {
     let (input, state) = (run.input.to_string(), run.state.to_string());
-    conn.execute(
-        &INSERT_RUN,
-        &[
-            Param::Text(&run.id),
-            Param::Text(&run.agent),
-            Param::Text(run.status.as_str()),
-            Param::OptText(run.conversation_id.as_deref()),
-            Param::OptText(run.parent_run_id.as_deref()),
-            Param::Text(&input),
-            Param::Text(&state),
-            Param::Int(now),
-        ],
-    )
-    .await
-    .map_err(|e| e.when(Failure::Unique, || StoreError::RunExists { run_id: run.id.clone() }))?;
+    conn.execute(&INSERT_RUN, &run_params(run, &input, &state, now))
+        .await
+        .map_err(|e| e.when(Failure::Unique, || StoreError::RunExists { run_id: run.id.clone() }))?;
     insert_transition(conn, &run.id, 1, None, run.status, now).await?;
     if run.status == RunStatus::Queued {
         enqueue(conn, &run.id, now).await?;
@@ -89,16 +89,39 @@ pub(crate) async fn insert_run(conn: &mut impl Conn, run: &NewRun, now: Millis) 
 }
 
 /// Creates `run` and takes its lease for `owner`; one transaction, which the caller opened.
-pub(crate) async fn insert_leased_run(
-    conn: &mut impl Conn,
+pub(crate) async fn insert_leased_run<C: Conn>(
+    conn: &mut C,
     run: &NewRun,
     owner: &str,
     ttl: Duration,
     now: Millis,
 ) -> Result<Lease, StoreError> {
-    insert_run(conn, run, now).await?;
-    let lease = acquire(conn, &run.id, owner, ttl, now).await?;
+    let lease = if C::Dialect::WRITES_IN_WITH {
+        let (input, state) = (run.input.to_string(), run.state.to_string());
+        let [p1, p2, p3, p4, p5, p6, p7, p8] = run_params(run, &input, &state, now);
+        let params = [p1, p2, p3, p4, p5, p6, p7, p8, Param::Text(owner), Param::Int(super::expiry(now, ttl))];
+        conn.fetch_optional(&INSERT_LEASED_RUN, &params, decode::lease)
+            .await
+            .map_err(|e| e.when(Failure::Unique, || StoreError::RunExists { run_id: run.id.clone() }))?
+    } else {
+        insert_run(conn, run, now).await?;
+        acquire(conn, &run.id, owner, ttl, now).await?
+    };
     lease.ok_or_else(|| StoreError::LeaseLost { run_id: run.id.clone(), owner: owner.to_owned() })
+}
+
+/// [`INSERT_RUN`]'s parameters: `run` with its `input` and `state` as text, created `now`.
+fn run_params<'a>(run: &'a NewRun, input: &'a str, state: &'a str, now: Millis) -> [Param<'a>; 8] {
+    [
+        Param::Text(&run.id),
+        Param::Text(&run.agent),
+        Param::Text(run.status.as_str()),
+        Param::OptText(run.conversation_id.as_deref()),
+        Param::OptText(run.parent_run_id.as_deref()),
+        Param::Text(input),
+        Param::Text(state),
+        Param::Int(now),
+    ]
 }
 
 async fn insert_transition(

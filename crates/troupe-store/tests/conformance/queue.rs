@@ -6,7 +6,9 @@ use serde_json::json;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
-use troupe_store::{Checkpoint, EvidenceChain, EvidenceKind, Lease, NewEvidence, QueueEntry, RunStatus, StoreError};
+use troupe_store::{
+    Checkpoint, EvidenceChain, EvidenceKind, Lease, NewEvidence, QueueEntry, RunStatus, StoreError, Transition,
+};
 
 const TTL: Duration = Duration::from_secs(30);
 const TTL_MS: i64 = 30_000;
@@ -246,6 +248,26 @@ pub async fn a_run_is_created_with_its_lease(backend: Arc<dyn Backend>) {
     assert!(matches!(again, Err(StoreError::RunExists { .. })), "{again:?}");
     let entry = store.queue().await.expect("queue").pop().expect("the first lease stands");
     assert_eq!((entry.owner.as_deref(), entry.epoch), (Some("w1"), 1), "the refused creation changed no lease");
+    assert_eq!(entry.available_at, T0, "a leased run is in the queue from its creation");
+    assert_eq!(
+        store.transitions("run-1").await.expect("transitions"),
+        [Transition { run_id: "run-1".into(), seq: 1, from: None, to: RunStatus::Running, at: T0 }],
+        "its creation is its first transition"
+    );
+
+    // A queued run created with its lease is held as one acquired after it was queued.
+    let lease = store
+        .create_leased_run(new_run("run-2", "coder", RunStatus::Queued), "w2", TTL, T0 + 3)
+        .await
+        .expect("the queued run is created and leased");
+    assert_eq!(lease, Lease { run_id: "run-2".into(), owner: "w2".into(), epoch: 1, expires_at: T0 + 3 + TTL_MS });
+    let queue = store.queue().await.expect("queue");
+    let entry = queue.iter().find(|e| e.run_id == "run-2").expect("the queued run has its entry");
+    assert_eq!((entry.owner.as_deref(), entry.epoch, entry.available_at), (Some("w2"), 1, T0 + 3));
+    assert_eq!(
+        store.transitions("run-2").await.expect("transitions"),
+        [Transition { run_id: "run-2".into(), seq: 1, from: None, to: RunStatus::Queued, at: T0 + 3 }]
+    );
 }
 
 /// The last checkpoint gives the lease up in the same transaction; a checkpoint whose
