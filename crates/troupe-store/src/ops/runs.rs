@@ -80,7 +80,7 @@ pub(crate) async fn insert_run(conn: &mut impl Conn, run: &NewRun, now: Millis) 
     let (input, state) = (run.input.to_string(), run.state.to_string());
     conn.execute(&INSERT_RUN, &run_params(run, &input, &state, now))
         .await
-        .map_err(|e| e.when(Failure::Unique, || StoreError::RunExists { run_id: run.id.clone() }))?;
+        .map_err(|e| e.when(Failure::Unique, taken(run)))?;
     insert_transition(conn, &run.id, 1, None, run.status, now).await?;
     if run.status == RunStatus::Queued {
         enqueue(conn, &run.id, now).await?;
@@ -97,17 +97,24 @@ pub(crate) async fn insert_leased_run<C: Conn>(
     now: Millis,
 ) -> Result<Lease, StoreError> {
     let lease = if C::Dialect::WRITES_IN_WITH {
-        let (input, state) = (run.input.to_string(), run.state.to_string());
-        let [p1, p2, p3, p4, p5, p6, p7, p8] = run_params(run, &input, &state, now);
-        let params = [p1, p2, p3, p4, p5, p6, p7, p8, Param::Text(owner), Param::Int(super::expiry(now, ttl))];
+        let (input_text, state_text) = (run.input.to_string(), run.state.to_string());
+        let [id, agent, status, conversation, parent, input, state, at] =
+            run_params(run, &input_text, &state_text, now);
+        let expires_at = Param::Int(super::expiry(now, ttl));
+        let params = [id, agent, status, conversation, parent, input, state, at, Param::Text(owner), expires_at];
         conn.fetch_optional(&INSERT_LEASED_RUN, &params, decode::lease)
             .await
-            .map_err(|e| e.when(Failure::Unique, || StoreError::RunExists { run_id: run.id.clone() }))?
+            .map_err(|e| e.when(Failure::Unique, taken(run)))?
     } else {
         insert_run(conn, run, now).await?;
         acquire(conn, &run.id, owner, ttl, now).await?
     };
     lease.ok_or_else(|| StoreError::LeaseLost { run_id: run.id.clone(), owner: owner.to_owned() })
+}
+
+/// The error of creating `run` under an id already taken.
+fn taken(run: &NewRun) -> impl FnOnce() -> StoreError + '_ {
+    || StoreError::RunExists { run_id: run.id.clone() }
 }
 
 /// [`INSERT_RUN`]'s parameters: `run` with its `input` and `state` as text, created `now`.
