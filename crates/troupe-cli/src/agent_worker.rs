@@ -3,27 +3,32 @@
 //! stdout: one task in, its events, artifacts and result out (see `troupe_workers::ipc`).
 //!
 //! The agent is the one of `--agent-file` when given; otherwise the spec the task carries;
-//! otherwise the coding agent of `troupe run` on the model of `TROUPE_MODEL`, `troupe.toml`
-//! or the first key set (else `demo`). Providers come from the environment the coordinator
-//! granted and `./troupe.toml`, as for `troupe run`. Its tools are the built-in coding
-//! tools confined to `--workspace`, cut down to what the agent file and the task allow.
+//! otherwise the coding agent of `troupe run` on the task's hosted model, or the model of
+//! `TROUPE_MODEL`, `troupe.toml` or the first key set (else `demo`). When the task names
+//! hosted models (a team's process member), the agent calls them through the coordinator
+//! and this process holds no key; otherwise providers come from the environment the
+//! coordinator granted and `./troupe.toml`, as for `troupe run`. Its tools are the built-in
+//! coding tools confined to `--workspace`, cut down to what the agent file and the task
+//! allow.
 //!
 //! Before anything else runs, the process confines itself with Landlock to writing only
-//! in its workspace (and `/tmp`) and installs the sandbox's system-call filter (network
-//! left on); the outcome is printed on stderr when it is not full, sent as the first
-//! event and put in the result. Files outside the workspace that the
-//! worker needs (the agent file, `troupe.toml`) are read before that.
+//! in its workspace (and `/tmp`) and installs the sandbox's system-call filter (without
+//! the network when the coordinator set `TROUPE_WORKER_OFFLINE=1`: it hosts the model);
+//! the outcome is printed on stderr when it is not full, sent as the first event and put
+//! in the result. Files outside the workspace that the worker needs (the agent file,
+//! `troupe.toml`) are read before that.
 
 use crate::{Failure, setup};
 use anyhow::anyhow;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use troupe::runtime::Agent;
+use std::sync::Arc;
+use troupe::runtime::{Agent, ModelResolver};
 use troupe_model::ModelConfig;
 use troupe_workers::definition::AgentDefinition;
 use troupe_workers::ipc::AgentTask;
 use troupe_workers::ipc::channel::stdio;
-use troupe_workers::process::{SandboxPolicy, ServeOptions, confine, serve};
+use troupe_workers::process::{OFFLINE_ENV, SandboxPolicy, ServeOptions, confine, serve};
 
 /// The arguments of `troupe agent run` that its worker mode reads.
 #[derive(Clone, Debug, clap::Args)]
@@ -71,7 +76,12 @@ pub(crate) fn main(args: &AgentRunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let sandbox = confine(&SandboxPolicy::for_workspace(&prepared.workspace));
+    let mut policy = SandboxPolicy::for_workspace(&prepared.workspace);
+    // A coordinator that calls this worker's model says so: then no socket is needed.
+    if std::env::var_os(OFFLINE_ENV).is_some_and(|v| v == "1") {
+        policy = policy.without_network();
+    }
+    let sandbox = confine(&policy);
     if !sandbox.is_enforced() {
         eprintln!("warning: the worker is not fully sandboxed: {sandbox}");
     }
@@ -84,8 +94,9 @@ pub(crate) fn main(args: &AgentRunArgs) -> ExitCode {
     };
     let options = ServeOptions { workspace: prepared.workspace.clone(), sandbox };
     // The pipes register with the runtime's reactor: made inside it.
-    let served = runtime
-        .block_on(async { serve(stdio::input(), stdio::output(), options, |task| build(&prepared, task)).await });
+    let served = runtime.block_on(async {
+        serve(stdio::input(), stdio::output(), options, |task, models| build(&prepared, task, models)).await
+    });
     match served {
         Ok(summary) => {
             tracing::debug!(task = %summary.result.task_id, status = ?summary.result.status, "worker done");
@@ -109,21 +120,30 @@ fn prepare(args: &AgentRunArgs) -> Result<Prepared, Failure> {
     Ok(Prepared { workspace, config, definition })
 }
 
-/// The task's agent; the task's tool policy is applied by `serve` on top.
-fn build(prepared: &Prepared, task: &AgentTask) -> Result<Agent, String> {
+/// The task's agent; the task's tool policy is applied by `serve` on top. With `models`
+/// (the task's hosted models), its model is called through the coordinator.
+fn build(prepared: &Prepared, task: &AgentTask, models: Option<Arc<dyn ModelResolver>>) -> Result<Agent, String> {
     let providers = crate::providers(&prepared.config).map_err(describe)?;
     let mut spec = match (&prepared.definition, task.agent_spec()) {
         (Some(definition), _) => definition.to_spec(),
         (None, Ok(Some(spec))) => spec,
         (None, Ok(None)) => {
-            let environment = std::env::var("TROUPE_MODEL").ok();
-            let (model, _) = crate::chat::choose_model(None, environment.as_deref(), &prepared.config, &providers);
+            let model = match task.hosted_models.first() {
+                Some(hosted) => hosted.name.clone(),
+                None => {
+                    let environment = std::env::var("TROUPE_MODEL").ok();
+                    crate::chat::choose_model(None, environment.as_deref(), &prepared.config, &providers).0
+                }
+            };
             setup::coding_spec(model, setup::unattended_policy(false, false), None, None)
         }
         (None, Err(e)) => return Err(format!("the task's spec is not a valid agent spec: {e}")),
     };
     let sandbox = troupe_workers::build::SandboxChoice::load(None).map_err(|e| e.to_string())?;
-    let runner = setup::runner(&prepared.workspace, providers, &sandbox).map_err(describe)?;
+    let mut runner = setup::runner(&prepared.workspace, providers, &sandbox).map_err(describe)?;
+    if let Some(models) = models {
+        runner = runner.with_resolver(models);
+    }
     if let Some(definition) = &prepared.definition {
         offer_file_tools(&mut spec, definition, &runner, true);
     }

@@ -366,7 +366,7 @@ pub fn providers(config: &ModelConfig) -> Result<Providers, BuildError> {
 
 /// The providers of `config`; with the file's `api_key` in place of its provider's key
 /// variables.
-fn providers_for(
+pub(crate) fn providers_for(
     definition: &AgentDefinition,
     config: &ModelConfig,
     notes: &mut Vec<String>,

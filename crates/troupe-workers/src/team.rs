@@ -5,7 +5,7 @@
 
 use crate::build::{self, AgentBuild, Approvals, BuildError, Ceilings, SandboxChoice};
 use crate::definition::AgentDefinition;
-use crate::process::{Backoff, ProcessMember, WorkerConfig};
+use crate::process::{Backoff, ModelHost, ProcessMember, WorkerConfig};
 use crate::registry::{AgentRegistry, RegisteredAgent};
 use crate::team_file::{Isolation, TeamFile, TeamStrategy};
 use crate::team_meter::{TeamGate, TeamMeter};
@@ -178,8 +178,9 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
     }
     let mut members: Vec<Arc<dyn Member>> = Vec::new();
     let mut agents = std::collections::BTreeMap::new();
-    // A member that runs elsewhere (a worker, a remote agent) is metered by its result; a
-    // local one by its gate, call by call.
+    // A member whose model calls this process makes (a local one, through its gate; a
+    // worker's, through its model host) is metered call by call; a remote agent by its
+    // result.
     let tracked = |inner: Arc<dyn Member>, report_to: Option<String>, report: Option<OutputSpec>, local: bool| {
         Arc::new(Tracked {
             inner,
@@ -221,13 +222,15 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
                 AgentMember::new(built.agent, description).with_control(setting.control.clone()).shared()
             }
             Isolation::Process => {
-                let (config, note) = worker(agent, setting, &budget)?;
-                notes.extend(note);
+                let (config, worker_notes) = worker(agent, setting, &budget, &meter)?;
+                notes.extend(worker_notes);
                 Arc::new(ProcessMember::new(id, description, config).with_control(setting.control.clone()))
             }
         };
         rows.push(Row { name: id.to_owned(), role: "member", isolation: entry.isolation });
-        members.push(tracked(inner, recipient(n), report, entry.isolation != Isolation::Process));
+        // A process member's model calls are made, and metered, here: counted by the
+        // host as they end, not again from its result.
+        members.push(tracked(inner, recipient(n), report, true));
     }
     let track = |inner: Arc<dyn Member>| tracked(inner, None, None, true);
     let leader_ceilings =
@@ -334,13 +337,15 @@ fn firewall(team: &TeamFile, ids: &[String], recipient: &dyn Fn(usize) -> Option
 }
 
 /// How a `process` member's workers start: its file's `[agent.execution]`, with paths
-/// made absolute (the worker starts in the workspace), the provider's key and base URL
-/// variables granted, its retries and report timeout.
+/// made absolute (the worker starts in the workspace), its model called by this process
+/// (no key is granted: the worker's calls come back as frames, gated by the team's
+/// meter), its retries and report timeout.
 fn worker(
     agent: &RegisteredAgent,
     setting: &Setting<'_>,
     budget: &TeamBudget,
-) -> Result<(WorkerConfig, Option<String>), BuildError> {
+    meter: &Arc<TeamMeter>,
+) -> Result<(WorkerConfig, Vec<String>), BuildError> {
     let absolute = |path: &Path| {
         std::path::absolute(path).map_err(|e| BuildError::Invalid(format!("cannot resolve {}: {e}", path.display())))
     };
@@ -355,12 +360,10 @@ fn worker(
     for (name, value) in execution.env {
         config = config.env(name, value);
     }
-    let providers = build::providers(setting.config)?;
-    if let Some(provider) = build::provider_name(&definition).and_then(|name| providers.provider(&name).cloned()) {
-        for variable in provider.api_key_env.iter().chain(provider.base_url_env.iter()) {
-            config = config.inherit_env(variable.clone());
-        }
-    }
+    let mut notes = Vec::new();
+    let providers = build::providers_for(&definition, setting.config, &mut notes)?;
+    let host = ModelHost::new(Arc::new(providers), [definition.model_id()]).metered(Arc::clone(meter));
+    config = config.host_models(host);
     for variable in ["TROUPE_MODEL", "TROUPE_LOG", "RUST_LOG"] {
         config = config.inherit_env(variable);
     }
@@ -373,13 +376,12 @@ fn worker(
     // that the worker does not refuse the agent for them.
     let worker_tools: Vec<String> = troupe_tools::coding_tools().iter().map(|t| t.declaration().name.clone()).collect();
     let policy = definition.tool_policy();
-    let mut note = None;
     let allowed = match policy.allowed() {
         Some(allowed) => {
             let (kept, left): (Vec<String>, Vec<String>) =
                 allowed.iter().cloned().partition(|t| worker_tools.contains(t));
             if !left.is_empty() {
-                note = Some(format!("{}: its worker has no {}; left out", definition.id(), left.join(", ")));
+                notes.push(format!("{}: its worker has no {}; left out", definition.id(), left.join(", ")));
             }
             kept
         }
@@ -391,7 +393,7 @@ fn worker(
         // protocol: a worker that dies is replaced by one that resumes it.
         config = config.record_in(Arc::clone(durability.store()));
     }
-    Ok((config.tool_policy(policy).approvals(setting.approvals), note))
+    Ok((config.tool_policy(policy).approvals(setting.approvals), notes))
 }
 
 /// A member as the team sees it: its events go to the team's sink whoever runs it (a
@@ -405,8 +407,8 @@ struct Tracked {
     report: Option<OutputSpec>,
     firewall: Arc<ContextFirewall>,
     records: Records,
-    /// The team's meter, for a member whose calls no gate of this process counts (a worker,
-    /// a remote agent): its spend is added when its result comes back.
+    /// The team's meter, for a member whose calls this process does not make (a remote
+    /// agent): its spend is added when its result comes back.
     meter: Option<Arc<TeamMeter>>,
 }
 

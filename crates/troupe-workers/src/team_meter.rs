@@ -79,7 +79,7 @@ impl TeamMeter {
     }
 
     /// Refuses the next call when the budget is spent: stops the team (once) and says why.
-    fn refuse(&self) -> Option<String> {
+    pub(crate) fn refuse(&self) -> Option<String> {
         let which = self.over()?;
         let mut state = self.lock();
         if state.stopped.is_none() {

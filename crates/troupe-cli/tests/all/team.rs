@@ -351,6 +351,50 @@ fn the_team_budget_stops_every_member() {
     assert!(err.contains("budget ran out"), "{err}");
 }
 
+/// A process member's model is called by the team's process, with the team's key (the
+/// worker is granted none), and its spend is counted once: by the team as each call ends,
+/// not again from the member's result. Counted twice, the researcher's 2,200 tokens would
+/// have spent the budget of 3,000 and the reviewer's call after it would be refused.
+#[test]
+fn a_process_members_model_calls_are_made_by_the_team_and_counted_once() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let usage = Usage { input_tokens: 1000, output_tokens: 100, ..Usage::default() };
+    let read = MockTurn::tool_call("c1", "fs.read", serde_json::json!({"path": "README.md"})).with_usage(usage);
+    server.push(read);
+    server.push(MockTurn::text("The README says Gadget.").with_usage(usage));
+    let small = Usage { input_tokens: 100, output_tokens: 10, ..Usage::default() };
+    server.push(MockTurn::text("Reviewed: Gadget.").with_usage(small));
+    let dir = edited_example(|_| {
+        "[team]\nname = \"pair\"\nstrategy = \"pipeline\"\n\n[team.budget]\nmax_total_tokens = 3000\n\n\
+         [[team.members]]\nagent = \"researcher\"\nisolation = \"process\"\n\n\
+         [[team.members]]\nagent = \"reviewer\"\n"
+            .to_owned()
+    });
+    for agent in ["researcher", "reviewer"] {
+        let path = dir.path().join(format!("agents/{agent}.toml"));
+        let file = std::fs::read_to_string(&path).expect("reads the agent");
+        let file = file.replace("model = \"demo\"", "model = \"anthropic/claude-sonnet-4-5\"");
+        std::fs::write(&path, file).expect("writes the agent");
+    }
+    let workspace = workspace("# Gadget");
+    let url = server.url();
+    let output = team_with(
+        dir.path(),
+        &["run", "team.toml", "Read the README", "-w", text(workspace.path()), "--approve", "never"],
+        &[("ANTHROPIC_API_KEY", "sk-ant-team"), ("ANTHROPIC_BASE_URL", &url)],
+    );
+    let (out, err) = (stdout(&output), stderr(&output));
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(out.contains("Reviewed: Gadget."), "{out}");
+    assert!(err.contains("[researcher] worker sandbox:"), "the researcher ran in a worker: {err}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "the researcher's two calls, then the reviewer's");
+    for request in &requests {
+        assert_eq!(request.header("x-api-key"), Some("sk-ant-team"), "the team's key, sent by the team");
+    }
+}
+
 #[test]
 fn an_orchestrated_team_reads_the_leaders_plan_through_the_firewall() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");

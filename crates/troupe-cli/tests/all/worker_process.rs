@@ -3,12 +3,16 @@
 //! refused inside the worker and blocked by the coordinator; a worker killed mid-task is a
 //! failed attempt (and a retry succeeds); a worker whose run is recorded in the
 //! coordinator's store and is killed after two side effects is resumed without repeating
-//! them; a gibibyte goes each way with both processes' peak memory printed and bounded.
+//! them; a gibibyte goes each way with both processes' peak memory printed and bounded;
+//! a worker whose model the coordinator hosts calls it through the coordinator, holding
+//! no key.
 
 use futures::{SinkExt, StreamExt};
 use serde_json::json;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 use tokio::sync::mpsc;
@@ -20,7 +24,9 @@ use troupe_team::{Member, MemberTask};
 use troupe_testkit::{MockLlmServer, MockTurn};
 use troupe_workers::ipc::{AgentTask, Frame, FrameCodec, PayloadSource, TaskOutputs, ToolPolicy, frame_reader};
 use troupe_workers::process::rss::own_peak_rss_kib;
-use troupe_workers::process::{Backoff, ProcessMember, SANDBOX_EVENT, WorkerConfig, WorkerOutcome, WorkerTask};
+use troupe_workers::process::{
+    Backoff, ModelHost, OFFLINE_ENV, ProcessMember, SANDBOX_EVENT, WorkerConfig, WorkerOutcome, WorkerTask,
+};
 
 const TROUPE: &str = env!("CARGO_BIN_EXE_troupe");
 
@@ -172,6 +178,78 @@ async fn shell_calling_model(marker: &Path) -> MockLlmServer {
 fn with_mock(config: WorkerConfig, server: &MockLlmServer) -> WorkerConfig {
     config.env("ANTHROPIC_API_KEY", "sk-ant-fake").env("ANTHROPIC_BASE_URL", server.url())
 }
+
+/// The coordinator's providers, reaching the mock server with `key`.
+fn coordinator_providers(server: &MockLlmServer, key: &str) -> Arc<troupe::model::Providers> {
+    let env: HashMap<String, String> = [("ANTHROPIC_API_KEY", key.to_owned()), ("ANTHROPIC_BASE_URL", server.url())]
+        .map(|(k, v)| (k.to_owned(), v))
+        .into();
+    Arc::new(troupe::model::Providers::with_env(env))
+}
+
+/// With a model host, the worker's agent calls its model through the coordinator: the
+/// worker is granted no key (its environment is `PATH` alone), and the provider sees the
+/// coordinator's key on every call.
+#[tokio::test]
+async fn a_hosted_model_is_called_by_the_coordinator_and_the_worker_holds_no_key() {
+    let dirs = Dirs::new();
+    let server = MockLlmServer::start().await.expect("the mock server starts");
+    server.push(MockTurn::tool_call("toolu_1", "fs.read", json!({"path": "README.md"})));
+    server.push(MockTurn::text("It is a gadget."));
+    let host = ModelHost::new(coordinator_providers(&server, "sk-ant-coordinator"), [SONNET]);
+    let member = ProcessMember::new("coder", "a hosted coder", dirs.worker().host_models(host));
+    let mut granted: Vec<String> =
+        member.config().worker_env().iter().map(|(name, _)| name.to_string_lossy().into_owned()).collect();
+    granted.sort();
+    assert_eq!(granted, ["PATH", OFFLINE_ENV], "no key is granted to the worker");
+    let (outcome, events) = run(&member, task("t-hosted", "Read the README", SONNET).into()).await;
+    assert!(outcome.member.success, "{:?} / {:?}", outcome.member, outcome.attempts);
+    // Its model reached through the coordinator, the worker confined itself without the
+    // network: its system-call filter refuses every socket.
+    let sandbox = &outcome.result.as_ref().expect("a result").metrics.sandbox;
+    assert!(sandbox.ends_with("system calls filtered (seccomp), no network"), "{sandbox}");
+    assert_eq!(outcome.member.content, "It is a gadget.");
+    assert_eq!(tools_called(&events), ["fs.read"]);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "both turns went to the provider");
+    for request in &requests {
+        assert_eq!(request.header("x-api-key"), Some("sk-ant-coordinator"));
+    }
+    let read = requests[1].body["messages"].to_string();
+    assert!(read.contains("A gadget for tests."), "the tool's result went back to the model: {read}");
+}
+
+/// A task whose agent names a model the host does not serve fails in the worker, and
+/// nothing reaches the provider.
+#[tokio::test]
+async fn a_model_the_host_does_not_serve_reaches_no_provider() {
+    let dirs = Dirs::new();
+    let server = MockLlmServer::start().await.expect("the mock server starts");
+    server.push(MockTurn::text("never asked"));
+    let host = ModelHost::new(coordinator_providers(&server, "sk-ant-coordinator"), [SONNET]);
+    let member = ProcessMember::new("coder", "a hosted coder", dirs.worker().host_models(host));
+    let (outcome, _) = run(&member, task("t-other", "Read the README", "anthropic/claude-opus-4-1").into()).await;
+    assert!(!outcome.member.success, "{:?}", outcome.member);
+    let error = outcome.member.error.unwrap_or_default();
+    assert!(error.contains("serves only anthropic/claude-sonnet-4-5"), "{error}");
+    assert!(server.requests().is_empty());
+}
+
+/// A host that cannot serve its model (its key is not set) fails the task before a
+/// worker starts, naming the variable.
+#[tokio::test]
+async fn a_host_without_its_key_fails_the_task_before_a_worker_starts() {
+    let dirs = Dirs::new();
+    let providers = Arc::new(troupe::model::Providers::with_env(HashMap::<String, String>::new()));
+    let member =
+        ProcessMember::new("coder", "a hosted coder", dirs.worker().host_models(ModelHost::new(providers, [SONNET])));
+    let (outcome, _) = run(&member, task("t-nokey", "Read the README", SONNET).into()).await;
+    assert!(outcome.attempts.is_empty(), "no worker started: {:?}", outcome.attempts);
+    let error = outcome.member.error.unwrap_or_default();
+    assert!(error.contains("cannot serve the worker's model") && error.contains("ANTHROPIC_API_KEY"), "{error}");
+}
+
+const SONNET: &str = "anthropic/claude-sonnet-4-5";
 
 #[tokio::test]
 async fn a_denied_tool_called_anyway_is_refused_inside_the_worker() {

@@ -107,6 +107,9 @@ fn decode_payload(kind: FrameType, payload: Bytes) -> Result<Frame, IpcError> {
         FrameType::PayloadEnd => Frame::PayloadEnd(json(kind, &payload)?),
         FrameType::StoreCall => Frame::StoreCall(Box::new(json(kind, &payload)?)),
         FrameType::StoreReply => Frame::StoreReply(Box::new(json(kind, &payload)?)),
+        FrameType::ModelCall => Frame::ModelCall(Box::new(json(kind, &payload)?)),
+        FrameType::ModelReply => Frame::ModelReply(Box::new(json(kind, &payload)?)),
+        FrameType::ModelCancel => Frame::ModelCancel(json(kind, &payload)?),
     })
 }
 
@@ -145,6 +148,9 @@ impl Encoder<Frame> for FrameCodec {
             Frame::PayloadEnd(end) => put_json(kind, end, dst),
             Frame::StoreCall(call) => put_json(kind, call, dst),
             Frame::StoreReply(reply) => put_json(kind, reply, dst),
+            Frame::ModelCall(call) => put_json(kind, call, dst),
+            Frame::ModelReply(reply) => put_json(kind, reply, dst),
+            Frame::ModelCancel(cancel) => put_json(kind, cancel, dst),
         };
         let len = dst.len() - start - HEADER_LEN;
         if let Err(error) = written {

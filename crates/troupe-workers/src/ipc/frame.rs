@@ -21,7 +21,11 @@
 //! | `payload_end` | `0x12` | JSON [`PayloadEnd`] |
 //! | `store_call` | `0x20` | JSON [`StoreCall`] |
 //! | `store_reply` | `0x21` | JSON [`StoreReply`] |
+//! | `model_call` | `0x30` | JSON [`ModelCall`] |
+//! | `model_reply` | `0x31` | JSON [`ModelReply`] |
+//! | `model_cancel` | `0x32` | JSON [`ModelCancel`] |
 
+use super::model::{ModelCall, ModelCancel, ModelReply};
 use super::{AgentResult, AgentTask, StoreCall, StoreReply};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -59,11 +63,17 @@ pub enum FrameType {
     StoreCall,
     /// The answer to a store call, coordinator to worker.
     StoreReply,
+    /// A model call, worker to coordinator.
+    ModelCall,
+    /// An answer to a model call, coordinator to worker.
+    ModelReply,
+    /// A model call no longer wanted, worker to coordinator.
+    ModelCancel,
 }
 
 impl FrameType {
     /// Every frame type.
-    pub const ALL: [FrameType; 10] = [
+    pub const ALL: [FrameType; 13] = [
         FrameType::Task,
         FrameType::Event,
         FrameType::Result,
@@ -74,6 +84,9 @@ impl FrameType {
         FrameType::PayloadEnd,
         FrameType::StoreCall,
         FrameType::StoreReply,
+        FrameType::ModelCall,
+        FrameType::ModelReply,
+        FrameType::ModelCancel,
     ];
 
     /// The type byte.
@@ -89,6 +102,9 @@ impl FrameType {
             FrameType::PayloadEnd => 0x12,
             FrameType::StoreCall => 0x20,
             FrameType::StoreReply => 0x21,
+            FrameType::ModelCall => 0x30,
+            FrameType::ModelReply => 0x31,
+            FrameType::ModelCancel => 0x32,
         }
     }
 
@@ -110,6 +126,9 @@ impl FrameType {
             FrameType::PayloadEnd => "payload_end",
             FrameType::StoreCall => "store_call",
             FrameType::StoreReply => "store_reply",
+            FrameType::ModelCall => "model_call",
+            FrameType::ModelReply => "model_reply",
+            FrameType::ModelCancel => "model_cancel",
         }
     }
 }
@@ -171,6 +190,12 @@ pub enum Frame {
     StoreCall(Box<StoreCall>),
     /// The answer to a store call.
     StoreReply(Box<StoreReply>),
+    /// A model call of the worker's agent.
+    ModelCall(Box<ModelCall>),
+    /// An answer to a model call.
+    ModelReply(Box<ModelReply>),
+    /// A model call whose response is no longer wanted.
+    ModelCancel(ModelCancel),
 }
 
 impl Frame {
@@ -187,6 +212,9 @@ impl Frame {
             Frame::PayloadEnd(_) => FrameType::PayloadEnd,
             Frame::StoreCall(_) => FrameType::StoreCall,
             Frame::StoreReply(_) => FrameType::StoreReply,
+            Frame::ModelCall(_) => FrameType::ModelCall,
+            Frame::ModelReply(_) => FrameType::ModelReply,
+            Frame::ModelCancel(_) => FrameType::ModelCancel,
         }
     }
 

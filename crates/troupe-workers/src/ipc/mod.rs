@@ -19,6 +19,9 @@
 //! C → W  cancel                    stop: the worker cancels its run and sends its result
 //! W → C  store_call                when the task names a run to record: a call on the
 //! C → W  store_reply                 coordinator's store for it, answered by its number
+//! W → C  model_call                when the task names hosted models: a call of the
+//! C → W  model_reply…                agent's model, made by the coordinator; its answers
+//! W → C  model_cancel                (accepted, events, end or failed) by its number
 //! ```
 //!
 //! Payload bytes travel raw (not JSON) and are written to files as they arrive, so a
@@ -28,6 +31,7 @@ pub mod channel;
 mod codec;
 mod error;
 pub mod frame;
+pub mod model;
 mod payload;
 mod result;
 pub mod store;
@@ -37,6 +41,7 @@ pub use channel::{FrameReader, FrameSender, WRITE_QUEUE, frame_reader, spawn_wri
 pub use codec::FrameCodec;
 pub use error::{IpcError, PayloadError};
 pub use frame::{CHUNK_LEN, Frame, FrameType, HEADER_LEN, MAX_FRAME_LEN, PayloadEnd, PayloadStart};
+pub use model::{HostedModel, ModelAnswer, ModelCall, ModelCancel, ModelReply, WireModelError};
 pub use payload::{PayloadReceiver, PayloadSource, PayloadSummary, is_plain_file_name, send_payload};
 pub use result::{AgentResult, ArtifactRef, ResultMetrics};
 pub use store::{StoreCall, StoreReply};

@@ -70,6 +70,10 @@ pub struct AgentTask {
     /// hashing costs more than the transfer).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skip_checksums: bool,
+    /// The models the coordinator serves the task's agent: when there are any, the worker
+    /// calls its models only through model-call frames (and holds no provider key).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosted_models: Vec<super::model::HostedModel>,
 }
 
 impl AgentTask {

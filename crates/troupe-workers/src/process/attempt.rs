@@ -102,6 +102,7 @@ pub(crate) async fn run(attempt: Attempt<'_>) -> (AttemptReport, Result<Finished
         events: 0,
         pid,
         peak_rss_kib: None,
+        model_calls: HashMap::new(),
     };
     let end = reader.read(frame_reader(stdout, codec), sender, started).await;
     report.events = reader.events;
@@ -167,6 +168,8 @@ struct Reader<'a, 'b> {
     events: u64,
     pid: u32,
     peak_rss_kib: Option<u64>,
+    /// The worker's model calls being made, by number: ended with the attempt.
+    model_calls: HashMap<u64, (AbortOnDrop<()>, CancellationToken)>,
 }
 
 impl Reader<'_, '_> {
@@ -293,10 +296,41 @@ impl Reader<'_, '_> {
                 let _ = self.frames_out.send(Frame::StoreReply(Box::new(reply))).await;
                 None
             }
-            other @ (Frame::Task(_) | Frame::Cancel { .. } | Frame::StoreReply(_)) => Some(ReadEnd::Failed(
-                AttemptError::Unexpected(format!("a worker never sends a {} frame", other.frame_type().name())),
-            )),
+            Frame::ModelCall(call) => self.model_call(*call).err().map(ReadEnd::Failed),
+            Frame::ModelCancel(cancel) => {
+                // The call ends with what it spent counted; its answer goes unread.
+                if let Some((_, stop)) = self.model_calls.get(&cancel.id) {
+                    stop.cancel();
+                }
+                None
+            }
+            other @ (Frame::Task(_) | Frame::Cancel { .. } | Frame::StoreReply(_) | Frame::ModelReply(_)) => {
+                Some(ReadEnd::Failed(AttemptError::Unexpected(format!(
+                    "a worker never sends a {} frame",
+                    other.frame_type().name()
+                ))))
+            }
         }
+    }
+
+    /// Starts making the worker's model call `call`: its answers go out as they come,
+    /// while the worker's other frames are read.
+    fn model_call(&mut self, call: crate::ipc::ModelCall) -> Result<(), AttemptError> {
+        let Some(host) = &self.attempt.config.models else {
+            return Err(AttemptError::Unexpected(
+                "the worker made a model call, but its task hosts no model".to_owned(),
+            ));
+        };
+        self.model_calls.retain(|_, (task, _)| !task.0.is_finished());
+        if self.model_calls.contains_key(&call.id) {
+            return Err(AttemptError::Unexpected(format!("the worker made model call {} twice", call.id)));
+        }
+        let (id, host, frames, stop) =
+            (call.id, std::sync::Arc::clone(host), self.frames_out.clone(), CancellationToken::new());
+        let cancel = stop.clone();
+        let task = tokio::spawn(async move { host.answer(call, &frames, cancel).await });
+        self.model_calls.insert(id, (AbortOnDrop(task), stop));
+        Ok(())
     }
 
     async fn start_artifact(&mut self, start: PayloadStart) -> Result<(), AttemptError> {

@@ -1,5 +1,6 @@
 //! [`WorkerConfig`]: how a worker process is started, watched and retried.
 
+use super::model_host::ModelHost;
 use crate::ipc::ToolPolicy;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -52,7 +53,14 @@ pub struct WorkerConfig {
     /// Where a worker's run is recorded ([`WorkerConfig::record_in`]); `None`: it is not,
     /// and a worker started again for a task starts its run over.
     pub record: Option<RecordStore>,
+    /// The models the coordinator calls for its workers ([`WorkerConfig::host_models`]);
+    /// `None`: a worker calls its model itself, with a key it must be granted.
+    pub models: Option<Arc<ModelHost>>,
 }
+
+/// Set (to `1`) in the environment of a worker whose models its coordinator hosts: it
+/// needs no network, and `troupe agent run --worker` confines itself without one.
+pub const OFFLINE_ENV: &str = "TROUPE_WORKER_OFFLINE";
 
 /// The coordinator's store that its workers record their runs in.
 #[derive(Clone)]
@@ -84,6 +92,7 @@ impl WorkerConfig {
             cancel_grace: Duration::from_secs(2),
             approvals: None,
             record: None,
+            models: None,
         }
     }
 
@@ -191,6 +200,20 @@ impl WorkerConfig {
     pub fn record_in(mut self, store: Arc<dyn Store>) -> Self {
         self.record = Some(RecordStore(store));
         self
+    }
+
+    /// Makes the workers' model calls here, through `host`: a worker's agent calls its
+    /// model through the protocol, the coordinator calls the provider with its own key and
+    /// HTTP client (no key needs granting, and none reaches the worker) and refuses a
+    /// call once a metered host's budget is spent. The worker is told it needs no network
+    /// ([`OFFLINE_ENV`]). A task's model must be one the host
+    /// serves; a host that cannot serve its models (a key not set) fails the task before
+    /// any worker starts.
+    pub fn host_models(mut self, host: ModelHost) -> Self {
+        self.models = Some(Arc::new(host));
+        // troupe's worker then confines itself without the network; another program may
+        // ignore it.
+        self.env(OFFLINE_ENV, "1")
     }
 
     /// Sets how long a cancelled worker has to answer.

@@ -142,6 +142,15 @@ impl ProcessMember {
         task.approvals = task.approvals.or(self.config.approvals);
         task.heartbeat_ms = millis(self.config.heartbeat_interval).max(1);
         task.missed_heartbeats = self.config.missed_heartbeats;
+        if let Some(models) = &self.config.models {
+            task.hosted_models = match models.hosted() {
+                Ok(hosted) => hosted,
+                Err(error) => {
+                    let error = format!("the coordinator cannot serve the worker's model: {error}");
+                    return self.failed(&task.task_id, error, Vec::new());
+                }
+            };
+        }
         let host = self.config.record.as_ref().map(|record| {
             let run_id = task.record_run.clone().unwrap_or_else(|| self.run_id_for(&task));
             task.record_run = Some(run_id.clone());

@@ -4,9 +4,10 @@
 //! The worker may read and execute under the system directories and its workspace, and
 //! write only under its workspace, `/tmp` and `/dev/null`-like device files; the system
 //! calls no confined command may make (`ptrace`, `process_vm_*`, mounts, namespaces, the
-//! keyring, `io_uring`, …) fail, and it dumps no core. It keeps the network (its model is
-//! reached over it); the commands its agent runs are confined again, by the sandbox of
-//! commands. Where the
+//! keyring, `io_uring`, …) fail, and it dumps no core. It keeps the network only when its
+//! policy says so ([`SandboxPolicy::network`]): a worker whose coordinator hosts its
+//! model needs none, and opens no socket. The commands its agent runs are confined again,
+//! by the sandbox of commands. Where the
 //! kernel has no Landlock (or an older ABI), the [`SandboxReport`] says so; a worker sends
 //! it as its first event, in its result's metrics and on stderr: never silently skipped.
 //!
@@ -37,6 +38,8 @@ pub struct SandboxPolicy {
     pub readable: Vec<PathBuf>,
     /// Read, write and execute, besides the workspace.
     pub writable: Vec<PathBuf>,
+    /// Whether the worker may open sockets (to reach its model itself).
+    pub network: bool,
 }
 
 impl SandboxPolicy {
@@ -49,7 +52,15 @@ impl SandboxPolicy {
             workspace: workspace.into(),
             readable: SYSTEM_READ_PATHS.iter().map(PathBuf::from).collect(),
             writable,
+            network: true,
         }
+    }
+
+    /// Takes the network away: no socket can be opened (the coordinator calls the
+    /// worker's model).
+    pub fn without_network(mut self) -> Self {
+        self.network = false;
+        self
     }
 
     /// Also lets the worker read (and execute) under `path`.
@@ -78,6 +89,9 @@ pub enum SandboxReport {
         /// Whether the system-call filter is installed.
         #[serde(default)]
         seccomp: bool,
+        /// Whether that filter also refuses every socket.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        offline: bool,
     },
     /// Some restrictions are enforced; the kernel's Landlock lacks the rest.
     Partial {
@@ -88,6 +102,9 @@ pub enum SandboxReport {
         /// Whether the system-call filter is installed.
         #[serde(default)]
         seccomp: bool,
+        /// Whether that filter also refuses every socket.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        offline: bool,
     },
     /// Nothing is enforced.
     Unavailable {
@@ -106,25 +123,29 @@ impl SandboxReport {
 impl fmt::Display for SandboxReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SandboxReport::Enforced { abi, workspace, seccomp } => {
+            SandboxReport::Enforced { abi, workspace, seccomp, offline } => {
                 write!(f, "landlock: enforced ({abi}); writes confined to {} and /tmp", workspace.display())?;
-                f.write_str(calls(*seccomp))
+                f.write_str(calls(*seccomp, *offline))
             }
-            SandboxReport::Partial { abi, workspace, seccomp } => {
+            SandboxReport::Partial { abi, workspace, seccomp, offline } => {
                 write!(
                     f,
                     "landlock: partially enforced ({abi}: the kernel lacks some access rights); writes confined to {} and /tmp",
                     workspace.display()
                 )?;
-                f.write_str(calls(*seccomp))
+                f.write_str(calls(*seccomp, *offline))
             }
             SandboxReport::Unavailable { reason } => write!(f, "landlock unavailable: {reason}"),
         }
     }
 }
 
-fn calls(seccomp: bool) -> &'static str {
-    if seccomp { "; system calls filtered (seccomp)" } else { "; system calls not filtered" }
+fn calls(seccomp: bool, offline: bool) -> &'static str {
+    match (seccomp, offline) {
+        (true, true) => "; system calls filtered (seccomp), no network",
+        (true, false) => "; system calls filtered (seccomp)",
+        (false, _) => "; system calls not filtered",
+    }
 }
 
 /// The newest Landlock ABI whose file-system rights the worker asks for; older kernels
@@ -135,8 +156,8 @@ const REQUESTED_ABI: ABI = ABI::V5;
 /// their system calls (see the module's documentation).
 pub fn confine(policy: &SandboxPolicy) -> SandboxReport {
     let landlock = apply(policy);
-    // The network stays: the worker's model is reached over it.
-    let seccomp = match troupe_sandbox::confine_calls(true) {
+    // The network stays when the worker reaches its model itself.
+    let seccomp = match troupe_sandbox::confine_calls(policy.network) {
         Ok(()) => true,
         Err(error) => {
             tracing::warn!(%error, "the worker's system calls are not filtered");
@@ -151,9 +172,10 @@ pub fn confine(policy: &SandboxPolicy) -> SandboxReport {
                 LandlockStatus::NotImplemented => "not implemented".to_owned(),
             };
             let workspace = policy.workspace.clone();
+            let offline = seccomp && !policy.network;
             match status.ruleset {
-                RulesetStatus::FullyEnforced => SandboxReport::Enforced { abi, workspace, seccomp },
-                RulesetStatus::PartiallyEnforced => SandboxReport::Partial { abi, workspace, seccomp },
+                RulesetStatus::FullyEnforced => SandboxReport::Enforced { abi, workspace, seccomp, offline },
+                RulesetStatus::PartiallyEnforced => SandboxReport::Partial { abi, workspace, seccomp, offline },
                 RulesetStatus::NotEnforced => SandboxReport::Unavailable {
                     reason: match status.landlock {
                         LandlockStatus::NotEnabled => {

@@ -3,6 +3,7 @@
 //! and sends its result.
 
 use super::error::WorkerError;
+use super::hosted_models::{HostedModels, ModelRoute};
 use super::remote_store::{RemoteStore, ReplyRoute};
 use super::rss::own_peak_rss_kib;
 use super::sandbox::SandboxReport;
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId, RunOutcomeKind};
 use troupe_durable::ResumeRun;
 use troupe_runtime::durable::{finished_output, resumable_failure};
-use troupe_runtime::{Agent, Durability, RunHandle, RunInput, RunOutcome, RunOutput};
+use troupe_runtime::{Agent, Durability, ModelResolver, RunHandle, RunInput, RunOutcome, RunOutput};
 use troupe_tools::Workspace;
 
 /// Where a worker writes its input payloads, in its workspace.
@@ -56,7 +57,9 @@ pub type BuildError = String;
 /// Serves one task over `input` and `output` (the worker's stdin and stdout).
 ///
 /// Reads the task and its input payloads (each written to `.troupe-inputs/<name>` in the
-/// workspace as it arrives), builds the agent with `build`, removes from its catalog
+/// workspace as it arrives), builds the agent with `build` (given, when the task names
+/// hosted models, the resolver that calls them through the coordinator: the agent's
+/// runner uses it whatever `build` does), removes from its catalog
 /// every tool the task's policy does not permit (so a call of one is answered as a call
 /// of an unknown tool), runs it while streaming its events, answers cancel frames and a
 /// silent coordinator by cancelling the run, streams the requested artifacts, and sends
@@ -67,7 +70,7 @@ pub async fn serve<R, W, F>(input: R, output: W, options: ServeOptions, build: F
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
-    F: FnOnce(&AgentTask) -> Result<Agent, BuildError>,
+    F: FnOnce(&AgentTask, Option<Arc<dyn ModelResolver>>) -> Result<Agent, BuildError>,
 {
     let started = Instant::now();
     let codec = FrameCodec::new();
@@ -138,7 +141,7 @@ impl Session<'_> {
     async fn run<R, F>(&mut self, mut frames: FrameReader<R>, silence: Duration, build: F) -> AgentResult
     where
         R: AsyncRead + Unpin + Send + 'static,
-        F: FnOnce(&AgentTask) -> Result<Agent, BuildError>,
+        F: FnOnce(&AgentTask, Option<Arc<dyn ModelResolver>>) -> Result<Agent, BuildError>,
     {
         let task = self.task;
         self.send_sandbox_event().await;
@@ -147,16 +150,25 @@ impl Session<'_> {
                 let stop = CancellationToken::new();
                 let reason = Arc::new(std::sync::Mutex::new(None::<Stop>));
                 // A recorded run's store calls go out as frames; the watcher routes their replies.
-                let (record, route) = match &task.record_run {
+                let (record, store_route) = match &task.record_run {
                     Some(_) => {
                         let (store, route) = RemoteStore::new(self.frames_out.clone());
                         (Some(Arc::new(store)), Some(route))
                     }
                     None => (None, None),
                 };
+                // Hosted models are called as frames too; the watcher routes their answers.
+                let (models, model_route) = if task.hosted_models.is_empty() {
+                    (None, None)
+                } else {
+                    let (models, route) = HostedModels::new(task.hosted_models.clone(), self.frames_out);
+                    (Some(Arc::new(models) as Arc<dyn ModelResolver>), Some(route))
+                };
+                let routes = Routes { store: store_route, models: model_route };
                 let watcher =
-                    tokio::spawn(watch_coordinator(frames, silence, stop.clone(), Arc::clone(&reason), route));
-                let mut result = self.run_agent(&inputs, build, record, &stop, &reason).await;
+                    tokio::spawn(watch_coordinator(frames, silence, stop.clone(), Arc::clone(&reason), routes));
+                let setup = Setup { record, models };
+                let mut result = self.run_agent(&inputs, build, setup, &stop, &reason).await;
                 self.send_artifacts(&inputs, &mut result).await;
                 watcher.abort();
                 result
@@ -237,15 +249,15 @@ impl Session<'_> {
         &self,
         inputs: &[PayloadSummary],
         build: F,
-        record: Option<Arc<RemoteStore>>,
+        setup: Setup,
         stop: &CancellationToken,
         reason: &std::sync::Mutex<Option<Stop>>,
     ) -> AgentResult
     where
-        F: FnOnce(&AgentTask) -> Result<Agent, BuildError>,
+        F: FnOnce(&AgentTask, Option<Arc<dyn ModelResolver>>) -> Result<Agent, BuildError>,
     {
         let task = self.task;
-        let agent = match build(task).and_then(|agent| restrict(agent, &task.tools, record)) {
+        let agent = match build(task, setup.models.clone()).and_then(|agent| restrict(agent, &task.tools, setup)) {
             Ok(agent) => agent,
             Err(error) => {
                 return AgentResult::failed(&task.task_id, format!("the worker cannot build its agent: {error}"));
@@ -392,16 +404,28 @@ enum Begun {
     Finished(Box<RunOutput>),
 }
 
+/// What the coordinator gives a task's agent beyond its tools.
+struct Setup {
+    /// The store its runs are recorded in, when the task names a run.
+    record: Option<Arc<RemoteStore>>,
+    /// The models it calls through the coordinator, when the task names hosted models.
+    models: Option<Arc<dyn ModelResolver>>,
+}
+
 /// The agent with its catalog cut down to the tools `policy` permits, recording its runs
-/// in `record` when given.
-fn restrict(agent: Agent, policy: &ToolPolicy, record: Option<Arc<RemoteStore>>) -> Result<Agent, BuildError> {
+/// in the coordinator's store and calling its models through the coordinator when the
+/// task says so.
+fn restrict(agent: Agent, policy: &ToolPolicy, setup: Setup) -> Result<Agent, BuildError> {
     let catalog = agent.runner().agent_catalog(agent.spec()).map_err(|e| e.to_string())?;
     let permitted: Vec<String> = catalog.names().into_iter().filter(|n| policy.permits(n)).map(str::to_owned).collect();
     let mut spec = agent.spec().clone();
     spec.tools = Some(permitted);
     let mut runner = agent.runner().clone();
-    if let Some(store) = record {
+    if let Some(store) = setup.record {
         runner = runner.with_store(Durability::new(store));
+    }
+    if let Some(models) = setup.models {
+        runner = runner.with_resolver(models);
     }
     Ok(Agent::new(runner, spec))
 }
@@ -457,15 +481,33 @@ fn stopped_result(task: &AgentTask, stop: &Stop) -> AgentResult {
     }
 }
 
+/// Where the coordinator's answers to the worker's calls go.
+struct Routes {
+    store: Option<ReplyRoute>,
+    models: Option<ModelRoute>,
+}
+
+impl Routes {
+    /// No reply can come any more: the run's calls fail instead of waiting.
+    fn close(&self) {
+        if let Some(route) = &self.store {
+            route.close();
+        }
+        if let Some(route) = &self.models {
+            route.close();
+        }
+    }
+}
+
 /// Watches the coordinator's frames while the run goes: a cancel, the end of the stream,
-/// a broken stream or a silence past `silence` stops the run. Store replies go on to be
-/// routed after a cancel, so the cancelled run can still record how it ended.
+/// a broken stream or a silence past `silence` stops the run. Store and model replies go
+/// on to be routed after a cancel, so the cancelled run can still record how it ended.
 async fn watch_coordinator<R>(
     mut frames: FrameReader<R>,
     silence: Duration,
     stop: CancellationToken,
     reason: Arc<std::sync::Mutex<Option<Stop>>>,
-    route: Option<ReplyRoute>,
+    routes: Routes,
 ) where
     R: AsyncRead + Unpin,
 {
@@ -486,21 +528,22 @@ async fn watch_coordinator<R>(
             }
             Ok(Some(Ok(Frame::Cancel { reason }))) => {
                 stop_for(Stop::Cancelled(reason));
-                if route.is_none() {
+                if routes.store.is_none() && routes.models.is_none() {
                     return;
                 }
             }
-            Ok(Some(Ok(Frame::StoreReply(reply)))) => match &route {
+            Ok(Some(Ok(Frame::StoreReply(reply)))) => match &routes.store {
                 Some(route) => route.deliver(*reply),
                 None => break Stop::CoordinatorGone("the coordinator answered a store call never made".to_owned()),
+            },
+            Ok(Some(Ok(Frame::ModelReply(reply)))) => match &routes.models {
+                Some(route) => route.deliver(*reply),
+                None => break Stop::CoordinatorGone("the coordinator answered a model call never made".to_owned()),
             },
             Ok(Some(Ok(_))) => {}
         }
     };
-    // No reply can come any more: the run's store calls fail instead of waiting.
-    if let Some(route) = &route {
-        route.close();
-    }
+    routes.close();
     stop_for(gone);
 }
 

@@ -10,9 +10,9 @@ use tokio_util::codec::{Decoder, Encoder, FramedRead, FramedWrite};
 use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId, RunOutcomeKind, Usage};
 use troupe_workers::ipc::store::{StoreAnswer, StoreCall, StoreOp, StoreReply, WireStoreError};
 use troupe_workers::ipc::{
-    AgentResult, AgentTask, ArtifactRef, CHUNK_LEN, Frame, FrameCodec, FrameType, HEADER_LEN, IpcError, MAX_FRAME_LEN,
-    PayloadEnd, PayloadReceiver, PayloadRef, PayloadSource, PayloadStart, ResultMetrics, TaskInput, TaskOutputs,
-    ToolPolicy, send_payload,
+    AgentResult, AgentTask, ArtifactRef, CHUNK_LEN, Frame, FrameCodec, FrameType, HEADER_LEN, HostedModel, IpcError,
+    MAX_FRAME_LEN, ModelAnswer, ModelCall, ModelCancel, ModelReply, PayloadEnd, PayloadReceiver, PayloadRef,
+    PayloadSource, PayloadStart, ResultMetrics, TaskInput, TaskOutputs, ToolPolicy, WireModelError, send_payload,
 };
 
 fn event(seq: u64, kind: AgentEventKind) -> AgentEvent {
@@ -53,6 +53,12 @@ fn every_frame() -> Vec<Frame> {
         await_decisions: true,
         output: Some(troupe_team::report_spec()),
         skip_checksums: true,
+        hosted_models: vec![HostedModel {
+            name: "sonnet".into(),
+            id: "anthropic/claude-sonnet-4-5".into(),
+            model: "claude-sonnet-4-5".into(),
+            info: troupe_model::ModelRegistry::builtin().get("anthropic/claude-sonnet-4-5").cloned(),
+        }],
     };
     let result = AgentResult {
         task_id: "t-1".into(),
@@ -105,6 +111,22 @@ fn every_frame() -> Vec<Frame> {
             id: 2,
             answer: StoreAnswer::Err(WireStoreError::Other { message: "refused".into() }),
         })),
+        Frame::ModelCall(Box::new(ModelCall {
+            id: 1,
+            model: "sonnet".into(),
+            request: troupe_core::ModelRequest::new("claude-sonnet-4-5"),
+        })),
+        Frame::ModelReply(Box::new(ModelReply { id: 1, answer: ModelAnswer::Accepted })),
+        Frame::ModelReply(Box::new(ModelReply {
+            id: 1,
+            answer: ModelAnswer::Event(troupe_core::StreamEvent::TextDelta { index: 0, text: "ça".into() }),
+        })),
+        Frame::ModelReply(Box::new(ModelReply { id: 1, answer: ModelAnswer::End })),
+        Frame::ModelReply(Box::new(ModelReply {
+            id: 2,
+            answer: ModelAnswer::Failed(WireModelError::refused("the team's budget is spent")),
+        })),
+        Frame::ModelCancel(ModelCancel { id: 2 }),
     ]
 }
 
