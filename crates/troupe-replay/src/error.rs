@@ -34,10 +34,27 @@ pub enum ReplayError {
         /// The first turn without a digest.
         step: usize,
     },
-    /// The run compacted its conversation; the compaction's own model call is not on
-    /// record to be substituted.
-    #[error("run `{0}` compacted its conversation, and a compacted run cannot be replayed yet")]
+    /// The run compacted its conversation before compactions were recorded in full: the
+    /// conversation it left is not on record to be put in place.
+    #[error(
+        "run `{0}` compacted its conversation, recorded by an older troupe that did not keep the conversation \
+         each compaction left; it can be shown, verified and resumed, but not replayed"
+    )]
     Compacted(String),
+    /// A fork at a step before the recorded run's last compaction: the conversation as it
+    /// was then is no longer on record.
+    #[error(
+        "run `{run_id}` compacted its conversation before step {compacted}; its conversation at step {step} is \
+         not on record: fork at step {compacted} or later"
+    )]
+    ForkBeforeCompaction {
+        /// The run.
+        run_id: String,
+        /// The step asked for.
+        step: u32,
+        /// The step its last compaction came before.
+        compacted: u32,
+    },
     /// A fork at a step the recorded run did not reach.
     #[error("run `{run_id}` made {steps} model step(s); there is no step {step} to fork at (give 1 to {steps})")]
     NoSuchStep {

@@ -82,6 +82,13 @@ pub fn fork(recording: &Recording, step: u32, edits: ForkEdits) -> Result<Fork, 
         .checked_sub(1)
         .and_then(|index| recording.turns.get(index as usize))
         .ok_or_else(|| ReplayError::NoSuchStep { run_id: recording.run_id.clone(), step, steps })?;
+    // The last checkpoint's conversation holds what every step since the last compaction
+    // was sent; what came before a compaction is gone from it.
+    if let Some(compacted) = recording.compactions.iter().map(|c| c.step).max()
+        && step < compacted
+    {
+        return Err(ReplayError::ForkBeforeCompaction { run_id: recording.run_id.clone(), step, compacted });
+    }
     let count = turn.request.as_ref().map_or(0, |r| usize::try_from(r.message_count).unwrap_or(usize::MAX));
     let mut history = recording.messages[..count.min(recording.messages.len())].to_vec();
     if let Some(text) = edits.message {

@@ -8,7 +8,9 @@
 //! compared with the recorded one; the [`ReplayReport`] says the run is identical, or names
 //! the first [`Divergence`] (a different request, tool call, approval verdict or ending)
 //! with a readable diff. [`ReplayOptions`] take the model or the tools live instead, to see
-//! what a new model or prompt does in yesterday's exact situation.
+//! what a new model or prompt does in yesterday's exact situation. Where the recorded run
+//! compacted its conversation, the replay puts the conversation it left in place at the
+//! same step.
 //!
 //! ```no_run
 //! # async fn example(store: &dyn troupe_store::Store, runner: &troupe_runtime::Runner, spec: troupe_run::AgentSpec) -> Result<(), troupe_replay::ReplayError> {
@@ -25,6 +27,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod cassette;
+mod compaction;
 mod divergence;
 mod error;
 mod fork;
@@ -38,5 +41,5 @@ pub use cassette::{CASSETTE_VERSION, Cassette, CassetteError};
 pub use divergence::{Divergence, DivergenceKind};
 pub use error::ReplayError;
 pub use fork::{FORK_ID_INFIX, Fork, ForkEdits, fork, fork_run_id, forks_of, next_fork_run_id};
-pub use recording::{RecordedInput, RecordedResult, Recording};
+pub use recording::{RecordedCompaction, RecordedInput, RecordedResult, Recording};
 pub use replay::{ReplayOptions, ReplayReport, replay};

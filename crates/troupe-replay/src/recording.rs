@@ -5,9 +5,24 @@
 use crate::error::ReplayError;
 use std::collections::{HashMap, HashSet};
 use troupe_core::{ContentBlock, Message, RunId};
-use troupe_run::{RunOutcome, RunState, Signal};
+use troupe_run::{RecordedToolResult, RunOutcome, RunState, Signal};
 use troupe_runtime::durable::{ModelTurn, StoredInput, TEAM_RUN_KIND, state_from_value};
 use troupe_store::{EvidenceKind, RunStatus, Store};
+
+/// What a compaction's evidence entry holds that a replay reads.
+#[derive(serde::Deserialize)]
+struct ContextDigest {
+    step: u32,
+    conversation: Vec<Message>,
+    #[serde(default)]
+    results: HashMap<String, RecordedToolResult>,
+}
+
+impl From<RecordedToolResult> for RecordedResult {
+    fn from(result: RecordedToolResult) -> Self {
+        RecordedResult { content: result.content, is_error: result.is_error, attachments: result.attachments }
+    }
+}
 
 /// A tool call's result as the recorded run got it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -19,6 +34,17 @@ pub struct RecordedResult {
     /// The images and PDFs it carried.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<ContentBlock>,
+}
+
+/// A compaction of a recorded run's conversation: the conversation it left, before the
+/// model step it came before. A replay puts that conversation in place at the same step
+/// instead of compacting again.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RecordedCompaction {
+    /// The model step it came before (from 1).
+    pub step: u32,
+    /// The conversation after it.
+    pub messages: Vec<Message>,
 }
 
 /// A message a person (or a program) sent a recorded run while it went.
@@ -70,6 +96,9 @@ pub struct Recording {
     /// with the model step whose request first carried it: a replay sends it again there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<RecordedInput>,
+    /// Its compactions, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compactions: Vec<RecordedCompaction>,
     /// Its conversation at its last checkpoint.
     pub messages: Vec<Message>,
     /// How it ended, when it did.
@@ -81,7 +110,8 @@ impl Recording {
     ///
     /// Fails, saying why, for an unknown run, a team's run, and a run whose record this
     /// version cannot replay: one recorded before request digests were kept, one whose
-    /// conversation was compacted (the compaction's own model call is not on record).
+    /// conversation was compacted before compactions were recorded in full (the
+    /// conversation each left, and the results it may have dropped).
     pub async fn load(store: &dyn Store, run_id: &str) -> Result<Recording, ReplayError> {
         let record = store.load_run(run_id).await?.ok_or_else(|| ReplayError::NotFound(run_id.to_owned()))?;
         if record.state.get("kind").and_then(serde_json::Value::as_str) == Some(TEAM_RUN_KIND) {
@@ -98,6 +128,8 @@ impl Recording {
         let evidence = store.evidence(run_id, 0).await?;
         let mut turns = Vec::new();
         let mut asked = HashSet::new();
+        let mut compactions = Vec::new();
+        let mut results = HashMap::new();
         for entry in &evidence {
             match entry.kind {
                 EvidenceKind::ModelTurn => {
@@ -117,13 +149,19 @@ impl Recording {
                         asked.insert(call.clone());
                     }
                 }
-                EvidenceKind::ContextDigest => return Err(ReplayError::Compacted(run_id.to_owned())),
+                EvidenceKind::ContextDigest => {
+                    let Ok(digest) = serde_json::from_value::<ContextDigest>(entry.payload.clone()) else {
+                        return Err(ReplayError::Compacted(run_id.to_owned()));
+                    };
+                    results.extend(digest.results.into_iter().map(|(id, result)| (id, result.into())));
+                    compactions.push(RecordedCompaction { step: digest.step, messages: digest.conversation });
+                }
                 _ => {}
             }
         }
         // A conversation only grows from one request to the next, unless it was compacted.
         let counts: Vec<u32> = turns.iter().filter_map(|t| t.request.as_ref().map(|r| r.message_count)).collect();
-        if counts.windows(2).any(|pair| pair[1] < pair[0]) {
+        if compactions.is_empty() && counts.windows(2).any(|pair| pair[1] < pair[0]) {
             return Err(ReplayError::Compacted(run_id.to_owned()));
         }
         let mut decisions = HashMap::new();
@@ -161,22 +199,8 @@ impl Recording {
         }
         // From the task on (a message sent before the first model call joins the task's).
         let inputs = placed(sent, state.messages(), history.len(), &turns);
-        let mut results = HashMap::new();
-        for message in state.messages() {
-            for block in &message.content {
-                if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
-                    results.insert(
-                        tool_use_id.to_string(),
-                        RecordedResult { content: content.clone(), is_error: *is_error, attachments: Vec::new() },
-                    );
-                }
-            }
-            for (call_id, attachments) in troupe_run::tool_result_attachments(message) {
-                if let Some(result) = results.get_mut(call_id.as_str()) {
-                    result.attachments = attachments;
-                }
-            }
-        }
+        // The calls' results: those a compaction dropped (above), and the conversation's.
+        results.extend(troupe_run::tool_results(state.messages()).into_iter().map(|(id, r)| (id, r.into())));
         Ok(Recording {
             run_id: run_id.to_owned(),
             status: record.status,
@@ -186,6 +210,7 @@ impl Recording {
             asked,
             decisions,
             inputs,
+            compactions,
             messages: state.messages().to_vec(),
             outcome: state.outcome().cloned(),
             input,

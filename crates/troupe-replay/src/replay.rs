@@ -2,6 +2,7 @@
 //! and configuration, its model and tools substituted, until it ends or first decides
 //! differently.
 
+use crate::compaction::RecordedCompaction;
 use crate::divergence::{Divergence, DivergenceKind, unified};
 use crate::error::ReplayError;
 use crate::model::ReplayResolver;
@@ -97,7 +98,21 @@ pub async fn replay(
         session: Arc::clone(&session),
         live: options.live_model,
     };
-    let replayer = runner.clone().with_resolver(Arc::new(resolver)).with_catalog(Arc::new(tools));
+    let mut replayer = runner.clone().with_resolver(Arc::new(resolver)).with_catalog(Arc::new(tools));
+    let mut spec = spec;
+    let mut notes = Vec::new();
+    if !session.recording.compactions.is_empty() {
+        // The recorded compactions take the place of the agent's own policy, which would
+        // otherwise run first.
+        spec.compaction = None;
+        replayer = replayer.with_compactor(Arc::new(RecordedCompaction { session: Arc::clone(&session) }));
+        let steps: Vec<String> = session.recording.compactions.iter().map(|c| c.step.to_string()).collect();
+        notes.push(format!(
+            "the recorded run compacted its conversation before step(s) {}: the replay took the conversation \
+             each compaction left, without compacting again",
+            steps.join(", ")
+        ));
+    }
     replayer.validate(&spec)?;
     let mut state = session.recording.initial_state(RunId::generate());
     // What the recorded run was sent before its first model call, it took at its first
@@ -110,7 +125,6 @@ pub async fn replay(
 
     let recording = &session.recording;
     let recorded_steps = u32::try_from(recording.turns.len()).unwrap_or(u32::MAX);
-    let mut notes = Vec::new();
     if session.progress().divergence.is_none() {
         let steps = session.progress().step;
         let recorded_outcome = recording.outcome.as_ref();

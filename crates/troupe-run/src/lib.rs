@@ -50,6 +50,6 @@ pub use shared_state::{STATE_UPDATE_TOOL, apply_patch, apply_update, state_updat
 pub use signal::{Signal, SignalKind};
 pub use spec::AgentSpec;
 pub use state::{
-    Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RunState, ToolBatch,
-    tool_result_attachments,
+    Action, CallResult, LoopStatus, PendingCall, Phase, RESUME_INSTRUCTION, RecordedToolResult, RunState, ToolBatch,
+    tool_result_attachments, tool_results,
 };

@@ -105,6 +105,39 @@ fn attachment_label(tool: &str, call_id: &ToolCallId, count: usize) -> String {
 /// How the text introducing a call's attachments begins.
 const ATTACHMENT_LABEL: &str = "The result of ";
 
+/// A tool call's result as a conversation holds it: what a recorded run's reader gives
+/// back to the call it replays.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedToolResult {
+    /// The result's text.
+    pub content: String,
+    /// Whether it was an error.
+    pub is_error: bool,
+    /// The images and PDFs it carried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<ContentBlock>,
+}
+
+/// Every tool call's result in `messages`, by call id, with its attachments.
+pub fn tool_results(messages: &[Message]) -> std::collections::BTreeMap<String, RecordedToolResult> {
+    let mut results = std::collections::BTreeMap::new();
+    for message in messages {
+        for block in &message.content {
+            if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
+                let result =
+                    RecordedToolResult { content: content.clone(), is_error: *is_error, attachments: Vec::new() };
+                results.insert(tool_use_id.to_string(), result);
+            }
+        }
+        for (call_id, attachments) in tool_result_attachments(message) {
+            if let Some(result) = results.get_mut(call_id.as_str()) {
+                result.attachments = attachments;
+            }
+        }
+    }
+    results
+}
+
 /// The attachments each call's result carried, as a message of tool results holds them
 /// (after the results, each call's introduced by a line naming it): what a recorded run's
 /// reader gives back to a call it replays.

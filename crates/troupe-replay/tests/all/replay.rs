@@ -295,3 +295,71 @@ async fn a_live_model_is_checked_for_the_recorded_tool_calls() {
     assert!(divergence.detail.contains("+fs.write {\"content\":\"b\",\"path\":\"b.txt\"}"), "{}", divergence.detail);
     assert!(!world.workspace().join("b.txt").exists(), "the recorded results stand in for the tools");
 }
+
+/// A run whose conversation was compacted by a summary (a model call of its own, made
+/// during the run and not replayed) replays identical: at each step where it compacted,
+/// the replay takes the conversation the compaction left, and the calls whose results the
+/// compaction dropped are answered from the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_run_replays_identical_with_the_conversation_each_compaction_left() {
+    let world = World::new().await;
+    let mut spec = coder("You write Rust.");
+    let policy = troupe_run::CompactionPolicy::new()
+        .context_window(1_500)
+        .trigger_ratio(0.5)
+        .target_ratio(0.3)
+        .strategies([troupe_run::Strategy::summarize(200), troupe_run::Strategy::keep_recent(4)]);
+    spec.compaction = Some(policy);
+    // The summary calls are answered apart from the run's own turns, whenever they come.
+    let turns = std::sync::Mutex::new(twenty_steps().into_iter());
+    let summaries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&summaries);
+    world.server.respond_with(move |request| {
+        if request.body.to_string().contains("You condense the earlier part") {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return MockTurn::text("Functions f0 to f8 were written to src/ and read back.");
+        }
+        turns.lock().expect("the script").next().unwrap_or_else(|| MockTurn::text("nothing left"))
+    });
+    let output = world
+        .recording_runner()
+        .start(Arc::new(spec.clone()), RunInput::new("Write ten functions"))
+        .output()
+        .await
+        .expect("the run");
+    assert!(matches!(output.outcome, RunOutcome::Completed { .. }), "{:?}", output.outcome);
+    let run = output.run_id.to_string();
+    let summaries = summaries.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(summaries > 0, "the run compacted by a summary");
+    let requests = world.server.requests().len();
+    std::fs::remove_dir_all(world.workspace().join("src")).expect("the files go");
+
+    let recording = Recording::load(world.store.as_ref(), &run).await.expect("a compacted run loads");
+    let compactions = recording.compactions.len();
+    assert!(compactions > 0 && compactions <= summaries, "{compactions} compaction(s) by {summaries} summary call(s)");
+    assert_eq!(recording.turns.len(), 20);
+    let first = recording.compactions[0].step;
+    let report = replay(&world.runner(), spec, recording.clone(), ReplayOptions::default()).await.expect("the replay");
+    assert!(report.identical(), "{report}");
+    assert_eq!((report.steps, report.tool_calls, report.model_calls), (20, 19, 0), "{report}");
+    assert_eq!(world.server.requests().len(), requests, "no model call, not even a summary");
+    assert!(!world.workspace().join("src").exists(), "no tool ran");
+    assert!(report.notes.iter().any(|n| n.contains("compacted its conversation before step")), "{report}");
+
+    // Without the recorded compactions, the replay would send the whole conversation on:
+    // the first request after a compaction differs.
+    let mut uncompacted = recording.clone();
+    uncompacted.compactions.clear();
+    let report = replay(&world.runner(), coder("You write Rust."), uncompacted, ReplayOptions::default())
+        .await
+        .expect("the replay");
+    let divergence = report.divergence.expect("a divergence");
+    assert_eq!((divergence.step, divergence.kind), (first, DivergenceKind::Request));
+
+    // A fork needs the conversation of its step: before the last compaction it is gone.
+    let last = recording.compactions.iter().map(|c| c.step).max().expect("a compaction");
+    let early = troupe_replay::fork(&recording, last - 1, Default::default()).expect_err("refused");
+    assert!(matches!(early, ReplayError::ForkBeforeCompaction { .. }), "{early}");
+    assert!(early.to_string().contains(&format!("fork at step {last} or later")), "{early}");
+    troupe_replay::fork(&recording, last, Default::default()).expect("a fork from the last compaction");
+}

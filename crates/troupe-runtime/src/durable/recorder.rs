@@ -102,6 +102,11 @@ impl Recorder {
         matches!(self, Recorder::Store(recording) if recording.journal.is_stopped())
     }
 
+    /// Whether a store was given and writing goes on.
+    pub(crate) fn records(&self) -> bool {
+        matches!(self, Recorder::Store(recording) if !recording.journal.is_stopped())
+    }
+
     /// Whether the run's end is still to be recorded: a store was given, writing goes
     /// on, and the end is not on record yet.
     pub(crate) fn end_pending(&self) -> bool {

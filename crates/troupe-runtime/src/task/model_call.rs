@@ -74,7 +74,15 @@ impl Run {
                 request: &request,
                 resolver: self.resolver.as_ref(),
             };
+            // A recorded run keeps the conversation as it was, to put on record the results
+            // of the calls a compaction drops: a replay answers those calls from them. (A
+            // copy per model call, as the request's own encoding of the whole conversation.)
+            let uncompacted = self.recorder.records().then(|| messages.clone());
             let compacted = compactor.compact_with_report(&mut messages, context).await;
+            let results = match (&compacted, uncompacted) {
+                (Ok(Some(_)), Some(uncompacted)) => Some(troupe_run::tool_results(&uncompacted)),
+                _ => None,
+            };
             self.learn(state, Input::Compacted(messages));
             match compacted {
                 Ok(None) => {}
@@ -96,8 +104,12 @@ impl Run {
                     });
                     // On record with the next save, with the conversation it left: a resume,
                     // a replay and an audit can tell the conversation was compacted here.
+                    // The conversation it left and the results it may have dropped go on
+                    // record too (not in the event): a replay substitutes the compaction.
                     let mut entry = value.clone();
                     entry["step"] = serde_json::json!(self.step);
+                    entry["conversation"] = serde_json::to_value(state.messages()).unwrap_or_default();
+                    entry["results"] = serde_json::to_value(results.unwrap_or_default()).unwrap_or_default();
                     self.recorder
                         .note_turn(troupe_store::NewEvidence::new(troupe_store::EvidenceKind::ContextDigest, entry));
                     self.emitter.emit(AgentEventKind::Custom { name: "compacted".into(), value }).await;
