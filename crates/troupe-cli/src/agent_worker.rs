@@ -78,7 +78,7 @@ pub(crate) fn main(args: &AgentRunArgs) -> ExitCode {
     };
     let mut policy = SandboxPolicy::for_workspace(&prepared.workspace);
     // A coordinator that calls this worker's model says so: then no socket is needed.
-    if std::env::var_os(OFFLINE_ENV).is_some_and(|v| v == "1") {
+    if hosted_by_coordinator() {
         policy = policy.without_network();
     }
     let sandbox = confine(&policy);
@@ -115,9 +115,21 @@ fn prepare(args: &AgentRunArgs) -> Result<Prepared, Failure> {
         .canonicalize()
         .map_err(|e| Failure::Usage(anyhow!("cannot resolve the workspace `{}`: {e}", workspace.display())))?;
     let config = crate::load_config()?;
-    let definition =
+    let mut definition =
         args.agent_file.as_deref().map(AgentDefinition::load).transpose().map_err(|e| Failure::Usage(e.into()))?;
+    // A coordinator that calls this worker's model holds its key: a key written in the
+    // agent file is not kept here (and, once confined, the file cannot be read again).
+    if hosted_by_coordinator()
+        && let Some(definition) = &mut definition
+    {
+        definition.provider.api_key = None;
+    }
     Ok(Prepared { workspace, config, definition })
+}
+
+/// Whether the coordinator said it calls this worker's model ([`OFFLINE_ENV`]).
+fn hosted_by_coordinator() -> bool {
+    std::env::var_os(OFFLINE_ENV).is_some_and(|v| v == "1")
 }
 
 /// The task's agent; the task's tool policy is applied by `serve` on top. With `models`

@@ -395,6 +395,37 @@ fn a_process_members_model_calls_are_made_by_the_team_and_counted_once() {
     }
 }
 
+/// A key written in a process member's agent file is used by the team's process, which
+/// calls the member's model; the worker, given none, still completes.
+#[test]
+fn a_process_members_file_key_is_used_by_the_team() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    server.push(MockTurn::text("Gadget."));
+    let dir = edited_example(|_| {
+        "[team]\nname = \"solo\"\nstrategy = \"parallel\"\n\n\
+         [[team.members]]\nagent = \"researcher\"\nisolation = \"process\"\n"
+            .to_owned()
+    });
+    let path = dir.path().join("agents/researcher.toml");
+    let file = std::fs::read_to_string(&path).expect("reads the agent");
+    let file = file.replace("model = \"demo\"", "model = \"anthropic/claude-sonnet-4-5\"\napi_key = \"sk-ant-file\"");
+    std::fs::write(&path, file).expect("writes the agent");
+    let workspace = workspace("# Gadget");
+    let url = server.url();
+    let output = team_with(
+        dir.path(),
+        &["run", "team.toml", "Name it", "-w", text(workspace.path()), "--approve", "never"],
+        &[("ANTHROPIC_BASE_URL", &url)],
+    );
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(stdout(&output).contains("Gadget."), "{}", stdout(&output));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].header("x-api-key"), Some("sk-ant-file"));
+}
+
 #[test]
 fn an_orchestrated_team_reads_the_leaders_plan_through_the_firewall() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
