@@ -3,7 +3,7 @@
 
 use crate::Token;
 use crate::protocol::codes::INTERNAL_ERROR;
-use crate::protocol::{AGENT_KEY, ANSWER_ARTIFACT, CARD_PATH};
+use crate::protocol::{AGENT_KEY, ANSWER_ARTIFACT, CARD_PATH, OUTPUT_KEY};
 use crate::wire::{
     AgentCard, Artifact, Message, Part, Role, SendMessageConfiguration, SendMessageRequest, SendMessageResponse,
     StreamResponse, Task, TaskState, parts_text,
@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, PauseReason, RunId, ToolCallId};
-use troupe_runtime::ApprovalDecision;
+use troupe_runtime::{ApprovalDecision, OutputSpec};
 use troupe_team::{EventSink, Member, MemberResult, MemberTask, TeamControl};
 
 /// How long connecting to a remote agent may take.
@@ -369,6 +369,21 @@ impl RemoteAgent {
         SendMessageRequest { message, configuration: None, metadata: None }
     }
 
+    /// A new task's message, asking for a typed answer of `output` when given.
+    fn typed_message(&self, text: &str, output: Option<&OutputSpec>) -> SendMessageRequest {
+        let mut request = self.message(text, None);
+        if let Some(output) = output {
+            let asked = json!({"schema": output.schema.schema, "name": output.schema.name});
+            match &mut request.message.metadata {
+                Some(Value::Object(metadata)) => {
+                    metadata.insert(OUTPUT_KEY.to_owned(), asked);
+                }
+                _ => request.message.metadata = Some(json!({ OUTPUT_KEY: asked })),
+            }
+        }
+        request
+    }
+
     /// Runs a task of `text` until it ends or needs input; every update goes to
     /// `updates` as it comes, when given (a stream's items, or the task as read). When
     /// `cancel` fires, the remote task is cancelled and the call fails with
@@ -380,6 +395,18 @@ impl RemoteAgent {
         cancel: &CancellationToken,
     ) -> Result<RemoteOutcome, A2aClientError> {
         self.exchange(self.message(text, None), updates, cancel).await
+    }
+
+    /// As [`send`](Self::send), asking for a typed answer of `output`'s schema (metadata
+    /// [`OUTPUT_KEY`]): a troupe server's answer is then a JSON document of it.
+    pub async fn send_typed(
+        &self,
+        text: &str,
+        output: Option<&OutputSpec>,
+        updates: Option<&(dyn Fn(&StreamResponse) + Send + Sync)>,
+        cancel: &CancellationToken,
+    ) -> Result<RemoteOutcome, A2aClientError> {
+        self.exchange(self.typed_message(text, output), updates, cancel).await
     }
 
     /// Answers the remote task `task_id`, which waits for a decision about `call_id`, and
@@ -655,7 +682,8 @@ impl Member for RemoteAgent {
             let work_cancel = cancel.child_token();
             let work = async {
                 let cancel = &work_cancel;
-                let mut outcome = self.send(&prompt, Some(&tell), cancel).await;
+                // A typed report is asked of the remote agent as its task's typed answer.
+                let mut outcome = self.send_typed(&prompt, task.report.as_ref(), Some(&tell), cancel).await;
                 // A call that waits for a decision is answered as the member was told to, or
                 // put to whoever watches the team; each decision goes to the remote task,
                 // which goes on until it ends or waits again.

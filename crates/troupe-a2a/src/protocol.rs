@@ -11,6 +11,11 @@ pub const ANSWER_ARTIFACT: &str = "answer";
 /// card, a new task runs.
 pub const AGENT_KEY: &str = "agent";
 
+/// The metadata key (on the message or the request) asking a new task for a typed answer:
+/// `{"schema": {…}, "name": "…"}`. A troupe server ends the task's run with a JSON
+/// document of that schema (its answer artifact's text); another server may ignore it.
+pub const OUTPUT_KEY: &str = "output";
+
 /// The JSON-RPC 2.0 error codes, and those A2A adds.
 pub mod codes {
     /// Invalid JSON.

@@ -201,7 +201,8 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
                 .for_run(n, setting.approvals, &setting.control)
                 .ok_or_else(|| BuildError::Invalid(format!("the remote member `{}` was not made ready", ids[n])))?;
             rows.push(Row { name: ids[n].clone(), role: "member", isolation: Isolation::Remote });
-            members.push(tracked(Arc::new(remote), recipient(n), None, false));
+            // A typed report is asked of the remote agent as its task's typed answer.
+            members.push(tracked(Arc::new(remote), recipient(n), team.report(n).spec(), false));
             continue;
         };
         let agent = registered(setting.registry, id)?;

@@ -34,7 +34,8 @@
 //! "researcher -> lead" = ["summary", "decisions", "blockers"]
 //! ```
 //!
-//! An agent member's `report` says what it gives back: `"text"` (its answer; the default
+//! A member's `report` (an agent member's, or a remote one's, asked of its server as its
+//! task's typed answer) says what it gives back: `"text"` (its answer; the default
 //! unless its agent file has an `[output]`), `"structured"` (the structured report:
 //! summary, artifacts, decisions, blockers) or the path of a JSON schema file, relative to
 //! the team file (`report = "schemas/review.json"`). A typed report reaches its recipient
@@ -804,11 +805,16 @@ channels = ["researcher -> lead", "reviewer->lead"]
             )),
             "{undeclared}"
         );
-        let remote = at(&EXAMPLE.replace(
-            "agent = \"reviewer\"\nisolation = \"process\"",
-            "remote = \"https://agents.example/\"\nname = \"auditor\"\nreport = \"structured\"",
-        ));
-        assert!(remote.contains("`report` in [[team.members]] is for agent members"), "{remote}");
+        // A remote member's report is asked of its server as its task's typed answer.
+        let remote = EXAMPLE
+            .replace(
+                "agent = \"reviewer\"\nisolation = \"process\"",
+                "remote = \"https://agents.example/\"\nname = \"auditor\"\nreport = \"structured\"",
+            )
+            .replace("\"reviewer->lead\"", "\"auditor -> lead\"");
+        let team = TeamFile::parse(&remote, &path).expect("a remote member may have a report");
+        let auditor = team.team.members.iter().position(|m| m.name.as_deref() == Some("auditor")).expect("auditor");
+        assert_eq!(team.report(auditor), ReportFormat::Structured);
     }
 
     #[test]

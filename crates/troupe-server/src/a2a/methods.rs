@@ -178,6 +178,7 @@ fn start_task(state: &AppState, request: &SendMessageRequest) -> Result<(Arc<Hub
         instruction,
         conversation_id: Some(context.clone()),
         stream: Some(false),
+        output: reply::output(request)?,
         ..StartRun::default()
     };
     Ok((launch(state, &start).map_err(refused)?, context))

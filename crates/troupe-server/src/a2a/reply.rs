@@ -8,6 +8,7 @@
 
 use super::rpc::RpcError;
 use super::wire::{Message, SendMessageRequest};
+use crate::native::OutputRequest;
 use serde_json::Value;
 
 /// A decision about waiting calls.
@@ -21,7 +22,7 @@ pub struct Decision {
     pub reason: Option<String>,
 }
 
-pub use troupe_a2a::AGENT_KEY;
+pub use troupe_a2a::{AGENT_KEY, OUTPUT_KEY};
 
 /// The agent (skill id) a request names: `agent` (or `skill`) in the message's metadata,
 /// then in the request's.
@@ -31,6 +32,19 @@ pub fn target(request: &SendMessageRequest) -> Option<String> {
         [AGENT_KEY, "skill"].iter().find_map(|key| metadata.get(*key)?.as_str().map(str::to_owned))
     };
     named(&request.message.metadata).or_else(|| named(&request.metadata))
+}
+
+/// The typed answer a request asks for: `output` (`{"schema": {...}, "name": "..."}`) in
+/// the message's metadata, then in the request's. `Err` when it is there but not that
+/// shape; the schema itself is checked when the run starts.
+pub fn output(request: &SendMessageRequest) -> Result<Option<OutputRequest>, RpcError> {
+    let found = [&request.message.metadata, &request.metadata]
+        .into_iter()
+        .find_map(|metadata| metadata.as_ref()?.get(OUTPUT_KEY).cloned());
+    let Some(output) = found else { return Ok(None) };
+    serde_json::from_value(output).map(Some).map_err(|e| {
+        RpcError::invalid_params(format!("metadata `{OUTPUT_KEY}` is not {{\"schema\": {{…}}, \"name\": \"…\"}}: {e}"))
+    })
 }
 
 /// The instruction a message gives: its text parts, its data parts as JSON and its
@@ -93,6 +107,26 @@ mod tests {
 
     fn message(parts: Vec<Part>) -> Message {
         Message::new("m", Role::User, parts)
+    }
+
+    #[test]
+    fn a_typed_answer_is_asked_in_the_metadata_and_a_malformed_ask_is_refused() {
+        let mut request = SendMessageRequest {
+            message: message(vec![Part::text("Review it")]),
+            configuration: None,
+            metadata: Some(json!({"output": {"schema": {"type": "object"}, "name": "Review"}})),
+        };
+        let asked = output(&request).expect("well formed").expect("asked");
+        assert_eq!((asked.name.as_deref(), &asked.schema), (Some("Review"), &json!({"type": "object"})));
+        // The message's own metadata comes first.
+        request.message.metadata = Some(json!({"agent": "reviewer", "output": {"schema": {"type": "object"}}}));
+        assert_eq!(output(&request).expect("well formed").expect("asked").name, None);
+        request.message.metadata = Some(json!({"output": "a schema, please"}));
+        let refused = output(&request).expect_err("refused");
+        assert!(refused.message.contains("metadata `output`"), "{}", refused.message);
+        request.message.metadata = None;
+        request.metadata = None;
+        assert!(output(&request).expect("nothing asked").is_none());
     }
 
     #[test]

@@ -61,10 +61,10 @@ pub struct MemberEntry {
     /// Where an agent member runs (default local).
     #[serde(default)]
     pub isolation: Isolation,
-    /// What an agent member reports: `"text"` (its answer, the default unless its agent
-    /// file has an `[output]`), `"structured"` (the structured report: summary,
-    /// artifacts, decisions, blockers) or the path of a JSON schema file, relative to the
-    /// team file.
+    /// What a member reports: `"text"` (its answer, the default unless its agent file has
+    /// an `[output]`), `"structured"` (the structured report: summary, artifacts,
+    /// decisions, blockers) or the path of a JSON schema file, relative to the team file.
+    /// A remote member's is asked of its server as its task's typed answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<String>,
 }
@@ -145,14 +145,6 @@ pub(super) fn check_entry(entry: &MemberEntry, places: &MemberPlaces) -> Result<
             }
         }
         (None, Some(url)) => {
-            if places.keys.contains_key("report") {
-                return Err((
-                    places.of("report"),
-                    "`report` in [[team.members]] is for agent members: a remote member answers as its own server \
-                     decides"
-                        .to_owned(),
-                ));
-            }
             if places.keys.contains_key("isolation") {
                 return Err((
                     places.of("isolation"),

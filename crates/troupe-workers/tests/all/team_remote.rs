@@ -125,6 +125,41 @@ async fn the_leader_delegates_to_a_remote_member_and_reads_its_answer_through_th
     assert_eq!(report.firewall.dropped(), 1);
 }
 
+/// A remote member's typed report is asked of its server as the task's typed answer: the
+/// schema reaches the remote agent's model, and the answer reaches the leader as data,
+/// through the firewall field by field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_members_typed_report_is_asked_of_its_server_and_read_as_data() {
+    let answer = serde_json::json!({
+        "summary": "The change is sound.",
+        "artifacts": [{"name": "notes.md", "media_type": "text/markdown", "content": "private scratch notes"}],
+        "decisions": ["kept the public API"],
+        "blockers": []
+    });
+    let server = remote(ServerConfig::default(), [MockTurn::text(answer.to_string())]).await;
+    let dir = team_dir(&format!(
+        "[[team.members]]\nremote = \"{}\"\nreport = \"structured\"\n\n[firewall]\nchannels = [\"reviewer -> lead\"]\n\n\
+         [firewall.fields]\n\"reviewer -> lead\" = [\"summary\", \"decisions\", \"blockers\"]\n",
+        server.url
+    ));
+    let files = team_files(&dir);
+    let workspace = tempfile::tempdir().expect("a workspace");
+    let team = TeamRun::new(&files, workspace.path()).prepare().await.expect("the team assembles");
+    let report = team.run("Review the change", None, CancellationToken::new()).await;
+    assert_eq!(report.failure(), None, "{report:?}");
+    let requests = server.mock.requests();
+    assert_eq!(requests.len(), 1, "one remote task, one model call");
+    let asked = requests[0].body.to_string();
+    assert!(
+        asked.contains("blockers") && asked.contains("media_type"),
+        "the report's schema reached the remote model: {asked}"
+    );
+    assert!(report.output.contains("The change is sound."), "{}", report.output);
+    // Read as a typed report: the one field its channel does not carry was withheld.
+    assert_eq!(report.firewall.fields_withheld, 1, "{:?}", report.firewall);
+    assert!(!report.output.contains("private scratch notes"), "the artifacts were withheld: {}", report.output);
+}
+
 /// A remote member's call that needs approval is put to the team's caller like a local
 /// member's: a `RunPaused` of the member (its run being the remote task), decided through
 /// the team's control. The remote server applies the decision once; the team's approval
