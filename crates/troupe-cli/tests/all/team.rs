@@ -351,6 +351,13 @@ fn the_team_budget_stops_every_member() {
     assert!(err.contains("budget ran out"), "{err}");
 }
 
+/// Puts `lines` in place of the example agent `agent`'s `model = "demo"`.
+fn set_model(dir: &TempDir, agent: &str, lines: &str) {
+    let path = dir.path().join(format!("agents/{agent}.toml"));
+    let file = std::fs::read_to_string(&path).expect("reads the agent");
+    std::fs::write(&path, file.replace("model = \"demo\"", lines)).expect("writes the agent");
+}
+
 /// A process member's model is called by the team's process, with the team's key (the
 /// worker is granted none), and its spend is counted once: by the team as each call ends,
 /// not again from the member's result. Counted twice, the researcher's 2,200 tokens would
@@ -372,10 +379,7 @@ fn a_process_members_model_calls_are_made_by_the_team_and_counted_once() {
             .to_owned()
     });
     for agent in ["researcher", "reviewer"] {
-        let path = dir.path().join(format!("agents/{agent}.toml"));
-        let file = std::fs::read_to_string(&path).expect("reads the agent");
-        let file = file.replace("model = \"demo\"", "model = \"anthropic/claude-sonnet-4-5\"");
-        std::fs::write(&path, file).expect("writes the agent");
+        set_model(&dir, agent, "model = \"anthropic/claude-sonnet-4-5\"");
     }
     let workspace = workspace("# Gadget");
     let url = server.url();
@@ -407,10 +411,7 @@ fn a_process_members_file_key_is_used_by_the_team() {
          [[team.members]]\nagent = \"researcher\"\nisolation = \"process\"\n"
             .to_owned()
     });
-    let path = dir.path().join("agents/researcher.toml");
-    let file = std::fs::read_to_string(&path).expect("reads the agent");
-    let file = file.replace("model = \"demo\"", "model = \"anthropic/claude-sonnet-4-5\"\napi_key = \"sk-ant-file\"");
-    std::fs::write(&path, file).expect("writes the agent");
+    set_model(&dir, "researcher", "model = \"anthropic/claude-sonnet-4-5\"\napi_key = \"sk-ant-file\"");
     let workspace = workspace("# Gadget");
     let url = server.url();
     let output = team_with(
