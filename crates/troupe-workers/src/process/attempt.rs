@@ -25,6 +25,11 @@ use troupe_team::EventSink;
 /// How long a worker that closed its output has to exit before its group is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
 
+/// The most model calls one worker may have going at once. Its agent makes one at a time
+/// (a compaction's summary, another): a worker that makes more is not an agent at work,
+/// and is stopped before it spends the coordinator's key on them.
+pub(crate) const MAX_MODEL_CALLS: usize = 4;
+
 /// An input payload of a task, under the stream id the task names it by.
 #[derive(Clone, Debug)]
 pub(crate) struct StreamedInput {
@@ -324,6 +329,11 @@ impl Reader<'_, '_> {
         self.model_calls.retain(|_, (task, _)| !task.0.is_finished());
         if self.model_calls.contains_key(&call.id) {
             return Err(AttemptError::Unexpected(format!("the worker made model call {} twice", call.id)));
+        }
+        if self.model_calls.len() >= MAX_MODEL_CALLS {
+            return Err(AttemptError::Unexpected(format!(
+                "the worker made more than {MAX_MODEL_CALLS} model calls at once"
+            )));
         }
         let (id, host, frames, stop) =
             (call.id, std::sync::Arc::clone(host), self.frames_out.clone(), CancellationToken::new());

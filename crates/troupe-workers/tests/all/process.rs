@@ -12,8 +12,10 @@ use tokio_util::codec::Encoder;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, AgentEventKind, AgentId, Attribution, RunId, RunOutcomeKind, ToolCallId};
 use troupe_team::{Member, MemberTask};
-use troupe_workers::ipc::{AgentResult, ArtifactRef, Frame, FrameCodec, PayloadEnd, PayloadStart, ToolPolicy};
-use troupe_workers::process::{Backoff, ProcessMember, WorkerConfig, WorkerOutcome, WorkerTask};
+use troupe_workers::ipc::{
+    AgentResult, ArtifactRef, Frame, FrameCodec, ModelCall, PayloadEnd, PayloadStart, ToolPolicy,
+};
+use troupe_workers::process::{Backoff, ModelHost, ProcessMember, WorkerConfig, WorkerOutcome, WorkerTask};
 
 const TASK_ID: &str = "task-1";
 
@@ -350,4 +352,31 @@ async fn the_coordinator_survives_many_broken_workers_at_once() {
         assert_failed(run, 1);
         assert!(error(run).starts_with(expected), "{script}: {}", error(run));
     }
+}
+
+/// A worker that makes more model calls at once than an agent does is stopped before
+/// they all reach the provider: the coordinator's key is not spent on a flood.
+#[tokio::test]
+async fn a_worker_flooding_its_coordinator_with_model_calls_is_stopped() {
+    let server = troupe_testkit::MockLlmServer::start().await.expect("the mock server starts");
+    server.respond_with(|_| troupe_testkit::MockTurn::text("slow").with_latency(Duration::from_secs(3)));
+    let provider: std::sync::Arc<dyn troupe_model::LlmProvider> = std::sync::Arc::new(
+        troupe_model::HttpProvider::new(
+            troupe_model::HttpConfig::new("anthropic", server.url(), Some(troupe_model::ApiKey::new("k"))),
+            troupe_model::anthropic::AnthropicWire::default(),
+        )
+        .expect("a provider"),
+    );
+    let host = ModelHost::new(std::sync::Arc::new(troupe_runtime::FixedModel::new(provider, "m")), ["anthropic/m"]);
+    let calls: Vec<Frame> = (1..=6)
+        .map(|id| {
+            let request = troupe_core::ModelRequest::new("m");
+            Frame::ModelCall(Box::new(ModelCall { id, model: "anthropic/m".into(), request }))
+        })
+        .collect();
+    let script = format!("{}; sleep 300", printf(&wire(calls)));
+    let run = run(|pids| fake(pids, &script).host_models(host).max_attempts(1)).await;
+    assert_failed(&run, 1);
+    assert!(error(&run).contains("more than 4 model calls at once"), "{}", error(&run));
+    assert!(server.requests().len() <= 4, "at most 4 reached the provider: {}", server.requests().len());
 }
