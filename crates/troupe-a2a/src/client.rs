@@ -112,6 +112,9 @@ impl RemoteOutcome {
     }
 }
 
+/// A task's answer: the text of its `answer` artifact, else of all its artifacts, else
+/// their data parts as JSON (an agent that answers with a structured document, a typed
+/// report's), else its status message.
 fn answer_of(task: &Task) -> String {
     let text_of = |artifacts: &mut dyn Iterator<Item = &Artifact>| {
         artifacts.map(|a| parts_text(&a.parts)).filter(|t| !t.is_empty()).collect::<Vec<_>>().join("\n\n")
@@ -123,6 +126,11 @@ fn answer_of(task: &Task) -> String {
     let all = text_of(&mut task.artifacts.iter());
     if !all.is_empty() {
         return all;
+    }
+    let data: Vec<String> =
+        task.artifacts.iter().flat_map(|a| &a.parts).filter_map(|p| p.data.as_ref().map(Value::to_string)).collect();
+    if !data.is_empty() {
+        return data.join("\n\n");
     }
     task.status.message.as_ref().map(Message::text).unwrap_or_default()
 }
@@ -861,5 +869,26 @@ mod tests {
             true,
         );
         assert_eq!(answer_of(&task), "Hel\nlo");
+    }
+
+    #[test]
+    fn an_answer_given_as_data_is_its_json() {
+        let mut task = Task::default();
+        task.status.message = Some(Message::new("m", Role::Agent, vec![Part::text("done")]));
+        let report = json!({"summary": "sound", "artifacts": [], "decisions": [], "blockers": []});
+        task.artifacts.push(Artifact {
+            artifact_id: "report".into(),
+            parts: vec![Part::data(report.clone())],
+            ..Artifact::default()
+        });
+        let answer = answer_of(&task);
+        assert_eq!(serde_json::from_str::<Value>(&answer).expect("the answer is JSON"), report);
+        // Text, where there is any, is the answer.
+        task.artifacts.push(Artifact {
+            artifact_id: "notes".into(),
+            parts: vec![Part::text("n")],
+            ..Artifact::default()
+        });
+        assert_eq!(answer_of(&task), "n");
     }
 }
