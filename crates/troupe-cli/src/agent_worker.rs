@@ -117,14 +117,16 @@ fn prepare(args: &AgentRunArgs) -> Result<Prepared, Failure> {
     let config = crate::load_config()?;
     let mut definition =
         args.agent_file.as_deref().map(AgentDefinition::load).transpose().map_err(|e| Failure::Usage(e.into()))?;
-    // A coordinator that calls this worker's model holds its key: a key written in the
-    // agent file is not kept here (and, once confined, the file cannot be read again).
-    if hosted_by_coordinator()
-        && let Some(definition) = &mut definition
-    {
+    forget_key(&mut definition, hosted_by_coordinator());
+    Ok(Prepared { workspace, config, definition })
+}
+
+/// A coordinator that calls this worker's model holds its key: a key written in the agent
+/// file is not kept here when `hosted` (and, once confined, the file cannot be read again).
+fn forget_key(definition: &mut Option<AgentDefinition>, hosted: bool) {
+    if hosted && let Some(definition) = definition {
         definition.provider.api_key = None;
     }
-    Ok(Prepared { workspace, config, definition })
 }
 
 /// Whether the coordinator said it calls this worker's model ([`OFFLINE_ENV`]).
@@ -207,5 +209,28 @@ fn offer_file_tools(
 fn describe(failure: Failure) -> String {
     match failure {
         Failure::Usage(e) | Failure::Run(e) => format!("{e:#}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hosted_worker_keeps_no_key_of_its_agent_file() {
+        let file = "[agent]\nid = \"r\"\nname = \"R\"\n\n[provider]\nmodel = \"anthropic/claude-sonnet-4-5\"\n\
+                    api_key = \"sk-ant-file\"\n";
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("r.toml");
+        std::fs::write(&path, file).expect("writes");
+        let loaded = || Some(AgentDefinition::load(&path).expect("loads"));
+        let mut kept = loaded();
+        forget_key(&mut kept, false);
+        assert!(kept.and_then(|d| d.provider.api_key).is_some(), "a worker calling its model itself keeps it");
+        let mut hosted = loaded();
+        forget_key(&mut hosted, true);
+        let hosted = hosted.expect("the definition");
+        assert!(hosted.provider.api_key.is_none());
+        assert_eq!(hosted.model_id(), "anthropic/claude-sonnet-4-5", "the rest is kept");
     }
 }

@@ -130,6 +130,20 @@ async fn a_member_with_a_typed_report_answers_the_delegate_tool_with_data() {
     assert!(!report.summary.is_empty());
 }
 
+/// An answer that is not of its report's schema (a remote server that ignored the schema,
+/// say) stays the member's text: the task still succeeded, with no typed report.
+#[test]
+fn an_answer_not_of_the_report_schema_reaches_its_recipient_as_text() {
+    let mut result = troupe_team::MemberResult::failed("auditor", "t1", "");
+    (result.success, result.error, result.content) = (true, None, "Looks fine to me.".to_owned());
+    result.read_report(Some(&report_spec()));
+    assert!(result.success && result.report.is_none(), "{result:?}");
+    assert_eq!(result.content, "Looks fine to me.");
+    result.content = json!({"summary": "fine", "artifacts": [], "decisions": [], "blockers": []}).to_string();
+    result.read_report(Some(&report_spec()));
+    assert!(result.report.is_some(), "a document of the schema is read as the report");
+}
+
 #[tokio::test]
 async fn a_member_with_a_text_report_has_no_typed_report() {
     let engine = demo_engine();
