@@ -94,13 +94,15 @@ impl ModelHost {
         if frames.send(reply(ModelAnswer::Accepted)).await.is_err() {
             return;
         }
-        let mut usage = Usage::default();
+        // What was spent is counted however the call ends: complete, failed, or dropped
+        // with its worker's attempt (the worker died or ran out of time) mid-stream.
+        let mut spend = Spend { meter: self.meter.as_deref(), resolved: &resolved, usage: Usage::default() };
         let mut end = reply(ModelAnswer::End);
         while let Some(event) = stream.next().await {
             match event {
                 Ok(event) => {
                     if let StreamEvent::Usage { usage: totals } = &event {
-                        usage = *totals;
+                        spend.usage = *totals;
                     }
                     if frames.send(reply(ModelAnswer::Event(event))).await.is_err() {
                         break;
@@ -112,11 +114,25 @@ impl ModelHost {
                 }
             }
         }
-        // What was spent is counted whether or not the response was complete.
-        if let Some(meter) = &self.meter {
-            meter.add(usage.total(), resolved.cost(&usage).unwrap_or(0.0));
-        }
+        // Counted before the worker hears of the end, so a worker's next call sees it.
+        drop(spend);
         let _ = frames.send(end).await;
+    }
+}
+
+/// A hosted call's spend so far, counted on the team's meter when the call is done
+/// with: at its end, or when its task is dropped part-way.
+struct Spend<'a> {
+    meter: Option<&'a TeamMeter>,
+    resolved: &'a troupe_model::ResolvedModel,
+    usage: Usage,
+}
+
+impl Drop for Spend<'_> {
+    fn drop(&mut self) {
+        if let Some(meter) = self.meter {
+            meter.add(self.usage.total(), self.resolved.cost(&self.usage).unwrap_or(0.0));
+        }
     }
 }
 

@@ -380,3 +380,38 @@ async fn a_worker_flooding_its_coordinator_with_model_calls_is_stopped() {
     assert!(error(&run).contains("more than 4 model calls at once"), "{}", error(&run));
     assert!(server.requests().len() <= 4, "at most 4 reached the provider: {}", server.requests().len());
 }
+
+/// A model call still streaming when its worker is given up on (here: it stops
+/// heartbeating) is stopped with the attempt, and what it had spent by then counts
+/// against the team's budget: a worker cannot spend the team's key uncounted by dying.
+#[tokio::test]
+async fn a_hosted_call_cut_off_with_its_worker_still_counts_its_spend() {
+    let server = troupe_testkit::MockLlmServer::start().await.expect("the mock server starts");
+    let usage = troupe_core::Usage { input_tokens: 1_200, output_tokens: 3, ..Default::default() };
+    // Anthropic reports the input's usage with its first event; the rest comes slowly.
+    server.respond_with(move |_| {
+        troupe_testkit::MockTurn::text("a long answer").with_usage(usage).with_event_delay(Duration::from_secs(30))
+    });
+    let provider: std::sync::Arc<dyn troupe_model::LlmProvider> = std::sync::Arc::new(
+        troupe_model::HttpProvider::new(
+            troupe_model::HttpConfig::new("anthropic", server.url(), Some(troupe_model::ApiKey::new("k"))),
+            troupe_model::anthropic::AnthropicWire::default(),
+        )
+        .expect("a provider"),
+    );
+    let priced = troupe_runtime::FixedModel::new(provider, "m").with_pricing(troupe_model::Pricing::flat(1.0, 1.0));
+    let budget = troupe_team::TeamBudget { max_total_tokens: Some(1_000_000), ..Default::default() };
+    let meter = troupe_workers::team_meter::TeamMeter::new(budget, troupe_model::ModelRegistry::builtin());
+    meter.arm(0, 0.0, CancellationToken::new());
+    let host = ModelHost::new(std::sync::Arc::new(priced), ["anthropic/m"]).metered(std::sync::Arc::clone(&meter));
+    let call = ModelCall { id: 1, model: "anthropic/m".into(), request: troupe_core::ModelRequest::new("m") };
+    let script = format!("{}; sleep 300", printf(&wire(vec![Frame::ModelCall(Box::new(call))])));
+    let run =
+        run(|pids| fake(pids, &script).heartbeat(Duration::from_millis(500), 3).host_models(host).max_attempts(1))
+            .await;
+    assert_failed(&run, 1);
+    assert_eq!(server.requests().len(), 1, "the call reached the provider");
+    let (tokens, usd) = meter.spent();
+    assert!(tokens >= 1_200, "the input the provider reported is counted: {tokens} tokens");
+    assert!(usd > 0.0, "and priced: ${usd}");
+}
