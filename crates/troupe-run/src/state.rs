@@ -139,32 +139,52 @@ pub fn tool_results(messages: &[Message]) -> std::collections::BTreeMap<String, 
 }
 
 /// The attachments each call's result carried, as a message of tool results holds them
-/// (after the results, each call's introduced by a line naming it): what a recorded run's
-/// reader gives back to a call it replays.
+/// (after the results, each call's introduced by a line naming it and how many follow):
+/// what a recorded run's reader gives back to a call it replays. A line is read as a
+/// label only for a call answered in the same message and only when as many images and
+/// PDFs as it names follow it: other text that happens to read like one (a person's, a
+/// model's) attaches nothing.
 pub fn tool_result_attachments(message: &Message) -> Vec<(ToolCallId, Vec<ContentBlock>)> {
-    let mut found: Vec<(ToolCallId, Vec<ContentBlock>)> = Vec::new();
-    let mut current: Option<usize> = None;
-    for block in &message.content {
-        match block {
-            ContentBlock::Text { text } => {
-                current = text
-                    .strip_prefix(ATTACHMENT_LABEL)
-                    .and_then(|rest| rest.split_once("(call ").map(|(_, rest)| rest))
-                    .and_then(|rest| rest.split_once(") has "))
-                    .map(|(id, _)| {
-                        found.push((ToolCallId::new(id), Vec::new()));
-                        found.len() - 1
-                    });
-            }
-            ContentBlock::Image { .. } | ContentBlock::Document { .. } => {
-                if let Some(n) = current {
-                    found[n].1.push(block.clone());
-                }
-            }
-            _ => current = None,
+    let answered: BTreeSet<&str> = message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut found = Vec::new();
+    if answered.is_empty() {
+        return found;
+    }
+    let blocks = &message.content;
+    let mut i = 0;
+    while i < blocks.len() {
+        if let ContentBlock::Text { text } = &blocks[i]
+            && let Some((call_id, count)) = read_attachment_label(text)
+            && answered.contains(call_id)
+            && let Some(attached) = blocks.get(i + 1..i + 1 + count)
+            && attached.iter().all(|b| matches!(b, ContentBlock::Image { .. } | ContentBlock::Document { .. }))
+        {
+            found.push((ToolCallId::new(call_id), attached.to_vec()));
+            i += 1 + count;
+        } else {
+            i += 1;
         }
     }
     found
+}
+
+/// The call id and the number of attachments that [`attachment_label`] wrote in `text`.
+fn read_attachment_label(text: &str) -> Option<(&str, usize)> {
+    let rest = text.strip_prefix(ATTACHMENT_LABEL)?.strip_suffix(':')?;
+    let (named, what) = rest.rsplit_once(") has ")?;
+    let count = match what {
+        "an attachment" => 1,
+        many => many.strip_suffix(" attachments")?.parse().ok().filter(|n| *n > 1)?,
+    };
+    let (_, call_id) = named.rsplit_once(" (call ")?;
+    Some((call_id, count))
 }
 
 /// A tool call of the last model response, with what was decided about it.

@@ -578,3 +578,34 @@ fn state_without_sharing(tools: &ToolCatalog) -> Vec<String> {
     let mut state = state();
     expect_call_model(state.next_action(&spec(), tools)).tools.into_iter().map(|t| t.name).collect()
 }
+
+#[test]
+fn attachments_are_read_back_only_from_their_own_labels() {
+    let image = |url: &str| ContentBlock::Image { source: troupe_core::ImageSource::Url { url: url.into() } };
+    let result =
+        |id: &str| ContentBlock::ToolResult { tool_use_id: ToolCallId::new(id), content: "ok".into(), is_error: false };
+    let message = Message {
+        role: Role::User,
+        content: vec![
+            result("a"),
+            result("b"),
+            ContentBlock::text(attachment_label("shot", &ToolCallId::new("a"), 2)),
+            image("1"),
+            image("2"),
+            // Reads like a label, but for a call this message does not answer.
+            ContentBlock::text("The result of `shot` (call z) has an attachment:"),
+            image("3"),
+            // Names two, but one follows.
+            ContentBlock::text(attachment_label("shot", &ToolCallId::new("b"), 2)),
+            image("4"),
+        ],
+    };
+    let found = tool_result_attachments(&message);
+    assert_eq!(found, vec![(ToolCallId::new("a"), vec![image("1"), image("2")])]);
+    let results = tool_results(std::slice::from_ref(&message));
+    assert_eq!(results["a"].attachments.len(), 2);
+    assert!(results["b"].attachments.is_empty());
+    // Without tool results, a message's text never attaches anything.
+    let person = Message { role: Role::User, content: message.content[2..5].to_vec() };
+    assert!(tool_result_attachments(&person).is_empty());
+}
