@@ -75,7 +75,7 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
-pub use chain::{ChainBreak, EvidenceChain, entry_hash, lower_hex, verify_chain, verify_log};
+pub use chain::{ChainBreak, EvidenceChain, entry_hash, json_text, lower_hex, verify_chain, verify_log};
 pub use error::{StoreError, redact_location};
 pub use open::{StoreLocation, default_sqlite_path, legacy_sqlite_path, open, workspace_sqlite_path};
 pub use record::{

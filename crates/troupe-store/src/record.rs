@@ -462,7 +462,7 @@ impl EvidenceEntry {
     pub(crate) fn payload_text(&self) -> std::borrow::Cow<'_, str> {
         match &self.sealed_text.0 {
             Some(text) => std::borrow::Cow::Borrowed(text),
-            None => std::borrow::Cow::Owned(self.payload.to_string()),
+            None => std::borrow::Cow::Owned(crate::chain::json_text(&self.payload)),
         }
     }
 }

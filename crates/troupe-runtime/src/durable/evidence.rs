@@ -45,7 +45,7 @@ impl ActionStarted {
     ) -> NewEvidence {
         let payload = ActionStarted {
             tool: declaration.name.clone(),
-            arguments_digest: digest(&arguments.to_string()),
+            arguments_digest: json_digest(arguments),
             effect: declaration.effect,
             idempotency,
         };
@@ -219,6 +219,34 @@ impl ModelTurn {
     pub fn evidence(self) -> NewEvidence {
         NewEvidence::new(EvidenceKind::ModelTurn, to_value(&self))
     }
+
+    /// The entry of model call `iteration` to `model`, answered with `message`: the
+    /// [`evidence`](Self::evidence) of that turn, made without a copy of the message.
+    pub(crate) fn evidence_of(
+        iteration: u32,
+        model: &str,
+        message: &Message,
+        stop_reason: &StopReason,
+        usage: Usage,
+        cost_usd: f64,
+        request: RequestDigest,
+    ) -> NewEvidence {
+        let turn = BorrowedTurn { iteration, model, message, stop_reason, usage, cost_usd, request: Some(request) };
+        NewEvidence::new(EvidenceKind::ModelTurn, to_value(&turn))
+    }
+}
+
+/// [`ModelTurn`] over borrowed parts: the same fields, encoded alike.
+#[derive(Serialize)]
+struct BorrowedTurn<'a> {
+    iteration: u32,
+    model: &'a str,
+    message: &'a Message,
+    stop_reason: &'a StopReason,
+    usage: Usage,
+    cost_usd: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request: Option<RequestDigest>,
 }
 
 /// SHA-256 of `text` in lowercase hex.
@@ -261,6 +289,30 @@ mod tests {
         assert_eq!(summary.content_chars, SUMMARY_CHARS + 10);
         assert_eq!(read(EvidenceCapture::Redacted).content, None);
         assert!(read(EvidenceCapture::Redacted).replayed_content().contains("not kept"));
+    }
+
+    #[test]
+    fn a_turn_from_borrowed_parts_is_the_same_entry() {
+        let message = Message::assistant("It is 42.");
+        let request = RequestDigest {
+            whole: digest("w"),
+            system: digest(""),
+            tools: digest("[]"),
+            messages: digest("[]"),
+            message_count: 2,
+        };
+        let usage = Usage { input_tokens: 7, output_tokens: 3, ..Usage::default() };
+        let owned = ModelTurn {
+            iteration: 2,
+            model: "openai/gpt-4o".into(),
+            message: message.clone(),
+            stop_reason: StopReason::EndTurn,
+            usage,
+            cost_usd: 0.25,
+            request: Some(request.clone()),
+        };
+        let borrowed = ModelTurn::evidence_of(2, "openai/gpt-4o", &message, &StopReason::EndTurn, usage, 0.25, request);
+        assert_eq!(borrowed.payload, owned.evidence().payload);
     }
 
     #[test]

@@ -201,16 +201,15 @@ impl Run {
                 self.emitter.emit_all(out).await;
                 let cost_usd = self.price(&priced_as, response.usage).await;
                 if self.recorder.is_on() {
-                    let turn = ModelTurn {
-                        iteration: state.iteration(),
-                        model: priced_as.id.clone(),
-                        message: response.message.clone(),
-                        stop_reason: response.stop_reason.clone(),
-                        usage: response.usage,
+                    self.recorder.note_turn(ModelTurn::evidence_of(
+                        state.iteration(),
+                        &priced_as.id,
+                        &response.message,
+                        &response.stop_reason,
+                        response.usage,
                         cost_usd,
-                        request: Some(RequestDigest::of(&request)),
-                    };
-                    self.recorder.note_turn(turn.evidence());
+                        RequestDigest::of(&request),
+                    ));
                 }
                 Some(Input::ModelResponded { response, cost_usd })
             }

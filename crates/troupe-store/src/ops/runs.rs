@@ -3,6 +3,7 @@
 use super::decode;
 use super::evidence::insert_entries;
 use super::queue::{acquire, enqueue, hold_fence, release};
+use crate::chain::json_text;
 use crate::error::StoreError;
 use crate::record::{
     Checkpoint, Lease, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, Transition,
@@ -77,7 +78,7 @@ const CONSUME_SIGNALS: Statement =
 /// Creates `run` with its first transition, enqueued at `now` when it is queued.
 /// [`StoreError::RunExists`] if the id is taken.
 pub(crate) async fn insert_run(conn: &mut impl Conn, run: &NewRun, now: Millis) -> Result<(), StoreError> {
-    let (input, state) = (run.input.to_string(), run.state.to_string());
+    let (input, state) = (json_text(&run.input), json_text(&run.state));
     conn.execute(&INSERT_RUN, &run_params(run, &input, &state, now))
         .await
         .map_err(|e| e.when(Failure::Unique, taken(run)))?;
@@ -97,7 +98,7 @@ pub(crate) async fn insert_leased_run<C: Conn>(
     now: Millis,
 ) -> Result<Lease, StoreError> {
     let lease = if C::Dialect::WRITES_IN_WITH {
-        let (input_text, state_text) = (run.input.to_string(), run.state.to_string());
+        let (input_text, state_text) = (json_text(&run.input), json_text(&run.state));
         let [id, agent, status, conversation, parent, input, state, at] =
             run_params(run, &input_text, &state_text, now);
         let expires_at = Param::Int(super::expiry(now, ttl));

@@ -45,7 +45,7 @@ pub(crate) async fn insert_signal<C: Conn>(
     payload: &Value,
     now: Millis,
 ) -> Result<i64, StoreError> {
-    let payload = payload.to_string();
+    let payload = crate::chain::json_text(payload);
     let run = [Param::Text(run_id)];
     let seq = if C::Dialect::WRITES_IN_WITH {
         let params = [run[0], Param::Text(kind), Param::Text(&payload), Param::Int(now)];

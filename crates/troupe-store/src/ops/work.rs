@@ -103,7 +103,7 @@ const PURGE: Statement = statement!("DELETE FROM work_items WHERE queue = $1 AND
 
 /// Enqueues `item`; [`StoreError::WorkItemExists`] if its queue has one of that id.
 pub(crate) async fn enqueue(conn: &mut impl Conn, item: &NewWork, now: Millis) -> Result<WorkRecord, StoreError> {
-    let payload = item.payload.to_string();
+    let payload = crate::chain::json_text(&item.payload);
     let params = [
         Param::Text(&item.queue),
         Param::Text(&item.id),
@@ -176,7 +176,7 @@ pub(crate) async fn heartbeat(conn: &mut impl Conn, held: Held<'_>, ttl: Duratio
 
 /// `held.worker` finished the item with `result`.
 pub(crate) async fn complete(conn: &mut impl Conn, held: Held<'_>, result: &Value) -> Result<WorkRecord, StoreError> {
-    let result = result.to_string();
+    let result = crate::chain::json_text(result);
     by_holder(conn, held, HolderOp::Complete, &COMPLETE, Some(Param::Text(&result))).await
 }
 
