@@ -78,6 +78,8 @@ pub enum Input {
     },
     /// The conversation as compaction left it (taken out to be compacted, given back).
     Compacted(Vec<Message>),
+    /// The conversation given back as it was taken out: compaction changed nothing.
+    Uncompacted(Vec<Message>),
     /// A capability check refused a call of the last response.
     CapabilityDenied {
         /// The call.
@@ -233,6 +235,11 @@ impl RunState {
                 Vec::new()
             }
             Input::Compacted(messages) => {
+                self.messages = messages;
+                self.saved_messages.0 = 0;
+                Vec::new()
+            }
+            Input::Uncompacted(messages) => {
                 self.messages = messages;
                 Vec::new()
             }

@@ -287,6 +287,18 @@ pub(crate) struct InFlight {
     pub(crate) batch: Option<ToolBatch>,
 }
 
+/// How many of the first messages are as the last save of the conversation left them.
+/// Bookkeeping of this process, like [`InFlight`]: never stored (a state read back has
+/// every message still to save), equal to any other.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SavedMessages(pub(crate) usize);
+
+impl PartialEq for SavedMessages {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
 impl PartialEq for InFlight {
     fn eq(&self, _: &Self) -> bool {
         true
@@ -377,6 +389,9 @@ pub struct RunState {
     /// The machine's bookkeeping between an effect and its answer (never stored).
     #[serde(skip)]
     pub(crate) in_flight: InFlight,
+    /// See [`messages_changed_from`](Self::messages_changed_from) (never stored).
+    #[serde(skip)]
+    pub(crate) saved_messages: SavedMessages,
 }
 
 impl RunState {
@@ -419,6 +434,7 @@ impl RunState {
             client_tools: Vec::new(),
             shared_state: None,
             in_flight: InFlight::default(),
+            saved_messages: SavedMessages::default(),
         }
     }
 
@@ -471,11 +487,36 @@ impl RunState {
     pub fn prepend_history(&mut self, mut earlier: Vec<Message>) {
         earlier.append(&mut self.messages);
         self.messages = earlier;
+        self.saved_messages.0 = 0;
     }
 
-    /// Takes the conversation out to be compacted: the shell hands it back, compacted or
-    /// not, as [`Input::Compacted`](crate::machine::Input::Compacted) before anything else
-    /// (moved, not cloned: it is the run's largest part).
+    /// The position of the first message changed or added since the conversation was
+    /// last [saved](Self::messages_saved): a store that keeps the conversation apart
+    /// writes it from there. Every message counts as changed in a state that was never
+    /// saved (or was read back).
+    pub fn messages_changed_from(&self) -> usize {
+        self.saved_messages.0.min(self.messages.len())
+    }
+
+    /// Notes that the conversation, as it is now, is saved.
+    pub fn messages_saved(&mut self) {
+        self.saved_messages.0 = self.messages.len();
+    }
+
+    /// What `encode` makes of the state without its conversation (its `messages` empty):
+    /// for a store that keeps the conversation apart. The messages are moved out and
+    /// back, not copied.
+    pub fn without_messages<R>(&mut self, encode: impl FnOnce(&RunState) -> R) -> R {
+        let messages = std::mem::take(&mut self.messages);
+        let encoded = encode(self);
+        self.messages = messages;
+        encoded
+    }
+
+    /// Takes the conversation out to be compacted: the shell hands it back before anything
+    /// else, as [`Input::Compacted`](crate::machine::Input::Compacted) or, unchanged, as
+    /// [`Input::Uncompacted`](crate::machine::Input::Uncompacted) (moved, not cloned: it
+    /// is the run's largest part).
     pub fn take_messages(&mut self) -> Vec<Message> {
         std::mem::take(&mut self.messages)
     }
@@ -501,7 +542,10 @@ impl RunState {
             return self;
         }
         match self.messages.last_mut() {
-            Some(last) if last.role == troupe_core::Role::User => last.content.extend(attachments),
+            Some(last) if last.role == troupe_core::Role::User => {
+                last.content.extend(attachments);
+                self.saved_messages.0 = self.saved_messages.0.min(self.messages.len() - 1);
+            }
             _ => self.append(Message::new(troupe_core::Role::User, attachments)),
         }
         self
@@ -578,7 +622,10 @@ impl RunState {
     /// Adds `message`, merging consecutive user messages so roles keep alternating.
     pub(crate) fn append(&mut self, message: Message) {
         match self.messages.last_mut() {
-            Some(last) if last.role == Role::User && message.role == Role::User => last.content.extend(message.content),
+            Some(last) if last.role == Role::User && message.role == Role::User => {
+                last.content.extend(message.content);
+                self.saved_messages.0 = self.saved_messages.0.min(self.messages.len() - 1);
+            }
             _ => self.messages.push(message),
         }
     }

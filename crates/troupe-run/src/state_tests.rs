@@ -609,3 +609,39 @@ fn attachments_are_read_back_only_from_their_own_labels() {
     let person = Message { role: Role::User, content: message.content[2..5].to_vec() };
     assert!(tool_result_attachments(&person).is_empty());
 }
+
+#[test]
+fn a_save_writes_the_conversation_from_its_first_change() {
+    let (spec, tools) = (spec(), catalog());
+    use crate::machine::{Context, Input};
+    let ctx = Context { spec: &spec, tools: &tools, recording: true, authorizing: false };
+    let mut state = state();
+    assert_eq!(state.messages_changed_from(), 0, "a new state has every message to save");
+    state.messages_saved();
+    assert_eq!(state.messages_changed_from(), 1);
+    // An added message is written alone.
+    state.append(Message::assistant("Looking."));
+    assert_eq!(state.messages_changed_from(), 1);
+    state.messages_saved();
+    // A user message merged into the last one changes that one.
+    state.append(Message::user("first"));
+    state.messages_saved();
+    state.append(Message::user("and second"));
+    assert_eq!(state.messages_changed_from(), 2, "{:?}", state.messages());
+    state.messages_saved();
+    // Compaction that changed nothing keeps what was saved; one that did rewrites it all.
+    let taken = state.take_messages();
+    state.handle(Input::Uncompacted(taken), &ctx);
+    assert_eq!(state.messages_changed_from(), 3);
+    let mut taken = state.take_messages();
+    taken.remove(0);
+    state.handle(Input::Compacted(taken), &ctx);
+    assert_eq!(state.messages_changed_from(), 0);
+    // The bookkeeping is not the run's: not stored, no part of its equality.
+    let read_back: RunState = serde_json::from_str(&serde_json::to_string(&state).expect("encodes")).expect("reads");
+    assert_eq!(read_back, state);
+    // Encoded without the conversation, and given it back.
+    let without = state.without_messages(|s| serde_json::to_value(s).expect("encodes"));
+    assert_eq!(without["messages"], json!([]));
+    assert_eq!(state.messages().len(), 2);
+}

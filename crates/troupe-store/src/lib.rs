@@ -80,8 +80,8 @@ pub use error::{StoreError, redact_location};
 pub use open::{StoreLocation, default_sqlite_path, legacy_sqlite_path, open, workspace_sqlite_path};
 pub use record::{
     Checkpoint, ConversationTurn, EvidenceEntry, EvidenceHead, EvidenceKind, Firing, Flush, Lease, MemoryRecord,
-    Millis, NewEvidence, NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, Schedule,
-    ScheduleTarget, StoreInfo, StoredSignal, Transition, Trigger, now_millis,
+    MessagesWrite, Millis, NewEvidence, NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary,
+    SavedCheckpoint, Schedule, ScheduleTarget, StoreInfo, StoredSignal, Transition, Trigger, now_millis,
 };
 pub use repository::{
     ConversationRepository, EvidenceRepository, MemoryRepository, QueueRepository, RunRepository, ScheduleRepository,

@@ -238,6 +238,31 @@ pub struct Checkpoint {
     /// When the checkpoint must be on disk: before the store answers (the default), or
     /// with the next write that is.
     pub flush: Flush,
+    /// The messages of the run's conversation this checkpoint writes, when the run keeps
+    /// its conversation apart from `state` (whose `messages` the store then fills from
+    /// them when it loads the run); `None` leaves the stored messages as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<MessagesWrite>,
+}
+
+/// The messages of a run's conversation a [`Checkpoint`] writes: the stored messages
+/// from position `from` on are replaced by `messages`. A boundary that only added
+/// messages writes those alone; one that changed earlier messages (a compaction) writes
+/// from the first it changed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MessagesWrite {
+    /// The position in the conversation (from 0) of the first message given.
+    pub from: usize,
+    /// The messages from `from` on, each as its JSON text.
+    pub messages: Vec<Box<RawValue>>,
+}
+
+impl PartialEq for MessagesWrite {
+    fn eq(&self, other: &Self) -> bool {
+        self.from == other.from
+            && self.messages.len() == other.messages.len()
+            && self.messages.iter().zip(&other.messages).all(|(a, b)| a.get() == b.get())
+    }
 }
 
 impl PartialEq for Checkpoint {
@@ -253,6 +278,7 @@ impl PartialEq for Checkpoint {
             && self.require_signals_consumed == other.require_signals_consumed
             && self.release == other.release
             && self.flush == other.flush
+            && self.messages == other.messages
     }
 }
 
@@ -271,6 +297,7 @@ impl Checkpoint {
             require_signals_consumed: false,
             release: false,
             flush: Flush::BeforeAnswer,
+            messages: None,
         }
     }
 }

@@ -210,7 +210,8 @@ async fn an_older_schema_is_migrated_forward() {
     {
         let store = troupe_store::sqlite::SqliteStore::open(&path).await.expect("opens");
         // Back to version 1: without the memories and work item tables, nor the runs'
-        // evidence heads.
+        // evidence heads and messages.
+        sqlx::query("DROP TABLE run_messages").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE memories").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE work_items").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE evidence_heads").execute(store.pool()).await.expect("drops");

@@ -569,3 +569,45 @@ fn a_schedule_tick_starts_one_run_however_many_fire_it() {
     });
     let _ = world.path();
 }
+
+/// A recorded run writes each message of its conversation once: every checkpoint only
+/// the messages its boundary added, and the run loads back with the whole conversation.
+#[test]
+fn each_boundary_writes_only_the_messages_it_added() {
+    let world = World::new([
+        MockTurn::tool_call("c1", "peek", json!({"line": 1})),
+        MockTurn::tool_call("c2", "peek", json!({"line": 2})),
+        MockTurn::tool_call("c3", "peek", json!({"line": 3})),
+        MockTurn::text("done"),
+    ]);
+    let log = Log::default();
+    let loaded =
+        process().block_on(async {
+            let peek = typed_tool("peek", "Reads.", Effect::ReadOnly, |_ctx, _args: Line| async move {
+                Ok(ToolOutput::text("seen"))
+            })
+            .into_arc();
+            let catalog = ToolCatalog::with_tools(vec![peek]).expect("a catalog");
+            let model = FixedModel::new(Arc::new(world.model.clone()), "scripted");
+            let store = RecordingStore::wrap(world.store().await, log.clone());
+            let runner =
+                Runner::new(Arc::new(model), Arc::new(catalog), Arc::new(Workspace::new(world.path()).expect("ws")))
+                    .with_store(Durability::new(Arc::clone(&store)));
+            let output =
+                runner.start(spec(ApprovalPolicy::auto()), RunInput::new("look")).output().await.expect("ends");
+            assert!(output.is_completed(), "{:?}", output.outcome);
+            store.load_run(output.run_id.as_str()).await.expect("loads").expect("stored")
+        });
+    let messages = loaded.state["messages"].as_array().expect("the conversation").len();
+    // The task, three calls with their results, the answer.
+    assert_eq!(messages, 8, "{}", loaded.state["messages"]);
+    let writes = log.message_writes();
+    assert_eq!(writes.first().map(|w| w.0), Some(0), "{writes:?}");
+    let mut next = 0;
+    for (from, count) in &writes {
+        assert_eq!(*from, next, "each write starts where the last one ended: {writes:?}");
+        next += count;
+    }
+    assert_eq!(next, messages, "every message written once: {writes:?}");
+    assert!(writes.iter().all(|(_, count)| *count <= 2), "{writes:?}");
+}

@@ -86,7 +86,9 @@ impl std::fmt::Debug for CompactionContext<'_> {
 /// [`ToolUse`](troupe_core::ContentBlock::ToolUse) block is kept or removed together with
 /// the [`ToolResult`](troupe_core::ContentBlock::ToolResult) answering it.
 pub trait Compactor: Send + Sync {
-    /// Compacts `messages` if needed; returns whether it changed them.
+    /// Compacts `messages` if needed; returns whether it changed them. A recorded run
+    /// writes the conversation again only when this says it changed: a change it does
+    /// not report is not on record.
     fn compact<'a>(
         &'a self,
         messages: &'a mut Vec<Message>,

@@ -13,8 +13,8 @@ use troupe_run::RunOutcome;
 use troupe_run::Signal;
 use troupe_run::{LoopStatus, Phase, RunState};
 use troupe_store::{
-    Checkpoint, EvidenceChain, EvidenceKind, Flush, Lease, NewEvidence, RunStatus, Store, StoreError, StoredSignal,
-    now_millis,
+    Checkpoint, EvidenceChain, EvidenceKind, Flush, Lease, MessagesWrite, NewEvidence, RunStatus, Store, StoreError,
+    StoredSignal, now_millis,
 };
 
 /// The store's status for a run in `state`.
@@ -143,7 +143,11 @@ impl Journal {
 
     /// Saves `state` with the buffered evidence and `entries`, atomically; on disk when
     /// this returns.
-    pub(crate) async fn checkpoint(&mut self, state: &RunState, entries: Vec<NewEvidence>) -> Result<(), StoreError> {
+    pub(crate) async fn checkpoint(
+        &mut self,
+        state: &mut RunState,
+        entries: Vec<NewEvidence>,
+    ) -> Result<(), StoreError> {
         self.save(state, entries, false, Flush::BeforeAnswer).await
     }
 
@@ -151,7 +155,7 @@ impl Journal {
     /// [`Durability::with_turn_flush`](crate::Durability::with_turn_flush)).
     pub(crate) async fn checkpoint_turn(
         &mut self,
-        state: &RunState,
+        state: &mut RunState,
         entries: Vec<NewEvidence>,
         flush: Flush,
     ) -> Result<(), StoreError> {
@@ -160,7 +164,7 @@ impl Journal {
 
     /// The run's last checkpoint: saves `state` with the evidence and gives up the lease
     /// in the same transaction (the run leaves the queue).
-    pub(crate) async fn finish(&mut self, state: &RunState, entries: Vec<NewEvidence>) -> Result<(), StoreError> {
+    pub(crate) async fn finish(&mut self, state: &mut RunState, entries: Vec<NewEvidence>) -> Result<(), StoreError> {
         self.save(state, entries, true, Flush::BeforeAnswer).await?;
         self.lease = None;
         Ok(())
@@ -168,15 +172,23 @@ impl Journal {
 
     async fn save(
         &mut self,
-        state: &RunState,
+        state: &mut RunState,
         entries: Vec<NewEvidence>,
         release: bool,
         flush: Flush,
     ) -> Result<(), StoreError> {
         self.guard()?;
+        let unencodable = |e: serde_json::Error| StoreError::database(format!("cannot encode the run's state: {e}"));
         // Encoded straight to text: no `Value` tree is built, walked and dropped per boundary.
-        let encoded = serde_json::value::to_raw_value(state)
-            .map_err(|e| StoreError::database(format!("cannot encode the run's state: {e}")))?;
+        // The conversation is kept apart, so a boundary writes only the messages it added
+        // (or, after a compaction, the conversation from the first message it changed).
+        let from = state.messages_changed_from();
+        let messages = state.messages()[from..]
+            .iter()
+            .map(serde_json::value::to_raw_value)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(unencodable)?;
+        let encoded = state.without_messages(serde_json::value::to_raw_value).map_err(unencodable)?;
         let status = stored_status(state);
         // A completion can be refused for a signal that waits, with nothing written: the
         // next boundary writes the buffered entries again, so a completion keeps a copy.
@@ -199,6 +211,7 @@ impl Journal {
             require_signals_consumed,
             release: release && self.lease.is_some(),
             flush,
+            messages: Some(MessagesWrite { from, messages }),
         };
         let result = self.store.checkpoint(checkpoint, now_millis()).await;
         if matches!(result, Err(StoreError::SignalsPending { .. })) {
@@ -206,6 +219,7 @@ impl Journal {
             self.latest_signal = None;
         }
         let saved = self.settle(result)?;
+        state.messages_saved();
         self.latest_signal = Some((saved.latest_signal, Instant::now()));
         self.chain = advanced;
         self.buffered.clear();

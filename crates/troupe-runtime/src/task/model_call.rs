@@ -83,7 +83,10 @@ impl Run {
                 (Ok(Some(_)), Some(uncompacted)) => Some(troupe_run::tool_results(&uncompacted)),
                 _ => None,
             };
-            self.learn(state, Input::Compacted(messages));
+            // A conversation the compactor says it left alone is not written again.
+            let given_back =
+                if matches!(compacted, Ok(None)) { Input::Uncompacted(messages) } else { Input::Compacted(messages) };
+            self.learn(state, given_back);
             match compacted {
                 Ok(None) => {}
                 Ok(Some(report)) => {

@@ -60,6 +60,11 @@ pub(crate) fn run_record(row: &dyn Columns) -> Result<RunRecord, StoreError> {
     })
 }
 
+/// A message of a run's conversation, as kept apart from its state.
+pub(crate) fn run_message(row: &dyn Columns) -> Result<serde_json::Value, StoreError> {
+    row.json("message", || "a stored message of a run's conversation".to_owned())
+}
+
 /// A status change of a run.
 pub(crate) fn transition(row: &dyn Columns) -> Result<Transition, StoreError> {
     let run_id = row.text("run_id")?;

@@ -6,7 +6,8 @@ use super::queue::{acquire, enqueue, hold_fence, release};
 use crate::chain::json_text;
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, Lease, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint, Transition,
+    Checkpoint, Lease, MessagesWrite, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint,
+    Transition,
 };
 use crate::sql::{Conn, Dialect, Failure, Param, Statement};
 use std::time::Duration;
@@ -71,6 +72,12 @@ const SAVE_RUN_WITH_STATUS: Statement = statement!(
     "UPDATE runs SET activity = $2, state = $3, updated_at = $4, status = $5, \
      transition_seq = transition_seq + 1 WHERE id = $1"
 );
+
+const RUN_MESSAGES: Statement = statement!("SELECT message FROM run_messages WHERE run_id = $1 ORDER BY seq");
+
+const DROP_MESSAGES_FROM: Statement = statement!("DELETE FROM run_messages WHERE run_id = $1 AND seq >= $2");
+
+const INSERT_MESSAGE: Statement = statement!("INSERT INTO run_messages (run_id, seq, message) VALUES ($1, $2, $3)");
 
 const CONSUME_SIGNALS: Statement =
     statement!("UPDATE signals SET consumed_at = $3 WHERE run_id = $1 AND seq <= $2 AND consumed_at IS NULL");
@@ -151,9 +158,20 @@ async fn insert_transition(
     Ok(())
 }
 
-/// The run `run_id`, with the head of its evidence.
+/// The run `run_id`, with the head of its evidence, its state holding its conversation
+/// (kept apart from it since the run's first checkpoint that wrote messages).
 pub(crate) async fn load_run(conn: &mut impl Conn, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-    Ok(conn.fetch_optional(&LOAD_RUN, &[Param::Text(run_id)], decode::run_record).await?)
+    let Some(mut record) = conn.fetch_optional(&LOAD_RUN, &[Param::Text(run_id)], decode::run_record).await? else {
+        return Ok(None);
+    };
+    let messages = conn.fetch_all(&RUN_MESSAGES, &[Param::Text(run_id)], decode::run_message).await?;
+    // No rows: the run's conversation is in its state, as every run's was before.
+    if !messages.is_empty()
+        && let Some(state) = record.state.as_object_mut()
+    {
+        state.insert("messages".to_owned(), serde_json::Value::Array(messages));
+    }
+    Ok(Some(record))
 }
 
 /// The runs `filter` selects, newest first.
@@ -212,6 +230,9 @@ pub(crate) async fn save_checkpoint(
     } else {
         conn.execute(&SAVE_RUN, &params[..4]).await?;
     }
+    if let Some(write) = &checkpoint.messages {
+        save_messages(conn, run_id, write).await?;
+    }
     insert_entries(conn, &checkpoint.evidence).await?;
     if let Some(through) = checkpoint.signals_consumed_through {
         conn.execute(&CONSUME_SIGNALS, &[Param::Text(run_id), Param::Int(through), Param::Int(now)]).await?;
@@ -220,6 +241,16 @@ pub(crate) async fn save_checkpoint(
         release(conn, lease, None).await?;
     }
     Ok(SavedCheckpoint { latest_signal: signal_seq })
+}
+
+/// Replaces run `run_id`'s stored messages from `write.from` on with `write`'s.
+async fn save_messages(conn: &mut impl Conn, run_id: &str, write: &MessagesWrite) -> Result<(), StoreError> {
+    let from = i64::try_from(write.from).unwrap_or(i64::MAX);
+    conn.execute(&DROP_MESSAGES_FROM, &[Param::Text(run_id), Param::Int(from)]).await?;
+    for (seq, message) in (from..).zip(&write.messages) {
+        conn.execute(&INSERT_MESSAGE, &[Param::Text(run_id), Param::Int(seq), Param::Text(message.get())]).await?;
+    }
+    Ok(())
 }
 
 /// The run `run_id` as a checkpoint reads it, while `lease` holds it:

@@ -253,6 +253,7 @@ async fn a_run_round_trips_with_fences_signals_and_turns() {
         require_signals_consumed: false,
         release: false,
         flush: Flush::BeforeAnswer,
+        messages: None,
     };
     store.checkpoint(checkpoint.clone(), 9).await.expect("checkpoints under the lease");
     let record = store.load_run("r1").await.expect("loads").expect("exists");

@@ -320,6 +320,7 @@ async fn a_fenced_checkpoint_needs_the_lease() {
         require_signals_consumed: false,
         release: false,
         flush: Flush::BeforeAnswer,
+        messages: None,
     };
     let stale = store.checkpoint(checkpoint(first), later).await;
     assert!(matches!(stale, Err(StoreError::LeaseLost { .. })), "{stale:?}");

@@ -3,7 +3,7 @@
 use super::harness::{Backend, T0, checkpoint, new_run};
 use serde_json::json;
 use std::sync::Arc;
-use troupe_store::{Checkpoint, Flush, Lease, RunFilter, RunStatus, StoreError, Transition};
+use troupe_store::{Checkpoint, Flush, Lease, MessagesWrite, RunFilter, RunStatus, StoreError, Transition};
 
 /// A created run loads back exactly as it was given, stamped with its creation time.
 pub async fn created_run_loads_back(backend: Arc<dyn Backend>) {
@@ -288,4 +288,74 @@ pub async fn child_runs_are_listed_by_their_parent(backend: Arc<dyn Backend>) {
         .await
         .expect("list_runs");
     assert_eq!(under_lead.iter().map(|r| r.parent_run_id.as_deref()).collect::<Vec<_>>(), [Some("lead")]);
+}
+
+/// A run's conversation kept apart from its state: a checkpoint appends the messages its
+/// boundary added, or replaces them from the first one it changed, and the run loads
+/// back with its state holding the whole conversation. A run that never kept it apart
+/// loads with the conversation its state holds.
+pub async fn a_conversation_kept_apart_is_appended_and_loads_whole(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let mut run = new_run("run-m", "coder", RunStatus::Running);
+    run.state = json!({"messages": [{"text": "task"}], "turn": 0});
+    store.create_run(run, T0).await.expect("the run is created");
+    let state = |turn: u32| json!({"messages": [], "turn": turn});
+    let texts = |texts: &[&str]| -> Vec<Box<serde_json::value::RawValue>> {
+        texts.iter().map(|t| serde_json::value::to_raw_value(&json!({"text": t})).expect("encodes")).collect()
+    };
+    let messages_of = |record: &troupe_store::RunRecord| record.state["messages"].clone();
+
+    // The creation's state holds the conversation until a checkpoint writes it apart.
+    let record = store.load_run("run-m").await.expect("load").expect("stored");
+    assert_eq!(messages_of(&record), json!([{"text": "task"}]));
+
+    // The first checkpoint writes every message; the next ones only what they add.
+    let first = Checkpoint {
+        messages: Some(MessagesWrite { from: 0, messages: texts(&["task", "call"]) }),
+        ..checkpoint("run-m", RunStatus::Running, state(1))
+    };
+    store.checkpoint(first, T0 + 1).await.expect("saved");
+    let second = Checkpoint {
+        messages: Some(MessagesWrite { from: 2, messages: texts(&["result", "answer"]) }),
+        ..checkpoint("run-m", RunStatus::Running, state(2))
+    };
+    store.checkpoint(second, T0 + 2).await.expect("saved");
+    let record = store.load_run("run-m").await.expect("load").expect("stored");
+    assert_eq!(record.state["turn"], 2);
+    assert_eq!(
+        messages_of(&record),
+        json!([{"text": "task"}, {"text": "call"}, {"text": "result"}, {"text": "answer"}])
+    );
+
+    // A checkpoint that writes no messages leaves them; one that changed the last one
+    // replaces it and drops nothing before it.
+    store.checkpoint(checkpoint("run-m", RunStatus::Running, state(3)), T0 + 3).await.expect("saved");
+    let changed = Checkpoint {
+        messages: Some(MessagesWrite { from: 3, messages: texts(&["answer, continued"]) }),
+        ..checkpoint("run-m", RunStatus::Running, state(4))
+    };
+    store.checkpoint(changed, T0 + 4).await.expect("saved");
+    let record = store.load_run("run-m").await.expect("load").expect("stored");
+    assert_eq!(
+        messages_of(&record),
+        json!([{"text": "task"}, {"text": "call"}, {"text": "result"}, {"text": "answer, continued"}])
+    );
+
+    // A compaction rewrites the conversation from the start, shorter than it was.
+    let compacted = Checkpoint {
+        messages: Some(MessagesWrite { from: 0, messages: texts(&["summary", "next"]) }),
+        ..checkpoint("run-m", RunStatus::Completed, state(5))
+    };
+    store.checkpoint(compacted, T0 + 5).await.expect("saved");
+    let record = store.load_run("run-m").await.expect("load").expect("stored");
+    assert_eq!(messages_of(&record), json!([{"text": "summary"}, {"text": "next"}]));
+    assert_eq!(record.state["turn"], 5);
+
+    // A refused checkpoint writes none of its messages.
+    let ghost = Checkpoint {
+        messages: Some(MessagesWrite { from: 0, messages: texts(&["lost"]) }),
+        ..checkpoint("run-ghost", RunStatus::Running, state(1))
+    };
+    assert!(store.checkpoint(ghost, T0 + 6).await.is_err());
+    assert_eq!(store.load_run("run-ghost").await.expect("load_run"), None);
 }

@@ -13,9 +13,10 @@ use troupe_store::{
     StoreInfo, StoredSignal, Transition, WorkItemRepository, WorkRecord, WorkState, WorkStats,
 };
 
-/// What happened, in order: the store's calls, and whatever a test adds (a tool's effect).
+/// What happened, in order: the store's calls, and whatever a test adds (a tool's effect);
+/// and, apart, the messages each checkpoint wrote.
 #[derive(Clone, Default)]
-pub struct Log(Arc<Mutex<Vec<String>>>);
+pub struct Log(Arc<Mutex<Vec<String>>>, Arc<Mutex<Vec<(usize, usize)>>>);
 
 impl Log {
     /// Adds `what`.
@@ -26,6 +27,11 @@ impl Log {
     /// Everything so far.
     pub fn entries(&self) -> Vec<String> {
         self.0.lock().expect("the log").clone()
+    }
+
+    /// The messages each checkpoint that wrote some wrote: from which position, how many.
+    pub fn message_writes(&self) -> Vec<(usize, usize)> {
+        self.1.lock().expect("the log").clone()
     }
 }
 
@@ -62,6 +68,9 @@ impl RunRepository for RecordingStore {
         };
         let end = if checkpoint.release { " release" } else { "" };
         self.log.push(format!("checkpoint {flush}{end}"));
+        if let Some(write) = &checkpoint.messages {
+            self.log.1.lock().expect("the log").push((write.from, write.messages.len()));
+        }
         self.inner.checkpoint(checkpoint, now)
     }
     fn transitions<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<Transition>> {
