@@ -2,7 +2,7 @@
 //! pointed at the mock server by `OPENAI_BASE_URL`), an agent on `openai/gpt-4o`, one
 //! typed tool; optionally a store, as the CLI records every run.
 
-use crate::workload::{ANSWER, TASK, TOOL_CALLS, lookup_answer};
+use crate::workload::{ANSWER, TASK, lookup_answer};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -25,8 +25,9 @@ pub enum Contender {
 }
 
 impl Contender {
-    /// One run; `Err` says why it does not count as a success.
-    pub async fn run(&self) -> Result<(), String> {
+    /// One run, which should make `expected_calls` tool calls; `Err` says why it does not
+    /// count as a success.
+    pub async fn run(&self, expected_calls: u32) -> Result<(), String> {
         let (text, tool_calls) = match self {
             Contender::Troupe(agent) => {
                 let output = agent.run(TASK).await.map_err(|e| e.to_string())?;
@@ -37,7 +38,7 @@ impl Contender {
             }
             Contender::Bare(bare) => bare.run().await?,
         };
-        if text != ANSWER || tool_calls != TOOL_CALLS {
+        if text != ANSWER || tool_calls != expected_calls {
             return Err(format!("{tool_calls} tool calls, answer {text:?}"));
         }
         Ok(())

@@ -110,7 +110,8 @@ fn pass(
             (other, _) => return Err(format!("unknown contender {other}")),
         })
     })?;
-    let contender = Arc::new(contender);
+    // With the tool calls its runs must make on `model`.
+    let contender = Arc::new((contender, crate::workload::tool_calls(model)));
 
     // Warm-up: the pool filled to the pass's width, the allocator's arenas in use.
     let warm = n.min(100);
@@ -139,7 +140,12 @@ fn pass(
 
 /// `width` runs in flight until `duration` has passed and at least `at_least` runs were
 /// started.
-async fn throughput(contender: &Arc<Contender>, width: usize, duration: Duration, at_least: usize) -> PassReport {
+async fn throughput(
+    contender: &Arc<(Contender, u32)>,
+    width: usize,
+    duration: Duration,
+    at_least: usize,
+) -> PassReport {
     let started = Instant::now();
     let issued = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..width.max(1))
@@ -148,7 +154,7 @@ async fn throughput(contender: &Arc<Contender>, width: usize, duration: Duration
             tokio::spawn(async move {
                 let mut mine = PassReport::default();
                 while started.elapsed() < duration || issued.fetch_add(1, Ordering::Relaxed) < at_least {
-                    tally(&mut mine, contender.run().await);
+                    tally(&mut mine, contender.0.run(contender.1).await);
                 }
                 mine
             })
@@ -162,11 +168,11 @@ async fn throughput(contender: &Arc<Contender>, width: usize, duration: Duration
 }
 
 /// `n` runs started at once.
-async fn in_flight(contender: &Arc<Contender>, n: usize) -> PassReport {
+async fn in_flight(contender: &Arc<(Contender, u32)>, n: usize) -> PassReport {
     let runs: Vec<_> = (0..n)
         .map(|_| {
             let contender = Arc::clone(contender);
-            tokio::spawn(async move { contender.run().await })
+            tokio::spawn(async move { contender.0.run(contender.1).await })
         })
         .collect();
     let mut report = PassReport::default();

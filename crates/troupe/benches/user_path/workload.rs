@@ -30,6 +30,18 @@ pub const PACED_MODEL: &str = "gpt-4.1";
 /// 2 s to finish ten runs in a row.
 pub const PACE: Duration = Duration::from_millis(50);
 
+/// The model that gives long runs: [`LONG_TOOL_CALLS`] calls of `lookup`, each turn with
+/// about 2 KB of text before its call, so the conversation ends at about 60 KB.
+pub const LONG_MODEL: &str = "gpt-4.1-mini";
+
+/// Tool calls per run on [`LONG_MODEL`].
+pub const LONG_TOOL_CALLS: u32 = 30;
+
+/// The tool calls a run on `model` makes.
+pub fn tool_calls(model: &str) -> u32 {
+    if model == LONG_MODEL { LONG_TOOL_CALLS } else { TOOL_CALLS }
+}
+
 /// What `lookup` answers.
 pub fn lookup_answer(key: &str) -> String {
     format!("{key} = 42")
@@ -39,15 +51,17 @@ pub fn lookup_answer(key: &str) -> String {
 pub fn responder(request: &RecordedRequest) -> MockTurn {
     let messages = request.body["messages"].as_array();
     let answered = messages.map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
-    let turn = if answered < TOOL_CALLS as usize {
+    let model = request.body["model"].as_str().unwrap_or_default();
+    let turn = if answered < tool_calls(model) as usize {
         let key = format!("k{answered}");
-        MockTurn::tool_call(format!("call_{answered}"), "lookup", serde_json::json!({ "key": key }))
+        let call = MockTurn::tool_call(format!("call_{answered}"), "lookup", serde_json::json!({ "key": key }));
+        if model == LONG_MODEL { call.with_text(format!("Looking up {key}: {}", "then ".repeat(400))) } else { call }
     } else {
         MockTurn::text(ANSWER)
     };
-    match request.body["model"].as_str() {
-        Some(SLOW_MODEL) => turn.with_latency(LATENCY),
-        Some(PACED_MODEL) => turn.with_latency(PACE),
+    match model {
+        SLOW_MODEL => turn.with_latency(LATENCY),
+        PACED_MODEL => turn.with_latency(PACE),
         _ => turn,
     }
 }
