@@ -77,7 +77,22 @@ const RUN_MESSAGES: Statement = statement!("SELECT message FROM run_messages WHE
 
 const DROP_MESSAGES_FROM: Statement = statement!("DELETE FROM run_messages WHERE run_id = $1 AND seq >= $2");
 
-const INSERT_MESSAGE: Statement = statement!("INSERT INTO run_messages (run_id, seq, message) VALUES ($1, $2, $3)");
+// The messages from `$2` on replaced by `$3`'s, in order. Where a `WITH` may write, the rows
+// past them go in the same statement (one round trip to a server): they lie past the rows
+// it writes, so the two never touch one row. SQLite drops them first (DROP_MESSAGES_FROM).
+const REPLACE_MESSAGES_FROM: Statement = statement!(
+    "",
+    postgres(
+        "WITH dropped AS (DELETE FROM run_messages WHERE run_id = $1 AND seq >= $2 + CARDINALITY($3::text[])) \
+         INSERT INTO run_messages (run_id, seq, message) \
+         SELECT $1, $2 + t.ord - 1, t.message FROM UNNEST($3::text[]) WITH ORDINALITY AS t (message, ord)"
+    ),
+    sqlite(
+        "INSERT INTO run_messages (run_id, seq, message) SELECT $1, $2 + t.key, t.value FROM json_each($3) AS t \
+         WHERE true"
+    ),
+    " ON CONFLICT (run_id, seq) DO UPDATE SET message = excluded.message"
+);
 
 const CONSUME_SIGNALS: Statement =
     statement!("UPDATE signals SET consumed_at = $3 WHERE run_id = $1 AND seq <= $2 AND consumed_at IS NULL");
@@ -244,12 +259,16 @@ pub(crate) async fn save_checkpoint(
 }
 
 /// Replaces run `run_id`'s stored messages from `write.from` on with `write`'s.
-async fn save_messages(conn: &mut impl Conn, run_id: &str, write: &MessagesWrite) -> Result<(), StoreError> {
+async fn save_messages<C: Conn>(conn: &mut C, run_id: &str, write: &MessagesWrite) -> Result<(), StoreError> {
     let from = i64::try_from(write.from).unwrap_or(i64::MAX);
-    conn.execute(&DROP_MESSAGES_FROM, &[Param::Text(run_id), Param::Int(from)]).await?;
-    for (seq, message) in (from..).zip(&write.messages) {
-        conn.execute(&INSERT_MESSAGE, &[Param::Text(run_id), Param::Int(seq), Param::Text(message.get())]).await?;
+    let messages: Vec<String> = write.messages.iter().map(|m| m.get().to_owned()).collect();
+    if !C::Dialect::WRITES_IN_WITH {
+        // The rows past the new ones go first, in a statement of their own.
+        let past = from.saturating_add(i64::try_from(messages.len()).unwrap_or(i64::MAX));
+        conn.execute(&DROP_MESSAGES_FROM, &[Param::Text(run_id), Param::Int(past)]).await?;
     }
+    let params = [Param::Text(run_id), Param::Int(from), Param::Texts(&messages)];
+    conn.execute(&REPLACE_MESSAGES_FROM, &params).await?;
     Ok(())
 }
 
