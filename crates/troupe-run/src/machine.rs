@@ -236,7 +236,7 @@ impl RunState {
             }
             Input::Compacted(messages) => {
                 self.messages = messages;
-                self.saved_messages.0 = 0;
+                self.changed_from(0);
                 Vec::new()
             }
             Input::Uncompacted(messages) => {

@@ -487,7 +487,7 @@ impl RunState {
     pub fn prepend_history(&mut self, mut earlier: Vec<Message>) {
         earlier.append(&mut self.messages);
         self.messages = earlier;
-        self.saved_messages.0 = 0;
+        self.changed_from(0);
     }
 
     /// The position of the first message changed or added since the conversation was
@@ -501,6 +501,11 @@ impl RunState {
     /// Notes that the conversation, as it is now, is saved.
     pub fn messages_saved(&mut self) {
         self.saved_messages.0 = self.messages.len();
+    }
+
+    /// Notes that the messages from position `index` on are not as last saved.
+    pub(crate) fn changed_from(&mut self, index: usize) {
+        self.saved_messages.0 = self.saved_messages.0.min(index);
     }
 
     /// What `encode` makes of the state without its conversation (its `messages` empty):
@@ -544,7 +549,7 @@ impl RunState {
         match self.messages.last_mut() {
             Some(last) if last.role == troupe_core::Role::User => {
                 last.content.extend(attachments);
-                self.saved_messages.0 = self.saved_messages.0.min(self.messages.len() - 1);
+                self.changed_from(self.messages.len() - 1);
             }
             _ => self.append(Message::new(troupe_core::Role::User, attachments)),
         }
@@ -624,7 +629,7 @@ impl RunState {
         match self.messages.last_mut() {
             Some(last) if last.role == Role::User && message.role == Role::User => {
                 last.content.extend(message.content);
-                self.saved_messages.0 = self.saved_messages.0.min(self.messages.len() - 1);
+                self.changed_from(self.messages.len() - 1);
             }
             _ => self.messages.push(message),
         }
