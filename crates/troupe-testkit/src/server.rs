@@ -106,8 +106,11 @@ impl MockLlmServer {
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
         let counted = Arc::clone(&state);
-        let listener = listener.tap_io(move |_| {
+        let listener = listener.tap_io(move |tcp| {
             counted.connections.fetch_add(1, Ordering::Relaxed);
+            // As a vendor's server does: each event goes out as it is written, not held
+            // back until the client acknowledges the one before.
+            let _ = tcp.set_nodelay(true);
         });
         tokio::spawn(async move {
             let _ = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await;

@@ -255,16 +255,14 @@ fn main() {
         throughput_ratio(paced_sqlite, paced_none),
         ratio(paced_sqlite, paced_none),
     );
-    // CPU only: the long runs' wall time did not follow their work (the unrecorded pass
-    // took about twice as long per run as the recorded one), so their throughput is not
-    // reported.
     println!(
         "user_path: for reference: long runs ({} model calls, {} tool calls, about 2 KB of text a turn), one at \
-         a time, SQLite vs no store: CPU {:.2}×, {:.0} µs added per run",
+         a time, SQLite vs no store: CPU {:.2}×, {:.0} µs added per run, throughput {:.2}",
         workload::LONG_TOOL_CALLS + 1,
         workload::LONG_TOOL_CALLS,
         ratio(long_sqlite, long_none),
         added(long_sqlite, long_none),
+        throughput_ratio(long_sqlite, long_none),
     );
     println!(
         "user_path: for reference: PostgreSQL vs no store CPU {:.2}× (1), {:.2}× (100), throughput {:.2} (100); \
