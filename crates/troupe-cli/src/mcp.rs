@@ -52,6 +52,9 @@ pub(crate) struct ServeArgs {
     /// tokens of TROUPE_SERVER_TOKEN (without one, a loopback address only).
     #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
+    /// Over HTTP, the server's connection limits.
+    #[command(flatten)]
+    limits: crate::serve::ConnectionLimits,
 }
 
 /// Runs a `troupe mcp` subcommand.
@@ -119,19 +122,24 @@ async fn serve(dirs: &ConfigDirs, args: ServeArgs) -> Result<(), Failure> {
     let server = AgentServer::new(served).map_err(|e| Failure::Usage(anyhow!(e)))?;
     let ids: Vec<String> = server.agents().iter().map(|a| a.tool_name().to_owned()).collect();
     if let Some(addr) = args.http {
-        return serve_http(server, &ids, addr).await;
+        return serve_http(server, &ids, addr, &args.limits).await;
     }
     eprintln!("serving {} over MCP on stdio", ids.join(", "));
     troupe_mcp::serve_agents_stdio(server).await.map_err(|e| Failure::Run(anyhow!(e)))
 }
 
 /// Serves `server` over streamable HTTP at `http://addr/mcp` until SIGTERM or Ctrl-C, with
-/// the same bearer tokens, and the same refusal of an unprotected public address, as
-/// `troupe serve`.
-async fn serve_http(server: AgentServer, ids: &[String], addr: std::net::SocketAddr) -> Result<(), Failure> {
+/// the same bearer tokens, connection limits and timeouts, and the same refusal of an
+/// unprotected public address, as `troupe serve`.
+async fn serve_http(
+    server: AgentServer,
+    ids: &[String],
+    addr: std::net::SocketAddr,
+    limits: &crate::serve::ConnectionLimits,
+) -> Result<(), Failure> {
     use troupe::server::{ServerConfig, TOKEN_ENV, Token};
     let tokens = std::env::var(TOKEN_ENV).map(|v| Token::list(&v)).unwrap_or_default();
-    let config = ServerConfig { tokens, ..ServerConfig::default() };
+    let config = ServerConfig { tokens, ..limits.config() };
     if !config.allows(addr) {
         return Err(Failure::Usage(troupe::server::ServerError::UnprotectedAddress { addr }.into()));
     }
@@ -156,10 +164,9 @@ async fn serve_http(server: AgentServer, ids: &[String], addr: std::net::SocketA
     eprintln!("troupe mcp serving {} on http://{bound}{MCP_PATH}", ids.join(", "));
     eprintln!("{}", config.auth_summary());
     crate::serve::stop_on_signals(shutdown.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-        .map_err(|e| Failure::Run(anyhow!("the MCP server stopped: {e}")))
+    // The connection loop of `troupe serve`: its limits, its header and body timeouts.
+    troupe::server::serve_router(listener, app, &config, shutdown).await;
+    Ok(())
 }
 
 /// Where `troupe mcp serve --http` answers.

@@ -62,6 +62,17 @@ pub(crate) struct ServeArgs {
     /// How long shutdown waits for running runs to finish, in seconds.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     shutdown_grace: u64,
+    #[command(flatten)]
+    limits: ConnectionLimits,
+    /// Where agent files are looked for.
+    #[command(flatten)]
+    config: ConfigDirs,
+}
+
+/// How many connections a server holds, and how long it waits for a request: the
+/// arguments `troupe serve` and `troupe mcp serve --http` share.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ConnectionLimits {
     /// How long a client may take to send a request's headers, in seconds; a slower or
     /// idle connection is closed.
     #[arg(long, default_value_t = troupe::server::DEFAULT_HEADER_TIMEOUT.as_secs(), value_name = "SECONDS",
@@ -70,9 +81,17 @@ pub(crate) struct ServeArgs {
     /// How many connections may be open at once; more wait.
     #[arg(long, default_value_t = troupe::server::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
     max_connections: usize,
-    /// Where agent files are looked for.
-    #[command(flatten)]
-    config: ConfigDirs,
+}
+
+impl ConnectionLimits {
+    /// The default server configuration with these limits.
+    pub(crate) fn config(&self) -> ServerConfig {
+        ServerConfig {
+            header_timeout: std::time::Duration::from_secs(self.header_timeout),
+            max_connections: self.max_connections,
+            ..ServerConfig::default()
+        }
+    }
 }
 
 /// Runs `troupe serve` until Ctrl-C or SIGTERM.
@@ -87,9 +106,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
         cors_origins: args.cors_origins.clone(),
         cancel_on_shutdown: args.no_store,
         shutdown_grace: std::time::Duration::from_secs(args.shutdown_grace),
-        header_timeout: std::time::Duration::from_secs(args.header_timeout),
-        max_connections: args.max_connections,
-        ..ServerConfig::default()
+        ..args.limits.config()
     };
     if !server_config.allows(args.addr) {
         return Err(Failure::Usage(troupe::server::ServerError::UnprotectedAddress { addr: args.addr }.into()));

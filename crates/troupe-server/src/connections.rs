@@ -20,6 +20,19 @@ use tokio_util::sync::CancellationToken;
 /// file descriptors, say), so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
+/// Serves `router`, a service of the caller's own, on `listener` under `config`'s
+/// connection limits, as [`Server::serve`](crate::Server::serve) serves its routes: at most
+/// [`ServerConfig::max_connections`] open at once, [`ServerConfig::header_timeout`] for a
+/// request's headers, [`ServerConfig::body_timeout`] between two pieces of its body, and
+/// each response's bytes sent as they are written (`TCP_NODELAY`), not held back until the
+/// client acknowledges the ones before. Authentication, body size and routes are the
+/// router's own. Returns once `shutdown` is cancelled and every open connection has
+/// finished its response: a stream the router holds open must end on `shutdown` too.
+pub async fn serve_router(listener: TcpListener, router: Router, config: &ServerConfig, shutdown: CancellationToken) {
+    let router = router.layer(tower_http::timeout::RequestBodyTimeoutLayer::new(config.body_timeout));
+    serve(listener, router, config, shutdown, CancellationToken::new()).await;
+}
+
 /// Serves `router` on `listener` until `shutdown` is cancelled; then cancels `closing`
 /// (which ends the open event streams) and waits for the connections to finish.
 pub(crate) async fn serve(

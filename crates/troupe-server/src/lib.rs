@@ -80,6 +80,7 @@ pub use config::{
     DEFAULT_ADDR, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     ServerConfig, TOKEN_ENV, Token,
 };
+pub use connections::serve_router;
 pub use error::{ApiError, ServerError};
 pub use hub::{DEFAULT_RETAINED_RUNS, HubRun, RunHub, RunPhase, RunView};
 pub use ids::{MAX_ID_LEN, checked_id};

@@ -210,22 +210,16 @@ fn agent_show_hides_mcp_values_written_out_but_shows_references() {
     assert!(shown.contains("<redacted>") && shown.contains("Bearer ${REMOTE_TOKEN}"), "{shown}");
 }
 
-/// `troupe mcp serve --http` behind a token, driven by the official MCP Python SDK over
-/// streamable HTTP: the agents listed as tools, one run; a request without the token is
-/// refused.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mcp_serve_over_http_answers_the_python_sdk_behind_the_token() {
-    let Some(python) = test_deps::python_with("mcp.client.streamable_http") else {
-        test_deps::skip("mcp_serve_over_http_answers_the_python_sdk", "the Python package mcp is not installed");
-        return;
-    };
-    let cwd = tempfile::tempdir().expect("tempdir");
-    let conf = cwd.path().join("conf");
+/// `troupe mcp serve --http 127.0.0.1:0 ARGS` in `cwd`, serving an agent `echo` behind the
+/// token `mcp-s3cret`: the child and the URL it says it serves at.
+async fn serve_http(cwd: &Path, args: &[&str]) -> (Child, String) {
+    let conf = cwd.join("conf");
     write(&conf.join("agents/echo.toml"), &agent_file("echo", "Answers.", &["grep"], ""));
     let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
         .args(["mcp", "serve", "--http", "127.0.0.1:0", "--config-dir"])
         .arg(&conf)
-        .current_dir(cwd.path())
+        .args(args)
+        .current_dir(cwd)
         .env_clear()
         .env("TROUPE_SERVER_TOKEN", "mcp-s3cret")
         .stdin(Stdio::null())
@@ -247,6 +241,58 @@ async fn mcp_serve_over_http_answers_the_python_sdk_behind_the_token() {
     .await
     .expect("it listens within a minute");
     assert!(url.ends_with("/mcp"), "{url}");
+    // Read on: a closed pipe would fail the server's next line on stderr.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url)
+}
+
+/// `troupe mcp serve --http` holds connections as `troupe serve` does: one that never
+/// finishes its headers is closed after `--header-timeout`, and past `--max-connections`
+/// a new client waits for a slot instead of being served at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_serve_over_http_closes_a_stalled_connection_and_keeps_its_connection_limit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let (_child, url) = serve_http(cwd.path(), &["--header-timeout", "1", "--max-connections", "1"]).await;
+    let addr = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    // The only slot, taken by a client that never finishes its headers.
+    let mut stalled = tokio::net::TcpStream::connect(&addr).await.expect("connects");
+    stalled.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ").await.expect("writes part of a header");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    let refused = reqwest::Client::new()
+        .post(&url)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}))
+        .send()
+        .await
+        .expect("answered once the slot is free");
+    let waited = started.elapsed();
+    assert_eq!(refused.status(), 401, "no token, no session");
+    assert!(waited >= Duration::from_millis(700), "the second client waited for the only slot: {waited:?}");
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut buffer = [0u8; 256];
+        loop {
+            match stalled.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the stalled connection was closed");
+}
+
+/// `troupe mcp serve --http` behind a token, driven by the official MCP Python SDK over
+/// streamable HTTP: the agents listed as tools, one run; a request without the token is
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_serve_over_http_answers_the_python_sdk_behind_the_token() {
+    let Some(python) = test_deps::python_with("mcp.client.streamable_http") else {
+        test_deps::skip("mcp_serve_over_http_answers_the_python_sdk", "the Python package mcp is not installed");
+        return;
+    };
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let (mut child, url) = serve_http(cwd.path(), &[]).await;
 
     let refused = reqwest::Client::new()
         .post(&url)
