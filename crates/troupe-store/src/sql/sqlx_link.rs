@@ -24,6 +24,7 @@ macro_rules! sqlx_link {
             /// The pool: each statement in a transaction of its own.
             Pool(&'c sqlx::Pool<$db>),
             /// One connection, in a transaction or not.
+            #[allow(dead_code, reason = "SQLite reads through its pool alone; its writes run on its writer thread")]
             Conn(&'c mut <$db as sqlx::Database>::Connection),
         }
 

@@ -2,14 +2,11 @@
 //! (a worker and the CLI, say) through SQLite's own locking.
 //!
 //! The store's operations, written once for every backend, run here on two connections of
-//! their own: the calls a running run makes (its creation and lease, checkpoints,
-//! evidence, signals, the queue, schedule firings) on one writer thread (`writer`), which
-//! commits concurrent writes in groups; the rest — reads, conversations, memories, team
-//! work items, schedule bookkeeping — through a `sqlx` pool. Every write that reads before
-//! it writes runs in a `BEGIN IMMEDIATE` transaction, which takes the write lock up
-//! front: a deferred transaction that upgraded later could fail with `SQLITE_BUSY`
-//! instead of waiting its turn. Single-statement writes take the lock at their start
-//! anyway, so they run on the pool directly.
+//! their own. Every write runs on one writer thread (`writer`), which commits concurrent
+//! writes in groups, each group in a `BEGIN IMMEDIATE` transaction that takes the write
+//! lock up front: a deferred transaction that upgraded later could fail with
+//! `SQLITE_BUSY` instead of waiting its turn, and with one writing connection the process
+//! never waits behind itself. Reads go through a `sqlx` pool.
 
 mod link;
 mod open;
@@ -23,7 +20,6 @@ use crate::ops;
 use crate::record::{Lease, Millis, NewRun, StoreInfo};
 use crate::repository::{Store, StoreFuture};
 use sqlx::SqlitePool;
-use sqlx::sqlite::SqliteTransaction;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -67,11 +63,6 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// A transaction holding the database's write lock from its start.
-    async fn begin_write(&self) -> Result<SqliteTransaction<'static>, StoreError> {
-        self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(StoreError::database)
     }
 }
 

@@ -18,7 +18,7 @@ const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections per store: SQLite has one writer at a time, readers proceed alongside.
-const POOL_SIZE: u32 = 4;
+pub(super) const POOL_SIZE: u32 = 4;
 
 /// How long a process racing to create the file waits before trying again.
 const BUSY_RETRY: Duration = Duration::from_millis(25);

@@ -1,16 +1,16 @@
 //! The repositories on SQLite: each operation of [`crate::ops`], on the writer thread or
 //! through the pool.
 //!
-//! A running run's calls — its creation and lease, checkpoints, evidence, signals (and the
-//! look for pending ones, asked at every boundary), the queue, schedule firings — run on the
-//! writer thread, in its groups. Reads go through the pool. So do the writes off that path
-//! (team work items, conversations, memories, schedule bookkeeping): a single statement
-//! takes the write lock when it starts, and a write that reads first runs in a
-//! `BEGIN IMMEDIATE` transaction, which takes it up front.
+//! Every write runs on the writer thread, in its groups: a running run's calls (its
+//! creation and lease, checkpoints, evidence, signals, the queue), and a team's work items,
+//! conversations, memories and schedules alike. The writer is then the only connection of
+//! the process that takes the database's write lock: it never waits for another of the
+//! store's own connections, and a write that reads first (a claim, an append) holds the
+//! lock from its group's `BEGIN IMMEDIATE`. Reads go through the pool, except the look for
+//! pending signals asked at every boundary, which runs between the writer's groups.
 
 use super::SqliteStore;
 use super::link::{Pooled, Writing, at_once};
-use crate::error::StoreError;
 use crate::ops::{self, work::Held};
 use crate::record::{
     Checkpoint, ConversationTurn, EvidenceEntry, Firing, Lease, MemoryRecord, Millis, NewRun, QueueEntry, RunFilter,
@@ -107,13 +107,22 @@ impl ConversationRepository for SqliteStore {
         turns: Vec<(String, Value)>,
         now: Millis,
     ) -> StoreFuture<'a, ()> {
+        let (conversation_id, run_id) = (conversation_id.to_owned(), run_id.to_owned());
         Box::pin(async move {
             if turns.is_empty() {
                 return Ok(());
             }
-            let mut tx = self.begin_write().await?;
-            ops::conversations::append_turns(&mut Pooled::Conn(&mut tx), conversation_id, run_id, &turns, now).await?;
-            tx.commit().await.map_err(StoreError::database)
+            self.writer
+                .write(move |conn| {
+                    at_once(ops::conversations::append_turns(
+                        &mut Writing(conn),
+                        &conversation_id,
+                        &run_id,
+                        &turns,
+                        now,
+                    ))
+                })
+                .await
         })
     }
 
@@ -163,7 +172,8 @@ impl QueueRepository for SqliteStore {
 
 impl ScheduleRepository for SqliteStore {
     fn put_schedule<'a>(&'a self, schedule: &'a Schedule) -> StoreFuture<'a, ()> {
-        Box::pin(async move { ops::schedules::put(&mut self.reads(), schedule).await })
+        let schedule = schedule.clone();
+        Box::pin(self.writer.write(move |conn| at_once(ops::schedules::put(&mut Writing(conn), &schedule))))
     }
 
     fn schedules(&self) -> StoreFuture<'_, Vec<Schedule>> {
@@ -171,7 +181,8 @@ impl ScheduleRepository for SqliteStore {
     }
 
     fn delete_schedule<'a>(&'a self, id: &'a str) -> StoreFuture<'a, bool> {
-        Box::pin(async move { ops::schedules::delete(&mut self.reads(), id).await })
+        let id = id.to_owned();
+        Box::pin(self.writer.write(move |conn| at_once(ops::schedules::delete(&mut Writing(conn), &id))))
     }
 
     fn due_schedules(&self, now: Millis) -> StoreFuture<'_, Vec<Schedule>> {
@@ -197,7 +208,10 @@ impl ScheduleRepository for SqliteStore {
 
 impl MemoryRepository for SqliteStore {
     fn save_memory<'a>(&'a self, namespace: &'a str, content: &'a str, now: Millis) -> StoreFuture<'a, i64> {
-        Box::pin(async move { ops::memory::save(&mut self.reads(), namespace, content, now).await })
+        let (namespace, content) = (namespace.to_owned(), content.to_owned());
+        Box::pin(
+            self.writer.write(move |conn| at_once(ops::memory::save(&mut Writing(conn), &namespace, &content, now))),
+        )
     }
 
     fn search_memory<'a>(
@@ -212,7 +226,8 @@ impl MemoryRepository for SqliteStore {
 
 impl WorkItemRepository for SqliteStore {
     fn enqueue_work<'a>(&'a self, item: &'a NewWork, now: Millis) -> StoreFuture<'a, WorkRecord> {
-        Box::pin(async move { ops::work::enqueue(&mut self.reads(), item, now).await })
+        let item = item.clone();
+        Box::pin(self.writer.write(move |conn| at_once(ops::work::enqueue(&mut Writing(conn), &item, now))))
     }
 
     fn claim_work<'a>(
@@ -223,14 +238,13 @@ impl WorkItemRepository for SqliteStore {
         ttl: Duration,
         now: Millis,
     ) -> StoreFuture<'a, Option<WorkRecord>> {
-        Box::pin(async move {
-            // The write lock, taken up front, makes the claim exclusive across tasks and
-            // processes alike.
-            let mut tx = self.begin_write().await?;
-            let claimed = ops::work::claim(&mut Pooled::Conn(&mut tx), queue, worker, tags, ttl, now).await?;
-            tx.commit().await.map_err(StoreError::database)?;
-            Ok(claimed)
-        })
+        let (queue, worker, tags) = (queue.to_owned(), worker.to_owned(), tags.to_vec());
+        // The group's write lock, taken up front, makes the claim exclusive across tasks
+        // and processes alike.
+        Box::pin(
+            self.writer
+                .write(move |conn| at_once(ops::work::claim(&mut Writing(conn), &queue, &worker, &tags, ttl, now))),
+        )
     }
 
     fn start_work<'a>(
@@ -240,7 +254,8 @@ impl WorkItemRepository for SqliteStore {
         worker: &'a str,
         now: Millis,
     ) -> StoreFuture<'a, WorkRecord> {
-        Box::pin(async move { ops::work::start(&mut self.reads(), Held { queue, id, worker, now }).await })
+        let held = HeldWork::new(queue, id, worker, now);
+        Box::pin(self.writer.write(move |conn| at_once(ops::work::start(&mut Writing(conn), held.held()))))
     }
 
     fn heartbeat_work<'a>(
@@ -251,7 +266,8 @@ impl WorkItemRepository for SqliteStore {
         ttl: Duration,
         now: Millis,
     ) -> StoreFuture<'a, WorkRecord> {
-        Box::pin(async move { ops::work::heartbeat(&mut self.reads(), Held { queue, id, worker, now }, ttl).await })
+        let held = HeldWork::new(queue, id, worker, now);
+        Box::pin(self.writer.write(move |conn| at_once(ops::work::heartbeat(&mut Writing(conn), held.held(), ttl))))
     }
 
     fn complete_work<'a>(
@@ -262,7 +278,8 @@ impl WorkItemRepository for SqliteStore {
         result: &'a Value,
         now: Millis,
     ) -> StoreFuture<'a, WorkRecord> {
-        Box::pin(async move { ops::work::complete(&mut self.reads(), Held { queue, id, worker, now }, result).await })
+        let (held, result) = (HeldWork::new(queue, id, worker, now), result.clone());
+        Box::pin(self.writer.write(move |conn| at_once(ops::work::complete(&mut Writing(conn), held.held(), &result))))
     }
 
     fn fail_work<'a>(
@@ -273,11 +290,13 @@ impl WorkItemRepository for SqliteStore {
         error: &'a str,
         now: Millis,
     ) -> StoreFuture<'a, WorkRecord> {
-        Box::pin(async move { ops::work::fail(&mut self.reads(), Held { queue, id, worker, now }, error).await })
+        let (held, error) = (HeldWork::new(queue, id, worker, now), error.to_owned());
+        Box::pin(self.writer.write(move |conn| at_once(ops::work::fail(&mut Writing(conn), held.held(), &error))))
     }
 
     fn expire_work_leases<'a>(&'a self, queue: &'a str, now: Millis) -> StoreFuture<'a, u64> {
-        Box::pin(async move { ops::work::expire(&mut self.reads(), queue, now).await })
+        let queue = queue.to_owned();
+        Box::pin(self.writer.write(move |conn| at_once(ops::work::expire(&mut Writing(conn), &queue, now))))
     }
 
     fn work_item<'a>(&'a self, queue: &'a str, id: &'a str) -> StoreFuture<'a, Option<WorkRecord>> {
@@ -293,6 +312,25 @@ impl WorkItemRepository for SqliteStore {
     }
 
     fn purge_finished_work<'a>(&'a self, queue: &'a str) -> StoreFuture<'a, u64> {
-        Box::pin(async move { ops::work::purge(&mut self.reads(), queue).await })
+        let queue = queue.to_owned();
+        Box::pin(self.writer.write(move |conn| at_once(ops::work::purge(&mut Writing(conn), &queue))))
+    }
+}
+
+/// A held work item's names, owned, for a write the writer thread may run more than once.
+struct HeldWork {
+    queue: String,
+    id: String,
+    worker: String,
+    now: Millis,
+}
+
+impl HeldWork {
+    fn new(queue: &str, id: &str, worker: &str, now: Millis) -> Self {
+        HeldWork { queue: queue.to_owned(), id: id.to_owned(), worker: worker.to_owned(), now }
+    }
+
+    fn held(&self) -> Held<'_> {
+        Held { queue: &self.queue, id: &self.id, worker: &self.worker, now: self.now }
     }
 }

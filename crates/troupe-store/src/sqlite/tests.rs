@@ -352,3 +352,58 @@ async fn racing_opens_of_a_new_file_all_succeed() {
         }
     }
 }
+
+/// Every write runs on the writer thread, none on the pool: with each of the pool's
+/// connections taken, a team's writes (work items and their claims, memories,
+/// conversations, schedules) still go through. Written through the pool, each would wait
+/// for a connection, and its write lock would be taken behind the writer's back.
+#[tokio::test]
+async fn every_write_runs_on_the_writer_thread_none_on_the_pool() {
+    use crate::repository::{ConversationRepository, MemoryRepository, WorkItemRepository};
+    use crate::work::{NewWork, WorkState};
+    let (_dir, store) = store().await;
+    let mut taken = Vec::new();
+    for _ in 0..super::open::POOL_SIZE {
+        taken.push(store.pool().acquire().await.expect("a pool connection"));
+    }
+    let work = |id: &str| NewWork {
+        queue: "review".into(),
+        id: id.into(),
+        payload: json!({"file": "lib.rs"}),
+        priority: 0,
+        tags: Vec::new(),
+        max_attempts: 1,
+        available_at: 0,
+    };
+    let schedule = Schedule {
+        id: "nightly".into(),
+        trigger: Trigger::Interval { every_ms: 100 },
+        target: ScheduleTarget::StartRun { agent: "coder".into(), input: json!({}) },
+        next_fire_at: 100,
+        last_fired_at: None,
+        enabled: true,
+    };
+    let writes = async {
+        store.enqueue_work(&work("a"), 1).await.expect("enqueued");
+        store.enqueue_work(&work("b"), 1).await.expect("enqueued");
+        let claimed = store.claim_work("review", "w1", &[], TTL, 2).await.expect("claims").expect("an item");
+        store.start_work("review", &claimed.id, "w1", 3).await.expect("started");
+        store.heartbeat_work("review", &claimed.id, "w1", TTL, 4).await.expect("heartbeats");
+        store.complete_work("review", &claimed.id, "w1", &json!({"ok": true}), 5).await.expect("completed");
+        let other = store.claim_work("review", "w2", &[], TTL, 6).await.expect("claims").expect("the other item");
+        store.fail_work("review", &other.id, "w2", "no reviewer", 7).await.expect("failed");
+        store.expire_work_leases("review", 8).await.expect("expires");
+        assert_eq!(store.purge_finished_work("review").await.expect("purges"), 2);
+        store.save_memory("team", "the build uses cargo", 9).await.expect("saved");
+        store.append_turns("c1", "r1", vec![("user".into(), json!("hello"))], 10).await.expect("appended");
+        store.put_schedule(&schedule).await.expect("stored");
+        assert!(store.delete_schedule("nightly").await.expect("deleted"));
+    };
+    tokio::time::timeout(Duration::from_secs(10), writes).await.expect("no write waited for the pool");
+    drop(taken);
+    // And they were written.
+    assert!(store.work_items("review", Some(WorkState::Done)).await.expect("reads").is_empty());
+    assert_eq!(store.search_memory("team", "cargo", 0).await.expect("searches").len(), 1);
+    assert_eq!(store.conversation("c1").await.expect("reads").len(), 1);
+    assert!(store.schedules().await.expect("reads").is_empty());
+}
