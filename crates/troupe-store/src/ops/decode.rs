@@ -60,9 +60,20 @@ pub(crate) fn run_record(row: &dyn Columns) -> Result<RunRecord, StoreError> {
     })
 }
 
-/// A message of a run's conversation, as kept apart from its state.
-pub(crate) fn run_message(row: &dyn Columns) -> Result<serde_json::Value, StoreError> {
-    row.json("message", || "a stored message of a run's conversation".to_owned())
+/// A run with its conversation as kept apart from its state (`messages`, one JSON array;
+/// `None` when it has no stored message).
+pub(crate) fn run_record_with_messages(
+    row: &dyn Columns,
+) -> Result<(RunRecord, Option<Vec<serde_json::Value>>), StoreError> {
+    let record = run_record(row)?;
+    let messages = match row.opt_text("messages")? {
+        None => None,
+        Some(text) => Some(
+            serde_json::from_str(&text)
+                .map_err(|e| StoreError::decode(format!("the stored conversation of run `{}`", record.id), e))?,
+        ),
+    };
+    Ok((record, messages))
 }
 
 /// A status change of a run.

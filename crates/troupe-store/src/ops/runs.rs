@@ -32,9 +32,16 @@ const INSERT_LEASED_RUN: Statement = statement!(
 const INSERT_TRANSITION: Statement =
     statement!("INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) VALUES ($1, $2, $3, $4, $5)");
 
+// With the run's conversation as one JSON array (NULL for none), made by joining the
+// messages' stored texts: one statement, one round trip to a server, and no message parsed
+// by the database.
 const LOAD_RUN: Statement = statement!(
     "SELECT id, agent, status, activity, conversation_id, parent_run_id, input, state, created_at, updated_at, \
-     COALESCE(h.seq, 0) AS evidence_seq, COALESCE(h.hash, '') AS evidence_hash \
+     COALESCE(h.seq, 0) AS evidence_seq, COALESCE(h.hash, '') AS evidence_hash, \
+     (SELECT '[' || ",
+    postgres("string_agg(m.message, ',' ORDER BY m.seq)"),
+    sqlite("group_concat(m.message, ',' ORDER BY m.seq)"),
+    " || ']' FROM run_messages m WHERE m.run_id = runs.id) AS messages \
      FROM runs LEFT JOIN evidence_heads h ON h.run_id = runs.id WHERE id = $1"
 );
 
@@ -72,8 +79,6 @@ const SAVE_RUN_WITH_STATUS: Statement = statement!(
     "UPDATE runs SET activity = $2, state = $3, updated_at = $4, status = $5, \
      transition_seq = transition_seq + 1 WHERE id = $1"
 );
-
-const RUN_MESSAGES: Statement = statement!("SELECT message FROM run_messages WHERE run_id = $1 ORDER BY seq");
 
 const DROP_MESSAGES_FROM: Statement = statement!("DELETE FROM run_messages WHERE run_id = $1 AND seq >= $2");
 
@@ -176,14 +181,12 @@ async fn insert_transition(
 /// The run `run_id`, with the head of its evidence, its state holding its conversation
 /// (kept apart from it since the run's first checkpoint that wrote messages).
 pub(crate) async fn load_run(conn: &mut impl Conn, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-    let Some(mut record) = conn.fetch_optional(&LOAD_RUN, &[Param::Text(run_id)], decode::run_record).await? else {
+    let loaded = conn.fetch_optional(&LOAD_RUN, &[Param::Text(run_id)], decode::run_record_with_messages).await?;
+    let Some((mut record, messages)) = loaded else {
         return Ok(None);
     };
-    let messages = conn.fetch_all(&RUN_MESSAGES, &[Param::Text(run_id)], decode::run_message).await?;
     // No rows: the run's conversation is in its state, as every run's was before.
-    if !messages.is_empty()
-        && let Some(state) = record.state.as_object_mut()
-    {
+    if let (Some(messages), Some(state)) = (messages, record.state.as_object_mut()) {
         state.insert("messages".to_owned(), serde_json::Value::Array(messages));
     }
     Ok(Some(record))

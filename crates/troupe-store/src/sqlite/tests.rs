@@ -407,3 +407,23 @@ async fn every_write_runs_on_the_writer_thread_none_on_the_pool() {
     assert_eq!(store.conversation("c1").await.expect("reads").len(), 1);
     assert!(store.schedules().await.expect("reads").is_empty());
 }
+
+/// A stored message that is not JSON (the file edited by hand, say) makes loading its run
+/// a decode error that names the run, not a panic and not a run without its conversation.
+#[tokio::test]
+async fn a_stored_message_that_is_not_json_is_a_decode_error() {
+    let (_dir, store) = store().await;
+    store.create_run(run("r1", RunStatus::Running), 1).await.expect("created");
+    sqlx::query("INSERT INTO run_messages (run_id, seq, message) VALUES ('r1', 0, '{\"role\": \"user\"}')")
+        .execute(store.pool())
+        .await
+        .expect("a message is stored");
+    let loaded = store.load_run("r1").await.expect("loads").expect("the run");
+    assert_eq!(loaded.state["messages"], json!([{"role": "user"}]));
+    sqlx::query("INSERT INTO run_messages (run_id, seq, message) VALUES ('r1', 1, 'not json')")
+        .execute(store.pool())
+        .await
+        .expect("a broken message is stored");
+    let error = store.load_run("r1").await.expect_err("a broken conversation does not load");
+    assert!(matches!(&error, StoreError::Decode { what, .. } if what.contains("`r1`")), "{error}");
+}
