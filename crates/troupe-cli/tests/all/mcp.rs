@@ -246,6 +246,16 @@ async fn serve_http(cwd: &Path, args: &[&str]) -> (Child, String) {
     (child, url)
 }
 
+/// An MCP `initialize` posted to `url` without the bearer token.
+async fn initialize_without_token(url: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(url)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}))
+        .send()
+        .await
+        .expect("the server answers")
+}
+
 /// `troupe mcp serve --http` holds connections as `troupe serve` does: one that never
 /// finishes its headers is closed after `--header-timeout`, and past `--max-connections`
 /// a new client waits for a slot instead of being served at once.
@@ -260,12 +270,7 @@ async fn mcp_serve_over_http_closes_a_stalled_connection_and_keeps_its_connectio
     stalled.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ").await.expect("writes part of a header");
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = std::time::Instant::now();
-    let refused = reqwest::Client::new()
-        .post(&url)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}))
-        .send()
-        .await
-        .expect("answered once the slot is free");
+    let refused = initialize_without_token(&url).await;
     let waited = started.elapsed();
     assert_eq!(refused.status(), 401, "no token, no session");
     assert!(waited >= Duration::from_millis(700), "the second client waited for the only slot: {waited:?}");
@@ -294,12 +299,7 @@ async fn mcp_serve_over_http_answers_the_python_sdk_behind_the_token() {
     let cwd = tempfile::tempdir().expect("tempdir");
     let (mut child, url) = serve_http(cwd.path(), &[]).await;
 
-    let refused = reqwest::Client::new()
-        .post(&url)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}))
-        .send()
-        .await
-        .expect("request");
+    let refused = initialize_without_token(&url).await;
     assert_eq!(refused.status(), 401, "no token, no session");
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/http_client.py");

@@ -347,3 +347,52 @@ async fn a_body_that_stalls_is_408() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert_eq!(runs_held(&served), 0);
 }
+
+/// `serve_router` (what `troupe mcp serve --http` serves through) holds a router of one's
+/// own to the config's limits: a body that stops arriving is refused after the body
+/// timeout instead of holding its connection, and a connection that never finishes its
+/// headers is closed after the header timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_of_ones_own_is_held_to_the_body_and_header_timeouts() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = ServerConfig {
+        header_timeout: Duration::from_millis(500),
+        body_timeout: Duration::from_millis(300),
+        ..ServerConfig::default()
+    };
+    let router = axum::Router::new().route("/echo", axum::routing::post(|body: String| async move { body }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let addr = listener.local_addr().expect("an address");
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let serving = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move { troupe_server::serve_router(listener, router, &config, shutdown).await }
+    });
+
+    let answered =
+        reqwest::Client::new().post(format!("http://{addr}/echo")).body("hello").send().await.expect("answers");
+    assert_eq!(answered.text().await.expect("a body"), "hello");
+
+    let mut stalled_body = tokio::net::TcpStream::connect(addr).await.expect("connects");
+    stalled_body
+        .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nhel")
+        .await
+        .expect("writes the start of a body");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), stalled_body.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the stalled body's connection was not let go");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || !answer.starts_with("HTTP/1.1 2"),
+        "a cut-off body is not answered as a success: {answer}"
+    );
+
+    let mut stalled_headers = tokio::net::TcpStream::connect(addr).await.expect("connects");
+    stalled_headers.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nX-Slow: ").await.expect("writes part of a header");
+    let mut buffer = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), stalled_headers.read_to_end(&mut buffer)).await;
+    assert!(closed.is_ok(), "the stalled headers' connection was closed");
+
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(5), serving).await.expect("it stops").expect("it ran");
+}

@@ -32,6 +32,18 @@ fn run(id: &str, status: RunStatus) -> NewRun {
     }
 }
 
+/// A schedule `nightly` starting a run of `coder` every 100 ms, first at 100.
+fn nightly() -> Schedule {
+    Schedule {
+        id: "nightly".into(),
+        trigger: Trigger::Interval { every_ms: 100 },
+        target: ScheduleTarget::StartRun { agent: "coder".into(), input: json!({}) },
+        next_fire_at: 100,
+        last_fired_at: None,
+        enabled: true,
+    }
+}
+
 fn sidecars(path: &Path) -> Vec<PathBuf> {
     ["-wal", "-shm", "-journal"]
         .iter()
@@ -266,14 +278,7 @@ async fn claimers_on_separate_instances_never_share_a_run() {
 #[tokio::test]
 async fn a_tick_fires_once_and_carries_out_its_firing() {
     let (_dir, store) = store().await;
-    let start = Schedule {
-        id: "nightly".into(),
-        trigger: Trigger::Interval { every_ms: 100 },
-        target: ScheduleTarget::StartRun { agent: "coder".into(), input: json!({}) },
-        next_fire_at: 100,
-        last_fired_at: None,
-        enabled: true,
-    };
+    let start = nightly();
     store.put_schedule(&start).await.expect("the schedule is stored");
     assert_eq!(store.due_schedules(100).await.expect("due schedules read"), std::slice::from_ref(&start));
     let firing = Firing::Start(run("tick-100", RunStatus::Running));
@@ -375,14 +380,7 @@ async fn every_write_runs_on_the_writer_thread_none_on_the_pool() {
         max_attempts: 1,
         available_at: 0,
     };
-    let schedule = Schedule {
-        id: "nightly".into(),
-        trigger: Trigger::Interval { every_ms: 100 },
-        target: ScheduleTarget::StartRun { agent: "coder".into(), input: json!({}) },
-        next_fire_at: 100,
-        last_fired_at: None,
-        enabled: true,
-    };
+    let schedule = nightly();
     let writes = async {
         store.enqueue_work(&work("a"), 1).await.expect("enqueued");
         store.enqueue_work(&work("b"), 1).await.expect("enqueued");
