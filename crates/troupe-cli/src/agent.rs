@@ -78,7 +78,7 @@ pub(crate) fn list(dirs: &ConfigDirs, args: &ListArgs) -> Result<(), Failure> {
     let dirs = dirs.resolve()?;
     let registry = discover(&dirs)?;
     if registry.is_empty() {
-        eprintln!(
+        diagln!(
             "no agent files in {}; create one with `troupe agent create --id ID --name NAME [--from TEMPLATE]`",
             shown(&dirs)
         );
@@ -244,7 +244,7 @@ pub(crate) fn create(dirs: &ConfigDirs, args: &CreateArgs) -> Result<(), Failure
         .and_then(|()| file.flush())
         .map_err(|e| Failure::Run(anyhow!("cannot write {}: {e}", path.display())))?;
     crate::print_lines(&[path.display().to_string()])?;
-    eprintln!("created agent `{}`; edit the file, then check it with `troupe agent validate {}`", args.id, args.id);
+    diagln!("created agent `{}`; edit the file, then check it with `troupe agent validate {}`", args.id, args.id);
     Ok(())
 }
 
@@ -309,7 +309,7 @@ pub(crate) fn validate(dirs: &ConfigDirs, args: &ValidateArgs) -> Result<(), Fai
         }
         None => {
             if registry.is_empty() {
-                eprintln!("no agent files in {}", shown(&search));
+                diagln!("no agent files in {}", shown(&search));
             }
             unknown_models(&registry.iter().map(|a| (a.path.as_path(), &a.definition)).collect::<Vec<_>>())?;
             ok(registry.len())
@@ -389,7 +389,7 @@ pub(crate) async fn run(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure>
         sandbox: &args.sandbox.choice()?,
     })?;
     for note in &built.notes {
-        eprintln!("note: {note}");
+        diagln!("note: {note}");
     }
     let handle = built.agent.start(RunInput::new(prompt));
     let options = Follow {

@@ -62,17 +62,17 @@ pub(crate) fn main(args: &AgentRunArgs) -> ExitCode {
     if nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).is_err()
         || nix::unistd::getppid() == nix::unistd::Pid::from_raw(1)
     {
-        eprintln!("error: the worker's coordinator is gone");
+        diagln!("error: the worker's coordinator is gone");
         return ExitCode::from(1);
     }
     let prepared = match prepare(args) {
         Ok(prepared) => prepared,
         Err(Failure::Usage(e)) => {
-            eprintln!("error: {e:#}");
+            diagln!("error: {e:#}");
             return ExitCode::from(2);
         }
         Err(Failure::Run(e)) => {
-            eprintln!("error: {e:#}");
+            diagln!("error: {e:#}");
             return ExitCode::from(1);
         }
     };
@@ -83,12 +83,12 @@ pub(crate) fn main(args: &AgentRunArgs) -> ExitCode {
     }
     let sandbox = confine(&policy);
     if !sandbox.is_enforced() {
-        eprintln!("warning: the worker is not fully sandboxed: {sandbox}");
+        diagln!("warning: the worker is not fully sandboxed: {sandbox}");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            diagln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
@@ -103,7 +103,7 @@ pub(crate) fn main(args: &AgentRunArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("error: {error}");
+            diagln!("error: {error}");
             ExitCode::from(1)
         }
     }
@@ -201,7 +201,7 @@ fn offer_file_tools(
     let (offered, missing): (Vec<String>, Vec<String>) =
         named.into_iter().filter(|tool| policy.permits(tool)).partition(|tool| runner.catalog().get(tool).is_some());
     if say && !missing.is_empty() {
-        eprintln!("note: this worker has no {}; left out", missing.join(", "));
+        diagln!("note: this worker has no {}; left out", missing.join(", "));
     }
     spec.tools = Some(offered);
 }

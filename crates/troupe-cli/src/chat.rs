@@ -81,7 +81,7 @@ pub(crate) async fn run(args: ChatArgs) -> Result<(), Failure> {
     let environment = std::env::var("TROUPE_MODEL").ok();
     let (id, notice) = choose_model(args.model.as_deref(), environment.as_deref(), &config, &providers);
     if let Some(notice) = notice {
-        eprintln!("{notice}");
+        diagln!("{notice}");
     }
     if args.prompt.is_empty() {
         crate::session::at_a_terminal()?;
@@ -122,10 +122,10 @@ pub(crate) async fn run(args: ChatArgs) -> Result<(), Failure> {
         }
         match &event.kind {
             AgentEventKind::Retrying { attempt, delay_ms, reason } => {
-                eprintln!("note: retry {attempt} in {:.1}s: {reason}", *delay_ms as f64 / 1000.0);
+                diagln!("note: retry {attempt} in {:.1}s: {reason}", *delay_ms as f64 / 1000.0);
             }
             AgentEventKind::ModelFallback { from, to, reason } => {
-                eprintln!("note: {from} failed ({reason}); falling back to {to}");
+                diagln!("note: {from} failed ({reason}); falling back to {to}");
             }
             _ => {}
         }
@@ -135,12 +135,12 @@ pub(crate) async fn run(args: ChatArgs) -> Result<(), Failure> {
     printer.finish();
     match &output.outcome {
         RunOutcome::Completed { .. } => {}
-        RunOutcome::Incomplete { .. } => eprintln!("note: the reply was cut at the token limit; raise --max-tokens"),
+        RunOutcome::Incomplete { .. } => diagln!("note: the reply was cut at the token limit; raise --max-tokens"),
         RunOutcome::Cancelled { .. } => return Err(Failure::Run(anyhow!("cancelled"))),
         other => return Err(Failure::Run(anyhow!(crate::render::outcome_message(other)))),
     }
     let priced = output.cost_by_model.values().all(|c| c.priced) && !output.cost_by_model.is_empty();
-    eprintln!("{}", usage_line(&output.usage, priced.then_some(output.cost_usd), started.elapsed().as_secs_f64()));
+    diagln!("{}", usage_line(&output.usage, priced.then_some(output.cost_usd), started.elapsed().as_secs_f64()));
     Ok(())
 }
 

@@ -35,11 +35,11 @@ pub(crate) async fn console(args: ConsoleArgs) -> Result<(), Failure> {
     let listener =
         troupe::server::bind(args.addr).map_err(|e| Failure::Usage(anyhow!("cannot listen on {}: {e}", args.addr)))?;
     let addr = listener.local_addr().map_err(|e| Failure::Usage(e.into()))?;
-    eprintln!("troupe console on http://{addr} (the runs of the store; no agent is served)");
-    eprintln!("{}", console_line(addr, &server.state().config.tokens));
+    diagln!("troupe console on http://{addr} (the runs of the store; no agent is served)");
+    diagln!("{}", console_line(addr, &server.state().config.tokens));
     let shutdown = CancellationToken::new();
     stop_on_signals(shutdown.clone());
     server.serve(listener, shutdown).await.map_err(|e| Failure::Run(e.into()))?;
-    eprintln!("troupe console stopped");
+    diagln!("troupe console stopped");
     Ok(())
 }

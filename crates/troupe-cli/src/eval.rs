@@ -145,12 +145,12 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<(), Failure> {
         if let Some(path) = &args.html {
             std::fs::write(path, comparison.to_html())
                 .map_err(|e| Failure::Run(anyhow!("cannot write the report to {}: {e}", path.display())))?;
-            eprintln!("report: {}", path.display());
+            diagln!("report: {}", path.display());
         }
         if args.json {
-            println!("{}", serde_json::to_string(&comparison).map_err(|e| Failure::Run(e.into()))?);
+            outln!("{}", serde_json::to_string(&comparison).map_err(|e| Failure::Run(e.into()))?);
         } else {
-            print!("{}", compare_table(&comparison));
+            out!("{}", compare_table(&comparison));
         }
         let missed: Vec<&str> = [&comparison.a, &comparison.b]
             .into_iter()
@@ -167,12 +167,12 @@ pub(crate) async fn eval(args: EvalArgs) -> Result<(), Failure> {
     if let Some(path) = &args.html {
         std::fs::write(path, report.to_html())
             .map_err(|e| Failure::Run(anyhow!("cannot write the report to {}: {e}", path.display())))?;
-        eprintln!("report: {}", path.display());
+        diagln!("report: {}", path.display());
     }
     if args.json {
-        println!("{}", serde_json::to_string(&report).map_err(|e| Failure::Run(e.into()))?);
+        outln!("{}", serde_json::to_string(&report).map_err(|e| Failure::Run(e.into()))?);
     } else {
-        print!("{}", table(&report));
+        out!("{}", table(&report));
     }
     if report.meets_threshold() {
         Ok(())
@@ -279,7 +279,7 @@ async fn add_from_run(args: AddFromRunArgs) -> Result<(), Failure> {
     Suite::parse(&args.suite, &joined).map_err(|e| Failure::Usage(e.into()))?;
     std::fs::write(&args.suite, joined)
         .map_err(|e| Failure::Run(anyhow!("cannot write {}: {e}", args.suite.display())))?;
-    eprintln!("added case `{name}` to {}", args.suite.display());
+    diagln!("added case `{name}` to {}", args.suite.display());
     Ok(())
 }
 

@@ -45,6 +45,42 @@
 
 // Everything here serves `main`: nothing is public beyond the crate.
 #![deny(unreachable_pub)]
+// Output goes through `output`'s macros, which never panic on a closed pipe.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+/// `println!` that never panics: see [`output`].
+macro_rules! outln {
+    () => {
+        $crate::output::stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` that never panics: see [`output`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::stdout(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` that never panics: see [`output`].
+macro_rules! diagln {
+    () => {
+        $crate::output::stderr(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprint!` that never panics: see [`output`].
+macro_rules! diag {
+    ($($arg:tt)*) => {
+        $crate::output::stderr(format_args!($($arg)*))
+    };
+}
 
 mod agent;
 mod agent_worker;
@@ -55,6 +91,7 @@ mod eval;
 mod evidence;
 mod mcp;
 mod models;
+mod output;
 mod render;
 mod replay;
 mod run;
@@ -258,7 +295,7 @@ fn init_logging(worker: bool, otlp: bool) -> Option<troupe::telemetry::Telemetry
             (Some(layer.with_filter(filter)), Some(guard))
         }
         Some(Err(error)) => {
-            eprintln!("note: spans are not exported over OTLP: {error}");
+            diagln!("note: spans are not exported over OTLP: {error}");
             (None, None)
         }
         None => (None, None),
@@ -325,18 +362,25 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            diagln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(command)) {
+    let outcome = runtime.block_on(run(command));
+    output::flush_stdout();
+    let outcome = match (outcome, output::stdout_failure()) {
+        // Results the user asked for were lost: not a success.
+        (Ok(()), Some(failure)) => Err(Failure::Run(anyhow::anyhow!("cannot write to stdout: {failure}"))),
+        (outcome, _) => outcome,
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(e)) => {
-            eprintln!("error: {e:#}");
+            diagln!("error: {e:#}");
             ExitCode::from(2)
         }
         Err(Failure::Run(e)) => {
-            eprintln!("error: {e:#}");
+            diagln!("error: {e:#}");
             ExitCode::from(1)
         }
     }

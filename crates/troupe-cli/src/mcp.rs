@@ -109,7 +109,7 @@ async fn serve(dirs: &ConfigDirs, args: ServeArgs) -> Result<(), Failure> {
             sandbox: &sandbox,
         })?;
         for note in &built.notes {
-            eprintln!("note: {note}");
+            diagln!("note: {note}");
         }
         let description = match definition.agent.description.trim() {
             "" => {
@@ -124,7 +124,7 @@ async fn serve(dirs: &ConfigDirs, args: ServeArgs) -> Result<(), Failure> {
     if let Some(addr) = args.http {
         return serve_http(server, &ids, addr, &args.limits).await;
     }
-    eprintln!("serving {} over MCP on stdio", ids.join(", "));
+    diagln!("serving {} over MCP on stdio", ids.join(", "));
     troupe_mcp::serve_agents_stdio(server).await.map_err(|e| Failure::Run(anyhow!(e)))
 }
 
@@ -161,8 +161,8 @@ async fn serve_http(
     ));
     let listener = troupe::server::bind(addr).map_err(|e| Failure::Usage(anyhow!("cannot listen on {addr}: {e}")))?;
     let bound = listener.local_addr().map_err(|e| Failure::Usage(e.into()))?;
-    eprintln!("troupe mcp serving {} on http://{bound}{MCP_PATH}", ids.join(", "));
-    eprintln!("{}", config.auth_summary());
+    diagln!("troupe mcp serving {} on http://{bound}{MCP_PATH}", ids.join(", "));
+    diagln!("{}", config.auth_summary());
     crate::serve::stop_on_signals(shutdown.clone());
     // The connection loop of `troupe serve`: its limits, its header and body timeouts.
     troupe::server::serve_router(listener, app, &config, shutdown).await;

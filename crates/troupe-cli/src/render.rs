@@ -173,7 +173,7 @@ impl Renderer {
             // A terminal shows both streams in one place: start the note on its own line.
             let _ = self.write_text("\n");
         }
-        self.multi.suspend(|| eprintln!("{line}"));
+        self.multi.suspend(|| diagln!("{line}"));
     }
 
     /// Makes a call announced before this process saw the run (a resumed run's waiting

@@ -80,9 +80,9 @@ pub(crate) async fn replay(args: ReplayArgs) -> Result<(), Failure> {
         other => Failure::Usage(other.into()),
     })?;
     if args.json {
-        println!("{}", serde_json::to_string(&report).map_err(|e| Failure::Run(e.into()))?);
+        outln!("{}", serde_json::to_string(&report).map_err(|e| Failure::Run(e.into()))?);
     } else {
-        println!("{report}");
+        outln!("{report}");
     }
     match &report.divergence {
         None => Ok(()),
@@ -118,7 +118,7 @@ pub(crate) async fn export(args: ExportArgs) -> Result<(), Failure> {
     })?;
     let steps = recording.turns.len();
     troupe::testing::Cassette::new(recording).save(&args.cassette).map_err(|e| Failure::Usage(e.into()))?;
-    eprintln!("run {}: {steps} model step(s) written to {}", record.id, args.cassette.display());
+    diagln!("run {}: {steps} model step(s) written to {}", record.id, args.cassette.display());
     Ok(())
 }
 
@@ -201,28 +201,28 @@ async fn replay_team(
         let identical = first.is_none() && firewall.is_empty();
         let value =
             serde_json::json!({"run_id": record.id, "identical": identical, "runs": replays, "firewall": firewall});
-        println!("{value}");
+        outln!("{value}");
     } else if first.is_none() && !firewall.is_empty() {
-        println!("team run {}: its runs decide as they did, but the firewall now decides differently:", record.id);
+        outln!("team run {}: its runs decide as they did, but the firewall now decides differently:", record.id);
         for change in &firewall {
-            println!("  {change}");
+            outln!("  {change}");
         }
     } else {
         let steps: u32 = replays.iter().map(|r| r.report.steps).sum();
         let tools: u32 = replays.iter().map(|r| r.report.tool_calls).sum();
         let calls: u32 = replays.iter().map(|r| r.report.model_calls).sum();
         match first {
-            None => println!(
+            None => outln!(
                 "team run {}: identical ({} runs, {steps} model step(s), {tools} tool call(s), {calls} model call(s) made)",
                 record.id,
                 replays.len()
             ),
-            Some(member) => println!("team run {}: diverges in the run of {}:", record.id, member.agent),
+            Some(member) => outln!("team run {}: diverges in the run of {}:", record.id, member.agent),
         }
         for member in &replays {
             let indent = "  ".repeat(member.depth);
             let text = member.report.to_string().replace('\n', &format!("\n{indent}  "));
-            println!("{indent}{}: {text}", member.agent);
+            outln!("{indent}{}: {text}", member.agent);
         }
     }
     if let (None, Some(change)) = (first, firewall.first()) {

@@ -127,7 +127,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), Failure> {
     let environment = std::env::var("TROUPE_MODEL").ok();
     let (model, notice) = crate::chat::choose_model(args.model.as_deref(), environment.as_deref(), &config, &providers);
     if let Some(notice) = notice {
-        eprintln!("{notice}");
+        diagln!("{notice}");
     }
     let policy = match (args.detach, args.approve) {
         // Nobody watches a queued run: `never` must be the policy's, not an approver's.
@@ -168,13 +168,13 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), Failure> {
     let agent = setup::agent(runner, spec, durability);
     if args.detach {
         let run_id = agent.enqueue(input).await.map_err(|e| Failure::Run(e.into()))?;
-        println!("{run_id}");
-        eprintln!("queued run {run_id}: `troupe worker` runs it; watch it with `troupe runs events {run_id} --follow`");
+        outln!("{run_id}");
+        diagln!("queued run {run_id}: `troupe worker` runs it; watch it with `troupe runs events {run_id} --follow`");
         return Ok(());
     }
     let handle = agent.start(input);
     if recorded {
-        eprintln!("run {}", handle.run_id);
+        diagln!("run {}", handle.run_id);
     }
     let output = follow(
         handle,
@@ -235,7 +235,7 @@ pub(crate) async fn follow_with(
     cancel_on_interrupt(signals.clone());
     if session {
         // Said once Ctrl-C is taken: from here it stops this turn, not the session.
-        eprintln!("(working; Ctrl-C stops this turn)");
+        diagln!("(working; Ctrl-C stops this turn)");
     }
     let mut stdout_open = true;
     while let Some(event) = events.next_event().await {
@@ -282,13 +282,13 @@ pub(crate) async fn follow_with(
     renderer.finish();
     if session {
         let cost = if renderer.priced() { format!("${:.4}", output.cost_usd) } else { "n/a".to_owned() };
-        eprintln!(
+        diagln!(
             "({} tool calls · {} tokens · {cost})",
             output.tool_calls,
             output.usage.total_input() + output.usage.output_tokens
         );
     } else {
-        eprintln!("{}", summary_table(&output, renderer.priced()));
+        diagln!("{}", summary_table(&output, renderer.priced()));
     }
     (Ok(output), approver.lines)
 }
@@ -324,7 +324,7 @@ pub(crate) async fn continued(
         .map_err(|e| Failure::Usage(anyhow::anyhow!("--continue: run {} cannot be continued: {e}", record.id)))?;
     let history = answered(state.into_messages());
     let conversation = record.conversation_id.clone().unwrap_or_else(|| record.id.clone());
-    eprintln!("continuing run {} ({} messages)", record.id, history.len());
+    diagln!("continuing run {} ({} messages)", record.id, history.len());
     let mut input = input.history(history);
     input.conversation_id = Some(troupe_core::ConversationId::new(conversation));
     Ok(input)
@@ -353,7 +353,7 @@ pub(crate) fn cancel_on_interrupt(signals: SignalSender) {
                     cancel();
                 }
                 if interrupts.recv().await.is_some() {
-                    eprintln!("error: interrupted twice; quitting");
+                    diagln!("error: interrupted twice; quitting");
                     std::process::exit(1);
                 }
             });
@@ -442,22 +442,22 @@ pub(crate) async fn prompt(
     workspace: Option<&Path>,
     cancel: &CancellationToken,
 ) -> Option<ApprovalDecision> {
-    eprint!("{}", crate::approval_view::describe(tool, arguments, workspace));
+    diag!("{}", crate::approval_view::describe(tool, arguments, workspace));
     loop {
-        eprint!("Allow {tool}? [y]es / [n]o / [a]lways / [e]dit ");
+        diag!("Allow {tool}? [y]es / [n]o / [a]lways / [e]dit ");
         let Some(answer) = lines.next(cancel).await else {
-            eprintln!();
+            diagln!();
             return None;
         };
         let Some(answer) = answer else {
-            eprintln!();
+            diagln!();
             return Some(ApprovalDecision::Reject { reason: Some("no answer (end of input)".into()) });
         };
         let answer = answer.trim();
         match answer.to_ascii_lowercase().as_str() {
             "y" | "yes" => return Some(ApprovalDecision::Approve),
             "n" | "no" => {
-                eprint!("Why not? (the model is told; Enter to skip) ");
+                diag!("Why not? (the model is told; Enter to skip) ");
                 let why = lines.next(cancel).await?.unwrap_or_default();
                 let reason = match why.trim() {
                     "" => "the user said no".to_owned(),
@@ -475,7 +475,7 @@ pub(crate) async fn prompt(
                     return Some(ApprovalDecision::Modify { arguments });
                 }
             }
-            _ => eprintln!("Answer y, n, a or e."),
+            _ => diagln!("Answer y, n, a or e."),
         }
     }
 }
@@ -492,13 +492,13 @@ fn in_editor(editor: &str, arguments: &serde_json::Value) -> Option<serde_json::
     let file = match tempfile::Builder::new().prefix("troupe-arguments-").suffix(".json").tempfile() {
         Ok(file) => file,
         Err(e) => {
-            eprintln!("Cannot make a file to edit: {e}.");
+            diagln!("Cannot make a file to edit: {e}.");
             return None;
         }
     };
     let pretty = serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string());
     if let Err(e) = std::fs::write(file.path(), format!("{pretty}\n")) {
-        eprintln!("Cannot write {}: {e}.", file.path().display());
+        diagln!("Cannot write {}: {e}.", file.path().display());
         return None;
     }
     let status =
@@ -506,11 +506,11 @@ fn in_editor(editor: &str, arguments: &serde_json::Value) -> Option<serde_json::
     match status {
         Ok(status) if status.success() => {}
         Ok(status) => {
-            eprintln!("The editor ended with {status}; the arguments are unchanged.");
+            diagln!("The editor ended with {status}; the arguments are unchanged.");
             return None;
         }
         Err(e) => {
-            eprintln!("Cannot start the editor `{editor}`: {e}.");
+            diagln!("Cannot start the editor `{editor}`: {e}.");
             return None;
         }
     }
@@ -518,11 +518,11 @@ fn in_editor(editor: &str, arguments: &serde_json::Value) -> Option<serde_json::
     match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(value @ serde_json::Value::Object(_)) => Some(value),
         Ok(_) => {
-            eprintln!("The arguments must be a JSON object; they are unchanged.");
+            diagln!("The arguments must be a JSON object; they are unchanged.");
             None
         }
         Err(e) => {
-            eprintln!("That is not valid JSON ({e}); the arguments are unchanged.");
+            diagln!("That is not valid JSON ({e}); the arguments are unchanged.");
             None
         }
     }
@@ -531,13 +531,13 @@ fn in_editor(editor: &str, arguments: &serde_json::Value) -> Option<serde_json::
 /// Reads replacement arguments: `Some(None)` to go back to the question.
 async fn edit(lines: &mut Lines, cancel: &CancellationToken) -> Option<Option<serde_json::Value>> {
     loop {
-        eprint!("New arguments, as one line of JSON (empty to go back): ");
+        diag!("New arguments, as one line of JSON (empty to go back): ");
         let Some(line) = lines.next(cancel).await else {
-            eprintln!();
+            diagln!();
             return None;
         };
         let Some(line) = line else {
-            eprintln!();
+            diagln!();
             return Some(None);
         };
         if line.trim().is_empty() {
@@ -545,8 +545,8 @@ async fn edit(lines: &mut Lines, cancel: &CancellationToken) -> Option<Option<se
         }
         match serde_json::from_str::<serde_json::Value>(&line) {
             Ok(value @ serde_json::Value::Object(_)) => return Some(Some(value)),
-            Ok(_) => eprintln!("The arguments must be a JSON object, such as {{\"path\": \"notes.md\"}}."),
-            Err(e) => eprintln!("That is not valid JSON: {e}."),
+            Ok(_) => diagln!("The arguments must be a JSON object, such as {{\"path\": \"notes.md\"}}."),
+            Err(e) => diagln!("That is not valid JSON: {e}."),
         }
     }
 }

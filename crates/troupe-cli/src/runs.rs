@@ -371,7 +371,7 @@ async fn list(args: ListArgs) -> Result<(), Failure> {
         return crate::print_lines(&lines);
     }
     if runs.is_empty() {
-        eprintln!("no runs recorded in {}", store.info().location);
+        diagln!("no runs recorded in {}", store.info().location);
         return Ok(());
     }
     let mut table = Table::new();
@@ -652,8 +652,8 @@ async fn continue_cancelled(
     let next = crate::run::continued(store.as_ref(), &record.id, RunInput::new("")).await?;
     let runner = runner.with_store(Durability::new(store));
     let handle = runner.start(Arc::new(spec), next);
-    eprintln!("run {} was cancelled; its conversation goes on in run {}", record.id, handle.run_id);
-    eprintln!("run {}", handle.run_id);
+    diagln!("run {} was cancelled; its conversation goes on in run {}", record.id, handle.run_id);
+    diagln!("run {}", handle.run_id);
     let follow_options = Follow {
         json: options.json,
         approve: options.approve,
@@ -691,8 +691,8 @@ async fn fork(args: ForkArgs) -> Result<(), Failure> {
     let id = troupe::replay::next_fork_run_id(store.as_ref(), &record.id).await.map_err(store_failure)?;
     let runner = runner.with_store(Durability::new(store));
     let handle = runner.start(Arc::new(forked.spec), forked.input.run_id(id));
-    eprintln!("run {} forks run {} at step {}", handle.run_id, record.id, args.at);
-    eprintln!("run {}", handle.run_id);
+    diagln!("run {} forks run {} at step {}", handle.run_id, record.id, args.at);
+    diagln!("run {}", handle.run_id);
     let follow_options = Follow {
         json: args.foreground.json,
         approve: args.foreground.approve,
@@ -741,9 +741,9 @@ async fn decide(
         RuntimeError::Store(error) => store_failure(error),
         other => Failure::Run(other.into()),
     })?;
-    eprintln!("signal {seq} stored");
+    diagln!("signal {seq} stored");
     if no_resume {
-        eprintln!("run {run_id} takes it when a worker or `troupe runs resume {run_id}` resumes it");
+        diagln!("run {run_id} takes it when a worker or `troupe runs resume {run_id}` resumes it");
         return Ok(());
     }
     match foreground(place, store, &record, options).await? {
@@ -754,7 +754,7 @@ async fn decide(
         },
         Resumed::Ran(output) => completed(&output),
         Resumed::Leased(RuntimeError::RunLeased { owner, .. }) => {
-            eprintln!(
+            diagln!(
                 "run {run_id} is held by `{owner}`, which takes the signal (if that process died, resume the run \
                  with `troupe runs resume {run_id}` once its lease lapses)"
             );
@@ -824,14 +824,14 @@ async fn decide_in_team(
             .send_signal(&target.id, &signal.kind().to_string(), payload, troupe::store::now_millis())
             .await
             .map_err(store_failure)?;
-        eprintln!("signal {seq} stored for run {} ({})", target.id, target.agent);
+        diagln!("signal {seq} stored for run {} ({})", target.id, target.agent);
     }
     if no_resume {
         if team.status == RunStatus::Paused {
             // A worker takes the team up again, as it would a paused run whose decision came.
             store.enqueue(&team.id, troupe::store::now_millis()).await.map_err(store_failure)?;
         }
-        eprintln!("team run {} takes it when a worker or `troupe runs resume {}` resumes it", team.id, team.id);
+        diagln!("team run {} takes it when a worker or `troupe runs resume {}` resumes it", team.id, team.id);
         return Ok(());
     }
     crate::team::resume_held(store, team, false, team_foreground(options)).await
@@ -869,7 +869,7 @@ async fn foreground(
     options: &ForegroundArgs,
 ) -> Result<Resumed, Failure> {
     if let Some(error) = troupe::runtime::durable::resumable_failure(record) {
-        eprintln!(
+        diagln!(
             "run {} failed ({error}); it goes on from its last checkpoint: the model call it was making is made \
              again, and no tool call that completed is repeated",
             record.id
@@ -887,7 +887,7 @@ async fn foreground(
         Err(RuntimeError::Store(error)) => return Err(store_failure(error)),
         Err(error) => return Err(setup::build_failure(error)),
     };
-    eprintln!("resuming run {}", record.id);
+    diagln!("resuming run {}", record.id);
     let known = stored
         .state
         .iter()

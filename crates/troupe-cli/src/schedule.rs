@@ -156,7 +156,7 @@ async fn add(args: AddArgs) -> Result<(), Failure> {
     let environment = std::env::var("TROUPE_MODEL").ok();
     let (model, notice) = crate::chat::choose_model(args.model.as_deref(), environment.as_deref(), &config, &providers);
     if let Some(notice) = notice {
-        eprintln!("{notice}");
+        diagln!("{notice}");
     }
     let policy = setup::unattended_policy(args.approve == Approve::Never, args.approve == Approve::Auto);
     setup::check_budget(&providers, &model, args.budget_usd)?;
@@ -213,7 +213,7 @@ async fn list(args: ListArgs) -> Result<(), Failure> {
         return crate::print_lines(&lines);
     }
     if schedules.is_empty() {
-        eprintln!("no schedules in {}", store.info().location);
+        diagln!("no schedules in {}", store.info().location);
         return Ok(());
     }
     let mut table = Table::new();
@@ -249,7 +249,7 @@ fn row(schedule: &Schedule) -> [String; 6] {
 async fn rm(args: RmArgs) -> Result<(), Failure> {
     let store = args.place.open_existing().await?;
     if store.delete_schedule(&args.name).await.map_err(|e| Failure::Run(e.into()))? {
-        eprintln!("schedule {} removed", args.name);
+        diagln!("schedule {} removed", args.name);
         Ok(())
     } else {
         Err(Failure::Usage(anyhow!("no schedule `{}` in {}", args.name, store.info().location)))

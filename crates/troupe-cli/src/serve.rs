@@ -121,7 +121,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let environment = std::env::var("TROUPE_MODEL").ok();
     let (model, notice) = crate::chat::choose_model(args.model.as_deref(), environment.as_deref(), &config, &providers);
     if let Some(notice) = notice {
-        eprintln!("{notice}");
+        diagln!("{notice}");
     }
     // Nobody sits at a terminal: a call that needs approval waits for a signal over HTTP.
     let spec = setup::coding_spec(model, ApprovalPolicy::default(), None, None);
@@ -151,7 +151,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
         let mcp = match build::connect_mcp(&entry.definition, &workspace).await {
             Ok(mcp) => mcp,
             Err(error) => {
-                eprintln!("note: agent `{}` is not served: {error}", entry.definition.id());
+                diagln!("note: agent `{}` is not served: {error}", entry.definition.id());
                 continue;
             }
         };
@@ -177,7 +177,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
                 let description = entry.definition.agent.description.clone();
                 launcher.agents.insert(entry.definition.id().to_owned(), (agent, description));
             }
-            Err(error) => eprintln!("note: agent `{}` is not served: {error}", entry.definition.id()),
+            Err(error) => diagln!("note: agent `{}` is not served: {error}", entry.definition.id()),
         }
     }
     for path in &args.teams {
@@ -207,7 +207,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
             // Runs found at start are back before the server listens; later ones as they come.
             let hub = Arc::clone(server.hub());
             if let Err(error) = adopt_once(&hub, &launcher, store.as_ref(), &shutdown).await {
-                eprintln!("note: cannot look for runs to resume: {error}");
+                diagln!("note: cannot look for runs to resume: {error}");
             }
             let every = (durability.lease_ttl() / 3).clamp(std::time::Duration::from_millis(100), ADOPT_EVERY);
             tokio::spawn(adopt(hub, Arc::clone(&launcher), Arc::clone(&store), every, shutdown.clone()));
@@ -220,16 +220,16 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
         troupe::server::bind(args.addr).map_err(|e| Failure::Usage(anyhow!("cannot listen on {}: {e}", args.addr)))?;
     let addr = listener.local_addr().map_err(|e| Failure::Usage(e.into()))?;
     let names: Vec<String> = launcher.targets().into_iter().map(|t| t.name).collect();
-    eprintln!("troupe serving on http://{addr} ({})", names.join(", "));
-    eprintln!("{}", server.state().config.auth_summary());
-    eprintln!("{}", console_line(addr, &server.state().config.tokens));
+    diagln!("troupe serving on http://{addr} ({})", names.join(", "));
+    diagln!("{}", server.state().config.auth_summary());
+    diagln!("{}", console_line(addr, &server.state().config.tokens));
     stop_on_signals(shutdown.clone());
     let served = server.serve(listener, shutdown).await.map_err(|e| Failure::Run(e.into()));
     if let Some(reloader) = reloader {
         reloader.stop();
     }
     served?;
-    eprintln!("troupe serve stopped");
+    diagln!("troupe serve stopped");
     Ok(())
 }
 
@@ -279,11 +279,11 @@ fn watch_config(
         })
         .on_agent(move |reload| {
             let Some((agent, _)) = on_agent.agents.get(&reload.id) else {
-                eprintln!("note: agent `{}` was added; restart troupe serve to serve it", reload.id);
+                diagln!("note: agent `{}` was added; restart troupe serve to serve it", reload.id);
                 return;
             };
             match agent.reconfigure(reload.update()) {
-                Ok(Some(revision)) => eprintln!(
+                Ok(Some(revision)) => diagln!(
                     "reloaded agent `{}` (revision {}): {}",
                     reload.id,
                     revision.revision,
@@ -291,26 +291,26 @@ fn watch_config(
                 ),
                 Ok(None) => {}
                 Err(error) => {
-                    eprintln!("error: the new configuration of agent `{}` is not applied: {error}", reload.id)
+                    diagln!("error: the new configuration of agent `{}` is not applied: {error}", reload.id)
                 }
             }
             if !reload.needs_restart.is_empty() {
-                eprintln!(
+                diagln!(
                     "note: agent `{}` changed {}; restart troupe serve to apply that",
                     reload.id,
                     reload.needs_restart.join(", ")
                 );
             }
         })
-        .on_removed(|id, path| eprintln!("note: {} was removed; agent `{id}` is served on", path.display()))
-        .on_error(|error| eprintln!("error: not applied, the previous configuration stays: {error}"))
+        .on_removed(|id, path| diagln!("note: {} was removed; agent `{id}` is served on", path.display()))
+        .on_error(|error| diagln!("error: not applied, the previous configuration stays: {error}"))
         // A problem of the files as serve read them (an agent whose model cannot be used) was
         // said above, as "not served"; the reloader only logs it.
         .start();
     match started {
         Ok(reloader) => Some(reloader),
         Err(error) => {
-            eprintln!("note: configuration changes are not watched: {error}");
+            diagln!("note: configuration changes are not watched: {error}");
             None
         }
     }
@@ -364,7 +364,7 @@ async fn adopt(
             Ok(()) => said = false,
             Err(error) if !said => {
                 said = true;
-                eprintln!("note: cannot look for runs to resume: {error}");
+                diagln!("note: cannot look for runs to resume: {error}");
             }
             Err(_) => {}
         }
@@ -389,7 +389,7 @@ async fn adopt_once(
         }
         match agent.resume_run(&run.id).await {
             Ok(handle) => {
-                eprintln!("resumed run {} ({})", run.id, run.agent);
+                diagln!("resumed run {} ({})", run.id, run.agent);
                 hub.insert(&run.agent, LaunchedRun::from_handle(handle));
             }
             Err(error) => tracing::debug!(run = %run.id, %error, "not resumed here"),
@@ -568,7 +568,7 @@ pub(crate) fn stop_on_signals(shutdown: CancellationToken) {
         }
         #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
-        eprintln!("shutting down: open streams close, running runs get a moment to finish");
+        diagln!("shutting down: open streams close, running runs get a moment to finish");
         shutdown.cancel();
     });
 }

@@ -39,41 +39,41 @@ pub(crate) async fn run(place: &StoreArgs, model: String, system: Option<String>
     let journal = UndoJournal::new(Workspace::new(&workspace).map_err(|e| Failure::Usage(e.into()))?);
     let mut lines = Some(Lines::spawn());
     let never = CancellationToken::new();
-    eprintln!("troupe session on {} with {model}; /help for commands", workspace.display());
+    diagln!("troupe session on {} with {model}; /help for commands", workspace.display());
     loop {
-        eprint!("› ");
+        diag!("› ");
         let _ = std::io::stderr().flush();
         let Some(reader) = lines.as_mut() else { break };
         let Some(Some(line)) = reader.next(&never).await else {
-            eprintln!();
+            diagln!();
             break;
         };
         let line = line.trim();
         match line.split_once(' ').map_or((line, ""), |(command, rest)| (command, rest.trim())) {
             ("", _) => continue,
             ("/exit" | "/quit", _) => break,
-            ("/help", _) => eprintln!("{HELP}"),
+            ("/help", _) => diagln!("{HELP}"),
             ("/cost", _) => {
-                eprintln!("{turns} turns; tokens: in {} · out {}; ${cost:.4}", usage.total_input(), usage.output_tokens)
+                diagln!("{turns} turns; tokens: in {} · out {}; ${cost:.4}", usage.total_input(), usage.output_tokens)
             }
             ("/undo", _) => match journal.undo() {
-                Ok(restored) => restored.iter().for_each(|line| eprintln!("{line}")),
-                Err(nothing) => eprintln!("{nothing}"),
+                Ok(restored) => restored.iter().for_each(|line| diagln!("{line}")),
+                Err(nothing) => diagln!("{nothing}"),
             },
             ("/clear", _) => {
                 history.clear();
                 conversation = ConversationId::new(RunId::generate().to_string());
-                eprintln!("a new conversation");
+                diagln!("a new conversation");
             }
-            ("/model", "") => eprintln!("the model is {model}; /model ID to change it"),
+            ("/model", "") => diagln!("the model is {model}; /model ID to change it"),
             ("/model", next) => match providers.check(next) {
                 Ok(()) => {
                     model = next.to_owned();
-                    eprintln!("the next turns use {model}");
+                    diagln!("the next turns use {model}");
                 }
-                Err(error) => eprintln!("cannot use {next}: {error}"),
+                Err(error) => diagln!("cannot use {next}: {error}"),
             },
-            (command, _) if command.starts_with('/') => eprintln!("unknown command {command}; /help lists them"),
+            (command, _) if command.starts_with('/') => diagln!("unknown command {command}; /help lists them"),
             _ => {
                 let mut spec = setup::coding_spec(model.clone(), ApprovalPolicy::default(), None, None);
                 if let Some(system) = &system {
@@ -101,7 +101,7 @@ pub(crate) async fn run(place: &StoreArgs, model: String, system: Option<String>
                 usage += output.usage;
                 cost += output.cost_usd;
                 if !output.is_completed() {
-                    eprintln!("{}", crate::render::outcome_message(&output.outcome));
+                    diagln!("{}", crate::render::outcome_message(&output.outcome));
                 }
                 // The next turn sees this one whole; a turn stopped mid-call is left out.
                 history = crate::run::answered(output.messages);
@@ -111,7 +111,7 @@ pub(crate) async fn run(place: &StoreArgs, model: String, system: Option<String>
     if turns == 0 && history.is_empty() {
         return Ok(());
     }
-    eprintln!("{turns} turns; ${cost:.4}. `troupe run --continue TASK` picks the conversation up again");
+    diagln!("{turns} turns; ${cost:.4}. `troupe run --continue TASK` picks the conversation up again");
     Ok(())
 }
 

@@ -62,7 +62,7 @@ pub(crate) fn runner(workspace: &Path, providers: Providers, sandbox: &SandboxCh
     let workspace = Workspace::new(workspace).map_err(|e| Failure::Usage(RuntimeError::Workspace(e).into()))?;
     let confined = sandbox.for_agent(&Default::default(), workspace.root());
     if confined.mode() == SandboxMode::Full {
-        eprintln!("sandbox: full: the commands the agent runs are not confined");
+        diagln!("sandbox: full: the commands the agent runs are not confined");
     }
     let workspace = workspace.with_sandbox(confined);
     let catalog = ToolCatalog::with_tools(troupe::tools::coding_tools())

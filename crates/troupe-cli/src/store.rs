@@ -34,7 +34,7 @@ impl StoreArgs {
                 let default = troupe::store::default_sqlite_path(workspace);
                 // Without a data directory (no HOME) there is nowhere better to suggest.
                 if path == troupe::store::legacy_sqlite_path(workspace) && path != default {
-                    eprintln!(
+                    diagln!(
                         "note: the store {} is inside the workspace, where the agent's tools and commands can reach \
                          it; move it to {} (or pass --store)",
                         path.display(),

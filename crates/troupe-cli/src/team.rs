@@ -210,8 +210,8 @@ async fn run_team(dirs: &ConfigDirs, args: RunArgs) -> Result<(), Failure> {
         service(&files, &workspace, durability.as_ref(), approvals(&how, durability.is_some()), &how.sandbox).await?;
     if args.detach {
         let run_id = service.enqueue(&task).await.map_err(|e| Failure::Run(anyhow!(e)))?;
-        println!("{run_id}");
-        eprintln!(
+        outln!("{run_id}");
+        diagln!(
             "queued team run {run_id}: `troupe worker` runs it; watch it with `troupe runs events {run_id} --follow`"
         );
         return Ok(());
@@ -282,12 +282,12 @@ pub(crate) async fn follow(
     let names: Vec<&str> = rows.iter().filter(|r| r.role == "member").map(|r| r.name.as_str()).collect();
     let leader = team.leader().map(|l| format!("leader {l}; ")).unwrap_or_default();
     // The team first, then what was left out of it.
-    eprintln!("team `{}` ({}): {leader}members {}", team.name(), team.team.strategy, names.join(", "));
+    diagln!("team `{}` ({}): {leader}members {}", team.name(), team.team.strategy, names.join(", "));
     for note in prepared.notes() {
-        eprintln!("note: {note}");
+        diagln!("note: {note}");
     }
     if let Some(run_id) = prepared.resumes() {
-        eprintln!("resuming team run {run_id}");
+        diagln!("resuming team run {run_id}");
     }
     let control = prepared.control();
     let asking = how.approve != TeamApprove::Never && at_terminal();
@@ -318,7 +318,7 @@ pub(crate) async fn follow(
     };
     let (report, ()) = tokio::join!(going, render);
     if let Some(which) = &report.exceeded {
-        eprintln!("[team] its {which} budget ran out: every member was stopped");
+        diagln!("[team] its {which} budget ran out: every member was stopped");
     }
     let stats = &report.firewall;
 
@@ -353,13 +353,13 @@ pub(crate) async fn follow(
         crate::print_lines(&[report.output.trim_end().to_owned()])?;
     }
     let paused: Vec<&str> = report.paused.iter().map(|p| p.member.as_str()).collect();
-    eprintln!("{}", progress::summary_table(&rows, &report.records, &paused, &progress));
+    diagln!("{}", progress::summary_table(&rows, &report.records, &paused, &progress));
     let withheld = match stats.fields_withheld {
         0 => String::new(),
         1 => ", 1 report field withheld".to_owned(),
         n => format!(", {n} report fields withheld"),
     };
-    eprintln!(
+    diagln!(
         "firewall: {} report{} passed, {} dropped, {} secret{} redacted{withheld}",
         stats.passed,
         if stats.passed == 1 { "" } else { "s" },
@@ -370,7 +370,7 @@ pub(crate) async fn follow(
     if let Some(run_id) = &report.run_id {
         for paused in &report.paused {
             for call in &paused.pending {
-                eprintln!(
+                diagln!(
                     "paused: {} wants {} {}: approve with `troupe runs approve {run_id} {}` or reject with `troupe runs reject {run_id} {}`",
                     paused.member,
                     call.tool,
@@ -380,7 +380,7 @@ pub(crate) async fn follow(
                 );
             }
         }
-        eprintln!("team run {run_id} recorded with its members' runs: `troupe runs list` shows them");
+        diagln!("team run {run_id} recorded with its members' runs: `troupe runs list` shows them");
     }
     drop(durability);
     match report.failure() {
@@ -527,7 +527,7 @@ pub(crate) async fn resume(
 fn cancel_on_interrupt(cancel: CancellationToken) {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupted: stopping every member (Ctrl-C again quits at once)");
+            diagln!("interrupted: stopping every member (Ctrl-C again quits at once)");
             cancel.cancel();
         }
         if tokio::signal::ctrl_c().await.is_ok() {

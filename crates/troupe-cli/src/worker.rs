@@ -89,10 +89,10 @@ pub(crate) async fn run(args: WorkerArgs) -> Result<(), Failure> {
         worker = worker.with_schedules(false);
         tokio::spawn(stop_when_drained(Arc::clone(&store), shutdown.clone(), poll));
     }
-    eprintln!("worker {owner}: store {}, up to {} runs at once", store.info().location, args.concurrency);
+    diagln!("worker {owner}: store {}, up to {} runs at once", store.info().location, args.concurrency);
     let report = worker.run_until(shutdown).await.map_err(|e| Failure::Run(e.into()))?;
     let fired = u64::try_from(fired).unwrap_or(u64::MAX) + u64::from(report.fired);
-    eprintln!("worker stopped: ran {} (completed {}), fired {fired} schedule ticks", report.runs, report.completed);
+    diagln!("worker stopped: ran {} (completed {}), fired {fired} schedule ticks", report.runs, report.completed);
     Ok(())
 }
 
@@ -124,7 +124,7 @@ fn claimable(entry: &QueueEntry, now: i64) -> bool {
 fn stop_on_signals(shutdown: CancellationToken) {
     let stop = move |what: &str| {
         if !shutdown.is_cancelled() {
-            eprintln!("{what}: claiming no more runs; the runs in hand finish first");
+            diagln!("{what}: claiming no more runs; the runs in hand finish first");
             shutdown.cancel();
         }
     };
@@ -139,7 +139,7 @@ fn stop_on_signals(shutdown: CancellationToken) {
                         tokio::select! {
                             Some(()) = interrupts.recv() => {
                                 if interrupted {
-                                    eprintln!("error: interrupted twice; quitting (the runs in hand are taken over once their leases lapse)");
+                                    diagln!("error: interrupted twice; quitting (the runs in hand are taken over once their leases lapse)");
                                     std::process::exit(1);
                                 }
                                 interrupted = true;
@@ -183,8 +183,8 @@ impl<S: Subscriber> Layer<S> for ClaimLog {
         let mut fields = Fields::default();
         event.record(&mut fields);
         match fields.message.as_str() {
-            "claimed" => eprintln!("claimed {}", fields.run),
-            "run ended" => eprintln!("ended {} {}", fields.run, snake_case(&fields.outcome)),
+            "claimed" => diagln!("claimed {}", fields.run),
+            "run ended" => diagln!("ended {} {}", fields.run, snake_case(&fields.outcome)),
             _ => {}
         }
     }

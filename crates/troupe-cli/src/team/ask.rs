@@ -54,7 +54,7 @@ impl Asker {
             _ => return,
         };
         let path = self.path(&attribution.run_id);
-        eprintln!("? {path}: {tool} {} needs approval: {reason}", shorten(&arguments.to_string(), 200));
+        diagln!("? {path}: {tool} {} needs approval: {reason}", shorten(&arguments.to_string(), 200));
         let lines = self.lines.get_or_insert_with(Lines::spawn);
         let Some(decision) = prompt(lines, tool, arguments, self.workspace.as_deref(), cancel).await else {
             return;

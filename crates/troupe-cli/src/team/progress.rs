@@ -163,7 +163,7 @@ impl Progress {
 
 /// A line on stderr.
 fn say(line: &str) {
-    eprintln!("{line}");
+    diagln!("{line}");
 }
 
 fn write_json(event: &AgentEvent) -> bool {

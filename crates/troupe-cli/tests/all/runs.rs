@@ -430,6 +430,54 @@ fn a_detached_run_is_queued_and_a_worker_runs_it() {
     assert!(!stderr(&idle).contains("claimed"), "{}", stderr(&idle));
 }
 
+/// A pipe whose reader has gone: writing to it fails with `EPIPE`.
+fn closed_pipe() -> Stdio {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    Stdio::from(writer)
+}
+
+#[test]
+fn a_closed_stdout_or_stderr_is_no_panic_and_the_work_is_done() {
+    let scene = Scene::new();
+    scene.server.push(write_hello());
+    scene.server.push(MockTurn::text("Wrote hello.txt."));
+    // The id goes nowhere, and the run is queued all the same.
+    let detach = scene
+        .command(&["run", "--detach", "--approve", "auto", "Write hello"])
+        .stdout(closed_pipe())
+        .output()
+        .expect("the binary runs");
+    assert_eq!(detach.status.code(), Some(0), "{}", stderr(&detach));
+    assert!(!stderr(&detach).contains("panicked"), "{}", stderr(&detach));
+    let queued = scene.list();
+    assert_eq!(queued.len(), 1);
+    let id = queued[0].id.to_string();
+    assert_eq!(scene.status(&id), "queued");
+
+    // A worker says what it claims on stderr; with nobody reading, it runs the run anyway.
+    let worker = scene
+        .command(&["worker", "--once", "--lease-ttl", "0.5", "--poll-ms", "50"])
+        .stderr(closed_pipe())
+        .output()
+        .expect("the binary runs");
+    assert_eq!(worker.status.code(), Some(0));
+    assert_eq!(scene.status(&id), "completed");
+    assert_eq!(scene.file("hello.txt").as_deref(), Some("hi\n"));
+}
+
+#[test]
+fn results_lost_to_a_failed_write_are_a_failure() {
+    let scene = Scene::new();
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full opens");
+    let detach =
+        scene.command(&["run", "--detach", "Write hello"]).stdout(Stdio::from(full)).output().expect("the binary runs");
+    assert_eq!(detach.status.code(), Some(1), "{}", stderr(&detach));
+    let err = stderr(&detach);
+    assert!(err.contains("error: cannot write to stdout: No space left on device"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 #[test]
 fn a_crash_interrupted_call_is_not_auto_approved() {
     let scene = Scene::new();
