@@ -15,8 +15,9 @@ use std::process::{Child, Command, Stdio};
 const CHILD_ENV: &str = "TROUPE_BENCH_MOCK_SERVER";
 
 /// In the child process [`ChildMockServer::start`] spawns: serves `responder` on a
-/// [`MockLlmServer`] (multi-thread runtime), prints its URL on stdout, and exits once the
-/// parent closes stdin. Returns at once in any other process.
+/// [`MockLlmServer`] (multi-thread runtime) that keeps no log of the requests, prints its
+/// URL on stdout, and exits once the parent closes stdin. Returns at once in any other
+/// process.
 pub fn serve_if_child(responder: fn(&RecordedRequest) -> MockTurn) {
     if std::env::var_os(CHILD_ENV).is_none() {
         return;
@@ -34,7 +35,8 @@ pub fn serve_if_child(responder: fn(&RecordedRequest) -> MockTurn) {
 fn serve(responder: fn(&RecordedRequest) -> MockTurn) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let server = runtime.block_on(MockLlmServer::start())?;
-    server.respond_with(responder);
+    // Kept, every request of a benchmark's passes would grow the server by gigabytes.
+    server.respond_with(responder).keep_no_requests();
     let mut stdout = std::io::stdout();
     writeln!(stdout, "{}", server.url())?;
     stdout.flush()?;

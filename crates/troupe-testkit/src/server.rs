@@ -11,7 +11,7 @@ use axum::routing::post;
 use axum::serve::ListenerExt;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 
@@ -46,6 +46,8 @@ struct ServerState {
     requests: Mutex<Vec<RecordedRequest>>,
     responder: Mutex<Option<Arc<Responder>>>,
     connections: AtomicUsize,
+    /// Set when requests are not kept (see [`MockLlmServer::keep_no_requests`]).
+    forgets_requests: AtomicBool,
     /// When each streamed answer the client stopped reading before its end was dropped.
     abandoned: Mutex<Vec<std::time::SystemTime>>,
 }
@@ -169,6 +171,15 @@ impl MockLlmServer {
         lock(&self.state.abandoned).clone()
     }
 
+    /// Stops keeping the requests it receives: [`requests`](Self::requests) says nothing
+    /// of those received from now on. For a benchmark's server, which would otherwise grow
+    /// by every request it serves, and spend the machine's time faulting in the memory for
+    /// them, beside the process being measured.
+    pub fn keep_no_requests(&self) -> &Self {
+        self.state.forgets_requests.store(true, Ordering::Relaxed);
+        self
+    }
+
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.state.requests).clone()
@@ -222,7 +233,9 @@ fn respond(
     let queued = lock(&state.turns).pop_front();
     let responder = lock(&state.responder).clone();
     let turn = queued.or_else(|| responder.map(|r| r(&request)));
-    lock(&state.requests).push(request);
+    if !state.forgets_requests.load(Ordering::Relaxed) {
+        lock(&state.requests).push(request);
+    }
     let encoder = vendor.encoder();
     let Some(turn) = turn else {
         return error_response(500, &[], encoder.error_body(500, "mock server: no scripted turn left"));

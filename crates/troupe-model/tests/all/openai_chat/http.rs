@@ -38,6 +38,27 @@ async fn drain(provider: &HttpProvider<OpenAiChatWire>, request: &ModelRequest) 
     (events, None)
 }
 
+/// A benchmark's server keeps no log: it answers as before, and grows by nothing.
+#[tokio::test]
+async fn a_server_that_keeps_no_requests_still_answers_from_its_responder() {
+    let server = server().await;
+    let provider = provider(&server);
+    server.respond_with(|request| MockTurn::text(format!("you sent {}", request.body["model"])));
+    let (_, error) = drain(&provider, &request()).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(server.requests().len(), 1, "kept until told otherwise");
+
+    server.keep_no_requests();
+    let (events, error) = drain(&provider, &request()).await;
+    assert!(error.is_none(), "{error:?}");
+    let text: String = events
+        .iter()
+        .filter_map(|e| if let StreamEvent::TextDelta { text, .. } = e { Some(text.as_str()) } else { None })
+        .collect();
+    assert_eq!(text, "you sent \"gpt-4o\"", "the responder still reads the request");
+    assert_eq!(server.requests().len(), 1, "the second request is not kept");
+}
+
 #[tokio::test]
 async fn streams_text_and_sends_the_key_to_the_chat_path() {
     let server = server().await;
