@@ -4,7 +4,7 @@
 //! marker `application = troupe` that tells a troupe database from anyone else's.
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The `troupe_meta` value of key `application` in every troupe database.
 pub const APPLICATION: &str = "troupe";
@@ -28,6 +28,7 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
     Migration { version: 5, sql: include_str!("../migrations/sqlite/0005_evidence_head.sql") },
     Migration { version: 6, sql: include_str!("../migrations/sqlite/0006_evidence_head_by_write.sql") },
     Migration { version: 7, sql: include_str!("../migrations/sqlite/0007_run_messages.sql") },
+    Migration { version: 8, sql: include_str!("../migrations/sqlite/0008_run_inputs.sql") },
 ];
 
 /// The PostgreSQL schema's steps.
@@ -40,6 +41,7 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
     Migration { version: 5, sql: include_str!("../migrations/postgres/0005_evidence_head.sql") },
     Migration { version: 6, sql: include_str!("../migrations/postgres/0006_evidence_head_by_write.sql") },
     Migration { version: 7, sql: include_str!("../migrations/postgres/0007_run_messages.sql") },
+    Migration { version: 8, sql: include_str!("../migrations/postgres/0008_run_inputs.sql") },
 ];
 
 /// The tables of the schema, to tell a half-foreign database from an empty one.
@@ -56,4 +58,5 @@ pub const TABLES: &[&str] = &[
     "work_items",
     "evidence_heads",
     "run_messages",
+    "run_inputs",
 ];

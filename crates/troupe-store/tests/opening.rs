@@ -210,7 +210,12 @@ async fn an_older_schema_is_migrated_forward() {
     {
         let store = troupe_store::sqlite::SqliteStore::open(&path).await.expect("opens");
         // Back to version 1: without the memories and work item tables, nor the runs'
-        // evidence heads and messages.
+        // evidence heads, messages and inputs apart (the input back in the run's row).
+        sqlx::query("DROP TABLE run_inputs").execute(store.pool()).await.expect("drops");
+        sqlx::query("ALTER TABLE runs ADD COLUMN input TEXT NOT NULL DEFAULT '{}'")
+            .execute(store.pool())
+            .await
+            .expect("adds");
         sqlx::query("DROP TABLE run_messages").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE memories").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE work_items").execute(store.pool()).await.expect("drops");
@@ -251,7 +256,7 @@ async fn a_version_2_sqlite_database(path: &std::path::Path) {
     sqlx::raw_sql(
         "INSERT INTO troupe_meta (key, value) VALUES ('application', 'troupe'), ('schema_version', '2'); \
          INSERT INTO runs (id, agent, status, input, state, created_at, updated_at) \
-             VALUES ('run-old', 'coder', 'completed', '{}', '{}', 1, 1); \
+             VALUES ('run-old', 'coder', 'completed', '{\"instruction\": \"kept\"}', '{}', 1, 1); \
          INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
              VALUES ('run-old', 1, 'run_started', NULL, '{}', 1, '', 'h1'), \
                     ('run-old', 2, 'run_finished', NULL, '{}', 2, 'h1', 'h2'); \
@@ -288,6 +293,7 @@ async fn a_version_2_database_migrates_to_the_work_queue() {
     );
     let old = store.load_run("run-old").await.expect("load_run").expect("the old run is kept");
     assert_eq!((old.evidence_head.seq, old.evidence_head.hash.as_str()), (2, "h2"), "its head, from its log");
+    assert_eq!(old.input, serde_json::json!({"instruction": "kept"}), "its input, moved out of its row");
     assert_eq!(store.search_memory("agent:coder", "kept", 0).await.expect("search").len(), 1, "so is the memory");
     let item = NewWork {
         queue: "team".into(),
@@ -363,7 +369,7 @@ async fn work_survives_closing_and_reopening_a_sqlite_store() {
 async fn a_version_2_postgres_schema_migrates_to_the_work_queue() {
     use sqlx::{AssertSqlSafe, Connection, PgConnection};
     use troupe_store::postgres::PostgresStore;
-    use troupe_store::{MemoryRepository, NewWork, Store, WorkItemRepository};
+    use troupe_store::{MemoryRepository, NewWork, RunRepository, Store, WorkItemRepository};
     let Ok(url) = std::env::var("TROUPE_TEST_DATABASE_URL") else {
         troupe_testkit::skip("a_version_2_postgres_schema_migrates", "TROUPE_TEST_DATABASE_URL is not set");
         return;
@@ -377,6 +383,8 @@ async fn a_version_2_postgres_schema_migrates_to_the_work_queue() {
     }
     setup.push_str(
         "INSERT INTO troupe_meta (key, value) VALUES ('application', 'troupe'), ('schema_version', '2'); \
+         INSERT INTO runs (id, agent, status, input, state, created_at, updated_at) \
+             VALUES ('run-old', 'coder', 'completed', '{\"instruction\": \"kept\"}', '{}', 1, 1); \
          INSERT INTO memories (namespace, content, created_at) VALUES ('agent:coder', 'kept across versions', 1);",
     );
     sqlx::raw_sql(AssertSqlSafe(setup)).execute(&mut conn).await.expect("a version 2 schema");
@@ -386,6 +394,8 @@ async fn a_version_2_postgres_schema_migrates_to_the_work_queue() {
         let store = opened.expect("a version 2 schema opens");
         assert_eq!(store.info().schema_version, troupe_store::schema::SCHEMA_VERSION);
         assert_eq!(store.search_memory("agent:coder", "kept", 0).await.expect("search").len(), 1);
+        let old = store.load_run("run-old").await.expect("load_run").expect("the old run is kept");
+        assert_eq!(old.input, serde_json::json!({"instruction": "kept"}), "its input, moved out of its row");
         let item = NewWork {
             queue: "team".into(),
             id: "first".into(),

@@ -12,20 +12,40 @@ use crate::record::{
 use crate::sql::{Conn, Dialect, Failure, Param, Statement};
 use std::time::Duration;
 
+/// The run's row, without its input (see [`INSERT_RUN`]).
+macro_rules! insert_run_row {
+    () => {
+        "INSERT INTO runs (id, agent, status, activity, conversation_id, parent_run_id, state, signal_seq, \
+         transition_seq, created_at, updated_at) VALUES ($1, $2, $3, NULL, $4, $5, $6, 0, 1, $7, $7)"
+    };
+}
+
+// The input goes to `run_inputs`: written once, not with every checkpoint of the run's row.
+// Where a `WITH` may write, in the same statement; SQLite adds it with `INSERT_INPUT`.
 const INSERT_RUN: Statement = statement!(
-    "INSERT INTO runs (id, agent, status, activity, conversation_id, parent_run_id, input, state, signal_seq, \
-     transition_seq, created_at, updated_at) VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, 0, 1, $8, $8)"
+    "",
+    postgres(concat!(
+        "WITH run AS (",
+        insert_run_row!(),
+        " RETURNING id) INSERT INTO run_inputs (run_id, input) SELECT id, $8 FROM run"
+    )),
+    sqlite(insert_run_row!()),
+    ""
 );
 
-/// [`INSERT_RUN`] with its first transition and its lease (what [`acquire`] makes of a new
-/// run: epoch 1, available at once) in one statement, where the dialect allows it.
+const INSERT_INPUT: Statement = statement!("INSERT INTO run_inputs (run_id, input) VALUES ($1, $2)");
+
+/// [`INSERT_RUN`] with its input, its first transition and its lease (what [`acquire`]
+/// makes of a new run: epoch 1, available at once) in one statement, where the dialect
+/// allows it.
 const INSERT_LEASED_RUN: Statement = statement!(
-    "WITH run AS (INSERT INTO runs (id, agent, status, activity, conversation_id, parent_run_id, input, state, \
-       signal_seq, transition_seq, created_at, updated_at) VALUES ($1, $2, $3, NULL, $4, $5, $6, $7, 0, 1, $8, $8) \
+    "WITH run AS (INSERT INTO runs (id, agent, status, activity, conversation_id, parent_run_id, state, \
+       signal_seq, transition_seq, created_at, updated_at) VALUES ($1, $2, $3, NULL, $4, $5, $6, 0, 1, $7, $7) \
        RETURNING id, status), \
+     run_input AS (INSERT INTO run_inputs (run_id, input) SELECT id, $8 FROM run), \
      transition AS (INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) \
-       SELECT id, 1, NULL, status, $8 FROM run) \
-     INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) SELECT id, $8, $9, 1, $10 FROM run \
+       SELECT id, 1, NULL, status, $7 FROM run) \
+     INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) SELECT id, $7, $9, 1, $10 FROM run \
      RETURNING run_id, owner, epoch, expires_at"
 );
 
@@ -36,13 +56,14 @@ const INSERT_TRANSITION: Statement =
 // messages' stored texts: one statement, one round trip to a server, and no message parsed
 // by the database.
 const LOAD_RUN: Statement = statement!(
-    "SELECT id, agent, status, activity, conversation_id, parent_run_id, input, state, created_at, updated_at, \
+    "SELECT id, agent, status, activity, conversation_id, parent_run_id, i.input, state, created_at, updated_at, \
      COALESCE(h.seq, 0) AS evidence_seq, COALESCE(h.hash, '') AS evidence_hash, \
      (SELECT '[' || ",
     postgres("string_agg(m.message, ',' ORDER BY m.seq)"),
     sqlite("group_concat(m.message, ',' ORDER BY m.seq)"),
     " || ']' FROM run_messages m WHERE m.run_id = runs.id) AS messages \
-     FROM runs LEFT JOIN evidence_heads h ON h.run_id = runs.id WHERE id = $1"
+     FROM runs LEFT JOIN run_inputs i ON i.run_id = runs.id LEFT JOIN evidence_heads h ON h.run_id = runs.id \
+     WHERE id = $1"
 );
 
 const LIST_RUNS: Statement = statement!(
@@ -104,11 +125,15 @@ const CONSUME_SIGNALS: Statement =
 
 /// Creates `run` with its first transition, enqueued at `now` when it is queued.
 /// [`StoreError::RunExists`] if the id is taken.
-pub(crate) async fn insert_run(conn: &mut impl Conn, run: &NewRun, now: Millis) -> Result<(), StoreError> {
+pub(crate) async fn insert_run<C: Conn>(conn: &mut C, run: &NewRun, now: Millis) -> Result<(), StoreError> {
     let (input, state) = (json_text(&run.input), json_text(&run.state));
-    conn.execute(&INSERT_RUN, &run_params(run, &input, &state, now))
-        .await
-        .map_err(|e| e.when(Failure::Unique, taken(run)))?;
+    let params = run_params(run, &state, now, &input);
+    // The input is the last parameter: SQLite's `INSERT_RUN` does not take it.
+    let taken_params = if C::Dialect::WRITES_IN_WITH { &params[..] } else { &params[..7] };
+    conn.execute(&INSERT_RUN, taken_params).await.map_err(|e| e.when(Failure::Unique, taken(run)))?;
+    if !C::Dialect::WRITES_IN_WITH {
+        conn.execute(&INSERT_INPUT, &[Param::Text(&run.id), Param::Text(&input)]).await?;
+    }
     insert_transition(conn, &run.id, 1, None, run.status, now).await?;
     if run.status == RunStatus::Queued {
         enqueue(conn, &run.id, now).await?;
@@ -125,11 +150,10 @@ pub(crate) async fn insert_leased_run<C: Conn>(
     now: Millis,
 ) -> Result<Lease, StoreError> {
     let lease = if C::Dialect::WRITES_IN_WITH {
-        let (input_text, state_text) = (json_text(&run.input), json_text(&run.state));
-        let [id, agent, status, conversation, parent, input, state, at] =
-            run_params(run, &input_text, &state_text, now);
+        let (input, state) = (json_text(&run.input), json_text(&run.state));
+        let [id, agent, status, conversation, parent, state, at, input] = run_params(run, &state, now, &input);
         let expires_at = Param::Int(super::expiry(now, ttl));
-        let params = [id, agent, status, conversation, parent, input, state, at, Param::Text(owner), expires_at];
+        let params = [id, agent, status, conversation, parent, state, at, input, Param::Text(owner), expires_at];
         conn.fetch_optional(&INSERT_LEASED_RUN, &params, decode::lease)
             .await
             .map_err(|e| e.when(Failure::Unique, taken(run)))?
@@ -145,17 +169,18 @@ fn taken(run: &NewRun) -> impl FnOnce() -> StoreError + '_ {
     || StoreError::RunExists { run_id: run.id.clone() }
 }
 
-/// [`INSERT_RUN`]'s parameters: `run` with its `input` and `state` as text, created `now`.
-fn run_params<'a>(run: &'a NewRun, input: &'a str, state: &'a str, now: Millis) -> [Param<'a>; 8] {
+/// [`INSERT_RUN`]'s parameters: `run` with its `state` as text, created `now`, and its
+/// `input` as text last.
+fn run_params<'a>(run: &'a NewRun, state: &'a str, now: Millis, input: &'a str) -> [Param<'a>; 8] {
     [
         Param::Text(&run.id),
         Param::Text(&run.agent),
         Param::Text(run.status.as_str()),
         Param::OptText(run.conversation_id.as_deref()),
         Param::OptText(run.parent_run_id.as_deref()),
-        Param::Text(input),
         Param::Text(state),
         Param::Int(now),
+        Param::Text(input),
     ]
 }
 

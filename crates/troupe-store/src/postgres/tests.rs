@@ -346,8 +346,9 @@ async fn undecodable_rows_are_errors_not_panics() {
     let Some((url, schema)) = server("undecodable_rows_are_errors_not_panics") else { return };
     let store = PostgresStore::connect_in_schema(&url, &schema).await.expect("opens");
     sqlx::raw_sql(
-        "INSERT INTO runs (id, agent, status, input, state, created_at, updated_at) \
-         VALUES ('bad-json', 'a', 'running', '{', '{}', 1, 1), ('bad-status', 'a', 'dancing', '{}', '{}', 2, 2)",
+        "INSERT INTO runs (id, agent, status, state, created_at, updated_at) \
+         VALUES ('bad-json', 'a', 'running', '{}', 1, 1), ('bad-status', 'a', 'dancing', '{}', 2, 2); \
+         INSERT INTO run_inputs (run_id, input) VALUES ('bad-json', '{'), ('bad-status', '{}')",
     )
     .execute(store.pool())
     .await

@@ -425,3 +425,48 @@ async fn a_stored_message_that_is_not_json_is_a_decode_error() {
     let error = store.load_run("r1").await.expect_err("a broken conversation does not load");
     assert!(matches!(&error, StoreError::Decode { what, .. } if what.contains("`r1`")), "{error}");
 }
+
+/// The WAL's length in frames (a frame is a page and its 24-byte header, after the
+/// file's 32-byte header).
+fn wal_frames(db: &Path) -> u64 {
+    let wal = PathBuf::from(format!("{}-wal", db.display()));
+    std::fs::metadata(wal).map_or(0, |m| m.len().saturating_sub(32) / (4096 + 24))
+}
+
+#[tokio::test]
+async fn a_checkpoint_writes_its_state_not_the_runs_input_again() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("troupe.db");
+    let store = SqliteStore::open(&path).await.expect("a new store opens");
+    // A long system prompt, a session's history or an attachment: 64 KiB of input, 16 pages.
+    let input = json!({"instruction": "x".repeat(64 * 1024)});
+    let new = NewRun { input: input.clone(), ..run("r1", RunStatus::Running) };
+    let lease = store.create_leased_run(new, "w1", TTL, 1).await.expect("a run is created");
+    let mut chain = EvidenceChain::new("r1");
+    let before = wal_frames(&path);
+    let boundaries: u64 = 10;
+    for turn in 0..boundaries {
+        let evidence = chain.seal(vec![NewEvidence::new(EvidenceKind::ModelTurn, json!({"turn": turn}))], 2);
+        chain.advance(&evidence);
+        let checkpoint = Checkpoint {
+            run_id: "r1".into(),
+            status: RunStatus::Running,
+            activity: None,
+            // A state that grows, as a run's does: the row cannot be rewritten in place.
+            state: serde_json::value::to_raw_value(&json!({"turn": turn, "notes": "n".repeat(turn as usize * 40)}))
+                .expect("JSON"),
+            evidence,
+            signals_consumed_through: None,
+            fence: Some(lease.clone()),
+            require_signals_consumed: false,
+            release: false,
+            flush: Flush::BeforeAnswer,
+            messages: None,
+        };
+        store.checkpoint(checkpoint, 2).await.expect("a checkpoint is saved");
+    }
+    let per_boundary = (wal_frames(&path) - before) as f64 / boundaries as f64;
+    assert!(per_boundary < 8.0, "{per_boundary} pages per checkpoint: the input is written again");
+    let loaded = store.load_run("r1").await.expect("load_run").expect("the run");
+    assert_eq!(loaded.input, input, "and it is kept whole");
+}
