@@ -208,7 +208,10 @@ enum Kind {
 struct Pending {
     kind: Kind,
     keep: bool,
+    /// Its lines as written, trailing whitespace and all.
     text: String,
+    /// `text` masked (see [`mask`]): the same bytes long, line for line, so an offset
+    /// found here cuts `text` in the same place.
     code: String,
 }
 
@@ -260,7 +263,8 @@ impl Braces {
         }
         if let Some(mut pending) = self.pending.take() {
             pending.text.push('\n');
-            pending.text.push_str(raw.trim_end());
+            // Untrimmed, as `code` is: an offset found in `code` is the same in `text`.
+            pending.text.push_str(raw);
             pending.code.push('\n');
             pending.code.push_str(&code);
             self.advance(pending);
@@ -304,7 +308,7 @@ impl Braces {
         };
         match item {
             Some((kind, keep)) => {
-                let pending = Pending { kind, keep, text: raw.trim_end().to_owned(), code };
+                let pending = Pending { kind, keep, text: raw.to_owned(), code };
                 self.advance(pending);
             }
             None => self.other(scope, raw, &code),
@@ -349,7 +353,7 @@ impl Braces {
                     self.out.extend(docs);
                     self.out.push(match kind {
                         Kind::Arrow => arrow_declaration(&text, &code),
-                        _ => text,
+                        _ => trim_line_ends(&text),
                     });
                 }
             }
@@ -358,14 +362,14 @@ impl Braces {
                 match (kind, keep) {
                     (Kind::Block(scope), true) => {
                         self.out.extend(docs);
-                        self.out.push(text);
+                        self.out.push(trim_line_ends(&text));
                         if rest_depth > 0 {
                             self.scopes.push(scope);
                         }
                     }
                     (_, true) => {
                         self.out.extend(docs);
-                        self.out.push(format!("{};", text[..at].trim_end()));
+                        self.out.push(format!("{};", trim_line_ends(&text[..at]).trim_end()));
                         self.skip = rest_depth;
                     }
                     (_, false) => self.skip = rest_depth,
@@ -416,11 +420,16 @@ fn statement_end(code: &str, language: CodeLanguage) -> Option<usize> {
     (language == CodeLanguage::TypeScript && depth <= 0 && (!dangling || (last == '>' && !arrow))).then_some(code.len())
 }
 
+/// `text` with each line's trailing whitespace taken off.
+pub(super) fn trim_line_ends(text: &str) -> String {
+    text.lines().map(str::trim_end).collect::<Vec<_>>().join("\n")
+}
+
 /// `export const f = (a: A): B => { ... }` as `export const f = (a: A): B => …;`.
 fn arrow_declaration(text: &str, code: &str) -> String {
     match code.find("=>") {
-        Some(at) => format!("{} …;", text[..at + 2].trim_end()),
-        None => text.to_owned(),
+        Some(at) => format!("{} …;", trim_line_ends(&text[..at + 2]).trim_end()),
+        None => trim_line_ends(text),
     }
 }
 
@@ -857,6 +866,19 @@ export class Circle implements Shape {
   area(): number;
 }"#;
         assert_eq!(interface_of(CodeLanguage::TypeScript, code), expected);
+    }
+
+    /// Trailing spaces on a header's earlier lines, and characters of several bytes after
+    /// them: the header is cut where its code ends, never inside a character or past the
+    /// text (model output reaches this, and must not panic the firewall).
+    #[test]
+    fn multi_line_headers_with_trailing_spaces_are_cut_in_place() {
+        let rust = "pub fn f(a: u8,   \n) {\n    body()\n}\n";
+        assert_eq!(interface_of(CodeLanguage::Rust, rust), "pub fn f(a: u8,\n);");
+        let rust = "pub fn f(a: u8,   \n     b: u8) -> é {\n}\n";
+        assert_eq!(interface_of(CodeLanguage::Rust, rust), "pub fn f(a: u8,\n     b: u8) -> é;");
+        let python = "def f(a,  \n      b):#é\n    return a\n";
+        assert_eq!(interface_of(CodeLanguage::Python, python), "def f(a,\n      b):\n    ...");
     }
 
     #[test]

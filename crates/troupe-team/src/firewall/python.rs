@@ -2,7 +2,7 @@
 //! and docstrings kept, public names only), class-level annotated fields and module
 //! constants; bodies become `...`.
 
-use super::interface::strip_words;
+use super::interface::{strip_words, trim_line_ends};
 
 /// The indentation of `line`, in columns (a tab counts 4).
 fn indent_of(line: &str) -> usize {
@@ -117,11 +117,12 @@ pub(super) fn interface(code: &str) -> String {
             let word = if is_def { "def " } else { "class " };
             let name: String = header[word.len()..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
             // The header may run over several lines, up to its `:`.
-            let mut text = line.trim_end().to_owned();
+            // Untrimmed, as `masked` is: an offset found in `masked` is the same in `text`.
+            let mut text = line.to_owned();
             let mut masked = mask_python(line);
             while python_header_colon(&masked).is_none() && i < lines.len() {
                 text.push('\n');
-                text.push_str(lines[i].trim_end());
+                text.push_str(lines[i]);
                 masked.push('\n');
                 masked.push_str(&mask_python(lines[i]));
                 i += 1;
@@ -134,7 +135,7 @@ pub(super) fn interface(code: &str) -> String {
             }
             out.extend(decorated);
             let colon = python_header_colon(&masked).unwrap_or(text.len().saturating_sub(1));
-            out.push(text[..=colon.min(text.len().saturating_sub(1))].to_owned());
+            out.push(trim_line_ends(&text[..=colon.min(text.len().saturating_sub(1))]));
             let body_indent = lines[i..]
                 .iter()
                 .find(|l| !l.trim().is_empty())
