@@ -309,15 +309,13 @@ pub fn retry_hint(headers: &reqwest::header::HeaderMap) -> RetryHint {
     let within = |d: Duration| (d <= Duration::from_secs(60)).then_some(d);
     let after = text("retry-after-ms")
         .and_then(|v| v.parse::<f64>().ok())
-        .filter(|ms| ms.is_finite() && *ms >= 0.0)
-        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+        // Not `from_secs_f64`, which panics on a value no `Duration` holds (`1e23`).
+        .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok())
         .and_then(within)
         .or_else(|| {
             let value = text("retry-after")?;
             if let Ok(seconds) = value.parse::<f64>() {
-                return (seconds.is_finite() && seconds >= 0.0)
-                    .then(|| Duration::from_secs_f64(seconds))
-                    .and_then(within);
+                return Duration::try_from_secs_f64(seconds).ok().and_then(within);
             }
             let date = httpdate::parse_http_date(value).ok()?;
             within(date.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO))

@@ -379,3 +379,25 @@ async fn http_overload_after_events_is_not_retried() {
     assert!(matches!(events.first(), Some(Ok(StreamEvent::MessageStart { .. }))), "{:?}", events.first());
     assert!(matches!(events.last(), Some(Err(Error::Overloaded { .. }))), "{:?}", events.last());
 }
+
+/// The hint read from `headers`.
+fn hint_of(headers: &[(&'static str, &str)]) -> Option<Duration> {
+    let mut map = reqwest::header::HeaderMap::new();
+    for (name, value) in headers {
+        map.insert(*name, value.parse().expect("a header value"));
+    }
+    troupe_model::retry_hint(&map).after
+}
+
+/// A delay no `Duration` can hold, negative or not a number is no hint (and no panic);
+/// a sensible one is taken.
+#[test]
+fn a_retry_delay_out_of_any_range_is_ignored() {
+    for huge in ["1e20", "1e300", "-1", "NaN", "inf"] {
+        assert_eq!(hint_of(&[("retry-after", huge)]), None, "retry-after: {huge}");
+        assert_eq!(hint_of(&[("retry-after-ms", huge)]), None, "retry-after-ms: {huge}");
+    }
+    assert_eq!(hint_of(&[("retry-after-ms", "1e23"), ("retry-after", "2.5")]), Some(Duration::from_millis(2500)));
+    assert_eq!(hint_of(&[("retry-after-ms", "250")]), Some(Duration::from_millis(250)));
+    assert_eq!(hint_of(&[("retry-after", "61")]), None, "over a minute, as the vendors' SDKs do");
+}
