@@ -239,7 +239,10 @@ fn attribute(attrs: &str, wanted: &str) -> Option<String> {
         if name.eq_ignore_ascii_case(wanted) {
             return Some(value.to_owned());
         }
-        if name.is_empty() {
+        if i == name_start {
+            // Nothing taken (cannot happen: an empty name stops at `=`, which the value
+            // takes), so step over the byte it stopped at, an ASCII one. Stepping after
+            // a value could land inside the character that follows it.
             i += 1;
         }
     }
@@ -435,6 +438,8 @@ mod tests {
         assert_eq!(reduce("<SCRIPT>x</SCRIPT >Upper").text, "Upper");
         assert_eq!(reduce("<a href=x'>stray quote</a> kept").text, "stray quote kept");
         assert_eq!(reduce("<svg/><p>after a self-closed svg</p>").text, "after a self-closed svg");
+        // An attribute without a name, its value followed by a character of two bytes.
+        assert_eq!(reduce("<img =\"x\"é alt=\"pic\"><p>after</p>").text, "pic\n\nafter");
         assert_eq!(reduce("<html><head><title>T</title><body>no closing head").text, "no closing head");
     }
 
