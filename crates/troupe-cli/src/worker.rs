@@ -52,10 +52,12 @@ pub(crate) struct WorkerArgs {
 
 /// A positive, finite number of seconds.
 pub(crate) fn parse_seconds(text: &str) -> Result<Duration, String> {
-    match text.trim().parse::<f64>() {
-        Ok(seconds) if seconds.is_finite() && seconds > 0.0 => Ok(Duration::from_secs_f64(seconds)),
-        _ => Err(format!("`{text}` is not a positive number of seconds (such as 30 or 0.5)")),
-    }
+    let seconds = text.trim().parse::<f64>().ok().filter(|seconds| *seconds > 0.0);
+    // `try_`: more seconds than a `Duration` holds (`1e300`), or not a number, is an
+    // error, not a panic.
+    seconds
+        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+        .ok_or_else(|| format!("`{text}` is not a positive number of seconds (such as 30 or 0.5)"))
 }
 
 /// Runs `troupe worker`.
@@ -240,6 +242,7 @@ mod tests {
         assert_eq!(snake_case("Completed"), "completed");
         assert_eq!(parse_seconds("0.5"), Ok(Duration::from_millis(500)));
         assert!(parse_seconds("0").is_err() && parse_seconds("-1").is_err() && parse_seconds("x").is_err());
+        assert!(parse_seconds("1e300").is_err() && parse_seconds("NaN").is_err() && parse_seconds("inf").is_err());
     }
 
     #[test]

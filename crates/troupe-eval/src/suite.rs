@@ -342,7 +342,12 @@ impl Suite {
                                     format!("case `{name}`: `timeout_seconds` must be a positive number"),
                                 ));
                             }
-                            Some(s) => Duration::from_secs_f64(s),
+                            Some(s) => Duration::try_from_secs_f64(s).map_err(|_| {
+                                error(
+                                    Some(value_of(text, &span, "timeout_seconds")),
+                                    format!("case `{name}`: `timeout_seconds` is more time than a clock holds"),
+                                )
+                            })?,
                             None => DEFAULT_COMMAND_TIMEOUT,
                         };
                         Grader::Command { run, timeout }
@@ -461,6 +466,10 @@ mod tests {
             (
                 case("kind = \"command\"\nrun = \"x\"\ntimeout_seconds = -1"),
                 "evals/s.toml:7:19: case `a`: `timeout_seconds` must be a positive number",
+            ),
+            (
+                case("kind = \"command\"\nrun = \"x\"\ntimeout_seconds = 1e300"),
+                "evals/s.toml:7:19: case `a`: `timeout_seconds` is more time than a clock holds",
             ),
             (
                 "[suite]\nthreshold = 80\n".to_owned() + &case("kind = \"exact\"\nvalue = \"x\""),

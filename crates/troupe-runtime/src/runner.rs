@@ -526,7 +526,8 @@ impl Runner {
         let launched = Instant::now();
         let catalog = self.agent_catalog(&spec);
         let run = Run {
-            deadline: spec.limits.timeout.map(|t| launched + t),
+            // A timeout past what an `Instant` holds (from a file: any number) is none.
+            deadline: spec.limits.timeout.and_then(|t| launched.checked_add(t)),
             live,
             launched,
             tools: catalog.as_ref().map(Arc::clone).unwrap_or_default(),

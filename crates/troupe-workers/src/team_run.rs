@@ -393,7 +393,8 @@ impl PreparedTeam {
                 return report;
             }
         }
-        let deadline = budget.max_wall_time.map(|t| tokio::time::Instant::now() + t);
+        // A wall time past what an `Instant` holds (from a file: any number) is none.
+        let deadline = budget.max_wall_time.and_then(|t| tokio::time::Instant::now().checked_add(t));
         // A resumed team's budget goes on from what its members spent before.
         let mut spend = match (&resumed, &store) {
             (Some(_), Some(store)) => TeamSpend::recorded(store.as_ref(), run_id.as_str()).await.unwrap_or_default(),

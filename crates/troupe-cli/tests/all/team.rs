@@ -874,6 +874,22 @@ fn a_teams_time_budget_does_not_count_its_pause() {
     assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
 }
 
+/// A time budget past any clock (a file may say any number) is no limit: the team, with
+/// its coder in a worker process, runs, pauses and completes; nothing panics.
+#[test]
+fn a_time_budget_past_any_clock_is_no_limit() {
+    let ledger =
+        Ledger::new().coder_in_a_worker().team_file_with("\n[team.budget]\nmax_seconds = 9223372036854775807\n");
+    let Ledger { dir, workspace, .. } = &ledger;
+    let (env, ws) = (ledger.env(), ledger.ws());
+    let team_run = paused_ledger_team(dir.path(), ws, &env);
+    let approved = runs_with(dir.path(), &["approve", &team_run, "call_s1", "-w", ws], &env);
+    let err = stderr(&approved);
+    assert_eq!(approved.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(std::fs::read_to_string(workspace.path().join("ledger.txt")).expect("the ledger"), "one\n");
+}
+
 /// The same with the coder in a worker process: its run, recorded through the worker
 /// protocol, pauses the team; `troupe runs approve TEAM_RUN CALL` stores the decision for
 /// it, and the worker started when the team resumes resumes that run, applies the

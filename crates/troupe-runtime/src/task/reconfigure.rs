@@ -124,7 +124,7 @@ impl Run {
         if next.limits.timeout != self.spec.limits.timeout {
             // Counted from when this process took the run up, like the first one; one
             // already passed ends the run at this boundary.
-            self.deadline = next.limits.timeout.map(|timeout| self.launched + timeout);
+            self.deadline = next.limits.timeout.and_then(|timeout| self.launched.checked_add(timeout));
         }
         tracing::info!(run = %state.run_id(), revision = revision.revision, ?changed, "the run's configuration changed");
         self.learn(state, Input::SpecApplied(AppliedSpec::of(&source, revision.revision, &next)));

@@ -285,6 +285,35 @@ async fn a_time_limit_already_passed_ends_the_run_at_the_boundary() {
     assert_eq!(h.read("out.txt"), None, "the waiting call never ran");
 }
 
+/// A time limit no clock can reach (a file may say any number) is no limit: not a panic,
+/// neither when a run starts under it nor when a change brings it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_time_limit_past_any_clock_is_no_limit() {
+    let h = Harness::new(Wire::Anthropic).await;
+    h.push(turns(&h));
+    h.push(turns(&h));
+    let engine = engine(&h, None);
+    let agent = writer(&h, &engine);
+    let endless = Limits { timeout: Some(Duration::MAX), ..agent.current_spec().limits.clone() };
+    agent.reconfigure(SpecUpdate::new().limits(endless.clone())).expect("valid").expect("a change");
+    let mut first = agent.start("Write a greeting to out.txt.");
+    until_paused(&mut first).await;
+    first.signals.approve("c1").await.expect("the run takes signals");
+    let output = first.result.await.expect("the run ends");
+    assert!(matches!(output.outcome, RunOutcome::Completed { .. }), "started under it: {:?}", output.outcome);
+
+    let bounded = Limits { timeout: Some(Duration::from_secs(600)), ..endless.clone() };
+    agent.reconfigure(SpecUpdate::new().limits(bounded)).expect("valid").expect("a change");
+    let mut second = agent.start("Write a greeting to out.txt.");
+    until_paused(&mut second).await;
+    agent.reconfigure(SpecUpdate::new().limits(endless)).expect("valid").expect("a change");
+    until(&mut second, "the change", is_config_changed).await;
+    second.signals.approve("c1").await.expect("the run takes signals");
+    let output = second.result.await.expect("the run ends");
+    check_events(&output.events);
+    assert!(matches!(output.outcome, RunOutcome::Completed { .. }), "changed to it: {:?}", output.outcome);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_rate_quotas_apply_to_the_agents_limiter_and_are_announced() {
     let h = Harness::new(Wire::Anthropic).await;

@@ -128,7 +128,7 @@ impl TeamAccount {
 
     /// When the team's time is up, if it has a limit.
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.budget.max_wall_time.map(|t| self.started + t)
+        self.budget.max_wall_time.and_then(|t| self.started.checked_add(t))
     }
 
     /// Adds spending; crossing a budget stops the team.

@@ -188,7 +188,7 @@ impl Reader<'_, '_> {
         R: tokio::io::AsyncRead + Unpin,
     {
         let config = self.attempt.config;
-        let deadline = started + config.timeout;
+        let deadline = later(started, config.timeout);
         let silence = config.silence_limit();
         let mut last_frame = Instant::now();
         let mut cancelled_at: Option<Instant> = None;
@@ -204,9 +204,9 @@ impl Reader<'_, '_> {
                 return ReadEnd::Failed(AttemptError::TimedOut { after: config.timeout });
             }
             // Once the worker is dead, only the end of its output is awaited, not a heartbeat.
-            let hang_at = if leader_gone_at.is_some() { deadline } else { last_frame + silence };
+            let hang_at = if leader_gone_at.is_some() { deadline } else { later(last_frame, silence) };
             let output_end_by = leader_gone_at.map(|at| at + EXIT_GRACE);
-            let cancel_at = cancelled_at.map(|at| at + config.cancel_grace);
+            let cancel_at = cancelled_at.map(|at| later(at, config.cancel_grace));
             tokio::select! {
                 biased;
                 () = self.attempt.cancel.cancelled(), if cancelled_at.is_none() => {
@@ -436,4 +436,10 @@ async fn join_some<T>(task: &mut Option<AbortOnDrop<T>>) -> Result<T, tokio::tas
         Some(task) => (&mut task.0).await,
         None => std::future::pending().await,
     }
+}
+
+/// `at` + `by`; a time past what an `Instant` holds (a timeout read from a file can be any
+/// number) is thirty years on, which no attempt outlives.
+fn later(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by).unwrap_or_else(|| at + Duration::from_secs(30 * 365 * 86_400))
 }
