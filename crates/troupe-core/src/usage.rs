@@ -33,12 +33,12 @@ fn is_zero(n: &u64) -> bool {
 impl Usage {
     /// All prompt tokens, cached or not.
     pub fn total_input(&self) -> u64 {
-        self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+        self.input_tokens.saturating_add(self.cache_read_tokens).saturating_add(self.cache_write_tokens)
     }
 
     /// Every token of the call.
     pub fn total(&self) -> u64 {
-        self.total_input() + self.output_tokens
+        self.total_input().saturating_add(self.output_tokens)
     }
 
     /// Whether nothing was counted.
@@ -56,20 +56,30 @@ impl Add for Usage {
     }
 }
 
+/// Saturating: the counts come from a provider, and a sum that wrapped around would put
+/// a run that spent everything back under its token budget.
 impl AddAssign for Usage {
     fn add_assign(&mut self, rhs: Usage) {
-        self.input_tokens += rhs.input_tokens;
-        self.output_tokens += rhs.output_tokens;
-        self.cache_read_tokens += rhs.cache_read_tokens;
-        self.cache_write_tokens += rhs.cache_write_tokens;
-        self.cache_write_long_tokens += rhs.cache_write_long_tokens;
-        self.reasoning_tokens += rhs.reasoning_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(rhs.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(rhs.output_tokens);
+        self.cache_read_tokens = self.cache_read_tokens.saturating_add(rhs.cache_read_tokens);
+        self.cache_write_tokens = self.cache_write_tokens.saturating_add(rhs.cache_write_tokens);
+        self.cache_write_long_tokens = self.cache_write_long_tokens.saturating_add(rhs.cache_write_long_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(rhs.reasoning_tokens);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_a_provider_reports_past_u64_stay_at_the_top() {
+        let huge = Usage { input_tokens: u64::MAX, output_tokens: u64::MAX - 1, ..Usage::default() };
+        let sum = huge + Usage { input_tokens: 5, output_tokens: 5, cache_read_tokens: 1, ..Usage::default() };
+        assert_eq!((sum.input_tokens, sum.output_tokens), (u64::MAX, u64::MAX));
+        assert_eq!((sum.total_input(), sum.total()), (u64::MAX, u64::MAX));
+    }
 
     #[test]
     fn sums_field_by_field() {

@@ -104,7 +104,7 @@ impl Progress {
                 say(&line);
             }
             AgentEventKind::Usage { usage, cost_usd, .. } => {
-                self.tokens += usage.total();
+                self.tokens = self.tokens.saturating_add(usage.total());
                 match cost_usd {
                     Some(cost) if cost.is_finite() => self.cost_usd += cost,
                     _ => {
@@ -218,7 +218,7 @@ pub(crate) fn summary_table(rows: &[Row], records: &[Record], paused: &[&str], p
     let mut table = Table::new();
     table.load_preset(presets::UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Disabled);
     table.set_header(["member", "role", "isolation", "tasks", "outcome", "tool calls", "tokens", "cost (USD)", "time"]);
-    let (mut tasks, mut calls, mut tokens, mut cost, mut priced) = (0, 0, 0, 0.0, true);
+    let (mut tasks, mut calls, mut tokens, mut cost, mut priced) = (0, 0, 0_u64, 0.0, true);
     for row in rows {
         let sum = sums.remove(row.name.as_str()).unwrap_or_default();
         let activity = progress.activity(&row.name);
@@ -230,7 +230,7 @@ pub(crate) fn summary_table(rows: &[Row], records: &[Record], paused: &[&str], p
         };
         tasks += sum.tasks;
         calls += activity.tool_calls;
-        tokens += sum.usage.total();
+        tokens = tokens.saturating_add(sum.usage.total());
         cost += sum.cost_usd;
         priced &= activity.priced;
         table.add_row([

@@ -45,7 +45,7 @@ fn usage(usage: &Usage) -> Value {
     json!({
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
-        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "total_tokens": usage.input_tokens.saturating_add(usage.output_tokens),
     })
 }
 

@@ -85,7 +85,7 @@ impl Shape {
                 "input_tokens_details": {"cached_tokens": u.cache_read_tokens},
                 "output_tokens": u.output_tokens,
                 "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
-                "total_tokens": u.input_tokens + u.output_tokens,
+                "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
             })
         });
         json!({
