@@ -53,14 +53,22 @@ impl GroupRun<'_> {
             .iter()
             .enumerate()
             .map(|(k, delegation)| {
+                // A parser of one's own may name a worker the team does not have.
+                let worker = workers.get(delegation.worker).ok_or_else(|| {
+                    TeamError::Delegation(format!(
+                        "the delegation names worker {}, and the team has {}",
+                        delegation.worker,
+                        workers.len()
+                    ))
+                })?;
                 let mut task =
                     self.task_for(self.task_id(format_args!("worker/{k}")), leader.name(), &delegation.task, &[]);
                 if leader_run.is_some() {
                     task.parent_run_id.clone_from(&leader_run);
                 }
-                (Arc::clone(&workers[delegation.worker]), task)
+                Ok((Arc::clone(worker), task))
             })
-            .collect();
+            .collect::<Result<_, TeamError>>()?;
         let results =
             spawn::run_all(runs, plan.max_concurrency, self.events.clone(), &self.stop, self.group.policy).await?;
 

@@ -32,6 +32,7 @@ per_wire!(
     orchestrated_leader_delegates_then_synthesises,
     a_bad_delegation_is_shown_to_the_leader_and_corrected,
     a_delegation_that_stays_bad_fails_the_group,
+    a_parser_naming_a_worker_the_team_lacks_fails_the_group,
     cancelling_the_group_stops_its_members,
     dropping_the_group_stops_its_members,
     shared_context_reaches_every_member,
@@ -344,6 +345,35 @@ async fn a_delegation_that_stays_bad_fails_the_group(wire: Wire) {
     }
     assert_eq!(lead.bodies().len(), 2, "one retry, then the group gives up");
     assert!(a.bodies().is_empty());
+}
+
+/// A parser of one's own that breaks its promise (a worker index past the team's).
+struct OutOfRange;
+
+impl troupe_team::DelegationParser for OutOfRange {
+    fn parse(&self, _: &str, _: &[&str]) -> Result<Vec<troupe_team::Delegation>, troupe_team::DelegationError> {
+        Ok(vec![troupe_team::Delegation::new(7, "anything")])
+    }
+}
+
+async fn a_parser_naming_a_worker_the_team_lacks_fails_the_group(wire: Wire) {
+    let lead = Mock::with(wire, [MockTurn::text("Worker 7, please.")]).await;
+    let a = Mock::start(wire).await;
+    let strategy = Strategy::Orchestrated {
+        leader: lead.member("lead", "Leads."),
+        parser: Arc::new(OutOfRange),
+        max_retries: 0,
+        max_concurrency: 2,
+    };
+    let group =
+        AgentGroup::builder("team").strategy(strategy).member(a.member("a", "Does A.")).build().expect("group builds");
+    match group.run(TASK).await {
+        Err(TeamError::Delegation(message)) => {
+            assert_eq!(message, "the delegation names worker 7, and the team has 1");
+        }
+        other => panic!("the group fails on the delegation: {other:?}"),
+    }
+    assert!(a.bodies().is_empty(), "no member ran");
 }
 
 async fn cancelling_the_group_stops_its_members(wire: Wire) {
