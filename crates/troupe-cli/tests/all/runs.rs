@@ -466,6 +466,28 @@ fn a_closed_stdout_or_stderr_is_no_panic_and_the_work_is_done() {
     assert_eq!(scene.file("hello.txt").as_deref(), Some("hi\n"));
 }
 
+/// `troupe run` whose stdout is closed cancels its run: nobody reads what it would say.
+#[test]
+fn a_run_whose_stdout_is_closed_is_cancelled_and_says_why() {
+    let scene = Scene::new();
+    scene.server.push(write_hello());
+    scene.server.push(MockTurn::text("Wrote hello.txt."));
+    let run = scene
+        .command(&["run", "--json", "--approve", "auto", "Write hello"])
+        .stdout(closed_pipe())
+        .output()
+        .expect("the binary runs");
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(1), "not completed: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let runs = scene.list();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(scene.status(&runs[0].id.to_string()), "cancelled");
+    let log = scene.evidence(&runs[0].id.to_string());
+    assert!(log.iter().any(|e| e.payload.to_string().contains("stdout was closed")), "the reason is kept: {log:?}");
+    assert_eq!(scene.file("hello.txt"), None, "it stopped before its tool ran");
+}
+
 #[test]
 fn results_lost_to_a_failed_write_are_a_failure() {
     let scene = Scene::new();
