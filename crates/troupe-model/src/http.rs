@@ -260,7 +260,7 @@ impl<P: crate::wire::StreamParser + Unpin> futures::Stream for HttpEventStream<P
             }
             match this.body.as_mut().poll_next(cx) {
                 Poll::Ready(Some(Ok(bytes))) => {
-                    this.idle_timer.as_mut().reset(tokio::time::Instant::now() + this.idle);
+                    this.idle_timer.as_mut().reset(after(this.idle));
                     let parsed = this.parser.feed(&bytes, &mut this.scratch);
                     this.absorb(parsed);
                 }
@@ -300,6 +300,13 @@ fn decode_names(codec: &ToolNameCodec, event: StreamEvent) -> StreamEvent {
         }
         other => other,
     }
+}
+
+/// `idle` from now; an `idle` past what an `Instant` holds (`Duration::MAX`: no limit) is
+/// thirty years on, as `tokio::time::sleep` takes it.
+fn after(idle: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(idle).unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400))
 }
 
 /// Reads `retry-after-ms`, `retry-after` (seconds or an HTTP date) and `x-should-retry`.

@@ -125,6 +125,18 @@ async fn a_cancelled_token_stops_the_call_before_it_is_sent() {
     assert!(server.requests().is_empty(), "nothing was sent, nor retried");
 }
 
+/// An idle limit of `Duration::MAX` is no limit, event after event: no panic.
+#[tokio::test]
+async fn an_idle_limit_past_any_clock_is_no_limit() {
+    let server = MockLlmServer::start().await.expect("server starts");
+    server.push(MockTurn::text("one two three four five six").with_delta_chars(3));
+    let provider = http(&server, Timeouts { idle: Duration::MAX, ..Timeouts::default() });
+    let stream = provider.stream(&request(), CancellationToken::new()).await.expect("the stream opens");
+    let events: Vec<_> = stream.collect().await;
+    assert!(events.iter().all(Result::is_ok), "{events:?}");
+    assert!(events.len() > 3, "streamed in several events: {events:?}");
+}
+
 #[tokio::test]
 async fn a_silent_stream_times_out() {
     let server = MockLlmServer::start().await.expect("server starts");
