@@ -82,6 +82,12 @@ impl ChildMockServer {
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// The server's CPU time so far, in ticks of [`TICK_MICROS`](crate::process::TICK_MICROS):
+    /// what serving a pass cost it, read around the pass. `None` where `/proc` lacks it.
+    pub fn cpu_ticks(&self) -> Option<u64> {
+        crate::process::cpu_ticks_of(self.child.id())
+    }
 }
 
 impl Drop for ChildMockServer {

@@ -13,7 +13,16 @@ pub const TICK_MICROS: f64 = 10_000.0;
 /// The process's CPU time so far (user + system, all threads, live or exited), in ticks
 /// of [`TICK_MICROS`].
 pub fn process_cpu_ticks() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    stat_cpu_ticks("/proc/self/stat")
+}
+
+/// [`process_cpu_ticks`] of process `pid` (a child's, say).
+pub fn cpu_ticks_of(pid: u32) -> Option<u64> {
+    stat_cpu_ticks(&format!("/proc/{pid}/stat"))
+}
+
+fn stat_cpu_ticks(path: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // The command name (field 2) may hold spaces and parentheses: fields are counted from
     // after its closing parenthesis, where field 3 (`state`) comes first.
     let rest = &stat[stat.rfind(')')? + 1..];

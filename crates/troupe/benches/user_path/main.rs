@@ -50,7 +50,16 @@ struct Pass {
     model: &'static str,
 }
 
-fn run_pass(pass: &Pass, url: &str) -> PassReport {
+fn run_pass(pass: &Pass, server: &ChildMockServer) -> PassReport {
+    let mock_before = server.cpu_ticks();
+    let mut report = run_pass_child(pass, server.url());
+    if let (Some(before), Some(after)) = (mock_before, server.cpu_ticks()) {
+        report.mock_cpu_ticks = after.saturating_sub(before);
+    }
+    report
+}
+
+fn run_pass_child(pass: &Pass, url: &str) -> PassReport {
     let exe = std::env::current_exe().expect("the benchmark knows its own path");
     let n = pass.n.to_string();
     let seconds = pass.seconds.to_string();
@@ -73,6 +82,11 @@ fn run_pass(pass: &Pass, url: &str) -> PassReport {
 
 fn cpu_us_per_run(report: &PassReport) -> f64 {
     report.cpu_ticks as f64 * troupe_testkit::process::TICK_MICROS / report.runs.max(1) as f64
+}
+
+/// What serving the pass cost the mock server, per run.
+fn mock_us_per_run(report: &PassReport) -> f64 {
+    report.mock_cpu_ticks as f64 * troupe_testkit::process::TICK_MICROS / report.runs.max(1) as f64
 }
 
 fn runs_per_s(report: &PassReport) -> f64 {
@@ -102,7 +116,6 @@ fn main() {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
 
     let server = ChildMockServer::start().expect("the mock server child starts");
-    let url = server.url().to_owned();
     let throughput = |contender, store: &str, n| Pass {
         contender,
         store: store.to_owned(),
@@ -121,17 +134,24 @@ fn main() {
         let contender = if contender == "bare" { "bare" } else { "troupe" };
         let store = if contender == "bare" && store != "none" { "sqlite" } else { store };
         let n = n.parse().unwrap_or_else(|_| panic!("USER_PATH_ONLY's n is a number, not {n:?}"));
-        let report = run_pass(&throughput(contender, store, n), &url);
-        println!("user_path: {only}: {:.1} µs CPU/run, {:.0} runs/s", cpu_us_per_run(&report), runs_per_s(&report));
+        let report = run_pass(&throughput(contender, store, n), &server);
+        println!(
+            "user_path: {only}: {:.1} µs CPU/run, {:.0} runs/s, mock server {:.1} µs CPU/run",
+            cpu_us_per_run(&report),
+            runs_per_s(&report),
+            mock_us_per_run(&report)
+        );
         return;
     }
     let mut failures = Vec::new();
     let mut print = |label: &str, report: &PassReport| {
         println!(
-            "user_path: {label:<40} {:>6} runs  {:>8.1} µs CPU/run  {:>7.0} runs/s  peak RSS {:>6.1} MiB  failed {}{}",
+            "user_path: {label:<40} {:>6} runs  {:>8.1} µs CPU/run  {:>7.0} runs/s  mock {:>6.1} µs/run  \
+             peak RSS {:>6.1} MiB  failed {}{}",
             report.runs,
             cpu_us_per_run(report),
             runs_per_s(report),
+            mock_us_per_run(report),
             mib(report.peak_rss),
             report.failed,
             report.first_failure.as_deref().map(|f| format!(" (first: {f})")).unwrap_or_default(),
@@ -168,7 +188,7 @@ fn main() {
     );
     let mut rounds_run: Vec<Vec<PassReport>> = Vec::new();
     for round in 1..=rounds {
-        let reports: Vec<PassReport> = passes.iter().map(|(_, pass)| run_pass(pass, &url)).collect();
+        let reports: Vec<PassReport> = passes.iter().map(|(_, pass)| run_pass(pass, &server)).collect();
         if rounds > 1 {
             for ((label, _), report) in passes.iter().zip(&reports) {
                 println!(
@@ -213,9 +233,9 @@ fn main() {
         seconds: 0.0,
         model: workload::SLOW_MODEL,
     };
-    let bare_wide = run_pass(&slow("bare"), &url);
+    let bare_wide = run_pass(&slow("bare"), &server);
     print("bare loop, all in flight", &bare_wide);
-    let troupe_wide = run_pass(&slow("troupe"), &url);
+    let troupe_wide = run_pass(&slow("troupe"), &server);
     print("troupe, all in flight", &troupe_wide);
 
     let per_run_kib = |r: &PassReport| {
@@ -280,6 +300,15 @@ fn main() {
         added(floor_1, bare_1),
         added(sqlite_1, troupe_1),
     );
+    // The mock shares the machine's cores: at 100 its CPU per run is part of what the
+    // throughput of each pass can be.
+    let mock = |a: usize| median_of(&|r| mock_us_per_run(&r[a]));
+    println!(
+        "user_path: for reference: the mock server's CPU per run at 100 at a time: {:.0} µs serving the unrecorded \
+         runs, {:.0} µs serving the SQLite ones",
+        mock(troupe_100),
+        mock(sqlite_100),
+    );
     drop(server);
     assert!(failures.is_empty(), "passes with failed runs: {failures:#?}");
 }
@@ -291,6 +320,7 @@ fn pool<'a>(rounds: impl Iterator<Item = &'a PassReport>) -> PassReport {
         pooled.runs += report.runs;
         pooled.failed += report.failed;
         pooled.cpu_ticks += report.cpu_ticks;
+        pooled.mock_cpu_ticks += report.mock_cpu_ticks;
         pooled.elapsed_ms += report.elapsed_ms;
         pooled.rss_before = pooled.rss_before.max(report.rss_before);
         pooled.peak_rss = pooled.peak_rss.max(report.peak_rss);

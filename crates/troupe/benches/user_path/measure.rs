@@ -21,6 +21,10 @@ pub struct PassReport {
     pub first_failure: Option<String>,
     /// CPU time of the pass, in ticks of 10 ms (all threads).
     pub cpu_ticks: u64,
+    /// The mock server's CPU time during the pass, in ticks of 10 ms: read by the parent
+    /// around the pass's child, not reported by the child.
+    #[serde(default)]
+    pub mock_cpu_ticks: u64,
     /// Wall time of the pass.
     pub elapsed_ms: f64,
     /// `VmRSS` before the pass (after the warm-up).
