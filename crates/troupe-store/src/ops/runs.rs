@@ -129,8 +129,8 @@ pub(crate) async fn insert_run<C: Conn>(conn: &mut C, run: &NewRun, now: Millis)
     let (input, state) = (json_text(&run.input), json_text(&run.state));
     let params = run_params(run, &state, now, &input);
     // The input is the last parameter: SQLite's `INSERT_RUN` does not take it.
-    let taken_params = if C::Dialect::WRITES_IN_WITH { &params[..] } else { &params[..7] };
-    conn.execute(&INSERT_RUN, taken_params).await.map_err(|e| e.when(Failure::Unique, taken(run)))?;
+    let statement_params = if C::Dialect::WRITES_IN_WITH { &params[..] } else { &params[..7] };
+    conn.execute(&INSERT_RUN, statement_params).await.map_err(|e| e.when(Failure::Unique, taken(run)))?;
     if !C::Dialect::WRITES_IN_WITH {
         conn.execute(&INSERT_INPUT, &[Param::Text(&run.id), Param::Text(&input)]).await?;
     }
