@@ -6,8 +6,8 @@ use super::queue::{acquire, enqueue, hold_fence, release};
 use crate::chain::json_text;
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, Lease, MessagesWrite, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint,
-    Transition,
+    Checkpoint, EvidenceEntry, Lease, MessagesWrite, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary,
+    SavedCheckpoint, Transition,
 };
 use crate::sql::{Conn, Dialect, Failure, Param, Statement};
 use std::time::Duration;
@@ -118,6 +118,51 @@ const REPLACE_MESSAGES_FROM: Statement = statement!(
          WHERE true"
     ),
     " ON CONFLICT (run_id, seq) DO UPDATE SET message = excluded.message"
+);
+
+// A fenced checkpoint whole, in one statement where a `WITH` may write: one round trip to
+// a server and no transaction to open and commit, where the steps of `save_checkpoint` are
+// six to nine. `cur` reads the run and holds it and its lease, as `FENCED_RUN` does; `go` is
+// that row if the checkpoint may be saved (a status the store knows, no signal pending that
+// had to be consumed), and every write is of `go`'s run, so none happens unless all do. The
+// writes touch distinct rows (the messages past the new ones and the new ones never meet).
+// Parameters: the run, the lease's owner and epoch, activity, state, now, status,
+// signals-must-be-consumed, consumed-through, the messages' first index and texts, the
+// evidence's columns, release, the known statuses.
+const SAVE_FENCED_CHECKPOINT: Statement = statement!(
+    "",
+    postgres(
+        "WITH cur AS (SELECT r.status, r.transition_seq, r.signal_seq FROM runs r \
+           JOIN run_queue q ON q.run_id = r.id WHERE r.id = $1 AND q.owner = $2 AND q.epoch = $3 \
+           FOR NO KEY UPDATE OF r FOR SHARE OF q), \
+         go AS (SELECT status, transition_seq FROM cur \
+           WHERE status = ANY($20) AND NOT ($8 AND signal_seq > COALESCE($9, 0))), \
+         saved AS (UPDATE runs SET activity = $4, state = $5, updated_at = $6, status = $7, \
+           transition_seq = runs.transition_seq + CASE WHEN go.status = $7 THEN 0 ELSE 1 END \
+           FROM go WHERE runs.id = $1), \
+         transition AS (INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) \
+           SELECT $1, transition_seq + 1, status, $7, $6 FROM go WHERE status <> $7), \
+         dropped AS (DELETE FROM run_messages WHERE run_id = $1 AND seq >= $10 + CARDINALITY($11) \
+           AND EXISTS (SELECT 1 FROM go)), \
+         messages AS (INSERT INTO run_messages (run_id, seq, message) \
+           SELECT $1, $10 + t.ord - 1, t.message FROM go, UNNEST($11) WITH ORDINALITY AS t (message, ord) \
+           ON CONFLICT (run_id, seq) DO UPDATE SET message = excluded.message), \
+         entries AS (INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
+           SELECT $1, e.seq, e.kind, e.call_id, e.payload, e.recorded_at, e.prev_hash, e.hash \
+           FROM go, UNNEST($12, $13, $14, $15, $16, $17, $18) \
+             AS e (seq, kind, call_id, payload, recorded_at, prev_hash, hash)), \
+         head AS (INSERT INTO evidence_heads (run_id, seq, hash) \
+           SELECT $1, $12[CARDINALITY($12)], $18[CARDINALITY($18)] FROM go WHERE CARDINALITY($12) > 0 \
+           ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash \
+           WHERE evidence_heads.seq < excluded.seq), \
+         consumed AS (UPDATE signals SET consumed_at = $6 \
+           WHERE run_id = $1 AND seq <= $9 AND consumed_at IS NULL AND EXISTS (SELECT 1 FROM go)), \
+         released AS (DELETE FROM run_queue WHERE run_id = $1 AND owner = $2 AND epoch = $3 AND $19 \
+           AND EXISTS (SELECT 1 FROM go)) \
+         SELECT signal_seq, EXISTS (SELECT 1 FROM go) AS saved FROM cur"
+    ),
+    sqlite(""),
+    ""
 );
 
 const CONSUME_SIGNALS: Statement =
@@ -284,6 +329,70 @@ pub(crate) async fn save_checkpoint(
         release(conn, lease, None).await?;
     }
     Ok(SavedCheckpoint { latest_signal: signal_seq })
+}
+
+/// Saves `checkpoint` in one statement ([`SAVE_FENCED_CHECKPOINT`]), where the dialect
+/// can and the checkpoint is a fenced one with its own run's evidence. `None` when it saved
+/// nothing (no such run, a lost lease, a signal pending, an entry's number taken): the
+/// caller then saves it with [`save_checkpoint`], which finds out which, in a transaction.
+pub(crate) async fn save_fenced_checkpoint<C: Conn>(
+    conn: &mut C,
+    checkpoint: &Checkpoint,
+    now: Millis,
+) -> Result<Option<SavedCheckpoint>, StoreError> {
+    let run_id = checkpoint.run_id.as_str();
+    let Some(lease) = checkpoint.fence.as_ref().filter(|lease| lease.run_id == run_id) else {
+        return Ok(None);
+    };
+    if !C::Dialect::WRITES_IN_WITH || checkpoint.evidence.iter().any(|entry| entry.run_id != run_id) {
+        return Ok(None);
+    }
+    let (messages_from, messages) = match &checkpoint.messages {
+        Some(write) => (
+            Some(i64::try_from(write.from).unwrap_or(i64::MAX)),
+            write.messages.iter().map(|message| Some(message.get())).collect(),
+        ),
+        None => (None, Vec::new()),
+    };
+    let entries = &checkpoint.evidence;
+    let payloads: Vec<_> = entries.iter().map(EvidenceEntry::payload_text).collect();
+    let column = |text: fn(&EvidenceEntry) -> Option<&str>| entries.iter().map(text).collect::<Vec<_>>();
+    let (kinds, call_ids) = (column(|e| Some(e.kind.as_str())), column(|e| e.call_id.as_deref()));
+    let (prev_hashes, hashes) = (column(|e| Some(e.prev_hash.as_str())), column(|e| Some(e.hash.as_str())));
+    let payloads: Vec<_> = payloads.iter().map(|payload| Some(payload.as_ref())).collect();
+    let seqs: Vec<i64> = entries.iter().map(|entry| entry.seq).collect();
+    let recorded_at: Vec<i64> = entries.iter().map(|entry| entry.recorded_at).collect();
+    let known = RunStatus::ALL.map(|status| Some(status.as_str()));
+    let params = [
+        Param::Text(run_id),
+        Param::Text(&lease.owner),
+        Param::Int(lease.epoch),
+        Param::OptText(checkpoint.activity.as_deref()),
+        Param::Text(checkpoint.state.get()),
+        Param::Int(now),
+        Param::Text(checkpoint.status.as_str()),
+        Param::Bool(checkpoint.require_signals_consumed),
+        Param::OptInt(checkpoint.signals_consumed_through),
+        Param::OptInt(messages_from),
+        Param::OptTexts(&messages),
+        Param::Ints(&seqs),
+        Param::OptTexts(&kinds),
+        Param::OptTexts(&call_ids),
+        Param::OptTexts(&payloads),
+        Param::Ints(&recorded_at),
+        Param::OptTexts(&prev_hashes),
+        Param::OptTexts(&hashes),
+        Param::Bool(checkpoint.release),
+        Param::OptTexts(&known),
+    ];
+    let decode: crate::sql::Decoder<(i64, bool)> = |row| Ok((row.int("signal_seq")?, row.flag("saved")?));
+    match conn.fetch_optional(&SAVE_FENCED_CHECKPOINT, &params, decode).await {
+        Ok(Some((latest_signal, true))) => Ok(Some(SavedCheckpoint { latest_signal })),
+        Ok(_) => Ok(None),
+        // An entry's number taken: the statement wrote nothing, and the transaction says which.
+        Err(e) if e.failure == Failure::Unique => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Replaces run `run_id`'s stored messages from `write.from` on with `write`'s.

@@ -13,11 +13,23 @@ sqlx_link!(
     sqlx::postgres::PgRow,
     Postgres,
     bind_texts: bind_array,
+    bind_opt_texts: bind_opt_texts,
+    bind_ints: bind_ints,
     texts: array_column,
 );
 
 /// Binds a list of strings as a `text[]`.
-fn bind_array<'q>(query: Query<'q>, values: &[String]) -> Query<'q> {
+fn bind_array<'q>(query: Query<'q>, values: &'q [String]) -> Query<'q> {
+    query.bind(values)
+}
+
+/// Binds a list of strings and `NULL`s as a `text[]`.
+fn bind_opt_texts<'q>(query: Query<'q>, values: &'q [Option<&'q str>]) -> Query<'q> {
+    query.bind(values)
+}
+
+/// Binds a list of integers as a `bigint[]`.
+fn bind_ints<'q>(query: Query<'q>, values: &'q [i64]) -> Query<'q> {
     query.bind(values)
 }
 

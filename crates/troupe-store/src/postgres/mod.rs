@@ -75,12 +75,11 @@ impl Store for PostgresStore {
         ttl: Duration,
         now: Millis,
     ) -> StoreFuture<'a, Lease> {
-        Box::pin(async move {
-            let mut tx = self.pool.begin().await.map_err(db)?;
-            let lease = ops::runs::insert_leased_run(&mut link::Pg::Conn(&mut tx), &run, owner, ttl, now).await?;
-            tx.commit().await.map_err(db)?;
-            Ok(lease)
-        })
+        // One statement here (a `WITH` writes the run, its input, its transition and its
+        // lease): atomic on its own, with no transaction to open and commit around it.
+        Box::pin(
+            async move { ops::runs::insert_leased_run(&mut link::Pg::Pool(&self.pool), &run, owner, ttl, now).await },
+        )
     }
 }
 

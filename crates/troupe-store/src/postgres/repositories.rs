@@ -45,10 +45,27 @@ impl RunRepository for PostgresStore {
 
     fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, SavedCheckpoint> {
         Box::pin(async move {
+            let deferred = checkpoint.flush == Flush::WithNextFlush;
+            // A fenced checkpoint is one statement (its own transaction), and one round trip.
+            if !deferred
+                && let Some(saved) = ops::runs::save_fenced_checkpoint(&mut self.each(), &checkpoint, now).await?
+            {
+                return Ok(saved);
+            }
             let mut tx = self.pool.begin().await.map_err(db)?;
-            if checkpoint.flush == Flush::WithNextFlush {
+            if deferred {
                 // The commit returns before its WAL record is flushed; a later commit that
                 // waits for its own flush takes this one with it.
+                sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await.map_err(db)?;
+                if let Some(saved) = ops::runs::save_fenced_checkpoint(&mut Pg::Conn(&mut tx), &checkpoint, now).await?
+                {
+                    tx.commit().await.map_err(db)?;
+                    return Ok(saved);
+                }
+                // It saved nothing (and may have failed, which ends the transaction): the
+                // steps below find out why, in a transaction of their own.
+                tx.rollback().await.map_err(db)?;
+                tx = self.pool.begin().await.map_err(db)?;
                 sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await.map_err(db)?;
             }
             // The run's row lock holds back any signal (its bump of `signal_seq`) until

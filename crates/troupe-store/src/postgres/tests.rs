@@ -359,3 +359,184 @@ async fn undecodable_rows_are_errors_not_panics() {
     store.close().await.expect("closes");
     drop_schema(&url, &schema).await;
 }
+
+/// A raw JSON value, as a checkpoint carries its state and messages.
+fn raw(value: serde_json::Value) -> Box<serde_json::value::RawValue> {
+    serde_json::value::to_raw_value(&value).expect("JSON")
+}
+
+/// Two checkpoints of run `r1` under `lease`: the first keeps the status, writes three
+/// messages and two entries (one about a call) and consumes the first signal; the second
+/// completes the run, rewrites the messages from the second on, requires every signal
+/// consumed and releases the lease.
+fn two_checkpoints(lease: &crate::record::Lease) -> [Checkpoint; 2] {
+    let mut chain = EvidenceChain::new("r1");
+    let first = chain.seal(
+        vec![
+            NewEvidence::new(EvidenceKind::SignalApplied, json!({"seq": 1})),
+            NewEvidence {
+                call_id: Some("call-1".into()),
+                ..NewEvidence::new(EvidenceKind::ActionStarted, json!({"a": 1}))
+            },
+        ],
+        8,
+    );
+    chain.advance(&first);
+    let second = chain.seal(vec![NewEvidence::new(EvidenceKind::RunFinished, json!({"answer": "done"}))], 9);
+    let messages = |from: usize, texts: &[&str]| crate::record::MessagesWrite {
+        from,
+        messages: texts.iter().map(|text| raw(json!({"role": "user", "content": text}))).collect(),
+    };
+    [
+        Checkpoint {
+            run_id: "r1".into(),
+            status: RunStatus::Running,
+            activity: Some("thinking".into()),
+            state: raw(json!({"step": 1})),
+            evidence: first,
+            signals_consumed_through: Some(1),
+            fence: Some(lease.clone()),
+            require_signals_consumed: false,
+            release: false,
+            flush: Flush::BeforeAnswer,
+            messages: Some(messages(0, &["a", "b", "c"])),
+        },
+        Checkpoint {
+            run_id: "r1".into(),
+            status: RunStatus::Completed,
+            activity: None,
+            state: raw(json!({"step": 2})),
+            evidence: second,
+            signals_consumed_through: Some(2),
+            fence: Some(lease.clone()),
+            require_signals_consumed: true,
+            release: true,
+            flush: Flush::BeforeAnswer,
+            messages: Some(messages(1, &["B"])),
+        },
+    ]
+}
+
+/// Everything the store holds of run `r1`, to compare two stores by.
+async fn everything_of_r1(store: &PostgresStore) -> String {
+    let record = store.load_run("r1").await.expect("loads");
+    let transitions = store.transitions("r1").await.expect("reads");
+    let evidence = store.evidence("r1", 0).await.expect("reads");
+    let signals = store.signals("r1").await.expect("reads");
+    let queue = store.queue().await.expect("reads");
+    format!("{record:?}\n{transitions:?}\n{evidence:?}\n{signals:?}\n{queue:?}")
+}
+
+/// A store in a schema of its own with run `r1` created running under a lease, and two
+/// signals sent to it.
+async fn a_leased_run(url: &str, schema: &str) -> (PostgresStore, crate::record::Lease) {
+    let store = PostgresStore::connect_in_schema(url, schema).await.expect("opens");
+    let lease = store
+        .create_leased_run(run("r1", RunStatus::Running), "w1", Duration::from_secs(30), 5)
+        .await
+        .expect("creates and leases");
+    store.send_signal("r1", "user_message", json!({"text": "hi"}), 6).await.expect("sends");
+    store.send_signal("r1", "approval", json!(true), 7).await.expect("sends");
+    (store, lease)
+}
+
+#[tokio::test]
+async fn a_fenced_checkpoint_in_one_statement_saves_what_its_steps_save() {
+    let test = "a_fenced_checkpoint_in_one_statement_saves_what_its_steps_save";
+    let Some((url, schema)) = server(test) else { return };
+    let stepped_schema = format!("{schema}_steps");
+    let (at_once, lease) = a_leased_run(&url, &schema).await;
+    let (stepped, stepped_lease) = a_leased_run(&url, &stepped_schema).await;
+    assert_eq!(lease, stepped_lease);
+
+    for (checkpoint, now) in two_checkpoints(&lease).into_iter().zip([10, 11]) {
+        let saved =
+            crate::ops::runs::save_fenced_checkpoint(&mut super::link::Pg::Pool(&at_once.pool), &checkpoint, now)
+                .await
+                .expect("saves")
+                .expect("in one statement");
+        let mut tx = stepped.pool.begin().await.expect("begins");
+        let by_steps = crate::ops::runs::save_checkpoint(&mut super::link::Pg::Conn(&mut tx), &checkpoint, now)
+            .await
+            .expect("saves by its steps");
+        tx.commit().await.expect("commits");
+        assert_eq!(saved, by_steps);
+    }
+    let held = everything_of_r1(&at_once).await;
+    assert_eq!(held, everything_of_r1(&stepped).await);
+    // What the two saved: not two empty stores.
+    let record = at_once.load_run("r1").await.expect("loads").expect("exists");
+    assert_eq!((record.status, record.evidence_head.seq), (RunStatus::Completed, 3));
+    assert_eq!(record.state["messages"], json!([{"role": "user", "content": "a"}, {"role": "user", "content": "B"}]));
+    assert!(at_once.queue().await.expect("reads").is_empty(), "the lease was released with the run's end");
+    crate::verify_log(&at_once.evidence("r1", 0).await.expect("reads"), &record.evidence_head, "r1")
+        .expect("the chain reaches its head");
+    for store in [at_once, stepped] {
+        store.close().await.expect("closes");
+    }
+    drop_schema(&url, &schema).await;
+    drop_schema(&url, &stepped_schema).await;
+}
+
+#[tokio::test]
+async fn a_fenced_checkpoint_that_may_not_be_saved_writes_nothing_and_says_why() {
+    let test = "a_fenced_checkpoint_that_may_not_be_saved_writes_nothing_and_says_why";
+    let Some((url, schema)) = server(test) else { return };
+    let (store, lease) = a_leased_run(&url, &schema).await;
+    let [first, last] = two_checkpoints(&lease);
+    let before = everything_of_r1(&store).await;
+    let at_once = |checkpoint: Checkpoint| {
+        let pool = store.pool.clone();
+        async move {
+            crate::ops::runs::save_fenced_checkpoint(&mut super::link::Pg::Pool(&pool), &checkpoint, 10)
+                .await
+                .expect("no database error")
+        }
+    };
+
+    // A lease that is not the run's (a stale epoch).
+    let stale = Checkpoint { fence: Some(crate::record::Lease { epoch: 7, ..lease.clone() }), ..first.clone() };
+    assert!(at_once(stale.clone()).await.is_none());
+    assert!(matches!(store.checkpoint(stale, 10).await, Err(StoreError::LeaseLost { .. })));
+    // A signal pending where every one must be consumed.
+    let pending = Checkpoint { signals_consumed_through: Some(1), ..last.clone() };
+    assert!(at_once(pending.clone()).await.is_none());
+    assert!(matches!(store.checkpoint(pending, 10).await, Err(StoreError::SignalsPending { .. })));
+    assert_eq!(everything_of_r1(&store).await, before, "nothing was written");
+
+    // An entry whose number is taken: the statement fails whole.
+    store.checkpoint(first.clone(), 10).await.expect("the first checkpoint saves");
+    let saved = everything_of_r1(&store).await;
+    let again = Checkpoint { state: raw(json!({"step": 99})), ..first };
+    assert!(at_once(again.clone()).await.is_none());
+    assert!(matches!(store.checkpoint(again, 11).await, Err(StoreError::EvidenceConflict { seq: 1, .. })));
+    assert_eq!(everything_of_r1(&store).await, saved, "nothing was written");
+    store.close().await.expect("closes");
+    drop_schema(&url, &schema).await;
+}
+
+#[tokio::test]
+async fn a_pooled_connection_the_server_closed_while_idle_is_replaced() {
+    let test = "a_pooled_connection_the_server_closed_while_idle_is_replaced";
+    let Some((url, schema)) = server(test) else { return };
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let named = format!("{url}{separator}application_name={schema}");
+    let store = PostgresStore::connect_in_schema(&named, &schema).await.expect("opens");
+    store.create_run(run("r1", RunStatus::Queued), 1).await.expect("creates");
+    // As a server restart or a proxy's idle limit would: every connection of the pool goes.
+    let mut admin = PgConnection::connect(&url).await.expect("the test server accepts a connection");
+    let closed: Vec<bool> =
+        sqlx::query_scalar("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1")
+            .bind(&schema)
+            .fetch_all(&mut admin)
+            .await
+            .expect("the server's activity is readable");
+    assert!(!closed.is_empty() && closed.iter().all(|&c| c), "the pool's connections were closed: {closed:?}");
+    admin.close().await.expect("the connection closes");
+    tokio::time::sleep(super::connect::TRUSTED_IDLE + Duration::from_millis(100)).await;
+
+    let record = store.load_run("r1").await.expect("a closed connection is not handed out");
+    assert_eq!(record.map(|r| r.status), Some(RunStatus::Queued));
+    store.close().await.expect("closes");
+    drop_schema(&url, &schema).await;
+}

@@ -16,4 +16,9 @@ pub(crate) enum Param<'a> {
     Bool(bool),
     /// A list of strings: a `text[]` in PostgreSQL, a JSON array as text in SQLite.
     Texts(&'a [String]),
+    /// A list of borrowed strings, some of them perhaps `NULL`, bound as
+    /// [`Texts`](Self::Texts) is.
+    OptTexts(&'a [Option<&'a str>]),
+    /// A list of integers: a `bigint[]` in PostgreSQL, a JSON array as text in SQLite.
+    Ints(&'a [i64]),
 }

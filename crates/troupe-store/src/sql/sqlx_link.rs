@@ -16,9 +16,10 @@ pub(crate) fn classify(error: sqlx::Error) -> DbError {
 
 /// Defines `$name`, the [`Conn`](crate::sql::Conn) of the `sqlx` database `$db` speaking
 /// `$dialect`, and [`Columns`](crate::sql::Columns) for its rows; `$bind_texts` binds a
-/// [`Param::Texts`](crate::sql::Param::Texts) and `$texts` reads one back.
+/// [`Param::Texts`](crate::sql::Param::Texts) (and the other lists) and `$texts` reads one
+/// back.
 macro_rules! sqlx_link {
-    ($(#[$doc:meta])* $name:ident, $db:ty, $row:ty, $dialect:ty, bind_texts: $bind_texts:expr, texts: $texts:expr $(,)?) => {
+    ($(#[$doc:meta])* $name:ident, $db:ty, $row:ty, $dialect:ty, bind_texts: $bind_texts:expr, bind_opt_texts: $bind_opt_texts:expr, bind_ints: $bind_ints:expr, texts: $texts:expr $(,)?) => {
         $(#[$doc])*
         pub(crate) enum $name<'c> {
             /// The pool: each statement in a transaction of its own.
@@ -44,6 +45,8 @@ macro_rules! sqlx_link {
                     Param::OptInt(value) => query.bind(value),
                     Param::Bool(value) => query.bind(value),
                     Param::Texts(values) => $bind_texts(query, values),
+                    Param::OptTexts(values) => $bind_opt_texts(query, values),
+                    Param::Ints(values) => $bind_ints(query, values),
                 })
             }
         }

@@ -15,13 +15,15 @@ sqlx_link!(
     sqlx::sqlite::SqliteRow,
     Sqlite,
     bind_texts: bind_json_list,
+    bind_opt_texts: bind_json_list,
+    bind_ints: bind_json_list,
     texts: json_list_column,
 );
 
 type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, <sqlx::Sqlite as sqlx::Database>::Arguments>;
 
-/// Binds a list of strings as SQLite stores it.
-fn bind_json_list<'q>(query: Query<'q>, values: &[String]) -> Query<'q> {
+/// Binds a list as SQLite stores it.
+fn bind_json_list<'q, T: Clone + Into<Value>>(query: Query<'q>, values: &[T]) -> Query<'q> {
     query.bind(json_list(values))
 }
 
@@ -35,8 +37,8 @@ fn json_list_column(
     serde_json::from_str(&text).map_err(|e| StoreError::decode(what(), e))
 }
 
-/// A list of strings as SQLite stores it: a JSON array.
-fn json_list(values: &[String]) -> String {
+/// A list as SQLite stores it: a JSON array.
+fn json_list<T: Clone + Into<Value>>(values: &[T]) -> String {
     Value::from(values).to_string()
 }
 
@@ -107,6 +109,8 @@ impl ToSql for Param<'_> {
             Param::Int(value) | Param::OptInt(Some(value)) => ToSqlOutput::Owned(SqlValue::Integer(value)),
             Param::Bool(value) => ToSqlOutput::Owned(SqlValue::Integer(i64::from(value))),
             Param::Texts(values) => ToSqlOutput::Owned(SqlValue::Text(json_list(values))),
+            Param::OptTexts(values) => ToSqlOutput::Owned(SqlValue::Text(json_list(values))),
+            Param::Ints(values) => ToSqlOutput::Owned(SqlValue::Text(json_list(values))),
         })
     }
 }
