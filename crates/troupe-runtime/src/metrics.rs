@@ -84,19 +84,19 @@ impl AgentMetrics {
         };
         outcome.fetch_add(1, Ordering::Relaxed);
         let usage = output.usage;
-        self.input_tokens.fetch_add(usage.input_tokens, Ordering::Relaxed);
-        self.output_tokens.fetch_add(usage.output_tokens, Ordering::Relaxed);
-        self.cache_read_tokens.fetch_add(usage.cache_read_tokens, Ordering::Relaxed);
-        self.cache_write_tokens.fetch_add(usage.cache_write_tokens, Ordering::Relaxed);
-        self.model_calls.fetch_add(u64::from(output.state.iteration()), Ordering::Relaxed);
-        self.tool_calls.fetch_add(u64::from(output.tool_calls), Ordering::Relaxed);
-        self.tool_errors.fetch_add(u64::from(output.state.tool_errors()), Ordering::Relaxed);
-        let millis = u64::try_from(output.duration.as_millis()).unwrap_or(u64::MAX);
-        self.total_duration_ms.fetch_add(millis, Ordering::Relaxed);
+        add(&self.input_tokens, usage.input_tokens);
+        add(&self.output_tokens, usage.output_tokens);
+        add(&self.cache_read_tokens, usage.cache_read_tokens);
+        add(&self.cache_write_tokens, usage.cache_write_tokens);
+        add(&self.model_calls, u64::from(output.state.iteration()));
+        add(&self.tool_calls, u64::from(output.tool_calls));
+        add(&self.tool_errors, u64::from(output.state.tool_errors()));
+        add(&self.total_duration_ms, u64::try_from(output.duration.as_millis()).unwrap_or(u64::MAX));
         // Micro-dollars keep the sum exact enough in an integer atomic.
         let micro = (output.cost_usd.max(0.0) * 1_000_000.0).round();
         if micro.is_finite() {
-            self.cost_micro_usd.fetch_add(micro as u64, Ordering::Relaxed);
+            // `as` saturates: a cost past what a u64 holds counts as the most it holds.
+            add(&self.cost_micro_usd, micro as u64);
         }
     }
 
@@ -153,24 +153,31 @@ impl Metrics {
     /// All agents' counters summed.
     pub fn total(&self) -> MetricsSnapshot {
         self.snapshot().into_values().fold(MetricsSnapshot::default(), |mut sum, s| {
-            sum.runs_started += s.runs_started;
-            sum.runs_completed += s.runs_completed;
-            sum.runs_failed += s.runs_failed;
-            sum.runs_cancelled += s.runs_cancelled;
-            sum.runs_paused += s.runs_paused;
-            sum.runs_limited += s.runs_limited;
-            sum.input_tokens += s.input_tokens;
-            sum.output_tokens += s.output_tokens;
-            sum.cache_read_tokens += s.cache_read_tokens;
-            sum.cache_write_tokens += s.cache_write_tokens;
-            sum.model_calls += s.model_calls;
-            sum.tool_calls += s.tool_calls;
-            sum.tool_errors += s.tool_errors;
-            sum.total_duration_ms += s.total_duration_ms;
+            sum.runs_started = sum.runs_started.saturating_add(s.runs_started);
+            sum.runs_completed = sum.runs_completed.saturating_add(s.runs_completed);
+            sum.runs_failed = sum.runs_failed.saturating_add(s.runs_failed);
+            sum.runs_cancelled = sum.runs_cancelled.saturating_add(s.runs_cancelled);
+            sum.runs_paused = sum.runs_paused.saturating_add(s.runs_paused);
+            sum.runs_limited = sum.runs_limited.saturating_add(s.runs_limited);
+            sum.input_tokens = sum.input_tokens.saturating_add(s.input_tokens);
+            sum.output_tokens = sum.output_tokens.saturating_add(s.output_tokens);
+            sum.cache_read_tokens = sum.cache_read_tokens.saturating_add(s.cache_read_tokens);
+            sum.cache_write_tokens = sum.cache_write_tokens.saturating_add(s.cache_write_tokens);
+            sum.model_calls = sum.model_calls.saturating_add(s.model_calls);
+            sum.tool_calls = sum.tool_calls.saturating_add(s.tool_calls);
+            sum.tool_errors = sum.tool_errors.saturating_add(s.tool_errors);
+            sum.total_duration_ms = sum.total_duration_ms.saturating_add(s.total_duration_ms);
             sum.cost_usd += s.cost_usd;
             sum
         })
     }
+}
+
+/// Adds `n` to `counter`, stopping at `u64::MAX`. Token counts come from a provider: a sum
+/// that wrapped around would read as a counter reset, or as almost nothing used.
+fn add(counter: &AtomicU64, n: u64) {
+    // The closure always returns `Some`: the update cannot fail.
+    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| Some(now.saturating_add(n)));
 }
 
 #[cfg(test)]
@@ -194,5 +201,29 @@ mod tests {
         assert_eq!(snapshot["b"].runs_started, 1);
         assert_eq!(metrics.total().runs_started, 3);
         assert!(Arc::ptr_eq(&metrics.agent("a"), &metrics.agent("a")));
+    }
+
+    #[test]
+    fn counts_past_what_a_counter_holds_stop_at_its_most() {
+        let mut state = troupe_run::RunState::new(troupe_core::RunId::new("r"), "a", "demo/model", "model");
+        let near_the_end = troupe_core::Usage { input_tokens: u64::MAX - 1, ..Default::default() };
+        state.record_usage(near_the_end, 1e300);
+        let output = RunOutput::ended(
+            state,
+            troupe_run::RunOutcome::Completed { output: String::new() },
+            BTreeMap::new(),
+            std::time::Duration::MAX,
+            Vec::new(),
+        );
+        let metrics = Metrics::new();
+        for agent in ["a", "b"] {
+            metrics.agent(agent).run_finished(&output);
+            metrics.agent(agent).run_finished(&output);
+        }
+        let a = &metrics.snapshot()["a"];
+        assert_eq!((a.runs_completed, a.input_tokens, a.total_duration_ms), (2, u64::MAX, u64::MAX));
+        assert_eq!(a.cost_usd, u64::MAX as f64 / 1_000_000.0);
+        let total = metrics.total();
+        assert_eq!((total.runs_completed, total.input_tokens, total.total_duration_ms), (4, u64::MAX, u64::MAX));
     }
 }
