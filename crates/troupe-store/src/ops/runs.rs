@@ -21,13 +21,20 @@ macro_rules! insert_run_row {
 }
 
 // The input goes to `run_inputs`: written once, not with every checkpoint of the run's row.
-// Where a `WITH` may write, in the same statement; SQLite adds it with `INSERT_INPUT`.
+// Where a `WITH` may write, the run is created whole in one statement: its input, its first
+// transition and, when it is queued, its place in the queue (what `insert_run` adds in
+// steps on SQLite, starting with `INSERT_INPUT`).
 const INSERT_RUN: Statement = statement!(
     "",
     postgres(concat!(
         "WITH run AS (",
         insert_run_row!(),
-        " RETURNING id) INSERT INTO run_inputs (run_id, input) SELECT id, $8 FROM run"
+        " RETURNING id, status), \
+         run_input AS (INSERT INTO run_inputs (run_id, input) SELECT id, $8 FROM run), \
+         transition AS (INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) \
+           SELECT id, 1, NULL, status, $7 FROM run) \
+         INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) \
+         SELECT id, $7, NULL, 0, NULL FROM run WHERE status = 'queued'"
     )),
     sqlite(insert_run_row!()),
     ""
@@ -168,17 +175,19 @@ const SAVE_FENCED_CHECKPOINT: Statement = statement!(
 const CONSUME_SIGNALS: Statement =
     statement!("UPDATE signals SET consumed_at = $3 WHERE run_id = $1 AND seq <= $2 AND consumed_at IS NULL");
 
-/// Creates `run` with its first transition, enqueued at `now` when it is queued.
-/// [`StoreError::RunExists`] if the id is taken.
+/// Creates `run` with its first transition, enqueued at `now` when it is queued (one
+/// statement where the dialect writes in `WITH`). [`StoreError::RunExists`] if the id is
+/// taken.
 pub(crate) async fn insert_run<C: Conn>(conn: &mut C, run: &NewRun, now: Millis) -> Result<(), StoreError> {
     let (input, state) = (json_text(&run.input), json_text(&run.state));
     let params = run_params(run, &state, now, &input);
     // The input is the last parameter: SQLite's `INSERT_RUN` does not take it.
     let statement_params = if C::Dialect::WRITES_IN_WITH { &params[..] } else { &params[..7] };
     conn.execute(&INSERT_RUN, statement_params).await.map_err(|e| e.when(Failure::Unique, taken(run)))?;
-    if !C::Dialect::WRITES_IN_WITH {
-        conn.execute(&INSERT_INPUT, &[Param::Text(&run.id), Param::Text(&input)]).await?;
+    if C::Dialect::WRITES_IN_WITH {
+        return Ok(());
     }
+    conn.execute(&INSERT_INPUT, &[Param::Text(&run.id), Param::Text(&input)]).await?;
     insert_transition(conn, &run.id, 1, None, run.status, now).await?;
     if run.status == RunStatus::Queued {
         enqueue(conn, &run.id, now).await?;

@@ -28,11 +28,8 @@ impl PostgresStore {
 
 impl RunRepository for PostgresStore {
     fn create_run(&self, run: NewRun, now: Millis) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            let mut tx = self.pool.begin().await.map_err(db)?;
-            ops::runs::insert_run(&mut Pg::Conn(&mut tx), &run, now).await?;
-            tx.commit().await.map_err(db)
-        })
+        // One statement here, atomic on its own.
+        Box::pin(async move { ops::runs::insert_run(&mut self.each(), &run, now).await })
     }
 
     fn load_run<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Option<RunRecord>> {
