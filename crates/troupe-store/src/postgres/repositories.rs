@@ -6,6 +6,7 @@
 
 use super::link::Pg;
 use super::{PostgresStore, db};
+use crate::error::StoreError;
 use crate::ops::{self, work::Held};
 use crate::record::{
     Checkpoint, ConversationTurn, EvidenceEntry, Firing, Flush, Lease, MemoryRecord, Millis, NewRun, QueueEntry,
@@ -23,6 +24,15 @@ impl PostgresStore {
     /// The pool, as the operations take it: each statement on its own.
     fn each(&self) -> Pg<'_> {
         Pg::Pool(&self.pool)
+    }
+
+    /// A transaction whose commit returns before its WAL record is flushed
+    /// ([`Flush::WithNextFlush`]): a later commit that waits for its own flush takes this
+    /// one with it.
+    async fn deferring_transaction(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await.map_err(db)?;
+        Ok(tx)
     }
 }
 
@@ -43,28 +53,25 @@ impl RunRepository for PostgresStore {
     fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, SavedCheckpoint> {
         Box::pin(async move {
             let deferred = checkpoint.flush == Flush::WithNextFlush;
-            // A fenced checkpoint is one statement (its own transaction), and one round trip.
-            if !deferred
-                && let Some(saved) = ops::runs::save_fenced_checkpoint(&mut self.each(), &checkpoint, now).await?
-            {
+            // A fenced checkpoint is one statement (its own transaction): one round trip.
+            // A deferred one runs it in a transaction that defers its flush.
+            let at_once = if deferred {
+                let mut tx = self.deferring_transaction().await?;
+                let saved = ops::runs::save_fenced_checkpoint(&mut Pg::Conn(&mut tx), &checkpoint, now).await?;
+                match saved {
+                    Some(_) => tx.commit().await.map_err(db)?,
+                    None => tx.rollback().await.map_err(db)?,
+                }
+                saved
+            } else {
+                ops::runs::save_fenced_checkpoint(&mut self.each(), &checkpoint, now).await?
+            };
+            if let Some(saved) = at_once {
                 return Ok(saved);
             }
-            let mut tx = self.pool.begin().await.map_err(db)?;
-            if deferred {
-                // The commit returns before its WAL record is flushed; a later commit that
-                // waits for its own flush takes this one with it.
-                sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await.map_err(db)?;
-                if let Some(saved) = ops::runs::save_fenced_checkpoint(&mut Pg::Conn(&mut tx), &checkpoint, now).await?
-                {
-                    tx.commit().await.map_err(db)?;
-                    return Ok(saved);
-                }
-                // It saved nothing (and may have failed, which ends the transaction): the
-                // steps below find out why, in a transaction of their own.
-                tx.rollback().await.map_err(db)?;
-                tx = self.pool.begin().await.map_err(db)?;
-                sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await.map_err(db)?;
-            }
+            // Saved nothing, or not fenced: the steps, which say why, in a transaction.
+            let mut tx =
+                if deferred { self.deferring_transaction().await? } else { self.pool.begin().await.map_err(db)? };
             // The run's row lock holds back any signal (its bump of `signal_seq`) until
             // this commits.
             let saved = ops::runs::save_checkpoint(&mut Pg::Conn(&mut tx), &checkpoint, now).await?;
