@@ -91,6 +91,8 @@ fn pass(
     let seconds: f64 = seconds.parse().map_err(|_| format!("bad seconds {seconds}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
     let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).map_err(|e| e.to_string())?;
+    // PostgreSQL's schema of this pass, dropped after it.
+    let mut postgres_schema = None;
     let contender = runtime.block_on(async {
         Ok::<_, String>(match (contender, store) {
             ("bare", "none") => Contender::Bare(crate::bare::BareLoop::new(url, model, lookup_parameters())),
@@ -108,8 +110,14 @@ fn pass(
                 Contender::Troupe(troupe_agent(url, model, Some(Durability::new(store).with_turn_flush(turn_flush))))
             }
             ("troupe", location) => {
-                let store = troupe::store::open(location).await.map_err(|e| e.to_string())?;
-                Contender::Troupe(troupe_agent(url, model, Some(Durability::new(store))))
+                // A schema of the pass's own: each pass starts from empty tables, as SQLite's
+                // start from a new file, not from the tables every earlier pass filled.
+                let schema = format!("user_path_{}", std::process::id());
+                let store = troupe_store::postgres::PostgresStore::connect_in_schema(location, &schema)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                postgres_schema = Some((store.clone(), schema));
+                Contender::Troupe(troupe_agent(url, model, Some(Durability::new(Arc::new(store)))))
             }
             (other, _) => return Err(format!("unknown contender {other}")),
         })
@@ -138,6 +146,12 @@ fn pass(
     report.pass_peak_rss = if reset { status_bytes("VmHWM").unwrap_or(0) } else { 0 };
     report.peak_rss = status_bytes("VmHWM").unwrap_or(0);
     drop(contender);
+    if let Some((store, schema)) = postgres_schema {
+        let drop_schema = format!("DROP SCHEMA \"{schema}\" CASCADE");
+        runtime
+            .block_on(sqlx::raw_sql(sqlx::AssertSqlSafe(drop_schema)).execute(store.pool()))
+            .map_err(|e| format!("dropping the pass's schema: {e}"))?;
+    }
     drop(runtime);
     Ok(report)
 }
