@@ -5,6 +5,7 @@ use super::queue::hold_fence;
 use crate::error::StoreError;
 use crate::record::{EvidenceEntry, Lease};
 use crate::sql::{Conn, Dialect, Failure, Param, Statement};
+use std::borrow::Cow;
 
 const INSERT_EVIDENCE: Statement = statement!(
     "INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
@@ -26,6 +27,28 @@ const INSERT_EVIDENCE_MOVING_HEAD: Statement = statement!(
      INSERT INTO evidence_heads (run_id, seq, hash) SELECT run_id, seq, hash FROM entry \
      ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash \
      WHERE evidence_heads.seq < excluded.seq"
+);
+
+// Entries appended under a fence in one statement, where a `WITH` may write: the lease
+// held (`FOR SHARE`, as `FENCE` holds it), the entries (`UNNEST`ed from `EntryColumns`)
+// and the head moved to the last, each write conditional on the lease. Parameters: the
+// run, the lease's owner and epoch, then the entries' columns.
+const APPEND_FENCED: Statement = statement!(
+    "",
+    postgres(
+        "WITH fence AS (SELECT run_id FROM run_queue WHERE run_id = $1 AND owner = $2 AND epoch = $3 FOR SHARE), \
+         entries AS (INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
+           SELECT $1, e.seq, e.kind, e.call_id, e.payload, e.recorded_at, e.prev_hash, e.hash \
+           FROM fence, UNNEST($4, $5, $6, $7, $8, $9, $10) \
+             AS e (seq, kind, call_id, payload, recorded_at, prev_hash, hash)), \
+         head AS (INSERT INTO evidence_heads (run_id, seq, hash) \
+           SELECT $1, $4[CARDINALITY($4)], $10[CARDINALITY($10)] FROM fence WHERE CARDINALITY($4) > 0 \
+           ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash \
+           WHERE evidence_heads.seq < excluded.seq) \
+         SELECT EXISTS (SELECT 1 FROM fence) AS held"
+    ),
+    sqlite(""),
+    ""
 );
 
 const EVIDENCE: Statement = statement!(
@@ -97,6 +120,88 @@ pub(crate) async fn append(
         hold_fence(conn, lease, foreign.map_or(lease.run_id.as_str(), |e| e.run_id.as_str())).await?;
     }
     insert_entries(conn, entries).await
+}
+
+/// Appends `entries` under `fence` in one statement ([`APPEND_FENCED`]), where the dialect
+/// can and every entry is the fenced run's: `false` when it wrote nothing (the lease not
+/// held, an entry's number taken, or no such statement here), for the caller to [`append`]
+/// them, which says why, in a transaction.
+pub(crate) async fn append_fenced<C: Conn>(
+    conn: &mut C,
+    entries: &[EvidenceEntry],
+    fence: &Lease,
+) -> Result<bool, StoreError> {
+    if !C::Dialect::WRITES_IN_WITH || entries.iter().any(|entry| entry.run_id != fence.run_id) {
+        return Ok(false);
+    }
+    let payloads = payload_texts(entries);
+    let columns = EntryColumns::new(entries, &payloads);
+    let [seqs, kinds, call_ids, payloads, recorded_at, prev_hashes, hashes] = columns.params();
+    let params = [
+        Param::Text(&fence.run_id),
+        Param::Text(&fence.owner),
+        Param::Int(fence.epoch),
+        seqs,
+        kinds,
+        call_ids,
+        payloads,
+        recorded_at,
+        prev_hashes,
+        hashes,
+    ];
+    match conn.fetch_optional(&APPEND_FENCED, &params, |row| row.flag("held")).await {
+        Ok(held) => Ok(held == Some(true)),
+        // An entry's number taken: the statement wrote nothing, and the transaction says which.
+        Err(e) if e.failure == Failure::Unique => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Each entry's payload as the very text that was hashed, to bind as [`EntryColumns`] do.
+pub(crate) fn payload_texts(entries: &[EvidenceEntry]) -> Vec<Cow<'_, str>> {
+    entries.iter().map(EvidenceEntry::payload_text).collect()
+}
+
+/// A write's entries as the columns of one `UNNEST`, each a list in the entries' order:
+/// sequence numbers, kinds, call ids, payloads (from [`payload_texts`]), times, previous
+/// hashes, hashes.
+pub(crate) struct EntryColumns<'a> {
+    seqs: Vec<i64>,
+    kinds: Vec<Option<&'a str>>,
+    call_ids: Vec<Option<&'a str>>,
+    payloads: Vec<Option<&'a str>>,
+    recorded_at: Vec<i64>,
+    prev_hashes: Vec<Option<&'a str>>,
+    hashes: Vec<Option<&'a str>>,
+}
+
+impl<'a> EntryColumns<'a> {
+    /// The columns of `entries`, whose payloads' texts are `payloads`.
+    pub(crate) fn new(entries: &'a [EvidenceEntry], payloads: &'a [Cow<'a, str>]) -> Self {
+        let column = |text: fn(&'a EvidenceEntry) -> Option<&'a str>| entries.iter().map(text).collect();
+        EntryColumns {
+            seqs: entries.iter().map(|entry| entry.seq).collect(),
+            kinds: column(|entry| Some(entry.kind.as_str())),
+            call_ids: column(|entry| entry.call_id.as_deref()),
+            payloads: payloads.iter().map(|payload| Some(payload.as_ref())).collect(),
+            recorded_at: entries.iter().map(|entry| entry.recorded_at).collect(),
+            prev_hashes: column(|entry| Some(entry.prev_hash.as_str())),
+            hashes: column(|entry| Some(entry.hash.as_str())),
+        }
+    }
+
+    /// The columns as parameters, in the order above.
+    pub(crate) fn params(&self) -> [Param<'_>; 7] {
+        [
+            Param::Ints(&self.seqs),
+            Param::OptTexts(&self.kinds),
+            Param::OptTexts(&self.call_ids),
+            Param::OptTexts(&self.payloads),
+            Param::Ints(&self.recorded_at),
+            Param::OptTexts(&self.prev_hashes),
+            Param::OptTexts(&self.hashes),
+        ]
+    }
 }
 
 /// The run's entries after `after`, in order.

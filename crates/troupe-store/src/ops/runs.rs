@@ -1,13 +1,13 @@
 //! Runs and their transitions; checkpoints, which save a run's boundary whole.
 
 use super::decode;
-use super::evidence::insert_entries;
+use super::evidence::{EntryColumns, insert_entries, payload_texts};
 use super::queue::{acquire, enqueue, hold_fence, release};
 use crate::chain::json_text;
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, EvidenceEntry, Lease, MessagesWrite, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary,
-    SavedCheckpoint, Transition,
+    Checkpoint, Lease, MessagesWrite, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint,
+    Transition,
 };
 use crate::sql::{Conn, Dialect, Failure, Param, Statement};
 use std::time::Duration;
@@ -363,14 +363,9 @@ pub(crate) async fn save_fenced_checkpoint<C: Conn>(
         ),
         None => (None, Vec::new()),
     };
-    let entries = &checkpoint.evidence;
-    let payloads: Vec<_> = entries.iter().map(EvidenceEntry::payload_text).collect();
-    let column = |text: fn(&EvidenceEntry) -> Option<&str>| entries.iter().map(text).collect::<Vec<_>>();
-    let (kinds, call_ids) = (column(|e| Some(e.kind.as_str())), column(|e| e.call_id.as_deref()));
-    let (prev_hashes, hashes) = (column(|e| Some(e.prev_hash.as_str())), column(|e| Some(e.hash.as_str())));
-    let payloads: Vec<_> = payloads.iter().map(|payload| Some(payload.as_ref())).collect();
-    let seqs: Vec<i64> = entries.iter().map(|entry| entry.seq).collect();
-    let recorded_at: Vec<i64> = entries.iter().map(|entry| entry.recorded_at).collect();
+    let payloads = payload_texts(&checkpoint.evidence);
+    let columns = EntryColumns::new(&checkpoint.evidence, &payloads);
+    let [seqs, kinds, call_ids, payloads, recorded_at, prev_hashes, hashes] = columns.params();
     let known = RunStatus::ALL.map(|status| Some(status.as_str()));
     let params = [
         Param::Text(run_id),
@@ -384,13 +379,13 @@ pub(crate) async fn save_fenced_checkpoint<C: Conn>(
         Param::OptInt(checkpoint.signals_consumed_through),
         Param::OptInt(messages_from),
         Param::OptTexts(&messages),
-        Param::Ints(&seqs),
-        Param::OptTexts(&kinds),
-        Param::OptTexts(&call_ids),
-        Param::OptTexts(&payloads),
-        Param::Ints(&recorded_at),
-        Param::OptTexts(&prev_hashes),
-        Param::OptTexts(&hashes),
+        seqs,
+        kinds,
+        call_ids,
+        payloads,
+        recorded_at,
+        prev_hashes,
+        hashes,
         Param::Bool(checkpoint.release),
         Param::OptTexts(&known),
     ];

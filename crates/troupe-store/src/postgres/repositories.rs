@@ -105,7 +105,14 @@ impl EvidenceRepository for PostgresStore {
             if entries.is_empty() {
                 return Ok(());
             }
-            // The entries and the head they move: one transaction.
+            // Under a fence, one statement (its own transaction): one round trip.
+            if let Some(lease) = fence
+                && ops::evidence::append_fenced(&mut self.each(), entries, lease).await?
+            {
+                return Ok(());
+            }
+            // Wrote nothing, or not fenced: the entries and the head they move, in a
+            // transaction, which says why.
             let mut tx = self.pool.begin().await.map_err(db)?;
             ops::evidence::append(&mut Pg::Conn(&mut tx), entries, fence).await?;
             tx.commit().await.map_err(db)

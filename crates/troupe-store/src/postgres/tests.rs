@@ -540,3 +540,83 @@ async fn a_pooled_connection_the_server_closed_while_idle_is_replaced() {
     store.close().await.expect("closes");
     drop_schema(&url, &schema).await;
 }
+
+/// Two entries of run `r1` (the first about a call), sealed to follow `after`.
+fn two_entries(after: &[crate::record::EvidenceEntry]) -> Vec<crate::record::EvidenceEntry> {
+    EvidenceChain::after("r1", after.last()).seal(
+        vec![
+            NewEvidence {
+                call_id: Some("call-7".into()),
+                ..NewEvidence::new(EvidenceKind::ActionStarted, json!({"x": 1}))
+            },
+            NewEvidence::new(EvidenceKind::ActionCompleted, json!({"ok": true})),
+        ],
+        20,
+    )
+}
+
+#[tokio::test]
+async fn fenced_evidence_in_one_statement_appends_what_its_steps_append() {
+    let test = "fenced_evidence_in_one_statement_appends_what_its_steps_append";
+    let Some((url, schema)) = server(test) else { return };
+    let stepped_schema = format!("{schema}_steps");
+    let (at_once, lease) = a_leased_run(&url, &schema).await;
+    let (stepped, _) = a_leased_run(&url, &stepped_schema).await;
+
+    let first = two_entries(&[]);
+    let second = two_entries(&first);
+    for entries in [first, second] {
+        let appended = crate::ops::evidence::append_fenced(&mut super::link::Pg::Pool(&at_once.pool), &entries, &lease)
+            .await
+            .expect("appends");
+        assert!(appended, "in one statement");
+        let mut tx = stepped.pool.begin().await.expect("begins");
+        crate::ops::evidence::append(&mut super::link::Pg::Conn(&mut tx), &entries, Some(&lease))
+            .await
+            .expect("appends by its steps");
+        tx.commit().await.expect("commits");
+    }
+    assert_eq!(everything_of_r1(&at_once).await, everything_of_r1(&stepped).await);
+    let record = at_once.load_run("r1").await.expect("loads").expect("exists");
+    let log = at_once.evidence("r1", 0).await.expect("reads");
+    assert_eq!((log.len(), record.evidence_head.seq), (4, 4));
+    assert_eq!(log[0].call_id.as_deref(), Some("call-7"));
+    crate::verify_log(&log, &record.evidence_head, "r1").expect("the chain reaches its head");
+    for store in [at_once, stepped] {
+        store.close().await.expect("closes");
+    }
+    drop_schema(&url, &schema).await;
+    drop_schema(&url, &stepped_schema).await;
+}
+
+#[tokio::test]
+async fn fenced_evidence_that_may_not_be_appended_writes_nothing_and_says_why() {
+    let test = "fenced_evidence_that_may_not_be_appended_writes_nothing_and_says_why";
+    let Some((url, schema)) = server(test) else { return };
+    let (store, lease) = a_leased_run(&url, &schema).await;
+    let entries = two_entries(&[]);
+    let at_once = |entries: Vec<crate::record::EvidenceEntry>, lease: crate::record::Lease| {
+        let pool = store.pool.clone();
+        async move {
+            crate::ops::evidence::append_fenced(&mut super::link::Pg::Pool(&pool), &entries, &lease)
+                .await
+                .expect("no database error")
+        }
+    };
+    let before = everything_of_r1(&store).await;
+    let stale = crate::record::Lease { epoch: 7, ..lease.clone() };
+    assert!(!at_once(entries.clone(), stale.clone()).await);
+    assert!(matches!(store.append_evidence(&entries, Some(&stale)).await, Err(StoreError::LeaseLost { .. })));
+    assert_eq!(everything_of_r1(&store).await, before, "nothing was written");
+
+    store.append_evidence(&entries, Some(&lease)).await.expect("appends under the lease");
+    let appended = everything_of_r1(&store).await;
+    assert!(!at_once(entries.clone(), lease.clone()).await);
+    assert!(matches!(
+        store.append_evidence(&entries, Some(&lease)).await,
+        Err(StoreError::EvidenceConflict { seq: 1, .. })
+    ));
+    assert_eq!(everything_of_r1(&store).await, appended, "nothing was written");
+    store.close().await.expect("closes");
+    drop_schema(&url, &schema).await;
+}
