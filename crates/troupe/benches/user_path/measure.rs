@@ -113,7 +113,7 @@ fn pass(
                 // A schema of the pass's own: each pass starts from empty tables, as SQLite's
                 // start from a new file, not from the tables every earlier pass filled.
                 let schema = format!("user_path_{}", std::process::id());
-                let store = troupe_store::postgres::PostgresStore::connect_in_schema(location, &schema)
+                let store = troupe::store::postgres::PostgresStore::connect_in_schema(location, &schema)
                     .await
                     .map_err(|e| e.to_string())?;
                 postgres_schema = Some((store.clone(), schema));
