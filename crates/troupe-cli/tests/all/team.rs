@@ -855,7 +855,8 @@ fn a_resumed_team_goes_on_counting_its_budget() {
     assert_eq!(server.requests().len(), 3, "the third call spent the last of it: {err}");
     assert_eq!(row(&err, "lead").get(4).map(String::as_str), Some("failed: cancelled"), "{err}");
     assert!(
-        row(&err, "team").get(3).is_some_and(|tokens| tokens.replace(',', "").parse::<u64>().is_ok_and(|t| t >= 45))
+        row(&err, "team").get(3).is_some_and(|tokens| tokens.replace(',', "").parse::<u64>().is_ok_and(|t| t >= 45)),
+        "{err}"
     );
 }
 
