@@ -29,24 +29,38 @@ const INSERT_EVIDENCE_MOVING_HEAD: Statement = statement!(
      WHERE evidence_heads.seq < excluded.seq"
 );
 
+/// The parts of a `WITH` that append a write's entries to run `$1` and move its head to
+/// the last, each only for a row of the gate `$gate` (a lease held, a checkpoint allowed):
+/// the entries are `$4` to `$10`, the columns of [`EntryColumns`].
+macro_rules! fenced_entries {
+    ($gate:literal) => {
+        concat!(
+            " entries AS (INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
+               SELECT $1, e.seq, e.kind, e.call_id, e.payload, e.recorded_at, e.prev_hash, e.hash \
+               FROM ",
+            $gate,
+            ", UNNEST($4, $5, $6, $7, $8, $9, $10) AS e (seq, kind, call_id, payload, recorded_at, prev_hash, hash)), \
+             head AS (INSERT INTO evidence_heads (run_id, seq, hash) \
+               SELECT $1, $4[CARDINALITY($4)], $10[CARDINALITY($10)] FROM ",
+            $gate,
+            " WHERE CARDINALITY($4) > 0 \
+               ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash \
+               WHERE evidence_heads.seq < excluded.seq)"
+        )
+    };
+}
+pub(crate) use fenced_entries;
+
 // Entries appended under a fence in one statement, where a `WITH` may write: the lease
-// held (`FOR SHARE`, as `FENCE` holds it), the entries (`UNNEST`ed from `EntryColumns`)
-// and the head moved to the last, each write conditional on the lease. Parameters: the
-// run, the lease's owner and epoch, then the entries' columns.
+// held (`FOR SHARE`, as `FENCE` holds it), then `fenced_entries!`. Parameters: the run,
+// the lease's owner and epoch, then the entries' columns.
 const APPEND_FENCED: Statement = statement!(
     "",
-    postgres(
-        "WITH fence AS (SELECT run_id FROM run_queue WHERE run_id = $1 AND owner = $2 AND epoch = $3 FOR SHARE), \
-         entries AS (INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
-           SELECT $1, e.seq, e.kind, e.call_id, e.payload, e.recorded_at, e.prev_hash, e.hash \
-           FROM fence, UNNEST($4, $5, $6, $7, $8, $9, $10) \
-             AS e (seq, kind, call_id, payload, recorded_at, prev_hash, hash)), \
-         head AS (INSERT INTO evidence_heads (run_id, seq, hash) \
-           SELECT $1, $4[CARDINALITY($4)], $10[CARDINALITY($10)] FROM fence WHERE CARDINALITY($4) > 0 \
-           ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash \
-           WHERE evidence_heads.seq < excluded.seq) \
-         SELECT EXISTS (SELECT 1 FROM fence) AS held"
-    ),
+    postgres(concat!(
+        "WITH fence AS (SELECT run_id FROM run_queue WHERE run_id = $1 AND owner = $2 AND epoch = $3 FOR SHARE),",
+        fenced_entries!("fence"),
+        " SELECT EXISTS (SELECT 1 FROM fence) AS held"
+    )),
     sqlite(""),
     ""
 );

@@ -1,7 +1,7 @@
 //! Runs and their transitions; checkpoints, which save a run's boundary whole.
 
 use super::decode;
-use super::evidence::{EntryColumns, insert_entries, payload_texts};
+use super::evidence::{EntryColumns, fenced_entries, insert_entries, payload_texts};
 use super::queue::{acquire, enqueue, hold_fence, release};
 use crate::chain::json_text;
 use crate::error::StoreError;
@@ -133,41 +133,36 @@ const REPLACE_MESSAGES_FROM: Statement = statement!(
 // that row if the checkpoint may be saved (a status the store knows, no signal pending that
 // had to be consumed), and every write is of `go`'s run, so none happens unless all do. The
 // writes touch distinct rows (the messages past the new ones and the new ones never meet).
-// Parameters: the run, the lease's owner and epoch, activity, state, now, status,
-// signals-must-be-consumed, consumed-through, the messages' first index and texts, the
-// evidence's columns, release, the known statuses.
+// Parameters: the run, the lease's owner and epoch, the evidence's columns
+// (`EntryColumns`, as `fenced_entries!` takes them), activity,
+// state, now, status, signals-must-be-consumed, consumed-through, the messages' first
+// index and texts, release, the known statuses.
 const SAVE_FENCED_CHECKPOINT: Statement = statement!(
     "",
-    postgres(
+    postgres(concat!(
         "WITH cur AS (SELECT r.status, r.transition_seq, r.signal_seq FROM runs r \
            JOIN run_queue q ON q.run_id = r.id WHERE r.id = $1 AND q.owner = $2 AND q.epoch = $3 \
            FOR NO KEY UPDATE OF r FOR SHARE OF q), \
          go AS (SELECT status, transition_seq FROM cur \
-           WHERE status = ANY($20) AND NOT ($8 AND signal_seq > COALESCE($9, 0))), \
-         saved AS (UPDATE runs SET activity = $4, state = $5, updated_at = $6, status = $7, \
-           transition_seq = runs.transition_seq + CASE WHEN go.status = $7 THEN 0 ELSE 1 END \
+           WHERE status = ANY($20) AND NOT ($15 AND signal_seq > COALESCE($16, 0))), \
+         saved AS (UPDATE runs SET activity = $11, state = $12, updated_at = $13, status = $14, \
+           transition_seq = runs.transition_seq + CASE WHEN go.status = $14 THEN 0 ELSE 1 END \
            FROM go WHERE runs.id = $1), \
          transition AS (INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) \
-           SELECT $1, transition_seq + 1, status, $7, $6 FROM go WHERE status <> $7), \
-         dropped AS (DELETE FROM run_messages WHERE run_id = $1 AND seq >= $10 + CARDINALITY($11) \
+           SELECT $1, transition_seq + 1, status, $14, $13 FROM go WHERE status <> $14), \
+         dropped AS (DELETE FROM run_messages WHERE run_id = $1 AND seq >= $17 + CARDINALITY($18) \
            AND EXISTS (SELECT 1 FROM go)), \
          messages AS (INSERT INTO run_messages (run_id, seq, message) \
-           SELECT $1, $10 + t.ord - 1, t.message FROM go, UNNEST($11) WITH ORDINALITY AS t (message, ord) \
-           ON CONFLICT (run_id, seq) DO UPDATE SET message = excluded.message), \
-         entries AS (INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
-           SELECT $1, e.seq, e.kind, e.call_id, e.payload, e.recorded_at, e.prev_hash, e.hash \
-           FROM go, UNNEST($12, $13, $14, $15, $16, $17, $18) \
-             AS e (seq, kind, call_id, payload, recorded_at, prev_hash, hash)), \
-         head AS (INSERT INTO evidence_heads (run_id, seq, hash) \
-           SELECT $1, $12[CARDINALITY($12)], $18[CARDINALITY($18)] FROM go WHERE CARDINALITY($12) > 0 \
-           ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash \
-           WHERE evidence_heads.seq < excluded.seq), \
-         consumed AS (UPDATE signals SET consumed_at = $6 \
-           WHERE run_id = $1 AND seq <= $9 AND consumed_at IS NULL AND EXISTS (SELECT 1 FROM go)), \
+           SELECT $1, $17 + t.ord - 1, t.message FROM go, UNNEST($18) WITH ORDINALITY AS t (message, ord) \
+           ON CONFLICT (run_id, seq) DO UPDATE SET message = excluded.message),",
+        fenced_entries!("go"),
+        ", \
+         consumed AS (UPDATE signals SET consumed_at = $13 \
+           WHERE run_id = $1 AND seq <= $16 AND consumed_at IS NULL AND EXISTS (SELECT 1 FROM go)), \
          released AS (DELETE FROM run_queue WHERE run_id = $1 AND owner = $2 AND epoch = $3 AND $19 \
            AND EXISTS (SELECT 1 FROM go)) \
          SELECT signal_seq, EXISTS (SELECT 1 FROM go) AS saved FROM cur"
-    ),
+    )),
     sqlite(""),
     ""
 );
@@ -371,6 +366,13 @@ pub(crate) async fn save_fenced_checkpoint<C: Conn>(
         Param::Text(run_id),
         Param::Text(&lease.owner),
         Param::Int(lease.epoch),
+        seqs,
+        kinds,
+        call_ids,
+        payloads,
+        recorded_at,
+        prev_hashes,
+        hashes,
         Param::OptText(checkpoint.activity.as_deref()),
         Param::Text(checkpoint.state.get()),
         Param::Int(now),
@@ -379,13 +381,6 @@ pub(crate) async fn save_fenced_checkpoint<C: Conn>(
         Param::OptInt(checkpoint.signals_consumed_through),
         Param::OptInt(messages_from),
         Param::OptTexts(&messages),
-        seqs,
-        kinds,
-        call_ids,
-        payloads,
-        recorded_at,
-        prev_hashes,
-        hashes,
         Param::Bool(checkpoint.release),
         Param::OptTexts(&known),
     ];
