@@ -13,7 +13,7 @@ mod parser;
 mod tool;
 
 pub use parser::JsonDelegationParser;
-pub use tool::{DELEGATE_TOOL, DelegateArgs, DelegateTool};
+pub use tool::{DELEGATE_TOOL, DelegateArgs, DelegateTool, Delegations};
 
 use serde::{Deserialize, Serialize};
 

@@ -65,7 +65,8 @@ pub use bus::{MessageBus, Subscription};
 pub use control::{PausedRun, TeamControl, team_call_id};
 pub use coordination::{Consensus, DelegationChain, DurableWorkQueue, SharedMemory, WorkQueue};
 pub use delegation::{
-    DELEGATE_TOOL, DelegateArgs, DelegateTool, Delegation, DelegationError, DelegationParser, JsonDelegationParser,
+    DELEGATE_TOOL, DelegateArgs, DelegateTool, Delegation, DelegationError, DelegationParser, Delegations,
+    JsonDelegationParser,
 };
 pub use error::TeamError;
 pub use firewall::{ContextFirewall, InterfaceOnly, Sanitiser};

@@ -23,8 +23,8 @@ use troupe_store::Store;
 use troupe_team::firewall::FirewallDrop;
 use troupe_team::message::AgentMessage;
 use troupe_team::{
-    AgentGroup, AgentMember, ContextFirewall, DelegateTool, EventSink, Member, MemberResult, MemberTask, Strategy,
-    TeamBudget, TeamControl, TeamError,
+    AgentGroup, AgentMember, ContextFirewall, DelegateTool, Delegations, EventSink, Member, MemberResult, MemberTask,
+    Strategy, TeamBudget, TeamControl, TeamError,
 };
 use troupe_tools::Tool;
 
@@ -62,7 +62,12 @@ pub struct Row {
 /// How the team works on its task.
 pub enum Work {
     /// The leader, holding a `delegate` tool over the members.
-    Delegate(Arc<dyn Member>),
+    Delegate {
+        /// The leader.
+        leader: Arc<dyn Member>,
+        /// The members' tasks its `delegate` tool started: the team ends once they have.
+        delegations: Delegations,
+    },
     /// A group (orchestrated, parallel, pipeline).
     Group(AgentGroup),
 }
@@ -91,10 +96,13 @@ impl Work {
         cancel: CancellationToken,
     ) -> TeamResult {
         match self {
-            Work::Delegate(leader) => {
+            Work::Delegate { leader, delegations } => {
                 let mut task = MemberTask::new(format!("{team}/task"), "user", task);
                 task.parent_run_id = parent;
                 let result = leader.run(task, None, cancel).await;
+                // A leader stopped mid-delegation left its member stopping: the team ends,
+                // and its calls are counted, once that member's run has ended too.
+                delegations.settled().await;
                 TeamResult { output: result.content, error: result.error.or((!result.success).then(String::new)) }
             }
             Work::Group(group) => match group.run_under(&task, parent, None, cancel).await {
@@ -241,11 +249,12 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
         (TeamStrategy::Delegate, Some(leader)) => {
             let definition = &registered(setting.registry, leader)?.definition;
             let delegate = DelegateTool::new(leader, members).map_err(invalid)?;
+            let delegations = delegate.delegations();
             let built = local(setting, definition, vec![delegate.into_arc()], leader_ceilings, &meter)?;
             notes.extend(built.notes);
             agents.insert(leader.to_owned(), built.agent.clone());
             let leader = AgentMember::new(built.agent, describe(definition)).with_control(setting.control.clone());
-            Work::Delegate(track(leader.shared()))
+            Work::Delegate { leader: track(leader.shared()), delegations }
         }
         (TeamStrategy::Orchestrated, Some(leader)) => {
             let definition = &registered(setting.registry, leader)?.definition;

@@ -47,7 +47,10 @@ pub struct DelegateArgs {
 /// call is dropped. A teammate that does not complete its task is an error result the
 /// leader reads (with the partial answer, where there is one), never a failure of the
 /// leader's run. Every teammate's result, with its usage and cost, is kept for the caller
-/// ([`results`](DelegateTool::results)): the leader's own run does not count them.
+/// ([`results`](DelegateTool::results)): the leader's own run does not count them. A call
+/// dropped on cancellation returns at once, while its teammate is still stopping; its
+/// result is kept once the teammate has stopped, which
+/// [`delegations`](DelegateTool::delegations) lets the caller wait for.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -67,8 +70,58 @@ pub struct DelegateTool {
     declaration: ToolDeclaration,
     caller: String,
     teammates: Vec<Arc<dyn Member>>,
-    results: Mutex<Vec<MemberResult>>,
+    results: Arc<Mutex<Vec<MemberResult>>>,
     firewall: Option<Arc<ContextFirewall>>,
+    running: Delegations,
+}
+
+/// The teammates' tasks a [`DelegateTool`] started that have not ended yet.
+///
+/// A leader's run that is cancelled (or a call that times out) drops its `delegate` call
+/// without waiting: the teammate is told to stop and stops on its own task. Whoever ends
+/// the team waits for [`settled`](Delegations::settled) first, so that no teammate's run
+/// outlives its team and every teammate's result (its spending with it) is counted.
+#[derive(Clone, Debug)]
+pub struct Delegations {
+    running: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+impl Default for Delegations {
+    fn default() -> Self {
+        Delegations { running: Arc::new(tokio::sync::watch::Sender::new(0)) }
+    }
+}
+
+impl Delegations {
+    /// How many teammates' tasks are still running.
+    pub fn running(&self) -> usize {
+        *self.running.borrow()
+    }
+
+    /// Waits until every teammate's task started so far has ended, its result kept.
+    pub async fn settled(&self) {
+        let mut running = self.running.subscribe();
+        // The sender lives as long as `self`: the wait cannot fail.
+        let _ = running.wait_for(|n| *n == 0).await;
+    }
+
+    /// Counts a teammate's task from now until the returned guard is dropped (its task
+    /// ended, panicked or was aborted).
+    fn start(&self) -> Running {
+        self.running.send_modify(|n| *n += 1);
+        Running { running: Arc::clone(&self.running) }
+    }
+}
+
+/// One teammate's task, counted while it runs.
+struct Running {
+    running: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.running.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 impl DelegateTool {
@@ -121,7 +174,14 @@ impl DelegateTool {
             false => Idempotency::NonIdempotent,
         };
         declaration.evidence = EvidenceCapture::Summary;
-        Ok(DelegateTool { declaration, caller, teammates, results: Mutex::new(Vec::new()), firewall: None })
+        Ok(DelegateTool {
+            declaration,
+            caller,
+            teammates,
+            results: Arc::new(Mutex::new(Vec::new())),
+            firewall: None,
+            running: Delegations::default(),
+        })
     }
 
     /// Passes every teammate's answer to the caller through `firewall`
@@ -149,6 +209,12 @@ impl DelegateTool {
     /// The result of every delegation that finished so far, in the order they finished.
     pub fn results(&self) -> Vec<MemberResult> {
         lock(&self.results).clone()
+    }
+
+    /// The teammates' tasks this tool started that have not ended yet: a handle to wait
+    /// on after the leader's run ended, kept apart from the tool (which its catalog holds).
+    pub fn delegations(&self) -> Delegations {
+        self.running.clone()
     }
 
     /// This tool behind an [`Arc`], as a catalog holds tools.
@@ -184,14 +250,25 @@ impl DelegateTool {
         let stop = ctx.cancel.child_token();
         let _stop_on_drop = stop.clone().drop_guard();
         let task_id = task.task_id.clone();
-        let run = tokio::spawn(async move { teammate.run(task, None, stop).await });
-        let mut result = match run.await {
-            Ok(result) => result,
-            Err(error) => MemberResult::failed(&args.to, task_id, format!("the teammate's task crashed: {error}")),
+        // The teammate's result is filtered and kept on its own task: a call dropped on
+        // cancellation still keeps what its teammate came to, once it has stopped.
+        let (results, firewall, running) = (Arc::clone(&self.results), self.firewall.clone(), self.running.start());
+        let (to, caller) = (args.to.clone(), caller.to_owned());
+        let run = tokio::spawn(async move {
+            let _running = running;
+            let mut result = teammate.run(task, None, stop).await;
+            let passed = firewall.as_ref().map(|firewall| firewall.filter_result(&mut result, &caller));
+            lock(&results).push(result.clone());
+            (result, passed)
+        });
+        let (result, passed) = match run.await {
+            Ok(ran) => ran,
+            Err(error) => {
+                let result = MemberResult::failed(&to, task_id, format!("the teammate's task crashed: {error}"));
+                lock(&self.results).push(result.clone());
+                (result, None)
+            }
         };
-        let caller = caller.to_owned();
-        let passed = self.firewall.as_ref().map(|firewall| firewall.filter_result(&mut result, &caller));
-        lock(&self.results).push(result.clone());
         if let Some(Err(drop)) = passed {
             return Err(ToolError::failed(format!(
                 "the answer of teammate `{}` was withheld: {}",
@@ -283,8 +360,12 @@ mod tests {
             cancel: CancellationToken,
         ) -> BoxFuture<'_, MemberResult> {
             async move {
-                if task.prompt == "wait" {
+                if task.prompt == "wait" || task.prompt == "linger" {
                     cancel.cancelled().await;
+                    if task.prompt == "linger" {
+                        // A run that stops at its next boundary, after a checkpoint.
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
                     self.stopped.notify_one();
                     return MemberResult::failed(self.name, task.task_id, "cancelled");
                 }
@@ -376,5 +457,31 @@ mod tests {
         });
         assert!(matches!(outcome.error, Some(ToolError::Cancelled)), "{outcome:?}");
         tokio::time::timeout(Duration::from_secs(5), stopped.notified()).await.expect("the teammate saw the stop");
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_call_keeps_its_teammates_result_once_it_stopped() {
+        let (member, _stopped) = echo("slow");
+        let tool = Arc::new(DelegateTool::new("lead", [member]).expect("tool"));
+        let delegations = tool.delegations();
+        let catalog = ToolCatalog::with_tools([tool.clone() as Arc<dyn Tool>]).expect("catalog");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = ToolContext::new(Arc::new(Workspace::new(dir.path()).expect("workspace")));
+        let cancel = ctx.cancel.clone();
+        let call = catalog.invoke(DELEGATE_TOOL, json!({"to": "slow", "brief": "linger"}), &ctx);
+        let (outcome, ()) = tokio::join!(call, async {
+            tokio::task::yield_now().await;
+            cancel.cancel();
+        });
+        assert!(matches!(outcome.error, Some(ToolError::Cancelled)), "{outcome:?}");
+        // The call returned at once; the teammate is still stopping.
+        assert_eq!((delegations.running(), tool.results().len()), (1, 0));
+        tokio::time::timeout(Duration::from_secs(5), delegations.settled()).await.expect("the teammate stopped");
+        assert_eq!(delegations.running(), 0);
+        let results = tool.results();
+        assert_eq!(results.len(), 1, "{results:?}");
+        assert_eq!((results[0].name.as_str(), results[0].error.as_deref()), ("slow", Some("cancelled")));
+        // Nothing running: settled at once.
+        tokio::time::timeout(Duration::from_millis(50), delegations.settled()).await.expect("nothing to wait for");
     }
 }

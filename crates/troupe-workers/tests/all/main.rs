@@ -7,3 +7,4 @@ mod process;
 mod reload;
 mod team_remote;
 mod team_run;
+mod team_work;
