@@ -5,6 +5,7 @@ use super::queue::hold_fence;
 use crate::error::StoreError;
 use crate::record::{EvidenceEntry, Lease};
 use crate::sql::{Conn, Dialect, Failure, Param, Statement};
+#[cfg(feature = "postgres")]
 use std::borrow::Cow;
 
 const INSERT_EVIDENCE: Statement = statement!(
@@ -32,6 +33,7 @@ const INSERT_EVIDENCE_MOVING_HEAD: Statement = statement!(
 /// The parts of a `WITH` that append a write's entries to run `$1` and move its head to
 /// the last, each only for a row of the gate `$gate` (a lease held, a checkpoint allowed):
 /// the entries are `$4` to `$10`, the columns of [`EntryColumns`].
+#[cfg(feature = "postgres")]
 macro_rules! fenced_entries {
     ($gate:literal) => {
         concat!(
@@ -49,11 +51,13 @@ macro_rules! fenced_entries {
         )
     };
 }
+#[cfg(feature = "postgres")]
 pub(crate) use fenced_entries;
 
 // Entries appended under a fence in one statement, where a `WITH` may write: the lease
 // held (`FOR SHARE`, as `FENCE` holds it), then `fenced_entries!`. Parameters: the run,
 // the lease's owner and epoch, then the entries' columns.
+#[cfg(feature = "postgres")]
 const APPEND_FENCED: Statement = statement!(
     "",
     postgres(concat!(
@@ -140,6 +144,7 @@ pub(crate) async fn append(
 /// can and every entry is the fenced run's: `false` when it wrote nothing (the lease not
 /// held, an entry's number taken, or no such statement here), for the caller to [`append`]
 /// them, which says why, in a transaction.
+#[cfg(feature = "postgres")]
 pub(crate) async fn append_fenced<C: Conn>(
     conn: &mut C,
     entries: &[EvidenceEntry],
@@ -172,6 +177,7 @@ pub(crate) async fn append_fenced<C: Conn>(
 }
 
 /// Each entry's payload as the very text that was hashed, to bind as [`EntryColumns`] do.
+#[cfg(feature = "postgres")]
 pub(crate) fn payload_texts(entries: &[EvidenceEntry]) -> Vec<Cow<'_, str>> {
     entries.iter().map(EvidenceEntry::payload_text).collect()
 }
@@ -179,6 +185,7 @@ pub(crate) fn payload_texts(entries: &[EvidenceEntry]) -> Vec<Cow<'_, str>> {
 /// A write's entries as the columns of one `UNNEST`, each a list in the entries' order:
 /// sequence numbers, kinds, call ids, payloads (from [`payload_texts`]), times, previous
 /// hashes, hashes.
+#[cfg(feature = "postgres")]
 pub(crate) struct EntryColumns<'a> {
     seqs: Vec<i64>,
     kinds: Vec<Option<&'a str>>,
@@ -189,6 +196,7 @@ pub(crate) struct EntryColumns<'a> {
     hashes: Vec<Option<&'a str>>,
 }
 
+#[cfg(feature = "postgres")]
 impl<'a> EntryColumns<'a> {
     /// The columns of `entries`, whose payloads' texts are `payloads`.
     pub(crate) fn new(entries: &'a [EvidenceEntry], payloads: &'a [Cow<'a, str>]) -> Self {

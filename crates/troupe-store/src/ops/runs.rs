@@ -1,7 +1,9 @@
 //! Runs and their transitions; checkpoints, which save a run's boundary whole.
 
 use super::decode;
-use super::evidence::{EntryColumns, fenced_entries, insert_entries, payload_texts};
+use super::evidence::insert_entries;
+#[cfg(feature = "postgres")]
+use super::evidence::{EntryColumns, fenced_entries, payload_texts};
 use super::queue::{acquire, enqueue, hold_fence, release};
 use crate::chain::json_text;
 use crate::error::StoreError;
@@ -137,6 +139,7 @@ const REPLACE_MESSAGES_FROM: Statement = statement!(
 // (`EntryColumns`, as `fenced_entries!` takes them), activity,
 // state, now, status, signals-must-be-consumed, consumed-through, the messages' first
 // index and texts, release, the known statuses.
+#[cfg(feature = "postgres")]
 const SAVE_FENCED_CHECKPOINT: Statement = statement!(
     "",
     postgres(concat!(
@@ -339,6 +342,7 @@ pub(crate) async fn save_checkpoint(
 /// can and the checkpoint is a fenced one with its own run's evidence. `None` when it saved
 /// nothing (no such run, a lost lease, a signal pending, an entry's number taken): the
 /// caller then saves it with [`save_checkpoint`], which finds out which, in a transaction.
+#[cfg(feature = "postgres")]
 pub(crate) async fn save_fenced_checkpoint<C: Conn>(
     conn: &mut C,
     checkpoint: &Checkpoint,

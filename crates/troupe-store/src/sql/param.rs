@@ -18,7 +18,9 @@ pub(crate) enum Param<'a> {
     Texts(&'a [String]),
     /// A list of borrowed strings, some of them perhaps `NULL`, bound as
     /// [`Texts`](Self::Texts) is.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code, reason = "bound by PostgreSQL's statements only"))]
     OptTexts(&'a [Option<&'a str>]),
     /// A list of integers: a `bigint[]` in PostgreSQL, a JSON array as text in SQLite.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code, reason = "bound by PostgreSQL's statements only"))]
     Ints(&'a [i64]),
 }
