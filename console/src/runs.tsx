@@ -1,7 +1,7 @@
 // The runs list: the runs the server holds and the newest page of its store, newest first,
 // refreshed every two seconds; older pages on request. A status or a search is asked of the
-// server, which looks through the whole store: a run id (its first characters) or an agent
-// or team name.
+// server, which looks through the whole store: a run id (its first characters), or part of
+// an agent's or team's name or of a model, in either case.
 
 import { useEffect, useState } from "preact/hooks";
 import { getJson, totalTokens, type RunView } from "./api";
@@ -16,7 +16,7 @@ export function listQuery(filter: string, search: string): string {
   const params = new URLSearchParams();
   if (filter !== "all") params.set("status", filter);
   const needle = search.trim();
-  if (needle) params.set(needle.startsWith("run_") ? "id" : "agent", needle);
+  if (needle) params.set("q", needle);
   const query = params.toString();
   return query ? `&${query}` : "";
 }
@@ -101,7 +101,7 @@ export function RunsList({ onError }: { onError: OnError }) {
         </label>
         <label>
           Search{" "}
-          <input type="search" placeholder="run id, or agent or team name" value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
+          <input type="search" placeholder="run id, or part of a name or model" value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
         </label>
       </div>
       {failure && <p role="alert" class="error">{failure}</p>}

@@ -120,6 +120,9 @@ pub struct ListFilter {
     pub agent: Option<String>,
     /// Only runs whose id begins with this.
     pub id_prefix: Option<String>,
+    /// Only runs this text finds: part of the agent's or team's name or of the model,
+    /// letters in either case, or the start of the id ([`troupe_store::RunFilter::search`]).
+    pub search: Option<String>,
 }
 
 impl ListFilter {
@@ -141,6 +144,7 @@ impl ListFilter {
         status_ok
             && self.agent.as_deref().is_none_or(|agent| view.target == agent)
             && self.id_prefix.as_deref().is_none_or(|prefix| view.run_id.as_str().starts_with(prefix))
+            && self.search.as_deref().is_none_or(|text| finds(view, text))
     }
 
     /// The store's filter for the same runs.
@@ -149,7 +153,16 @@ impl ListFilter {
             status: self.status,
             agent: self.agent.clone(),
             id_prefix: self.id_prefix.clone(),
+            search: self.search.clone(),
             ..troupe_store::RunFilter::default()
         }
     }
+}
+
+/// Whether a search for `text` finds the run `view` shows, as the store's search does: part
+/// of its agent's or team's name or of its model, letters in either case, or its id's start.
+fn finds(view: &crate::hub::RunView, text: &str) -> bool {
+    let lowered = text.to_lowercase();
+    let holds = |field: &str| field.to_lowercase().contains(&lowered);
+    view.run_id.as_str().starts_with(text) || holds(&view.target) || view.model.as_deref().is_some_and(holds)
 }

@@ -185,6 +185,10 @@ pub struct RunFilter {
     /// Only runs whose id begins with this (a person typing the first characters of a
     /// long id).
     pub id_prefix: Option<String>,
+    /// Only runs this text finds, as a person searching a list types it: part of the
+    /// run's agent (or team) name or of its model, letters in either case, or the start
+    /// of its id.
+    pub search: Option<String>,
     /// At most this many (0 for no limit).
     pub limit: u32,
 }

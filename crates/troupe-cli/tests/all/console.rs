@@ -533,8 +533,8 @@ const LARGE_STORE_RUNS: usize = 10_000;
 
 /// `troupe console` on a store of 10,000 runs, serving no agent: its runs need the token,
 /// the browser's first paint of the runs list (the newest page of 100) takes under a
-/// second, "Show older runs" appends the next page, and a search (an old run's id, a
-/// team's name) or a status is looked up by the server through the whole store.
+/// second, "Show older runs" appends the next page, and a search (an old run's id, part
+/// of a team's name) or a status is looked up by the server through the whole store.
 #[test]
 fn troupe_console_paints_the_first_page_of_a_large_store_within_a_second() {
     let Some(modules) = browser("troupe_console_paints_the_first_page") else { return };

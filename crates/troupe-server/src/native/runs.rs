@@ -164,6 +164,8 @@ pub(super) struct ListQuery {
     agent: Option<String>,
     /// Only runs whose id begins with this.
     id: Option<String>,
+    /// Only runs this finds: part of a name or a model, or an id's start.
+    q: Option<String>,
 }
 
 pub(super) async fn list(State(state): State<AppState>, query: Result<Query<ListQuery>, QueryRejection>) -> Response {
@@ -186,13 +188,13 @@ pub(super) async fn list(State(state): State<AppState>, query: Result<Query<List
         },
     };
     let nonempty = |text: Option<String>| text.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
-    let (agent, id_prefix) = (nonempty(query.agent), nonempty(query.id));
-    // No agent's name and no run's id holds a control character or runs that long: such a
-    // filter matches nothing, and is not sent to the store.
-    if [&agent, &id_prefix].into_iter().flatten().any(|v| v.chars().any(char::is_control) || v.len() > 256) {
+    let (agent, id_prefix, search) = (nonempty(query.agent), nonempty(query.id), nonempty(query.q));
+    // No agent's name, model or run's id holds a control character or runs that long: such
+    // a filter matches nothing, and is not sent to the store.
+    if [&agent, &id_prefix, &search].into_iter().flatten().any(|v| v.chars().any(char::is_control) || v.len() > 256) {
         return Json(serde_json::json!({ "runs": [], "next_offset": null })).into_response();
     }
-    let filter = crate::state::ListFilter { status, agent, id_prefix };
+    let filter = crate::state::ListFilter { status, agent, id_prefix, search };
     match state.runs_page(query.offset.unwrap_or(0), limit, &filter).await {
         Ok((runs, next)) => {
             let views: Vec<_> = runs.iter().map(|run| run.view()).collect();

@@ -335,7 +335,7 @@ async fn a_run_request_may_ask_for_a_typed_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_runs_list_is_filtered_by_status_agent_and_id() {
+async fn the_runs_list_is_filtered_by_status_agent_id_and_a_search() {
     let served = serve(ServerConfig::default(), [MockTurn::text("One."), MockTurn::text("Two.")]).await;
     let mut ids = Vec::new();
     for task in ["first", "second"] {
@@ -385,4 +385,15 @@ async fn the_runs_list_is_filtered_by_status_agent_and_id() {
     let body: serde_json::Value = request.json().await.expect("json");
     assert_eq!(body["runs"].as_array().map(Vec::len), Some(1), "{body}");
     assert_eq!(body["runs"][0]["run_id"], ids[0].as_str());
+    // A search: part of the agent's name or of the model, in either case, or an id's start.
+    for (query, found) in [("?q=ODE", 2), ("?q=mock-mod", 2), ("?q=reviewer", 0), ("?q=%25", 0)] {
+        let (status, runs, body) = listed(query).await;
+        assert_eq!((status, runs.len()), (200, found), "{query}: {body}");
+    }
+    let (_, failed, _) = listed("?q=coder&status=failed").await;
+    assert!(failed.is_empty(), "a search narrows the status: {failed:?}");
+    let request = served.get(&format!("/v1/runs?q={}", &ids[1][..ids[1].len() - 1])).send().await.expect("request");
+    let body: serde_json::Value = request.json().await.expect("json");
+    assert_eq!(body["runs"][0]["run_id"], ids[1].as_str(), "{body}");
+    assert_eq!(body["runs"].as_array().map(Vec::len), Some(1), "{body}");
 }

@@ -75,13 +75,18 @@ const LOAD_RUN: Statement = statement!(
      WHERE id = $1"
 );
 
+// A search (`$7`) finds part of a name or of the model the run's state names, letters in
+// either case (`instr`/`strpos`: no pattern characters to escape), or an id's start.
 const LIST_RUNS: Statement = statement!(
     "SELECT id, agent, status, activity, conversation_id, parent_run_id, created_at, updated_at FROM runs \
      WHERE (CAST($1 AS TEXT) IS NULL OR status = $1) AND (CAST($2 AS TEXT) IS NULL OR agent = $2) \
        AND (CAST($3 AS TEXT) IS NULL OR conversation_id = $3) \
        AND (CAST($5 AS TEXT) IS NULL OR parent_run_id = $5) \
        AND (CAST($6 AS TEXT) IS NULL OR (id >= $6 AND substr(id, 1, length($6)) = $6)) \
-     ORDER BY created_at DESC, id DESC LIMIT $4"
+       AND (CAST($7 AS TEXT) IS NULL OR (id >= $7 AND substr(id, 1, length($7)) = $7) OR ",
+    postgres("strpos(lower(agent), lower($7)) > 0 OR strpos(lower(state::jsonb ->> 'model'), lower($7)) > 0"),
+    sqlite("instr(lower(agent), lower($7)) > 0 OR instr(lower(json_extract(state, '$.model')), lower($7)) > 0"),
+    ") ORDER BY created_at DESC, id DESC LIMIT $4"
 );
 
 const TRANSITIONS: Statement =
@@ -280,6 +285,7 @@ pub(crate) async fn list_runs(conn: &mut impl Conn, filter: &RunFilter) -> Resul
         Param::Int(limit),
         Param::OptText(filter.parent_run_id.as_deref()),
         Param::OptText(filter.id_prefix.as_deref()),
+        Param::OptText(filter.search.as_deref()),
     ];
     Ok(conn.fetch_all(&LIST_RUNS, &params, decode::run_summary).await?)
 }

@@ -118,6 +118,41 @@ pub async fn runs_are_listed_newest_first_with_filters(backend: Arc<dyn Backend>
     assert_eq!(newest.created_at, T0 + 4_000);
 }
 
+/// A search finds part of an agent's name or of a run's model, letters in either case, or
+/// an id's start; it narrows the other filters, and no character is a wildcard.
+pub async fn a_search_finds_part_of_a_name_or_a_model_or_an_ids_start(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let specs = [
+        ("run-a1", "Researcher", "openai/gpt-4o", RunStatus::Running),
+        ("run-a2", "reviewer", "anthropic/claude-sonnet", RunStatus::Queued),
+        ("run-b3", "coder", "openai/gpt-4o-mini", RunStatus::Queued),
+        ("run-b4", "search_50%", "ollama/llama3", RunStatus::Running),
+    ];
+    for (i, (id, agent, model, status)) in specs.iter().enumerate() {
+        let mut run = new_run(id, agent, *status);
+        run.state = json!({"run_id": id, "model": model, "nested": {"model": "hidden/elsewhere"}});
+        let offset = i64::try_from(i).expect("a small index") * 1_000;
+        store.create_run(run, T0 + offset).await.expect("the run is created");
+    }
+    let found = |search: &str, status: Option<RunStatus>| {
+        let (store, filter) =
+            (store.clone(), RunFilter { search: Some(search.into()), status, ..RunFilter::default() });
+        async move { store.list_runs(&filter).await.expect("list_runs").into_iter().map(|run| run.id).collect::<Vec<_>>() }
+    };
+    assert_eq!(found("SEARCH", None).await, ["run-b4", "run-a1"], "part of a name, either case");
+    assert_eq!(found("rev", None).await, ["run-a2"]);
+    assert_eq!(found("gpt-4o", None).await, ["run-b3", "run-a1"], "part of the run's model");
+    assert_eq!(found("Claude", None).await, ["run-a2"]);
+    assert_eq!(found("run-b", None).await, ["run-b4", "run-b3"], "an id's start");
+    assert!(found("a1", None).await.is_empty(), "an id is found by its start only");
+    assert_eq!(found("gpt", Some(RunStatus::Queued)).await, ["run-b3"], "with a status");
+    assert_eq!(found("50%", None).await, ["run-b4"]);
+    assert!(found("5%0", None).await.is_empty(), "`%` is no wildcard");
+    assert_eq!(found("_", None).await, ["run-b4"], "nor is `_`");
+    assert!(found("elsewhere", None).await.is_empty(), "only the run's own model");
+    assert!(found("nobody", None).await.is_empty());
+}
+
 /// Checkpoints replace state, status and activity; only status changes are transitions.
 pub async fn checkpoints_record_transitions_only_on_status_changes(backend: Arc<dyn Backend>) {
     let store = backend.store();
