@@ -44,39 +44,26 @@ impl StoredRuns {
     /// The newest top-level runs of the store (`limit` at most), as runs no hub holds.
     pub async fn list(&self, limit: u32) -> Result<Vec<Arc<HubRun>>, ApiError> {
         let filter = RunFilter { limit, ..RunFilter::default() };
-        let summaries = self.store.list_runs(&filter).await.map_err(unavailable)?;
-        let mut runs = Vec::with_capacity(summaries.len());
-        for summary in summaries.into_iter().filter(|s| s.parent_run_id.is_none()) {
-            if let Some(record) = self.store.load_run(&summary.id).await.map_err(unavailable)? {
-                runs.push(self.detached(record));
-            }
-        }
-        Ok(runs)
+        let records = self.store.list_run_records(&filter).await.map_err(unavailable)?;
+        Ok(records.into_iter().filter(|r| r.parent_run_id.is_none()).map(|r| self.detached(r)).collect())
     }
 
     /// A page of the store's newest top-level runs: of the store's runs newest first
-    /// (members included), the `limit` from `offset` on, the top-level ones of them loaded;
-    /// and the offset of the next page, when there are more.
+    /// (members included), the `limit` from `offset` on, the top-level ones of them; and
+    /// the offset of the next page, when there are more. One read of the store: the
+    /// records, without their conversations, which a list does not show.
     pub async fn page(
         &self,
         offset: u32,
         limit: u32,
         filter: &crate::state::ListFilter,
     ) -> Result<(Vec<Arc<HubRun>>, Option<u32>), ApiError> {
-        let end = offset.saturating_add(limit);
-        let filter = RunFilter { limit: end.saturating_add(1), ..filter.store_filter() };
-        let summaries = self.store.list_runs(&filter).await.map_err(unavailable)?;
-        let more = summaries.len() > end as usize;
-        let mut runs = Vec::new();
-        for summary in summaries.into_iter().skip(offset as usize).take(limit as usize) {
-            if summary.parent_run_id.is_some() {
-                continue;
-            }
-            if let Some(record) = self.store.load_run(&summary.id).await.map_err(unavailable)? {
-                runs.push(self.detached(record));
-            }
-        }
-        Ok((runs, more.then_some(end)))
+        let filter = RunFilter { limit: limit.saturating_add(1), offset, ..filter.store_filter() };
+        let mut records = self.store.list_run_records(&filter).await.map_err(unavailable)?;
+        let more = records.len() > limit as usize;
+        records.truncate(limit as usize);
+        let runs = records.into_iter().filter(|r| r.parent_run_id.is_none()).map(|r| self.detached(r)).collect();
+        Ok((runs, more.then(|| offset.saturating_add(limit))))
     }
 
     fn detached(&self, record: RunRecord) -> Arc<HubRun> {

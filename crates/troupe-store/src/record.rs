@@ -189,8 +189,12 @@ pub struct RunFilter {
     /// run's agent (or team) name or of its model, letters in either case, or the start
     /// of its id.
     pub search: Option<String>,
+    /// Only runs created at or after this time (a window of recent runs).
+    pub created_since: Option<Millis>,
     /// At most this many (0 for no limit).
     pub limit: u32,
+    /// Past this many of those selected first (the pages of a long list).
+    pub offset: u32,
 }
 
 /// A change of a run's status, as recorded.

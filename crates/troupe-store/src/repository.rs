@@ -33,6 +33,25 @@ pub trait RunRepository: Send + Sync {
     /// The runs `filter` selects, newest (by creation) first.
     fn list_runs<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunSummary>>;
 
+    /// The runs `filter` selects, newest (by creation) first, as their records, for a list
+    /// or a sum over many runs: a record's state may lack the conversation kept apart from
+    /// it (its `messages` empty); [`load_run`](Self::load_run) reads a run whole.
+    ///
+    /// By default [`list_runs`](Self::list_runs), then each run loaded; the SQL stores read
+    /// them in one statement.
+    fn list_run_records<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunRecord>> {
+        Box::pin(async move {
+            let mut records = Vec::new();
+            for summary in self.list_runs(filter).await? {
+                // A run deleted in between is not listed.
+                if let Some(record) = self.load_run(&summary.id).await? {
+                    records.push(record);
+                }
+            }
+            Ok(records)
+        })
+    }
+
     /// Saves a boundary atomically: state, status (a change is recorded as a transition),
     /// activity, the checkpoint's evidence and the signals it consumed. With a fence, only
     /// while the fence's lease is held ([`StoreError::LeaseLost`] otherwise). Says which

@@ -46,6 +46,7 @@ conformance_tests! {
     runs::duplicate_run_id_is_refused,
     runs::runs_are_listed_newest_first_with_filters,
     runs::a_search_finds_part_of_a_name_or_a_model_or_an_ids_start,
+    runs::runs_are_listed_as_records_without_their_conversation,
     runs::child_runs_are_listed_by_their_parent,
     runs::checkpoints_record_transitions_only_on_status_changes,
     runs::queued_run_is_enqueued_on_creation,

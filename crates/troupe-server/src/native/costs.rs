@@ -157,13 +157,12 @@ async fn gather(state: &AppState, since_ms: i64) -> Result<Costs, ApiError> {
     let mut stored = HashSet::new();
     if let Some(runs) = &state.stored {
         let store = runs.store();
-        // Newest first: the window ends at the first run started before it.
-        let summaries = store.list_runs(&RunFilter::default()).await.map_err(crate::stored::unavailable)?;
-        for summary in summaries.into_iter().take_while(|s| s.created_at >= since_ms) {
-            if let Some(record) = store.load_run(&summary.id).await.map_err(crate::stored::unavailable)? {
-                stored.insert(record.id.clone());
-                count_stored(&mut gathered, &record);
-            }
+        // The window's runs in one read, without their conversations.
+        let window = RunFilter { created_since: Some(since_ms), ..RunFilter::default() };
+        let records = store.list_run_records(&window).await.map_err(crate::stored::unavailable)?;
+        for record in &records {
+            stored.insert(record.id.clone());
+            count_stored(&mut gathered, record);
         }
     }
     let teams: HashSet<String> =

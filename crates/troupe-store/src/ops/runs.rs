@@ -75,18 +75,48 @@ const LOAD_RUN: Statement = statement!(
      WHERE id = $1"
 );
 
-// A search (`$7`) finds part of a name or of the model the run's state names, letters in
-// either case (`instr`/`strpos`: no pattern characters to escape), or an id's start.
+// Which runs a `RunFilter` selects, newest first, for `LIST_RUNS` and `LIST_RUN_RECORDS`:
+// its status, agent, limit, conversation, parent, id prefix, search, creation time and
+// offset are `$1` to `$9`. A search finds part of a name or of the model the run's state names,
+// letters in either case (`instr`/`strpos`: no pattern characters to escape), or an id's
+// start.
+macro_rules! runs_selected {
+    ($contains:literal, $model:literal) => {
+        concat!(
+            " WHERE (CAST($1 AS TEXT) IS NULL OR status = $1) AND (CAST($2 AS TEXT) IS NULL OR agent = $2) \
+               AND (CAST($3 AS TEXT) IS NULL OR conversation_id = $3) \
+               AND (CAST($5 AS TEXT) IS NULL OR parent_run_id = $5) \
+               AND (CAST($6 AS TEXT) IS NULL OR (id >= $6 AND substr(id, 1, length($6)) = $6)) \
+               AND (CAST($7 AS TEXT) IS NULL OR (id >= $7 AND substr(id, 1, length($7)) = $7) \
+                    OR ",
+            $contains,
+            "(lower(agent), lower($7)) > 0 OR ",
+            $contains,
+            "(lower(",
+            $model,
+            "), lower($7)) > 0) \
+               AND (CAST($8 AS BIGINT) IS NULL OR created_at >= $8) \
+             ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $9"
+        )
+    };
+}
+
 const LIST_RUNS: Statement = statement!(
-    "SELECT id, agent, status, activity, conversation_id, parent_run_id, created_at, updated_at FROM runs \
-     WHERE (CAST($1 AS TEXT) IS NULL OR status = $1) AND (CAST($2 AS TEXT) IS NULL OR agent = $2) \
-       AND (CAST($3 AS TEXT) IS NULL OR conversation_id = $3) \
-       AND (CAST($5 AS TEXT) IS NULL OR parent_run_id = $5) \
-       AND (CAST($6 AS TEXT) IS NULL OR (id >= $6 AND substr(id, 1, length($6)) = $6)) \
-       AND (CAST($7 AS TEXT) IS NULL OR (id >= $7 AND substr(id, 1, length($7)) = $7) OR ",
-    postgres("strpos(lower(agent), lower($7)) > 0 OR strpos(lower(state::jsonb ->> 'model'), lower($7)) > 0"),
-    sqlite("instr(lower(agent), lower($7)) > 0 OR instr(lower(json_extract(state, '$.model')), lower($7)) > 0"),
-    ") ORDER BY created_at DESC, id DESC LIMIT $4"
+    "SELECT id, agent, status, activity, conversation_id, parent_run_id, created_at, updated_at FROM runs",
+    postgres(runs_selected!("strpos", "state::jsonb ->> 'model'")),
+    sqlite(runs_selected!("instr", "json_extract(state, '$.model')")),
+    ""
+);
+
+// The runs whole but for their conversation kept apart (`NULL AS messages`): a list shows
+// no message, and reading them would read every run's conversation.
+const LIST_RUN_RECORDS: Statement = statement!(
+    "SELECT id, agent, status, activity, conversation_id, parent_run_id, i.input, state, created_at, updated_at, \
+     COALESCE(h.seq, 0) AS evidence_seq, COALESCE(h.hash, '') AS evidence_hash, NULL AS messages \
+     FROM runs LEFT JOIN run_inputs i ON i.run_id = runs.id LEFT JOIN evidence_heads h ON h.run_id = runs.id",
+    postgres(runs_selected!("strpos", "state::jsonb ->> 'model'")),
+    sqlite(runs_selected!("instr", "json_extract(state, '$.model')")),
+    ""
 );
 
 const TRANSITIONS: Statement =
@@ -276,9 +306,22 @@ pub(crate) async fn load_run(conn: &mut impl Conn, run_id: &str) -> Result<Optio
 
 /// The runs `filter` selects, newest first.
 pub(crate) async fn list_runs(conn: &mut impl Conn, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+    Ok(conn.fetch_all(&LIST_RUNS, &filter_params(filter), decode::run_summary).await?)
+}
+
+/// The runs `filter` selects, newest first, each whole but for the conversation kept
+/// apart from its state (one statement, where [`load_run`] per run would read every
+/// conversation).
+pub(crate) async fn list_run_records(conn: &mut impl Conn, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+    let rows = conn.fetch_all(&LIST_RUN_RECORDS, &filter_params(filter), decode::run_record_with_messages).await?;
+    Ok(rows.into_iter().map(|(record, _)| record).collect())
+}
+
+/// `filter` as the parameters of [`runs_selected!`].
+fn filter_params(filter: &RunFilter) -> [Param<'_>; 9] {
     // No limit: a limit no store reaches.
     let limit = if filter.limit == 0 { i64::MAX } else { i64::from(filter.limit) };
-    let params = [
+    [
         Param::OptText(filter.status.map(RunStatus::as_str)),
         Param::OptText(filter.agent.as_deref()),
         Param::OptText(filter.conversation_id.as_deref()),
@@ -286,8 +329,9 @@ pub(crate) async fn list_runs(conn: &mut impl Conn, filter: &RunFilter) -> Resul
         Param::OptText(filter.parent_run_id.as_deref()),
         Param::OptText(filter.id_prefix.as_deref()),
         Param::OptText(filter.search.as_deref()),
-    ];
-    Ok(conn.fetch_all(&LIST_RUNS, &params, decode::run_summary).await?)
+        Param::OptInt(filter.created_since),
+        Param::Int(i64::from(filter.offset)),
+    ]
 }
 
 /// The run's status changes, oldest first.

@@ -50,6 +50,10 @@ impl RunRepository for PostgresStore {
         Box::pin(async move { ops::runs::list_runs(&mut self.each(), filter).await })
     }
 
+    fn list_run_records<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunRecord>> {
+        Box::pin(async move { ops::runs::list_run_records(&mut self.each(), filter).await })
+    }
+
     fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, SavedCheckpoint> {
         Box::pin(async move {
             let deferred = checkpoint.flush == Flush::WithNextFlush;

@@ -44,6 +44,10 @@ impl RunRepository for SqliteStore {
         Box::pin(async move { ops::runs::list_runs(&mut self.reads(), filter).await })
     }
 
+    fn list_run_records<'a>(&'a self, filter: &'a RunFilter) -> StoreFuture<'a, Vec<RunRecord>> {
+        Box::pin(async move { ops::runs::list_run_records(&mut self.reads(), filter).await })
+    }
+
     fn checkpoint(&self, checkpoint: Checkpoint, now: Millis) -> StoreFuture<'_, SavedCheckpoint> {
         // The writer thread is the only writer: no signal can come between the checkpoint's
         // read of the run and its group's commit.

@@ -153,6 +153,62 @@ pub async fn a_search_finds_part_of_a_name_or_a_model_or_an_ids_start(backend: A
     assert!(found("nobody", None).await.is_empty());
 }
 
+/// Runs listed as records: what `load_run` reads of each, but for the conversation kept
+/// apart from its state, selected and ordered as `list_runs` selects them (a window of
+/// creation times included).
+pub async fn runs_are_listed_as_records_without_their_conversation(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    for (i, (id, agent)) in [("run-r1", "coder"), ("run-r2", "reviewer"), ("run-r3", "coder")].iter().enumerate() {
+        let mut run = new_run(id, agent, RunStatus::Running);
+        run.state = json!({"model": format!("openai/model-{i}"), "messages": [{"text": "task"}]});
+        let offset = i64::try_from(i).expect("a small index") * 1_000;
+        store.create_run(run, T0 + offset).await.expect("the run is created");
+    }
+    // The first run's conversation goes apart from its state, with evidence beside it.
+    let message = serde_json::value::to_raw_value(&json!({"text": "apart"})).expect("encodes");
+    let chain = troupe_store::EvidenceChain::new("run-r1");
+    let entries =
+        chain.seal(vec![troupe_store::NewEvidence::new(troupe_store::EvidenceKind::RunStarted, json!({}))], T0);
+    let saved = Checkpoint {
+        messages: Some(MessagesWrite { from: 0, messages: vec![message] }),
+        evidence: entries,
+        ..checkpoint("run-r1", RunStatus::Paused, json!({"model": "openai/model-0", "messages": [], "turn": 1}))
+    };
+    store.checkpoint(saved, T0 + 5_000).await.expect("saved");
+
+    let listed = store.list_run_records(&RunFilter::default()).await.expect("listed");
+    assert_eq!(listed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["run-r3", "run-r2", "run-r1"]);
+    for record in &listed {
+        let mut loaded = store.load_run(&record.id).await.expect("loads").expect("stored");
+        if record.id == "run-r1" {
+            // Loaded whole, its state holds the conversation kept apart; listed, it does not.
+            assert_eq!(loaded.state["messages"], json!([{"text": "apart"}]));
+            assert_eq!(record.state["messages"], json!([]));
+            loaded.state["messages"] = json!([]);
+            assert_eq!(record.evidence_head.seq, 1, "{record:?}");
+        }
+        assert_eq!(record, &loaded, "listed as loaded");
+    }
+    let ids = |filter: RunFilter| {
+        let store = store.clone();
+        async move { store.list_run_records(&filter).await.expect("listed").into_iter().map(|r| r.id).collect::<Vec<_>>() }
+    };
+    assert_eq!(ids(RunFilter { agent: Some("coder".into()), ..RunFilter::default() }).await, ["run-r3", "run-r1"]);
+    assert_eq!(ids(RunFilter { search: Some("MODEL-1".into()), ..RunFilter::default() }).await, ["run-r2"]);
+    assert_eq!(ids(RunFilter { status: Some(RunStatus::Paused), ..RunFilter::default() }).await, ["run-r1"]);
+    assert_eq!(ids(RunFilter { limit: 1, ..RunFilter::default() }).await, ["run-r3"]);
+    assert_eq!(ids(RunFilter { limit: 1, offset: 1, ..RunFilter::default() }).await, ["run-r2"]);
+    assert_eq!(ids(RunFilter { offset: 1, ..RunFilter::default() }).await, ["run-r2", "run-r1"]);
+    let past = RunFilter { offset: 3, ..RunFilter::default() };
+    assert!(ids(past.clone()).await.is_empty());
+    assert!(store.list_runs(&past).await.expect("listed").is_empty(), "list_runs takes the offset too");
+    // A window of creation times: its start included.
+    assert_eq!(ids(RunFilter { created_since: Some(T0 + 1_000), ..RunFilter::default() }).await, ["run-r3", "run-r2"]);
+    let since = RunFilter { created_since: Some(T0 + 2_001), ..RunFilter::default() };
+    assert!(ids(since.clone()).await.is_empty());
+    assert!(store.list_runs(&since).await.expect("listed").is_empty(), "list_runs takes the window too");
+}
+
 /// Checkpoints replace state, status and activity; only status changes are transitions.
 pub async fn checkpoints_record_transitions_only_on_status_changes(backend: Arc<dyn Backend>) {
     let store = backend.store();
