@@ -188,6 +188,22 @@ export interface Target {
   kind: "agent" | "team";
   model?: string;
   tools: string[];
+  /** Each tool's arguments' JSON schema, by tool, where the server knows it. */
+  inputs?: Record<string, unknown>;
+}
+
+let targets: Promise<Target[]> | null = null;
+
+/** The schema of `tool`'s arguments in `target`'s runs, when the server knows it (the
+ * targets are asked once a page; a failure is asked again next time). */
+export async function toolInput(target: string, tool: string): Promise<unknown> {
+  targets ??= getJson<{ agents: Target[] }>("/v1/agents").then((body) => body.agents);
+  try {
+    return (await targets).find((t) => t.name === target)?.inputs?.[tool] ?? null;
+  } catch {
+    targets = null;
+    return null;
+  }
 }
 
 /** An event of a run (attribution and kind flattened together). */

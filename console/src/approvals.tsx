@@ -41,7 +41,7 @@ export function Approvals({ onError }: { onError: OnError }) {
               Run <a href={`#/runs/${encodeURIComponent(run.run_id)}`}>{run.run_id}</a> of {run.target}
             </p>
             <Asking reason={reason} />
-            <Decide runId={run.run_id} reason={reason} onError={onError} />
+            <Decide runId={run.run_id} target={run.target} reason={reason} onError={onError} />
           </li>
         ))}
       </ul>

@@ -1,32 +1,55 @@
 // The decision on one waiting call, as the CLI sends it: approve, always allow, reject with
-// a reason, or run it with edited arguments (a labelled field for each text, number or yes/no
-// argument; the JSON itself for anything else). Each is one signal to the run; the buttons
-// are disabled once it is sent, so a decision goes once.
+// a reason, or run it with edited arguments: a labelled field for each argument the tool
+// takes (from its schema, when the server knows it: one the model left out too, with its
+// description), else for each argument given; the JSON itself a click away. Each is one
+// signal to the run; the buttons are disabled once it is sent, so a decision goes once.
 
-import { useState } from "preact/hooks";
-import { sendSignal, type PauseReason } from "./api";
+import { useEffect, useState } from "preact/hooks";
+import { sendSignal, toolInput, type PauseReason } from "./api";
 import type { OnError } from "./app";
+import { argumentsOf, initialValues, schemaFields, valueFields, type Field, type FieldValue } from "./fields";
 
-type Scalar = string | number | boolean;
-
-/** The arguments as fields, when each is a text, a number or a yes/no; else null. */
-function fieldsOf(args: unknown): Record<string, Scalar> | null {
-  if (typeof args !== "object" || args === null || Array.isArray(args)) return null;
-  const entries = Object.entries(args as Record<string, unknown>);
-  if (!entries.length) return null;
-  return entries.every(([, v]) => ["string", "number", "boolean"].includes(typeof v)) ? (args as Record<string, Scalar>) : null;
-}
-
-export function Decide({ runId, reason, onError, onDecided }: { runId: string; reason: PauseReason; onError: OnError; onDecided?: () => void }) {
+export function Decide({
+  runId,
+  target,
+  reason,
+  onError,
+  onDecided,
+}: {
+  runId: string;
+  /** The run's agent or team, whose tools' schemas the server may know. */
+  target?: string;
+  reason: PauseReason;
+  onError: OnError;
+  onDecided?: () => void;
+}) {
   const [mode, setMode] = useState<"choose" | "reject" | "edit">("choose");
   const [why, setWhy] = useState("");
   const [args, setArgs] = useState(JSON.stringify(reason.arguments ?? {}, null, 2));
-  const [fields, setFields] = useState<Record<string, Scalar> | null>(fieldsOf(reason.arguments));
+  const [fields, setFields] = useState<Field[] | null>(valueFields(reason.arguments));
+  const [values, setValues] = useState<Record<string, FieldValue>>(() => initialValues(fields ?? [], reason.arguments));
+  const [touched, setTouched] = useState<Set<string>>(new Set());
   const [asJson, setAsJson] = useState(fields === null);
   const [sent, setSent] = useState<string | null>(null);
   const [failure, setFailure] = useState<string | null>(null);
   const callId = reason.call_id ?? "";
   const id = `decide-${callId.replace(/[^a-zA-Z0-9_-]/g, "_")}`;
+
+  // The tool's schema, when the server knows it: a field for every argument it takes.
+  useEffect(() => {
+    if (!target || !reason.tool) return;
+    let gone = false;
+    toolInput(target, reason.tool).then((schema) => {
+      const known = schemaFields(schema);
+      if (gone || !known) return;
+      setFields(known);
+      setValues(initialValues(known, reason.arguments));
+      setAsJson(false);
+    });
+    return () => {
+      gone = true;
+    };
+  }, [target, reason.tool]);
 
   const send = async (label: string, decision: unknown) => {
     setSent(`${label}…`);
@@ -39,6 +62,20 @@ export function Decide({ runId, reason, onError, onDecided }: { runId: string; r
       onError(error);
       setSent(null);
       setFailure(error instanceof Error ? error.message : String(error));
+    }
+  };
+
+  /** The arguments as edited: the fields', or the JSON's. */
+  const edited = (): unknown => {
+    if (!asJson && fields !== null) {
+      const made = argumentsOf(fields, values, reason.arguments, touched);
+      if (!made.ok) throw new Error(made.error);
+      return made.args;
+    }
+    try {
+      return JSON.parse(args);
+    } catch {
+      throw new Error("the arguments are not JSON");
     }
   };
 
@@ -73,14 +110,12 @@ export function Decide({ runId, reason, onError, onDecided }: { runId: string; r
         <form
           onSubmit={(e) => {
             e.preventDefault();
-            let parsed: unknown = fields;
-            if (asJson || fields === null) {
-              try {
-                parsed = JSON.parse(args);
-              } catch {
-                setFailure("the arguments are not JSON");
-                return;
-              }
+            let parsed: unknown;
+            try {
+              parsed = edited();
+            } catch (error) {
+              setFailure(error instanceof Error ? error.message : String(error));
+              return;
             }
             send("run with edited arguments", { type: "modify", arguments: parsed });
           }}
@@ -88,24 +123,18 @@ export function Decide({ runId, reason, onError, onDecided }: { runId: string; r
           {!asJson && fields !== null ? (
             <fieldset class="fields">
               <legend>Arguments</legend>
-              {Object.entries(fields).map(([name, value]) => {
-                const fieldId = `${id}-arg-${name.replace(/[^a-zA-Z0-9_-]/g, "_")}`;
-                const set = (v: Scalar) => setFields({ ...fields, [name]: v });
-                return (
-                  <div class="field" key={name}>
-                    <label for={fieldId}>{name}</label>
-                    {typeof value === "boolean" ? (
-                      <input id={fieldId} type="checkbox" checked={value} onChange={(e) => set(e.currentTarget.checked)} />
-                    ) : typeof value === "number" ? (
-                      <input id={fieldId} type="number" value={value} onInput={(e) => set(Number(e.currentTarget.value))} />
-                    ) : value.includes("\n") || value.length > 80 ? (
-                      <textarea id={fieldId} rows={6} value={value} onInput={(e) => set(e.currentTarget.value)} />
-                    ) : (
-                      <input id={fieldId} value={value} onInput={(e) => set(e.currentTarget.value)} />
-                    )}
-                  </div>
-                );
-              })}
+              {fields.map((field) => (
+                <FieldInput
+                  key={field.name}
+                  field={field}
+                  id={`${id}-arg-${field.name.replace(/[^a-zA-Z0-9_-]/g, "_")}`}
+                  value={values[field.name] ?? ""}
+                  onChange={(value) => {
+                    setValues({ ...values, [field.name]: value });
+                    setTouched(new Set(touched).add(field.name));
+                  }}
+                />
+              ))}
             </fieldset>
           ) : (
             <>
@@ -119,15 +148,19 @@ export function Decide({ runId, reason, onError, onDecided }: { runId: string; r
               <button
                 type="button"
                 onClick={() => {
-                  if (!asJson) setArgs(JSON.stringify(fields, null, 2));
-                  else {
-                    try {
-                      setFields(fieldsOf(JSON.parse(args)) ?? fields);
-                    } catch {
-                      setFailure("the arguments are not JSON");
-                      return;
-                    }
+                  let current: unknown;
+                  try {
+                    current = edited();
+                  } catch (error) {
+                    setFailure(error instanceof Error ? error.message : String(error));
+                    return;
                   }
+                  setFailure(null);
+                  if (asJson) {
+                    // Back to the fields, with what the JSON says.
+                    setValues(initialValues(fields, current));
+                    setTouched(new Set(fields.map((f) => f.name).filter((name) => typeof current === "object" && current !== null && name in current)));
+                  } else setArgs(JSON.stringify(current, null, 2));
                   setAsJson(!asJson);
                 }}
               >
@@ -137,6 +170,45 @@ export function Decide({ runId, reason, onError, onDecided }: { runId: string; r
             <button type="button" onClick={() => setMode("choose")}>Back</button>
           </div>
         </form>
+      )}
+    </div>
+  );
+}
+
+/** One argument's label, control and description. */
+function FieldInput({ field, id, value, onChange }: { field: Field; id: string; value: FieldValue; onChange: (value: FieldValue) => void }) {
+  const about = field.description ? `${id}-about` : undefined;
+  const text = typeof value === "string" ? value : "";
+  let control;
+  if (field.kind === "boolean") {
+    control = <input id={id} type="checkbox" checked={value === true} aria-describedby={about} onChange={(e) => onChange(e.currentTarget.checked)} />;
+  } else if (field.kind === "choice") {
+    control = (
+      <select id={id} value={text} required={field.required} aria-describedby={about} onChange={(e) => onChange(e.currentTarget.value)}>
+        {!field.required && <option value="">—</option>}
+        {(field.choices ?? []).map((choice) => (
+          <option key={choice} value={choice}>{choice}</option>
+        ))}
+      </select>
+    );
+  } else if (field.kind === "number" || field.kind === "integer") {
+    control = (
+      <input id={id} type="number" step={field.kind === "integer" ? 1 : "any"} value={text} aria-describedby={about} onInput={(e) => onChange(e.currentTarget.value)} />
+    );
+  } else if (field.kind === "json" || text.includes("\n") || text.length > 80) {
+    control = <textarea id={id} rows={field.kind === "json" ? 4 : 6} value={text} aria-describedby={about} onInput={(e) => onChange(e.currentTarget.value)} />;
+  } else {
+    control = <input id={id} value={text} aria-describedby={about} onInput={(e) => onChange(e.currentTarget.value)} />;
+  }
+  return (
+    <div class="field">
+      <label for={id}>{field.name}</label>
+      {control}
+      {about && (
+        <small id={about} class="muted">
+          {field.description}
+          {field.kind === "json" ? " (JSON)" : ""}
+        </small>
       )}
     </div>
   );

@@ -155,7 +155,7 @@ export function RunPage({ id, onError }: { id: string; onError: OnError }) {
           {view.pending.map((reason) => (
             <div key={reason.call_id ?? reason.prompt} class="approval">
               <Asking reason={reason} />
-              {reason.call_id && <Decide runId={view.run_id} reason={reason} onError={onError} onDecided={() => refreshView.current()} />}
+              {reason.call_id && <Decide runId={view.run_id} target={view.target} reason={reason} onError={onError} onDecided={() => refreshView.current()} />}
             </div>
           ))}
         </section>

@@ -194,7 +194,14 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
             run = run.store(durability.clone());
         }
         let service = run.service().await.map_err(build::failure)?;
-        launcher.teams.insert(files.team().name().to_owned(), service);
+        // What a person editing a member's waiting call fills in: its local members' tools.
+        let mut inputs = BTreeMap::new();
+        for agent in service.agents().map_err(build::failure)?.values() {
+            for (tool, schema) in troupe::server::tool_inputs(agent) {
+                inputs.entry(tool).or_insert(schema);
+            }
+        }
+        launcher.teams.insert(files.team().name().to_owned(), (service, inputs));
     }
 
     let launcher = Arc::new(launcher);
@@ -427,18 +434,20 @@ async fn adoptable(
 /// What `troupe serve` runs: agents by id, teams by name.
 struct ServeLauncher {
     agents: BTreeMap<String, (Agent, String)>,
-    teams: BTreeMap<String, TeamService>,
+    /// Each team, with its local members' tools' argument schemas.
+    teams: BTreeMap<String, (TeamService, BTreeMap<String, serde_json::Value>)>,
 }
 
 impl Launcher for ServeLauncher {
     fn targets(&self) -> Vec<Target> {
         let agents = self.agents.iter().map(|(name, (agent, description))| Target::agent(name, agent, description));
-        let teams = self.teams.iter().map(|(name, service)| Target {
+        let teams = self.teams.iter().map(|(name, (service, inputs))| Target {
             name: name.clone(),
             description: service.team().team.description.clone(),
             kind: TargetKind::Team,
             model: None,
             tools: Vec::new(),
+            inputs: inputs.clone(),
         });
         agents.chain(teams).collect()
     }
@@ -447,7 +456,7 @@ impl Launcher for ServeLauncher {
         if let Some((agent, _)) = self.agents.get(target) {
             return Ok(LaunchedRun::from_handle(agent.start(input)));
         }
-        let service = self.teams.get(target).ok_or_else(|| LaunchError::UnknownTarget(target.to_owned()))?;
+        let (service, _) = self.teams.get(target).ok_or_else(|| LaunchError::UnknownTarget(target.to_owned()))?;
         launch_team(service, input)
     }
 }

@@ -37,25 +37,38 @@ pub struct Target {
     pub model: Option<String>,
     /// The tools it may call.
     pub tools: Vec<String>,
+    /// The JSON schema of each tool's arguments, by tool, where the server knows it: what
+    /// a person editing a waiting call's arguments fills in (a team's: its local members'
+    /// tools).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, serde_json::Value>,
 }
 
 impl Target {
     /// `agent` as the target `name`: its current model (a reloaded one included) and the
-    /// tools its catalog gives it.
+    /// tools its catalog gives it, with their arguments' schemas.
     pub fn agent(name: &str, agent: &Agent, description: &str) -> Self {
         let spec = agent.current_spec();
+        // Each tool's name and arguments' schema, in the catalog's order.
+        let tools: Vec<(String, serde_json::Value)> = agent
+            .runner()
+            .agent_catalog(&spec)
+            .map(|c| c.declarations().into_iter().map(|d| (d.name.clone(), d.input_schema.clone())).collect())
+            .unwrap_or_default();
         Target {
             name: name.to_owned(),
             description: description.to_owned(),
             kind: TargetKind::Agent,
             model: Some(spec.model.clone()),
-            tools: agent
-                .runner()
-                .agent_catalog(&spec)
-                .map(|c| c.names().into_iter().map(str::to_owned).collect())
-                .unwrap_or_default(),
+            tools: tools.iter().map(|(name, _)| name.clone()).collect(),
+            inputs: tools.into_iter().collect(),
         }
     }
+}
+
+/// The JSON schema of the arguments of each tool `agent`'s catalog gives it, by tool.
+pub fn tool_inputs(agent: &Agent) -> BTreeMap<String, serde_json::Value> {
+    Target::agent("", agent, "").inputs
 }
 
 /// How a launched run ended.

@@ -242,6 +242,12 @@ impl TeamService {
         })
     }
 
+    /// The agents of the team's leader and local members, by name, as a run of the team
+    /// would assemble them (what their tools are; a worker or remote member's are its own).
+    pub fn agents(&self) -> Result<std::collections::BTreeMap<String, troupe_runtime::Agent>, BuildError> {
+        Ok(self.prepare()?.assembled.agents)
+    }
+
     /// Records a run of the team on `task` in the store's queue, for a worker to run
     /// ([`troupe_durable::QueueWorker::with_claimed_runs`]); returns its id.
     pub async fn enqueue(&self, task: &str) -> Result<RunId, TeamResumeError> {

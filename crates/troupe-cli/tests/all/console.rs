@@ -111,7 +111,7 @@ impl Browser {
     }
 }
 
-/// A workspace serving agent `scribe` (`fs.read`, `fs.write`) on the mock model.
+/// A workspace serving agent `scribe` (`fs.read`, `fs.write`, `fs.edit`) on the mock model.
 struct Place {
     runtime: tokio::runtime::Runtime,
     mock: MockLlmServer,
@@ -130,7 +130,8 @@ impl Place {
         std::fs::create_dir_all(workspace.path().join(".troupe/agents")).expect(".troupe/agents/");
         let scribe = "[agent]\nid = \"scribe\"\nname = \"Scribe\"\ndescription = \"Reads and writes notes.\"\n\n\
                       [provider]\nmodel = \"anthropic/claude-sonnet-4-5\"\n\n\
-                      [[tools]]\nname = \"fs.read\"\n\n[[tools]]\nname = \"fs.write\"\n";
+                      [[tools]]\nname = \"fs.read\"\n\n[[tools]]\nname = \"fs.write\"\n\n\
+                      [[tools]]\nname = \"fs.edit\"\n";
         std::fs::write(workspace.path().join(".troupe/agents/scribe.toml"), scribe).expect("writes the agent");
         Place { runtime, mock, workspace, client: reqwest::Client::new() }
     }
@@ -458,6 +459,33 @@ fn a_calls_argument_edited_in_its_field_in_the_browser_runs_as_edited() {
     assert!(!place.workspace.path().join("note.txt").exists(), "not where the model asked");
     let written = std::fs::read_to_string(place.workspace.path().join("notes/edited.txt"));
     assert_eq!(written.ok().as_deref(), Some("hi"), "written where the person said");
+    let requests = place.mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].body["messages"].to_string().contains("changed this call's arguments"), "the model is told");
+    serving.stop();
+}
+
+/// An argument the model left out of a waiting call has a field all the same, made from
+/// the tool's schema with its description: `fs.edit` without `replace_all`, which would
+/// fail on a text found twice, runs with it checked in the browser and replaces both.
+#[test]
+fn an_argument_the_model_left_out_is_given_in_its_field_from_the_tools_schema() {
+    let Some(modules) = browser("an_argument_the_model_left_out_is_given") else { return };
+    let edit = json!({"path": "note.txt", "old_string": "draft", "new_string": "final"});
+    let place = Place::new([MockTurn::tool_call("call_e1", "fs.edit", edit), MockTurn::text("Edited.")]);
+    std::fs::write(place.workspace.path().join("note.txt"), "draft one, draft two\n").expect("writes the note");
+    let serving = place.serve(&[]);
+    let run = place.start_run(&serving, "scribe", "Finalise the note");
+    place.wait_phase(&serving, &run, "waiting");
+
+    let mut page = launch(&modules, &serving, "schema", json!({"runId": run}));
+    let seen = page.saw("schema");
+    // The required ones first, in the order the tool declares them.
+    assert_eq!(seen["labels"], json!(["path", "old_string", "new_string", "replace_all"]), "{seen}");
+    assert!(seen["about"].as_str().is_some_and(|about| about.contains("Replace every occurrence")), "{seen}");
+    page.done();
+    let note = std::fs::read_to_string(place.workspace.path().join("note.txt")).expect("the note");
+    assert_eq!(note, "final one, final two\n", "both replaced, as the person said");
     let requests = place.mock.requests();
     assert_eq!(requests.len(), 2);
     assert!(requests[1].body["messages"].to_string().contains("changed this call's arguments"), "the model is told");

@@ -207,6 +207,25 @@ const scenarios = {
     say({ saw: "edited", before });
   },
 
+  /** A waiting call's argument the model left out, given in its field from the tool's schema. */
+  async schema(browser) {
+    const { page } = await newPage(browser);
+    await openWithToken(page, "#/approvals");
+    const item = page.locator(`.approval:has(a[href="#/runs/${plan.runId}"])`);
+    await item.waitFor({ timeout: TIMEOUT });
+    await item.locator("button:has-text('Edit arguments…')").click();
+    const all = item.getByLabel("replace_all", { exact: true });
+    await all.waitFor({ timeout: TIMEOUT });
+    const about = await item.locator(`[id="${await all.getAttribute("aria-describedby")}"]`).textContent();
+    const labels = await item.locator(".field label").allTextContents();
+    await all.check();
+    await item.locator('button[type="submit"]').click();
+    await item.locator(".decided").waitFor({ timeout: TIMEOUT }).catch(() => {});
+    await page.evaluate((id) => (location.hash = `#/runs/${id}`), plan.runId);
+    await waitStatus(page, "completed");
+    say({ saw: "schema", labels, about });
+  },
+
   /** A typed answer, shown by its fields. */
   async typed(browser) {
     const { page } = await newPage(browser, { width: 390, height: 800 });

@@ -129,6 +129,7 @@ mod tests {
             kind: TargetKind::Agent,
             model: None,
             tools: vec!["fs.read".into()],
+            inputs: std::collections::BTreeMap::new(),
         }
     }
 

@@ -188,6 +188,10 @@ async fn every_documented_path_is_served() {
     assert_eq!(agents["agents"][0]["name"], "coder");
     assert_eq!(agents["agents"][0]["model"], "mock-model");
     assert!(agents["agents"][0]["tools"].as_array().is_some_and(|t| t.iter().any(|n| n == "fs.write")));
+    // Each tool's arguments' schema, for a person editing a waiting call.
+    let write = &agents["agents"][0]["inputs"]["fs.write"];
+    assert_eq!(write["required"], serde_json::json!(["path", "content"]), "{agents}");
+    assert!(write["properties"]["path"]["description"].is_string(), "{agents}");
 }
 
 /// A connection that has sent nothing when the server stops is closed at once, not left
