@@ -179,6 +179,8 @@ export interface RunView {
   events: number;
   pending: PauseReason[];
   end?: RunEnd;
+  /** The JSON schema its answer must match, when it was given one. */
+  output_schema?: unknown;
 }
 
 /** One of `/v1/agents`. */

@@ -165,7 +165,7 @@ export function RunPage({ id, onError }: { id: string; onError: OnError }) {
           <h2 id="answer-title">{ended.outcome === "completed" ? "Answer" : `Ended: ${ended.outcome}`}</h2>
           {ended.output &&
             (typedAnswer(ended.output) ? (
-              <TypedAnswer value={typedAnswer(ended.output)!} json={pretty(ended.output)} />
+              <TypedAnswer value={typedAnswer(ended.output)!} json={pretty(ended.output)} schema={view?.output_schema} />
             ) : (
               <pre class="output" data-testid="answer">{pretty(ended.output)}</pre>
             ))}

@@ -397,7 +397,14 @@ async fn adopt_once(
         match agent.resume_run(&run.id).await {
             Ok(handle) => {
                 diagln!("resumed run {} ({})", run.id, run.agent);
-                hub.insert(&run.agent, LaunchedRun::from_handle(handle));
+                let held = hub.insert(&run.agent, LaunchedRun::from_handle(handle));
+                // The schema its typed answer must match, as its record holds it.
+                if let Ok(Some(record)) = store.load_run(&run.id).await
+                    && let Ok(state) = troupe::runtime::durable::state_from_value(&record.id, record.state)
+                    && let Some(spec) = state.output_spec()
+                {
+                    held.set_output_schema(spec.schema.schema.clone());
+                }
             }
             Err(error) => tracing::debug!(run = %run.id, %error, "not resumed here"),
         }

@@ -470,6 +470,11 @@ impl RunState {
         self
     }
 
+    /// The shape the run's answer must have, when it was given one.
+    pub fn output_spec(&self) -> Option<&OutputSpec> {
+        self.output.as_ref()
+    }
+
     /// Delegated by the run `parent` (none: a run at the top of its tree).
     pub fn with_parent(mut self, parent: Option<RunId>) -> Self {
         self.parent_run_id = parent;

@@ -58,6 +58,10 @@ pub struct RunView {
     /// How it ended, once it has.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end: Option<RunEnd>,
+    /// The JSON schema its answer must match, when it was given one: what a typed
+    /// answer's fields are, and what each holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
 }
 
 #[derive(Debug)]
@@ -80,6 +84,8 @@ pub struct HubRun {
     changed: watch::Sender<u64>,
     signals: Option<RunSignals>,
     cancel: CancellationToken,
+    /// The JSON schema its answer must match, once known.
+    output_schema: std::sync::OnceLock<serde_json::Value>,
 }
 
 impl HubRun {
@@ -123,7 +129,13 @@ impl HubRun {
             events: log.events.len(),
             pending: log.pending.clone(),
             end: log.end.clone(),
+            output_schema: self.output_schema.get().cloned(),
         }
+    }
+
+    /// Says what its answer's JSON schema is (the first time only: it does not change).
+    pub fn set_output_schema(&self, schema: serde_json::Value) {
+        let _ = self.output_schema.set(schema);
     }
 
     /// A run this server does not hold, as read from its record: `events` say what is
@@ -145,6 +157,7 @@ impl HubRun {
             changed: watch::Sender::new(0),
             signals,
             cancel: CancellationToken::new(),
+            output_schema: std::sync::OnceLock::new(),
         };
         for event in events {
             run.push(event);
@@ -352,6 +365,7 @@ impl RunHub {
             changed: watch::Sender::new(0),
             signals,
             cancel,
+            output_schema: std::sync::OnceLock::new(),
         });
         self.runs().insert(run_id.clone(), Arc::clone(&run));
         self.active.send_modify(|n| *n += 1);

@@ -74,7 +74,11 @@ impl StoredRuns {
         let signals = (!record.status.is_terminal())
             .then(|| RunSignals::Store { store: Arc::clone(&self.store), run_id: record.id.clone() });
         let ended_ms = u64::try_from(record.updated_at).unwrap_or(started_ms);
-        HubRun::detached(run_id, &record.agent, started_ms, events, end.map(|end| (end, ended_ms)), signals)
+        let run = HubRun::detached(run_id, &record.agent, started_ms, events, end.map(|end| (end, ended_ms)), signals);
+        if let Some(spec) = state.as_ref().and_then(RunState::output_spec) {
+            run.set_output_schema(spec.schema.schema.clone());
+        }
+        run
     }
 }
 
@@ -135,4 +139,45 @@ fn ended(status: RunStatus, state: Option<&RunState>) -> RunEnd {
 pub(crate) fn unavailable(error: StoreError) -> ApiError {
     tracing::warn!(%error, "the store did not answer a lookup");
     ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "the run store cannot answer now")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_core::OutputSchema;
+    use troupe_runtime::OutputSpec;
+
+    /// A stored run given a typed answer's schema shows it, found alone or listed.
+    #[tokio::test]
+    async fn a_stored_runs_view_says_what_its_answers_schema_is() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let store = troupe_store::open(&format!("sqlite://{}", dir.path().join("runs.db").display()))
+            .await
+            .expect("the store opens");
+        let schema =
+            serde_json::json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
+        let spec = OutputSpec::new(OutputSchema::new("Verdict", schema.clone())).expect("an object schema");
+        let typed = RunState::new(RunId::new("run_typed"), "coder", "mock/model", "model").with_output(Some(spec));
+        let plain = RunState::new(RunId::new("run_plain"), "coder", "mock/model", "model");
+        for (id, state) in [("run_typed", &typed), ("run_plain", &plain)] {
+            let run = troupe_store::NewRun {
+                id: id.to_owned(),
+                agent: "coder".to_owned(),
+                status: RunStatus::Running,
+                conversation_id: None,
+                parent_run_id: None,
+                input: serde_json::json!({"instruction": "review"}),
+                state: serde_json::to_value(state).expect("a state encodes"),
+            };
+            store.create_run(run, troupe_store::now_millis()).await.expect("the run is created");
+        }
+        let runs = StoredRuns::new(store);
+        let found = runs.find("run_typed").await.expect("reads").expect("stored");
+        assert_eq!(found.view().output_schema, Some(schema.clone()));
+        let plain = runs.find("run_plain").await.expect("reads").expect("stored");
+        assert_eq!(plain.view().output_schema, None, "a text answer has no schema");
+        let listed = runs.list(10).await.expect("lists");
+        let typed = listed.iter().find(|run| run.run_id().as_str() == "run_typed").expect("listed");
+        assert_eq!(typed.view().output_schema, Some(schema));
+    }
 }

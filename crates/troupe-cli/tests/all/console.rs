@@ -493,7 +493,8 @@ fn an_argument_the_model_left_out_is_given_in_its_field_from_the_tools_schema() 
 }
 
 /// A typed answer is shown by its fields (a list as a list, yes/no for a boolean, its text
-/// as text), with the JSON a click away, in a narrow window.
+/// as text) in its schema's order (the required ones as the schema requires them), each
+/// with its description, with the JSON a click away, in a narrow window.
 #[test]
 fn a_typed_answer_is_shown_by_its_fields() {
     let Some(modules) = browser("a_typed_answer_is_shown_by_its_fields") else { return };
@@ -503,11 +504,11 @@ fn a_typed_answer_is_shown_by_its_fields() {
     let schema = json!({
         "type": "object",
         "properties": {
-            "approved": {"type": "boolean"},
+            "approved": {"type": "boolean", "description": "Whether it may be merged."},
             "reasons": {"type": "array", "items": {"type": "string"}},
-            "score": {"type": "number"},
+            "score": {"type": "number", "description": "How sure, from 0 to 1."},
         },
-        "required": ["approved", "reasons", "score"],
+        "required": ["score", "approved", "reasons"],
     });
     let request = place.client.post(format!("{}/v1/runs", serving.url)).bearer_auth(TOKEN).json(&json!({
         "agent": "scribe", "instruction": "Review it", "stream": false, "output": {"name": "Verdict", "schema": schema},
@@ -520,7 +521,11 @@ fn a_typed_answer_is_shown_by_its_fields() {
     let typed = page.saw("typed");
     assert_eq!(
         typed["fields"],
-        json!([["approved", "no"], ["reasons", "<img src=x onerror=alert(1)>no tests"], ["score", "0.4"]]),
+        json!([
+            ["score", "0.4", "How sure, from 0 to 1."],
+            ["approved", "no", "Whether it may be merged."],
+            ["reasons", "<img src=x onerror=alert(1)>no tests", null]
+        ]),
         "{typed}"
     );
     assert!(typed["json"].as_str().is_some_and(|j| j.contains("\"approved\": false")), "{typed}");

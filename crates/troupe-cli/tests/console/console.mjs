@@ -234,7 +234,7 @@ const scenarios = {
     const answer = page.locator('[data-testid="typed-answer"]');
     await answer.waitFor({ timeout: TIMEOUT });
     const fields = await answer.locator(":scope > div").evaluateAll((rows) =>
-      rows.map((row) => [row.querySelector("dt").textContent, row.querySelector("dd").textContent]),
+      rows.map((row) => [row.querySelector("dt").textContent, row.querySelector("dd").textContent, row.querySelector("dd.about")?.textContent ?? null]),
     );
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
     say({ saw: "typed", fields, json: await page.textContent('[data-testid="answer"]'), overflow });

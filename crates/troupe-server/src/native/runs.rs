@@ -118,7 +118,11 @@ pub fn launch(state: &AppState, request: &StartRun) -> Result<Arc<HubRun>, ApiEr
         LaunchError::UnknownTarget(name) => ApiError::unknown_agent(&name),
         LaunchError::Refused(why) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "launch_refused", why),
     })?;
-    Ok(state.hub.insert(target, launched))
+    let run = state.hub.insert(target, launched);
+    if let Some(output) = &request.output {
+        run.set_output_schema(output.schema.clone());
+    }
+    Ok(run)
 }
 
 pub(super) async fn start(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {

@@ -308,6 +308,7 @@ async fn a_run_request_may_ask_for_a_typed_answer() {
     let run_id = body["run_id"].as_str().expect("id");
     let view = served.wait_phase(run_id, "ended").await;
     assert_eq!(view["end"]["output"], r#"{"approved":true}"#, "{view}");
+    assert_eq!(view["output_schema"], schema, "the run says what its answer's shape is: {view}");
     let requests = served.mock.requests();
     assert_eq!(requests.len(), 2, "one correction");
     assert_eq!(requests[0].body["output_config"]["format"]["schema"], schema);
