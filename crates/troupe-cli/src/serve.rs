@@ -194,13 +194,8 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), Failure> {
             run = run.store(durability.clone());
         }
         let service = run.service().await.map_err(build::failure)?;
-        // What a person editing a member's waiting call fills in: its local members' tools.
-        let mut inputs = BTreeMap::new();
-        for agent in service.agents().map_err(build::failure)?.values() {
-            for (tool, schema) in troupe::server::tool_inputs(agent) {
-                inputs.entry(tool).or_insert(schema);
-            }
-        }
+        // What a person editing a member's waiting call fills in.
+        let inputs = service.tool_inputs().map_err(build::failure)?;
         launcher.teams.insert(files.team().name().to_owned(), (service, inputs));
     }
 
@@ -441,7 +436,7 @@ async fn adoptable(
 /// What `troupe serve` runs: agents by id, teams by name.
 struct ServeLauncher {
     agents: BTreeMap<String, (Agent, String)>,
-    /// Each team, with its local members' tools' argument schemas.
+    /// Each team, with its members' tools' argument schemas.
     teams: BTreeMap<String, (TeamService, BTreeMap<String, serde_json::Value>)>,
 }
 

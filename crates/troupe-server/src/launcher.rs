@@ -38,8 +38,8 @@ pub struct Target {
     /// The tools it may call.
     pub tools: Vec<String>,
     /// The JSON schema of each tool's arguments, by tool, where the server knows it: what
-    /// a person editing a waiting call's arguments fills in (a team's: its local members'
-    /// tools).
+    /// a person editing a waiting call's arguments fills in (a team's: its members' tools,
+    /// a remote member's excepted).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, serde_json::Value>,
 }
@@ -64,11 +64,6 @@ impl Target {
             inputs: tools.into_iter().collect(),
         }
     }
-}
-
-/// The JSON schema of the arguments of each tool `agent`'s catalog gives it, by tool.
-pub fn tool_inputs(agent: &Agent) -> BTreeMap<String, serde_json::Value> {
-    Target::agent("", agent, "").inputs
 }
 
 /// How a launched run ended.

@@ -131,6 +131,10 @@ pub struct Assembled {
     pub agents: std::collections::BTreeMap<String, troupe_runtime::Agent>,
     /// The team's spend, counted as each call ends; armed when the team runs.
     pub meter: Arc<TeamMeter>,
+    /// The JSON schema of the arguments of each tool a member may call, by tool: the
+    /// leader's and local members' catalogs, then the built-in tools a worker member is
+    /// allowed (a remote member's tools are its own).
+    pub inputs: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// What every member is built with.
@@ -186,6 +190,8 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
     }
     let mut members: Vec<Arc<dyn Member>> = Vec::new();
     let mut agents = std::collections::BTreeMap::new();
+    // The tools worker members may call (all built-in), for `Assembled::inputs`.
+    let mut worker_tools = std::collections::BTreeSet::new();
     // A member whose model calls this process makes (a local one, through its gate; a
     // worker's, through its model host) is metered call by call; a remote agent by its
     // result.
@@ -233,6 +239,8 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
             Isolation::Process => {
                 let (config, worker_notes) = worker(agent, setting, &budget, &meter)?;
                 notes.extend(worker_notes);
+                // What the worker may call: its policy allows only built-in tools it has.
+                worker_tools.extend(config.tool_policy.allowed().into_iter().flatten().cloned());
                 Arc::new(ProcessMember::new(id, description, config).with_control(setting.control.clone()))
             }
         };
@@ -278,7 +286,22 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
         // The team file refuses a leaderless delegate or orchestrated team.
         (strategy, None) => return Err(BuildError::Invalid(format!("a {strategy} team needs a leader"))),
     };
-    Ok(Assembled { work, rows, firewall, records, notes, agents, meter })
+    let mut inputs = std::collections::BTreeMap::new();
+    for agent in agents.values() {
+        let spec = agent.current_spec();
+        if let Ok(catalog) = agent.runner().agent_catalog(&spec) {
+            for declaration in catalog.declarations() {
+                inputs.entry(declaration.name.clone()).or_insert_with(|| declaration.input_schema.clone());
+            }
+        }
+    }
+    for tool in troupe_tools::coding_tools() {
+        let declaration = tool.declaration();
+        if worker_tools.contains(&declaration.name) {
+            inputs.entry(declaration.name.clone()).or_insert_with(|| declaration.input_schema.clone());
+        }
+    }
+    Ok(Assembled { work, rows, firewall, records, notes, agents, meter, inputs })
 }
 
 fn group(team: &TeamFile, members: Vec<Arc<dyn Member>>) -> troupe_team::AgentGroupBuilder {

@@ -242,10 +242,10 @@ impl TeamService {
         })
     }
 
-    /// The agents of the team's leader and local members, by name, as a run of the team
-    /// would assemble them (what their tools are; a worker or remote member's are its own).
-    pub fn agents(&self) -> Result<std::collections::BTreeMap<String, troupe_runtime::Agent>, BuildError> {
-        Ok(self.prepare()?.assembled.agents)
+    /// The JSON schema of the arguments of each tool a member may call, by tool, as a run
+    /// of the team would assemble its members ([`Assembled::inputs`]).
+    pub fn tool_inputs(&self) -> Result<std::collections::BTreeMap<String, serde_json::Value>, BuildError> {
+        Ok(self.prepare()?.assembled.inputs)
     }
 
     /// Records a run of the team on `task` in the store's queue, for a worker to run

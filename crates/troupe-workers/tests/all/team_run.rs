@@ -418,3 +418,33 @@ async fn typed_reports_reach_the_leader_as_data_through_the_firewalls_fields() {
     assert!(line.contains("Gadget"), "the leader quoted the summary: {}", report.output);
     store.close().await.expect("the store closes");
 }
+
+/// What a person editing a member's waiting call fills in: the schema of each tool a
+/// member may call, the local members' from their catalogs and a worker member's from the
+/// built-in tools its worker has (here `shell`, given to the researcher, which runs in a
+/// worker process; not `web.fetch`, which its worker lacks and which no one else has).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_service_knows_the_arguments_of_every_members_tools() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team");
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let team = std::fs::read_to_string(example.join("team.toml")).expect("reads the example");
+    assert!(team.contains(r#"isolation = "process""#), "the researcher runs in a worker");
+    std::fs::write(dir.path().join("team.toml"), team).expect("writes the team file");
+    std::fs::create_dir_all(dir.path().join("agents")).expect("creates agents/");
+    for entry in std::fs::read_dir(example.join("agents")).expect("lists the example's agents") {
+        let path = entry.expect("an entry").path();
+        let mut text = std::fs::read_to_string(&path).expect("reads an agent");
+        if path.file_name().is_some_and(|n| n == "researcher.toml") {
+            text.push_str("\n[[tools]]\nname = \"shell\"\n");
+        }
+        std::fs::write(dir.path().join("agents").join(path.file_name().expect("a name")), text).expect("writes");
+    }
+    let workspace = workspace();
+    let service = TeamRun::new(&files(&dir), workspace.path()).memory(None).service().await.expect("the service");
+    let inputs = service.tool_inputs().expect("the members build");
+    for tool in ["delegate", "fs.write", "git.diff", "shell"] {
+        assert!(inputs[tool]["properties"].is_object(), "{tool}: {inputs:?}");
+    }
+    assert!(inputs["shell"]["properties"]["command"]["description"].is_string(), "{:?}", inputs["shell"]);
+    assert!(!inputs.contains_key("web.fetch"), "no member can call it: {:?}", inputs.keys());
+}
