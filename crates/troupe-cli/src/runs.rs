@@ -96,6 +96,10 @@ pub(crate) struct ListArgs {
     /// Only runs of this agent.
     #[arg(long, value_name = "A")]
     agent: Option<String>,
+    /// Only runs this finds: part of an agent's or team's name or of a model, letters in
+    /// either case, or an id's first characters.
+    #[arg(long, value_name = "TEXT")]
+    search: Option<String>,
     /// At most this many runs (0 for all).
     #[arg(long, value_name = "N", default_value_t = 20)]
     limit: u32,
@@ -352,7 +356,13 @@ async fn waiting_call(place: &StoreArgs, run_id: &str, given: Option<&str>) -> R
 
 async fn list(args: ListArgs) -> Result<(), Failure> {
     let store = args.place.open_existing().await?;
-    let filter = RunFilter { status: args.status, agent: args.agent, limit: args.limit, ..RunFilter::default() };
+    let filter = RunFilter {
+        status: args.status,
+        agent: args.agent,
+        search: args.search,
+        limit: args.limit,
+        ..RunFilter::default()
+    };
     let runs = store.list_runs(&filter).await.map_err(store_failure)?;
     let mut under = Vec::with_capacity(runs.len());
     for run in &runs {

@@ -158,6 +158,11 @@ fn a_run_is_recorded_listed_shown_and_verified() {
 
     let table = stdout(&scene.troupe(&["runs", "list"]));
     assert!(table.contains(&id) && table.contains("completed") && table.contains("updated"), "{table}");
+    // A search: part of the agent's name or of the model, in either case, or an id's start.
+    for (search, found) in [("ROUP", true), ("MOCK/cl", true), (&id[..8], true), ("laude/mock", false)] {
+        let listed = stdout(&scene.troupe(&["runs", "list", "--search", search, "--json"]));
+        assert_eq!(listed.contains(&id), found, "{search}: {listed}");
+    }
 
     let show = scene.troupe(&["runs", "show", &id]);
     assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
