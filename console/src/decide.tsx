@@ -65,18 +65,23 @@ export function Decide({
     }
   };
 
-  /** The arguments as edited: the fields', or the JSON's. */
-  const edited = (): unknown => {
+  /** The arguments as edited (the fields', or the JSON's); null, the reason shown, when
+   * they cannot be made. */
+  const edited = (): { args: unknown } | null => {
+    let why = "the arguments are not JSON";
     if (!asJson && fields !== null) {
       const made = argumentsOf(fields, values, reason.arguments, touched);
-      if (!made.ok) throw new Error(made.error);
-      return made.args;
+      if (made.ok) return { args: made.args };
+      why = made.error;
+    } else {
+      try {
+        return { args: JSON.parse(args) };
+      } catch {
+        // `why` says so.
+      }
     }
-    try {
-      return JSON.parse(args);
-    } catch {
-      throw new Error("the arguments are not JSON");
-    }
+    setFailure(why);
+    return null;
   };
 
   if (sent) return <p class="decided" role="status">Decision sent: {sent}</p>;
@@ -110,14 +115,8 @@ export function Decide({
         <form
           onSubmit={(e) => {
             e.preventDefault();
-            let parsed: unknown;
-            try {
-              parsed = edited();
-            } catch (error) {
-              setFailure(error instanceof Error ? error.message : String(error));
-              return;
-            }
-            send("run with edited arguments", { type: "modify", arguments: parsed });
+            const made = edited();
+            if (made) send("run with edited arguments", { type: "modify", arguments: made.args });
           }}
         >
           {!asJson && fields !== null ? (
@@ -148,13 +147,9 @@ export function Decide({
               <button
                 type="button"
                 onClick={() => {
-                  let current: unknown;
-                  try {
-                    current = edited();
-                  } catch (error) {
-                    setFailure(error instanceof Error ? error.message : String(error));
-                    return;
-                  }
+                  const made = edited();
+                  if (!made) return;
+                  const current = made.args;
                   setFailure(null);
                   if (asJson) {
                     // Back to the fields, with what the JSON says.
