@@ -155,19 +155,7 @@ pub(crate) async fn append_fenced<C: Conn>(
     }
     let payloads = payload_texts(entries);
     let columns = EntryColumns::new(entries, &payloads);
-    let [seqs, kinds, call_ids, payloads, recorded_at, prev_hashes, hashes] = columns.params();
-    let params = [
-        Param::Text(&fence.run_id),
-        Param::Text(&fence.owner),
-        Param::Int(fence.epoch),
-        seqs,
-        kinds,
-        call_ids,
-        payloads,
-        recorded_at,
-        prev_hashes,
-        hashes,
-    ];
+    let params = columns.fenced_params(&fence.run_id, fence);
     match conn.fetch_optional(&APPEND_FENCED, &params, |row| row.flag("held")).await {
         Ok(held) => Ok(held == Some(true)),
         // An entry's number taken: the statement wrote nothing, and the transaction says which.
@@ -212,9 +200,13 @@ impl<'a> EntryColumns<'a> {
         }
     }
 
-    /// The columns as parameters, in the order above.
-    pub(crate) fn params(&self) -> [Param<'_>; 7] {
+    /// The first ten parameters of a statement written with [`fenced_entries!`]: the
+    /// fenced run, its lease's owner and epoch, then the columns in the order above.
+    pub(crate) fn fenced_params<'p>(&'p self, run_id: &'p str, lease: &'p Lease) -> [Param<'p>; 10] {
         [
+            Param::Text(run_id),
+            Param::Text(&lease.owner),
+            Param::Int(lease.epoch),
             Param::Ints(&self.seqs),
             Param::OptTexts(&self.kinds),
             Param::OptTexts(&self.call_ids),

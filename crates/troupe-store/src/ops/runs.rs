@@ -414,19 +414,8 @@ pub(crate) async fn save_fenced_checkpoint<C: Conn>(
     };
     let payloads = payload_texts(&checkpoint.evidence);
     let columns = EntryColumns::new(&checkpoint.evidence, &payloads);
-    let [seqs, kinds, call_ids, payloads, recorded_at, prev_hashes, hashes] = columns.params();
     let known = RunStatus::ALL.map(|status| Some(status.as_str()));
-    let params = [
-        Param::Text(run_id),
-        Param::Text(&lease.owner),
-        Param::Int(lease.epoch),
-        seqs,
-        kinds,
-        call_ids,
-        payloads,
-        recorded_at,
-        prev_hashes,
-        hashes,
+    let checkpointed = [
         Param::OptText(checkpoint.activity.as_deref()),
         Param::Text(checkpoint.state.get()),
         Param::Int(now),
@@ -438,6 +427,7 @@ pub(crate) async fn save_fenced_checkpoint<C: Conn>(
         Param::Bool(checkpoint.release),
         Param::OptTexts(&known),
     ];
+    let params: Vec<Param<'_>> = columns.fenced_params(run_id, lease).into_iter().chain(checkpointed).collect();
     let decode: crate::sql::Decoder<(i64, bool)> = |row| Ok((row.int("signal_seq")?, row.flag("saved")?));
     match conn.fetch_optional(&SAVE_FENCED_CHECKPOINT, &params, decode).await {
         Ok(Some((latest_signal, true))) => Ok(Some(SavedCheckpoint { latest_signal })),
