@@ -80,6 +80,9 @@ const LOAD_RUN: Statement = statement!(
 // offset are `$1` to `$9`. A search finds part of a name or of the model the run's state names,
 // letters in either case (`instr`/`strpos`: no pattern characters to escape), or an id's
 // start.
+// PostgreSQL refuses to read a JSON text holding the escape `\u0000` (a NUL a tool's
+// output may carry into a state); such a run's model is not searched, rather than the
+// whole search failing.
 macro_rules! runs_selected {
     ($contains:literal, $model:literal) => {
         concat!(
@@ -103,7 +106,7 @@ macro_rules! runs_selected {
 
 const LIST_RUNS: Statement = statement!(
     "SELECT id, agent, status, activity, conversation_id, parent_run_id, created_at, updated_at FROM runs",
-    postgres(runs_selected!("strpos", "state::jsonb ->> 'model'")),
+    postgres(runs_selected!("strpos", "CASE WHEN strpos(state, E'\\\\u0000') = 0 THEN state::json ->> 'model' END")),
     sqlite(runs_selected!("instr", "json_extract(state, '$.model')")),
     ""
 );
@@ -114,7 +117,7 @@ const LIST_RUN_RECORDS: Statement = statement!(
     "SELECT id, agent, status, activity, conversation_id, parent_run_id, i.input, state, created_at, updated_at, \
      COALESCE(h.seq, 0) AS evidence_seq, COALESCE(h.hash, '') AS evidence_hash, NULL AS messages \
      FROM runs LEFT JOIN run_inputs i ON i.run_id = runs.id LEFT JOIN evidence_heads h ON h.run_id = runs.id",
-    postgres(runs_selected!("strpos", "state::jsonb ->> 'model'")),
+    postgres(runs_selected!("strpos", "CASE WHEN strpos(state, E'\\\\u0000') = 0 THEN state::json ->> 'model' END")),
     sqlite(runs_selected!("instr", "json_extract(state, '$.model')")),
     ""
 );

@@ -131,6 +131,10 @@ pub async fn a_search_finds_part_of_a_name_or_a_model_or_an_ids_start(backend: A
     for (i, (id, agent, model, status)) in specs.iter().enumerate() {
         let mut run = new_run(id, agent, *status);
         run.state = json!({"run_id": id, "model": model, "nested": {"model": "hidden/elsewhere"}});
+        if *id == "run-b4" {
+            // A NUL in a state's text (a tool's output kept in it) breaks no search.
+            run.state["kept"] = json!("a\u{0}b");
+        }
         let offset = i64::try_from(i).expect("a small index") * 1_000;
         store.create_run(run, T0 + offset).await.expect("the run is created");
     }
@@ -151,6 +155,10 @@ pub async fn a_search_finds_part_of_a_name_or_a_model_or_an_ids_start(backend: A
     assert_eq!(found("_", None).await, ["run-b4"], "nor is `_`");
     assert!(found("elsewhere", None).await.is_empty(), "only the run's own model");
     assert!(found("nobody", None).await.is_empty());
+    // The run whose state holds a NUL: found by its name; by its model where the backend
+    // can read such a state (SQLite; PostgreSQL refuses the text as JSON).
+    assert_eq!(found("search_", None).await, ["run-b4"]);
+    assert!(found("llama", None).await.iter().all(|id| id == "run-b4"));
 }
 
 /// Runs listed as records: what `load_run` reads of each, but for the conversation kept
