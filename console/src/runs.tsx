@@ -1,14 +1,18 @@
 // The runs list: the runs the server holds and the newest page of its store, newest first,
-// refreshed every two seconds; older pages on request. A status or a search is asked of the
+// asked again at once when the server announces a change to its runs
+// (`/v1/runs/changes`), and every ten seconds for the runs of other processes sharing the
+// store (every two without the announcements); older pages on request. A status or a search is asked of the
 // server, which looks through the whole store: a run id (its first characters), or part of
 // an agent's or team's name or of a model, in either case.
 
 import { useEffect, useState } from "preact/hooks";
-import { getJson, totalTokens, type RunView } from "./api";
+import { getJson, readEvents, totalTokens, type RunView } from "./api";
 import type { OnError } from "./app";
 import { duration, money, status, when } from "./format";
 
 const REFRESH_MS = 2000;
+/** How often the list is asked for while the server announces its changes. */
+const REFRESH_FOLLOWING_MS = 10000;
 const SEARCH_DELAY_MS = 250;
 
 /** The query of `/v1/runs` for a status and a search (empty: every run). */
@@ -28,6 +32,8 @@ export function RunsList({ onError }: { onError: OnError }) {
   const [next, setNext] = useState<number | null | undefined>(undefined);
   const [loadingOlder, setLoadingOlder] = useState(false);
   const [failure, setFailure] = useState<string | null>(null);
+  // Whether the server's announcements of changes come: the list follows them live.
+  const [live, setLive] = useState(false);
   const [filter, setFilter] = useState("all");
   const [search, setSearch] = useState("");
   // The search as asked of the server: it follows the box once typing pauses.
@@ -43,10 +49,21 @@ export function RunsList({ onError }: { onError: OnError }) {
   useEffect(() => {
     let stopped = false;
     let timer: number | undefined;
+    let following = false;
+    let loading = false;
+    let again = false;
+    const announcements = new AbortController();
     setRuns(null);
     setOlder([]);
     setNext(undefined);
     const load = async () => {
+      // An announcement while a load is under way asks for one more after it.
+      if (loading) {
+        again = true;
+        return;
+      }
+      loading = true;
+      clearTimeout(timer);
       try {
         const body = await getJson<{ runs: RunView[]; next_offset: number | null }>(`/v1/runs?offset=0${query}`);
         if (stopped) return;
@@ -57,12 +74,41 @@ export function RunsList({ onError }: { onError: OnError }) {
         if (stopped) return;
         onError(error);
         setFailure(String(error instanceof Error ? error.message : error));
+      } finally {
+        loading = false;
       }
-      if (!stopped) timer = window.setTimeout(load, REFRESH_MS);
+      if (stopped) return;
+      if (again) {
+        again = false;
+        load();
+        return;
+      }
+      timer = window.setTimeout(load, following ? REFRESH_FOLLOWING_MS : REFRESH_MS);
+    };
+    // The server's announcements: each asks for the list again; once they stop (a server
+    // without them, a dropped connection), the list is polled as often as before, and
+    // they are asked for again a little later.
+    const follow = async () => {
+      while (!stopped) {
+        try {
+          await readEvents("/v1/runs/changes", null, () => {
+            following = true;
+            setLive(true);
+            load();
+          }, announcements.signal);
+        } catch {
+          // Polled meanwhile.
+        }
+        following = false;
+        if (!stopped) setLive(false);
+        if (!stopped) await new Promise((resolve) => setTimeout(resolve, REFRESH_FOLLOWING_MS));
+      }
     };
     load();
+    follow();
     return () => {
       stopped = true;
+      announcements.abort();
       clearTimeout(timer);
     };
   }, [query]);
@@ -84,8 +130,10 @@ export function RunsList({ onError }: { onError: OnError }) {
   const shown = [...(runs ?? []), ...older.filter((run) => !first.has(run.run_id))];
 
   return (
-    <section aria-labelledby="runs-title" data-loaded={runs !== null ? "" : undefined}>
-      <h1 id="runs-title">Runs</h1>
+    <section aria-labelledby="runs-title" data-loaded={runs !== null ? "" : undefined} data-live={live ? "" : undefined}>
+      <h1 id="runs-title">
+        Runs{live && <span class="live" title="The server announces each change to its runs">{" · live"}</span>}
+      </h1>
       <div class="filters">
         <label>
           Status{" "}

@@ -86,6 +86,9 @@ pub struct HubRun {
     cancel: CancellationToken,
     /// The JSON schema its answer must match, once known.
     output_schema: std::sync::OnceLock<serde_json::Value>,
+    /// Its hub's count of changes to what a list of runs shows, bumped when it starts
+    /// or stops waiting for a decision and when it ends (none for a run in no hub).
+    listed: Option<Arc<watch::Sender<u64>>>,
 }
 
 impl HubRun {
@@ -158,6 +161,7 @@ impl HubRun {
             signals,
             cancel: CancellationToken::new(),
             output_schema: std::sync::OnceLock::new(),
+            listed: None,
         };
         for event in events {
             run.push(event);
@@ -180,8 +184,9 @@ impl HubRun {
     }
 
     fn push(&self, event: AgentEvent) {
-        let count = {
+        let (count, phase_changed) = {
             let mut log = self.log();
+            let waited = log.pending.len();
             match &event.kind {
                 AgentEventKind::RunPaused { reason } => log.pending.push(reason.clone()),
                 AgentEventKind::ToolCallResult { call_id, .. } => {
@@ -189,10 +194,21 @@ impl HubRun {
                 }
                 _ => {}
             }
+            let phase_changed = (waited == 0) != log.pending.is_empty();
             log.events.push(event);
-            log.events.len() as u64
+            (log.events.len() as u64, phase_changed)
         };
         self.changed.send_replace(count);
+        if phase_changed {
+            self.listed_changed();
+        }
+    }
+
+    /// Tells the hub's listeners that what a list shows of this run changed.
+    fn listed_changed(&self) {
+        if let Some(listed) = &self.listed {
+            listed.send_modify(|n| *n = n.wrapping_add(1));
+        }
     }
 
     fn finish(&self, end: RunEnd) {
@@ -205,6 +221,7 @@ impl HubRun {
         };
         // One more than the count, so that subscribers also wake when the end adds no event.
         self.changed.send_replace(count + 1);
+        self.listed_changed();
     }
 
     /// The events from position `from` on, live: the stream ends once the run has ended
@@ -263,14 +280,20 @@ impl HubRun {
             ApiError::conflict("signals_not_accepted", format!("run `{}` does not take signals", self.run_id))
         })?;
         if let Signal::Approval { call_id, .. } | Signal::ToolResult { call_id, .. } = &signal {
-            let mut log = self.log();
-            let before = log.pending.len();
-            log.pending.retain(|p| pending_call(p) != Some(call_id));
-            if log.pending.len() == before {
-                return Err(ApiError::conflict(
-                    "no_such_call",
-                    format!("run `{}` is not waiting for a decision about call `{call_id}`", self.run_id),
-                ));
+            let no_longer_waiting = {
+                let mut log = self.log();
+                let before = log.pending.len();
+                log.pending.retain(|p| pending_call(p) != Some(call_id));
+                if log.pending.len() == before {
+                    return Err(ApiError::conflict(
+                        "no_such_call",
+                        format!("run `{}` is not waiting for a decision about call `{call_id}`", self.run_id),
+                    ));
+                }
+                log.pending.is_empty()
+            };
+            if no_longer_waiting {
+                self.listed_changed();
             }
         }
         let ended = || ApiError::conflict("run_ended", format!("run `{}` has ended", self.run_id));
@@ -325,6 +348,8 @@ pub struct RunHub {
     ended: Mutex<VecDeque<RunId>>,
     retained: usize,
     active: watch::Sender<usize>,
+    /// A count of changes to what a list of the held runs shows (see [`RunHub::listed`]).
+    listed: Arc<watch::Sender<u64>>,
 }
 
 impl Default for RunHub {
@@ -342,7 +367,15 @@ impl RunHub {
             ended: Mutex::new(VecDeque::new()),
             retained,
             active: watch::Sender::new(0),
+            listed: Arc::new(watch::Sender::new(0)),
         }
+    }
+
+    /// A count that moves whenever what a list of the held runs shows changes: a run
+    /// taken in, one that starts or stops waiting for a decision, one that ends. A
+    /// client following it asks for the list again at each move instead of polling.
+    pub fn listed(&self) -> watch::Receiver<u64> {
+        self.listed.subscribe()
     }
 
     /// The metrics every held run's events feed (served at `/metrics`).
@@ -366,8 +399,10 @@ impl RunHub {
             signals,
             cancel,
             output_schema: std::sync::OnceLock::new(),
+            listed: Some(Arc::clone(&self.listed)),
         });
         self.runs().insert(run_id.clone(), Arc::clone(&run));
+        run.listed_changed();
         self.active.send_modify(|n| *n += 1);
         let hub = Arc::clone(self);
         let pumped = Arc::clone(&run);

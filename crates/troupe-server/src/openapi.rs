@@ -13,6 +13,7 @@ pub const PATHS: &[(&str, &str)] = &[
     ("/v1/costs", "get"),
     ("/v1/runs", "get"),
     ("/v1/runs", "post"),
+    ("/v1/runs/changes", "get"),
     ("/v1/runs/{id}", "get"),
     ("/v1/runs/{id}/events", "get"),
     ("/v1/runs/{id}/signals", "post"),
@@ -259,6 +260,8 @@ pub fn document() -> Value {
                         "415": errors["415"], "422": errors["422"]}
                 }
             },
+            "/v1/runs/changes": {"get": {"summary": "A `runs` event now and at each change to what the list of held runs shows (a run taken in, one waiting or no longer waiting for a decision, one ended): ask for the list again at each",
+                "responses": {"200": {"description": "Events", "content": sse}, "401": errors["401"]}}},
             "/v1/runs/{id}": {"get": {"summary": "A run's state", "parameters": [run_id_parameter()],
                 "responses": {"200": {"description": "The run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Run"}}}},
                     "400": errors["400"], "401": errors["401"], "404": errors["404"]}}},

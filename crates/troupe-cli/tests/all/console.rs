@@ -561,6 +561,25 @@ fn a_page_follows_a_run_across_a_server_restart() {
     second.stop();
 }
 
+/// The runs list follows the server's announcements of changes to its runs: a run
+/// started while the list is open is listed before the list's next poll (ten seconds
+/// away while the announcements come).
+#[test]
+fn a_run_started_while_the_list_is_open_is_listed_without_waiting_for_a_poll() {
+    let Some(modules) = browser("a_run_started_while_the_list_is_open") else { return };
+    let place = Place::new([MockTurn::text("Hello from the scribe.")]);
+    let serving = place.serve(&[]);
+    let mut page = launch(&modules, &serving, "live", json!({}));
+    let listing = page.saw("listing");
+    assert_eq!(listing["rows"], 0, "{listing}");
+    let run = place.start_run(&serving, "scribe", "Say hello");
+    page.tell();
+    let listed = page.saw("listed");
+    assert_eq!(listed["first"], run.as_str(), "{listed}");
+    page.done();
+    serving.stop();
+}
+
 /// How many runs the large store of [`troupe_console_paints_the_first_page_of_a_large_store_within_a_second`] holds.
 const LARGE_STORE_RUNS: usize = 10_000;
 

@@ -226,6 +226,23 @@ const scenarios = {
     say({ saw: "schema", labels, about });
   },
 
+  /** The runs list, told of a new run by the server rather than finding it at a poll. */
+  async live(browser) {
+    const { page } = await newPage(browser);
+    await openWithToken(page, "#/");
+    await page.waitForSelector("section[data-loaded][data-live]", { timeout: TIMEOUT });
+    const rows = () => page.locator("table.runs tbody tr").count();
+    const before = await rows();
+    say({ saw: "listing", rows: before });
+    // The test starts a run, then tells us; the next poll is ten seconds away.
+    await new Promise((resolve) => process.stdin.once("data", resolve));
+    const told = Date.now();
+    await page.waitForFunction((n) => document.querySelectorAll("table.runs tbody tr").length > n, before, {
+      timeout: 5000,
+    });
+    say({ saw: "listed", ms: Date.now() - told, first: await page.getAttribute("table.runs tbody tr", "data-run") });
+  },
+
   /** A typed answer, shown by its fields. */
   async typed(browser) {
     const { page } = await newPage(browser, { width: 390, height: 800 });

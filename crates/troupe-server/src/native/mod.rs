@@ -23,6 +23,7 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/agents", get(runs::agents))
         .route("/v1/costs", get(costs::costs))
         .route("/v1/runs", post(runs::start).get(runs::list))
+        .route("/v1/runs/changes", get(runs::changes))
         .route("/v1/runs/{id}", get(runs::show))
         .route("/v1/runs/{id}/events", get(runs::events))
         .route("/v1/runs/{id}/signals", post(runs::signal))

@@ -208,6 +208,26 @@ pub(super) async fn list(State(state): State<AppState>, query: Result<Query<List
     }
 }
 
+/// `GET /v1/runs/changes`: a `runs` event at once, then one at each change to what the
+/// list of held runs shows (its data the hub's count of changes), until the server
+/// closes. A list page asks for the runs again at each, instead of polling for them.
+pub(super) async fn changes(State(state): State<AppState>) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let (listed, closing) = (state.hub.listed(), state.closing.clone());
+    let events = futures::stream::unfold((listed, closing, true), |(mut listed, closing, first)| async move {
+        if !first {
+            tokio::select! {
+                changed = listed.changed() => if changed.is_err() { return None },
+                () = closing.cancelled() => return None,
+            }
+        }
+        let count = *listed.borrow_and_update();
+        let event = Event::default().id(count.to_string()).event("runs").data(count.to_string());
+        Some((Ok::<_, std::convert::Infallible>(event), (listed, closing, false)))
+    });
+    Sse::new(events).keep_alive(KeepAlive::new().interval(state.config.keep_alive)).into_response()
+}
+
 pub(super) async fn agents(State(state): State<AppState>) -> Json<serde_json::Value> {
     let targets: Vec<Target> = state.launcher.targets();
     Json(serde_json::json!({ "agents": targets }))

@@ -181,7 +181,11 @@ async fn every_documented_path_is_served() {
         }
         .expect("request");
         let status = response.status();
-        let body = response.text().await.unwrap_or_default();
+        // The first part of the body: a stream (`/v1/runs/changes`) does not end.
+        let mut response = response;
+        let first = tokio::time::timeout(Duration::from_secs(5), response.chunk()).await;
+        let body = first.ok().and_then(Result::ok).flatten().map(|b| String::from_utf8_lossy(&b).into_owned());
+        let body = body.unwrap_or_default();
         assert!(!body.contains("\"not_found\""), "{method} {path} is not routed: {status} {body}");
     }
     let agents: serde_json::Value = served.get("/v1/agents").send().await.expect("request").json().await.expect("json");
@@ -337,6 +341,44 @@ async fn a_run_request_may_ask_for_a_typed_answer() {
         .expect("request");
     assert_eq!(team.status(), 422);
     assert_eq!(served.mock.requests().len(), 2, "nothing refused reached the model");
+}
+
+/// Reads `changes` until the count it announces reaches `at_least`; the count.
+async fn announced(changes: &mut SseReader, at_least: u64) -> u64 {
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(10), changes.next())
+            .await
+            .unwrap_or_else(|_| panic!("no announcement reached {at_least}"))
+            .expect("the stream goes on");
+        assert_eq!(frame.event.as_deref(), Some("runs"), "{frame:?}");
+        let count = frame.data.as_u64().expect("a count");
+        if count >= at_least {
+            return count;
+        }
+    }
+}
+
+/// `GET /v1/runs/changes` announces at once, then at each change to what the list of
+/// runs shows: a run taken in, waiting for a decision, decided, ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_to_the_runs_list_are_announced() {
+    let served = serve(
+        ServerConfig::default(),
+        [write_call("call_w", "notes.md", "approved content\n"), MockTurn::text("Wrote notes.md.")],
+    )
+    .await;
+    let response = served.get("/v1/runs/changes").send().await.expect("request");
+    assert_eq!(response.status(), 200);
+    let mut changes = SseReader::new(response);
+    let first = announced(&mut changes, 0).await;
+    let run_id = served.start("write the notes").await;
+    served.wait_phase(&run_id, "waiting").await;
+    // Taken in, then waiting for a decision.
+    let waiting = announced(&mut changes, first + 2).await;
+    assert_eq!(served.approve(&run_id, "call_w").await.status(), 202);
+    served.wait_phase(&run_id, "ended").await;
+    // Decided (no longer waiting), then ended.
+    announced(&mut changes, waiting + 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

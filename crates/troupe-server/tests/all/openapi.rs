@@ -26,7 +26,9 @@ async fn the_server_matches_its_openapi_document() {
         .arg("run")
         .arg(format!("{}/openapi.json", served.url))
         .args(["-H", &format!("Authorization: Bearer {TOKEN}")])
-        .args(["--max-examples", "30", "--seed", "1", "--exclude-path", "/v1/ws", "--no-color"])
+        // A WebSocket, and a stream that only ends with the server: no request of either ends.
+        .args(["--max-examples", "30", "--seed", "1", "--exclude-path", "/v1/ws"])
+        .args(["--exclude-path", "/v1/runs/changes", "--no-color"])
         .env("SCHEMATHESIS_HOOKS", "")
         .output()
         .await
