@@ -323,6 +323,6 @@ mod tests {
         for (path, method) in PATHS {
             assert!(doc["paths"][path][method].is_object(), "{method} {path} is not described");
         }
-        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(25));
+        assert_eq!(doc["paths"].as_object().map(|p| p.len()), Some(26));
     }
 }
