@@ -4,7 +4,7 @@
 //! marker `application = troupe` that tells a troupe database from anyone else's.
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// The `troupe_meta` value of key `application` in every troupe database.
 pub const APPLICATION: &str = "troupe";
@@ -29,6 +29,7 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
     Migration { version: 6, sql: include_str!("../migrations/sqlite/0006_evidence_head_by_write.sql") },
     Migration { version: 7, sql: include_str!("../migrations/sqlite/0007_run_messages.sql") },
     Migration { version: 8, sql: include_str!("../migrations/sqlite/0008_run_inputs.sql") },
+    Migration { version: 9, sql: include_str!("../migrations/sqlite/0009_appended_keys.sql") },
 ];
 
 /// The PostgreSQL schema's steps.
@@ -42,6 +43,7 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
     Migration { version: 6, sql: include_str!("../migrations/postgres/0006_evidence_head_by_write.sql") },
     Migration { version: 7, sql: include_str!("../migrations/postgres/0007_run_messages.sql") },
     Migration { version: 8, sql: include_str!("../migrations/postgres/0008_run_inputs.sql") },
+    Migration { version: 9, sql: include_str!("../migrations/postgres/0009_appended_keys.sql") },
 ];
 
 /// The tables of the schema, to tell a half-foreign database from an empty one.

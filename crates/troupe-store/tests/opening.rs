@@ -240,7 +240,7 @@ async fn an_older_schema_is_migrated_forward() {
 }
 
 /// A database of schema version 2, written as that version's migrations left it, with a
-/// run and a memory in it.
+/// finished run and its transitions, a queued run and a memory in it.
 #[cfg(feature = "sqlite")]
 async fn a_version_2_sqlite_database(path: &std::path::Path) {
     use sqlx::Connection;
@@ -256,7 +256,12 @@ async fn a_version_2_sqlite_database(path: &std::path::Path) {
     sqlx::raw_sql(
         "INSERT INTO troupe_meta (key, value) VALUES ('application', 'troupe'), ('schema_version', '2'); \
          INSERT INTO runs (id, agent, status, input, state, created_at, updated_at) \
-             VALUES ('run-old', 'coder', 'completed', '{\"instruction\": \"kept\"}', '{}', 1, 1); \
+             VALUES ('run-old', 'coder', 'completed', '{\"instruction\": \"kept\"}', '{}', 1, 1), \
+                    ('run-waiting', 'coder', 'queued', '{}', '{}', 2, 2); \
+         INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) \
+             VALUES ('run-old', 1, NULL, 'running', 1), ('run-old', 2, 'running', 'completed', 2); \
+         INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) \
+             VALUES ('run-waiting', 2, NULL, 0, NULL); \
          INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
              VALUES ('run-old', 1, 'run_started', NULL, '{}', 1, '', 'h1'), \
                     ('run-old', 2, 'run_finished', NULL, '{}', 2, 'h1', 'h2'); \
@@ -294,6 +299,19 @@ async fn a_version_2_database_migrates_to_the_work_queue() {
     let old = store.load_run("run-old").await.expect("load_run").expect("the old run is kept");
     assert_eq!((old.evidence_head.seq, old.evidence_head.hash.as_str()), (2, "h2"), "its head, from its log");
     assert_eq!(old.input, serde_json::json!({"instruction": "kept"}), "its input, moved out of its row");
+    let transitions = store.transitions("run-old").await.expect("transitions");
+    let steps: Vec<_> = transitions.iter().map(|t| (t.seq, t.to.as_str())).collect();
+    assert_eq!(steps, [(1, "running"), (2, "completed")], "its transitions, in their table's new form");
+    let newest: Vec<String> = store
+        .list_runs(&troupe_store::RunFilter::default())
+        .await
+        .expect("list_runs")
+        .into_iter()
+        .map(|run| run.id)
+        .collect();
+    assert_eq!(newest, ["run-waiting", "run-old"], "newest first, from the index kept in ascending order");
+    let lease = store.claim("worker", std::time::Duration::from_secs(5), 3).await.expect("claim");
+    assert_eq!(lease.map(|l| l.run_id).as_deref(), Some("run-waiting"), "the queued run is still queued");
     assert_eq!(store.search_memory("agent:coder", "kept", 0).await.expect("search").len(), 1, "so is the memory");
     let item = NewWork {
         queue: "team".into(),
@@ -369,7 +387,7 @@ async fn work_survives_closing_and_reopening_a_sqlite_store() {
 async fn a_version_2_postgres_schema_migrates_to_the_work_queue() {
     use sqlx::{AssertSqlSafe, Connection, PgConnection};
     use troupe_store::postgres::PostgresStore;
-    use troupe_store::{MemoryRepository, NewWork, RunRepository, Store, WorkItemRepository};
+    use troupe_store::{MemoryRepository, NewWork, QueueRepository, RunRepository, Store, WorkItemRepository};
     let Ok(url) = std::env::var("TROUPE_TEST_DATABASE_URL") else {
         troupe_testkit::skip("a_version_2_postgres_schema_migrates", "TROUPE_TEST_DATABASE_URL is not set");
         return;
@@ -384,7 +402,12 @@ async fn a_version_2_postgres_schema_migrates_to_the_work_queue() {
     setup.push_str(
         "INSERT INTO troupe_meta (key, value) VALUES ('application', 'troupe'), ('schema_version', '2'); \
          INSERT INTO runs (id, agent, status, input, state, created_at, updated_at) \
-             VALUES ('run-old', 'coder', 'completed', '{\"instruction\": \"kept\"}', '{}', 1, 1); \
+             VALUES ('run-old', 'coder', 'completed', '{\"instruction\": \"kept\"}', '{}', 1, 1), \
+                    ('run-waiting', 'coder', 'queued', '{}', '{}', 2, 2); \
+         INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) \
+             VALUES ('run-old', 1, NULL, 'running', 1), ('run-old', 2, 'running', 'completed', 2); \
+         INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) \
+             VALUES ('run-waiting', 2, NULL, 0, NULL); \
          INSERT INTO memories (namespace, content, created_at) VALUES ('agent:coder', 'kept across versions', 1);",
     );
     sqlx::raw_sql(AssertSqlSafe(setup)).execute(&mut conn).await.expect("a version 2 schema");
@@ -396,6 +419,19 @@ async fn a_version_2_postgres_schema_migrates_to_the_work_queue() {
         assert_eq!(store.search_memory("agent:coder", "kept", 0).await.expect("search").len(), 1);
         let old = store.load_run("run-old").await.expect("load_run").expect("the old run is kept");
         assert_eq!(old.input, serde_json::json!({"instruction": "kept"}), "its input, moved out of its row");
+        let transitions = store.transitions("run-old").await.expect("transitions");
+        let steps: Vec<_> = transitions.iter().map(|t| (t.seq, t.to.as_str())).collect();
+        assert_eq!(steps, [(1, "running"), (2, "completed")], "its transitions, in their table's new form");
+        let newest: Vec<String> = store
+            .list_runs(&troupe_store::RunFilter::default())
+            .await
+            .expect("list_runs")
+            .into_iter()
+            .map(|run| run.id)
+            .collect();
+        assert_eq!(newest, ["run-waiting", "run-old"], "newest first, from the index kept in ascending order");
+        let lease = store.claim("worker", std::time::Duration::from_secs(5), 3).await.expect("claim");
+        assert_eq!(lease.map(|l| l.run_id).as_deref(), Some("run-waiting"), "the queued run is still queued");
         let item = NewWork {
             queue: "team".into(),
             id: "first".into(),
