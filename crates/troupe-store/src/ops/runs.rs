@@ -150,21 +150,29 @@ const SAVE_RUN_WITH_STATUS: Statement = statement!(
 
 const DROP_MESSAGES_FROM: Statement = statement!("DELETE FROM run_messages WHERE run_id = $1 AND seq >= $2");
 
-// The messages from `$2` on replaced by `$3`'s, in order. Where a `WITH` may write, the rows
-// past them go in the same statement (one round trip to a server): they lie past the rows
-// it writes, so the two never touch one row. SQLite drops them first (DROP_MESSAGES_FROM).
+// The messages from `$2` on replaced by `$3`'s, in order, and the rows past them dropped in
+// the same statement (one round trip to a server): they lie past the rows it writes, so the
+// two never touch one row. Where a `WITH` may not write, see `UPSERT_MESSAGE`.
 const REPLACE_MESSAGES_FROM: Statement = statement!(
     "",
     postgres(
         "WITH dropped AS (DELETE FROM run_messages WHERE run_id = $1 AND seq >= $2 + CARDINALITY($3::text[])) \
          INSERT INTO run_messages (run_id, seq, message) \
-         SELECT $1, $2 + t.ord - 1, t.message FROM UNNEST($3::text[]) WITH ORDINALITY AS t (message, ord)"
+         SELECT $1, $2 + t.ord - 1, t.message FROM UNNEST($3::text[]) WITH ORDINALITY AS t (message, ord) \
+         ON CONFLICT (run_id, seq) DO UPDATE SET message = excluded.message"
     ),
-    sqlite(
-        "INSERT INTO run_messages (run_id, seq, message) SELECT $1, $2 + t.key, t.value FROM json_each($3) AS t \
-         WHERE true"
-    ),
-    " ON CONFLICT (run_id, seq) DO UPDATE SET message = excluded.message"
+    sqlite(""),
+    ""
+);
+
+// One message, on SQLite: after `DROP_MESSAGES_FROM`, one statement per message. A
+// statement that writes one row needs no statement journal (SQLite copies every page a
+// statement of several rows changes first, to undo that statement alone), and the
+// messages' texts are bound as they are, not made into a JSON array for `json_each` to
+// parse again.
+const UPSERT_MESSAGE: Statement = statement!(
+    "INSERT INTO run_messages (run_id, seq, message) VALUES ($1, $2, $3) \
+     ON CONFLICT (run_id, seq) DO UPDATE SET message = excluded.message"
 );
 
 // A fenced checkpoint whole, in one statement where a `WITH` may write: one round trip to
@@ -444,14 +452,18 @@ pub(crate) async fn save_fenced_checkpoint<C: Conn>(
 /// Replaces run `run_id`'s stored messages from `write.from` on with `write`'s.
 async fn save_messages<C: Conn>(conn: &mut C, run_id: &str, write: &MessagesWrite) -> Result<(), StoreError> {
     let from = i64::try_from(write.from).unwrap_or(i64::MAX);
-    let messages: Vec<String> = write.messages.iter().map(|m| m.get().to_owned()).collect();
-    if !C::Dialect::WRITES_IN_WITH {
-        // The rows past the new ones go first, in a statement of their own.
-        let past = from.saturating_add(i64::try_from(messages.len()).unwrap_or(i64::MAX));
-        conn.execute(&DROP_MESSAGES_FROM, &[Param::Text(run_id), Param::Int(past)]).await?;
+    if C::Dialect::WRITES_IN_WITH {
+        let messages: Vec<Option<&str>> = write.messages.iter().map(|m| Some(m.get())).collect();
+        let params = [Param::Text(run_id), Param::Int(from), Param::OptTexts(&messages)];
+        conn.execute(&REPLACE_MESSAGES_FROM, &params).await?;
+        return Ok(());
     }
-    let params = [Param::Text(run_id), Param::Int(from), Param::Texts(&messages)];
-    conn.execute(&REPLACE_MESSAGES_FROM, &params).await?;
+    // The rows past the new ones go first, in a statement of their own.
+    let past = from.saturating_add(i64::try_from(write.messages.len()).unwrap_or(i64::MAX));
+    conn.execute(&DROP_MESSAGES_FROM, &[Param::Text(run_id), Param::Int(past)]).await?;
+    for (seq, message) in (from..).zip(&write.messages) {
+        conn.execute(&UPSERT_MESSAGE, &[Param::Text(run_id), Param::Int(seq), Param::Text(message.get())]).await?;
+    }
     Ok(())
 }
 
