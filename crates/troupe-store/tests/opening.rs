@@ -219,7 +219,10 @@ async fn an_older_schema_is_migrated_forward() {
         sqlx::query("DROP TABLE run_messages").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE memories").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE work_items").execute(store.pool()).await.expect("drops");
-        sqlx::query("DROP TABLE evidence_heads").execute(store.pool()).await.expect("drops");
+        for column in ["evidence_seq", "evidence_hash"] {
+            let drop = format!("ALTER TABLE runs DROP COLUMN {column}");
+            sqlx::query(sqlx::AssertSqlSafe(drop)).execute(store.pool()).await.expect("drops");
+        }
         sqlx::query("UPDATE troupe_meta SET value = '1' WHERE key = 'schema_version'")
             .execute(store.pool())
             .await

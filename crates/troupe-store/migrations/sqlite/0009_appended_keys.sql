@@ -5,6 +5,9 @@
 --   the pages at the front were split and rebalanced, several of them a commit.
 -- - a run's transitions, its input and its lease are kept by their key alone (`WITHOUT
 --   ROWID`): one b-tree each instead of a table and its key's index, both written.
+-- - the head of a run's evidence is kept in the run's row, which every checkpoint writes
+--   anyway, instead of a table of its own whose page (and, as it grew, its neighbours')
+--   each checkpoint wrote too. A run with no evidence has the head (0, '').
 DROP INDEX IF EXISTS runs_by_creation;
 DROP INDEX IF EXISTS runs_by_status;
 CREATE INDEX runs_by_creation ON runs (created_at, id);
@@ -43,3 +46,8 @@ INSERT INTO run_queue_by_key (run_id, available_at, owner, epoch, expires_at)
 DROP TABLE run_queue;
 ALTER TABLE run_queue_by_key RENAME TO run_queue;
 CREATE INDEX run_queue_by_availability ON run_queue (available_at);
+
+ALTER TABLE runs ADD COLUMN evidence_seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN evidence_hash TEXT NOT NULL DEFAULT '';
+UPDATE runs SET evidence_seq = h.seq, evidence_hash = h.hash FROM evidence_heads h WHERE h.run_id = runs.id;
+DROP TABLE evidence_heads;

@@ -14,11 +14,14 @@ const INSERT_EVIDENCE: Statement = statement!(
 );
 
 // The head only moves forward: a write that appends behind it (refused anyway, its sequence
-// number taken) never moves it back.
+// number taken) never moves it back. Used where a `WITH` may not write (SQLite), whose
+// schema keeps the head in the run's row; elsewhere it moves with its entries
+// (`INSERT_EVIDENCE_MOVING_HEAD`, `fenced_entries!`).
 const MOVE_HEAD: Statement = statement!(
-    "INSERT INTO evidence_heads (run_id, seq, hash) VALUES ($1, $2, $3) \
-     ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash \
-     WHERE evidence_heads.seq < excluded.seq"
+    "",
+    postgres(""),
+    sqlite("UPDATE runs SET evidence_seq = $2, evidence_hash = $3 WHERE id = $1 AND evidence_seq < $2"),
+    ""
 );
 
 /// [`INSERT_EVIDENCE`] and [`MOVE_HEAD`] to it in one statement, where the dialect allows it.

@@ -63,16 +63,23 @@ const INSERT_TRANSITION: Statement =
 
 // With the run's conversation as one JSON array (NULL for none), made by joining the
 // messages' stored texts: one statement, one round trip to a server, and no message parsed
-// by the database.
+// by the database. The head of the run's evidence is a table of its own on PostgreSQL, the
+// run's own columns on SQLite (schema 9: a checkpoint writes the run's row anyway).
 const LOAD_RUN: Statement = statement!(
-    "SELECT id, agent, status, activity, conversation_id, parent_run_id, i.input, state, created_at, updated_at, \
-     COALESCE(h.seq, 0) AS evidence_seq, COALESCE(h.hash, '') AS evidence_hash, \
-     (SELECT '[' || ",
-    postgres("string_agg(m.message, ',' ORDER BY m.seq)"),
-    sqlite("group_concat(m.message, ',' ORDER BY m.seq)"),
-    " || ']' FROM run_messages m WHERE m.run_id = runs.id) AS messages \
-     FROM runs LEFT JOIN run_inputs i ON i.run_id = runs.id LEFT JOIN evidence_heads h ON h.run_id = runs.id \
-     WHERE id = $1"
+    "SELECT id, agent, status, activity, conversation_id, parent_run_id, i.input, state, created_at, updated_at, ",
+    postgres(
+        "COALESCE(h.seq, 0) AS evidence_seq, COALESCE(h.hash, '') AS evidence_hash, \
+         (SELECT '[' || string_agg(m.message, ',' ORDER BY m.seq) || ']' \
+           FROM run_messages m WHERE m.run_id = runs.id) AS messages \
+         FROM runs LEFT JOIN run_inputs i ON i.run_id = runs.id LEFT JOIN evidence_heads h ON h.run_id = runs.id"
+    ),
+    sqlite(
+        "evidence_seq, evidence_hash, \
+         (SELECT '[' || group_concat(m.message, ',' ORDER BY m.seq) || ']' \
+           FROM run_messages m WHERE m.run_id = runs.id) AS messages \
+         FROM runs LEFT JOIN run_inputs i ON i.run_id = runs.id"
+    ),
+    " WHERE id = $1"
 );
 
 // Which runs a `RunFilter` selects, newest first, for `LIST_RUNS` and `LIST_RUN_RECORDS`:
@@ -114,11 +121,16 @@ const LIST_RUNS: Statement = statement!(
 // The runs whole but for their conversation kept apart (`NULL AS messages`): a list shows
 // no message, and reading them would read every run's conversation.
 const LIST_RUN_RECORDS: Statement = statement!(
-    "SELECT id, agent, status, activity, conversation_id, parent_run_id, i.input, state, created_at, updated_at, \
-     COALESCE(h.seq, 0) AS evidence_seq, COALESCE(h.hash, '') AS evidence_hash, NULL AS messages \
-     FROM runs LEFT JOIN run_inputs i ON i.run_id = runs.id LEFT JOIN evidence_heads h ON h.run_id = runs.id",
-    postgres(runs_selected!("strpos", "CASE WHEN strpos(state, E'\\\\u0000') = 0 THEN state::json ->> 'model' END")),
-    sqlite(runs_selected!("instr", "json_extract(state, '$.model')")),
+    "SELECT id, agent, status, activity, conversation_id, parent_run_id, i.input, state, created_at, updated_at, ",
+    postgres(concat!(
+        "COALESCE(h.seq, 0) AS evidence_seq, COALESCE(h.hash, '') AS evidence_hash, NULL AS messages \
+         FROM runs LEFT JOIN run_inputs i ON i.run_id = runs.id LEFT JOIN evidence_heads h ON h.run_id = runs.id",
+        runs_selected!("strpos", "CASE WHEN strpos(state, E'\\\\u0000') = 0 THEN state::json ->> 'model' END")
+    )),
+    sqlite(concat!(
+        "evidence_seq, evidence_hash, NULL AS messages FROM runs LEFT JOIN run_inputs i ON i.run_id = runs.id",
+        runs_selected!("instr", "json_extract(state, '$.model')")
+    )),
     ""
 );
 
