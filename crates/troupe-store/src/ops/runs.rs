@@ -162,6 +162,12 @@ const SAVE_RUN_WITH_STATUS: Statement = statement!(
 
 const DROP_MESSAGES_FROM: Statement = statement!("DELETE FROM run_messages WHERE run_id = $1 AND seq >= $2");
 
+// Whether run `$1` has a message from `$2` on: one look in the key's order. SQLite deletes
+// the rows of a `WITHOUT ROWID` table a statement may delete several of by first collecting
+// their keys in a temporary b-tree; a boundary that only appends (nearly every one) has
+// nothing to drop and skips `DROP_MESSAGES_FROM`.
+const MESSAGES_PAST: Statement = statement!("SELECT seq FROM run_messages WHERE run_id = $1 AND seq >= $2 LIMIT 1");
+
 // The messages from `$2` on replaced by `$3`'s, in order, and the rows past them dropped in
 // the same statement (one round trip to a server): they lie past the rows it writes, so the
 // two never touch one row. Where a `WITH` may not write, see `UPSERT_MESSAGE`.
@@ -470,9 +476,13 @@ async fn save_messages<C: Conn>(conn: &mut C, run_id: &str, write: &MessagesWrit
         conn.execute(&REPLACE_MESSAGES_FROM, &params).await?;
         return Ok(());
     }
-    // The rows past the new ones go first, in a statement of their own.
+    // The rows past the new ones (a conversation made shorter) go first, in a statement of
+    // their own.
     let past = from.saturating_add(i64::try_from(write.messages.len()).unwrap_or(i64::MAX));
-    conn.execute(&DROP_MESSAGES_FROM, &[Param::Text(run_id), Param::Int(past)]).await?;
+    let past_params = [Param::Text(run_id), Param::Int(past)];
+    if conn.fetch_optional(&MESSAGES_PAST, &past_params, |row| row.int("seq")).await?.is_some() {
+        conn.execute(&DROP_MESSAGES_FROM, &past_params).await?;
+    }
     for (seq, message) in (from..).zip(&write.messages) {
         conn.execute(&UPSERT_MESSAGE, &[Param::Text(run_id), Param::Int(seq), Param::Text(message.get())]).await?;
     }
