@@ -82,9 +82,14 @@ const LAST_EVIDENCE: Statement = statement!(
      WHERE run_id = $1 ORDER BY seq DESC LIMIT 1"
 );
 
-/// Appends sealed `entries` in order, then moves each run's head to its last entry; in the
-/// caller's transaction. [`StoreError::EvidenceConflict`] if a sequence number is taken.
-pub(crate) async fn insert_entries<C: Conn>(conn: &mut C, entries: &[EvidenceEntry]) -> Result<(), StoreError> {
+/// Appends sealed `entries` in order, then moves each run's head to its last entry but
+/// `moved`'s, whose head the caller moves; in the caller's transaction.
+/// [`StoreError::EvidenceConflict`] if a sequence number is taken.
+pub(crate) async fn insert_entries<C: Conn>(
+    conn: &mut C,
+    entries: &[EvidenceEntry],
+    moved: Option<&str>,
+) -> Result<(), StoreError> {
     // The last entry of each run moves its head: a write's entries are one run's, save a
     // fence-less append's.
     let last_of_its_run = |i: usize| entries[i + 1..].iter().all(|later| later.run_id != entries[i].run_id);
@@ -99,7 +104,7 @@ pub(crate) async fn insert_entries<C: Conn>(conn: &mut C, entries: &[EvidenceEnt
     }
     if !C::Dialect::WRITES_IN_WITH {
         for (i, entry) in entries.iter().enumerate() {
-            if last_of_its_run(i) {
+            if last_of_its_run(i) && moved != Some(entry.run_id.as_str()) {
                 let params = [Param::Text(&entry.run_id), Param::Int(entry.seq), Param::Text(&entry.hash)];
                 conn.execute(&MOVE_HEAD, &params).await?;
             }
@@ -140,7 +145,7 @@ pub(crate) async fn append(
         let foreign = entries.iter().find(|e| e.run_id != lease.run_id);
         hold_fence(conn, lease, foreign.map_or(lease.run_id.as_str(), |e| e.run_id.as_str())).await?;
     }
-    insert_entries(conn, entries).await
+    insert_entries(conn, entries, None).await
 }
 
 /// Appends `entries` under `fence` in one statement ([`APPEND_FENCED`]), where the dialect

@@ -151,13 +151,32 @@ const FENCED_RUN: Statement = statement!(
     ""
 );
 
+// What `SAVE_RUN` adds on SQLite: the head moved forward to `$6`/`$7`, never back (every
+// expression of a `SET` reads the row as it was).
+macro_rules! sqlite_head_moved {
+    () => {
+        ", evidence_seq = max(evidence_seq, $6), \
+         evidence_hash = CASE WHEN $6 > evidence_seq THEN $7 ELSE evidence_hash END"
+    };
+}
+
 // Two forms: SQLite rewrites the entries of every index on a column the `SET` names, even
 // when its value is unchanged, so a boundary that keeps the status does not name it.
-const SAVE_RUN: Statement = statement!("UPDATE runs SET activity = $2, state = $3, updated_at = $4 WHERE id = $1");
+// SQLite's also move the head of the run's evidence, kept in its row, to `$6`/`$7` (the
+// checkpoint's last entry; 0 for none, which never moves it): the row is written once,
+// not again by `MOVE_HEAD`. Elsewhere the entries move it (`insert_entries`).
+const SAVE_RUN: Statement = statement!(
+    "UPDATE runs SET activity = $2, state = $3, updated_at = $4",
+    postgres(""),
+    sqlite(sqlite_head_moved!()),
+    " WHERE id = $1"
+);
 
 const SAVE_RUN_WITH_STATUS: Statement = statement!(
-    "UPDATE runs SET activity = $2, state = $3, updated_at = $4, status = $5, \
-     transition_seq = transition_seq + 1 WHERE id = $1"
+    "UPDATE runs SET activity = $2, state = $3, updated_at = $4, status = $5, transition_seq = transition_seq + 1",
+    postgres(""),
+    sqlite(sqlite_head_moved!()),
+    " WHERE id = $1"
 );
 
 const DROP_MESSAGES_FROM: Statement = statement!("DELETE FROM run_messages WHERE run_id = $1 AND seq >= $2");
@@ -372,8 +391,8 @@ pub(crate) async fn transitions(conn: &mut impl Conn, run_id: &str) -> Result<Ve
 ///
 /// The run's row is read first, locked where the dialect locks rows: no signal can come
 /// between that read and the commit, so the latest signal it saw is the latest at commit.
-pub(crate) async fn save_checkpoint(
-    conn: &mut impl Conn,
+pub(crate) async fn save_checkpoint<C: Conn>(
+    conn: &mut C,
     checkpoint: &Checkpoint,
     now: Millis,
 ) -> Result<SavedCheckpoint, StoreError> {
@@ -390,24 +409,34 @@ pub(crate) async fn save_checkpoint(
         return Err(StoreError::SignalsPending { run_id: run_id.to_owned() });
     }
     let changed = from != checkpoint.status;
-    // `SAVE_RUN` takes the first four; the status comes last for `SAVE_RUN_WITH_STATUS`.
+    // Where the head of the run's evidence is kept in its row (SQLite), the row's write moves
+    // it to the checkpoint's last entry of this run.
+    let head_in_row = !C::Dialect::WRITES_IN_WITH;
+    let head = checkpoint.evidence.iter().rev().find(|entry| entry.run_id == run_id);
+    // `SAVE_RUN` takes the first four and, where it moves the head, the last two; the status
+    // is the fifth, for `SAVE_RUN_WITH_STATUS`.
     let params = [
         Param::Text(run_id),
         Param::OptText(checkpoint.activity.as_deref()),
         Param::Text(checkpoint.state.get()),
         Param::Int(now),
         Param::Text(checkpoint.status.as_str()),
+        Param::Int(head.map_or(0, |entry| entry.seq)),
+        Param::Text(head.map_or("", |entry| entry.hash.as_str())),
     ];
+    let params = if head_in_row { &params[..] } else { &params[..5] };
     if changed {
-        conn.execute(&SAVE_RUN_WITH_STATUS, &params).await?;
+        conn.execute(&SAVE_RUN_WITH_STATUS, params).await?;
         insert_transition(conn, run_id, transition_seq + 1, Some(from), checkpoint.status, now).await?;
+    } else if head_in_row {
+        conn.execute(&SAVE_RUN, params).await?;
     } else {
         conn.execute(&SAVE_RUN, &params[..4]).await?;
     }
     if let Some(write) = &checkpoint.messages {
         save_messages(conn, run_id, write).await?;
     }
-    insert_entries(conn, &checkpoint.evidence).await?;
+    insert_entries(conn, &checkpoint.evidence, head_in_row.then_some(run_id)).await?;
     if let Some(through) = checkpoint.signals_consumed_through {
         conn.execute(&CONSUME_SIGNALS, &[Param::Text(run_id), Param::Int(through), Param::Int(now)]).await?;
     }
