@@ -276,6 +276,22 @@ async fn a_version_2_sqlite_database(path: &std::path::Path) {
     connection.close().await.expect("the connection closes");
 }
 
+/// The runs a version 2 database held, found after its migration: the finished run's input
+/// and transitions, both runs listed newest first, the queued run still queued.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn assert_v2_runs_kept<S: troupe_store::RunRepository + troupe_store::QueueRepository + ?Sized>(store: &S) {
+    let old = store.load_run("run-old").await.expect("load_run").expect("the old run is kept");
+    assert_eq!(old.input, serde_json::json!({"instruction": "kept"}), "its input, moved out of its row");
+    let transitions = store.transitions("run-old").await.expect("transitions");
+    let steps: Vec<_> = transitions.iter().map(|t| (t.seq, t.to.as_str())).collect();
+    assert_eq!(steps, [(1, "running"), (2, "completed")], "its transitions, in their table's new form");
+    let listed = store.list_runs(&troupe_store::RunFilter::default()).await.expect("list_runs");
+    let newest: Vec<&str> = listed.iter().map(|run| run.id.as_str()).collect();
+    assert_eq!(newest, ["run-waiting", "run-old"], "newest first, from the index kept in ascending order");
+    let lease = store.claim("worker", std::time::Duration::from_secs(5), 3).await.expect("claim");
+    assert_eq!(lease.map(|l| l.run_id).as_deref(), Some("run-waiting"), "the queued run is still queued");
+}
+
 /// A version 2 database gains the work queue when opened, keeping what it held.
 #[cfg(feature = "sqlite")]
 #[tokio::test]
@@ -301,20 +317,7 @@ async fn a_version_2_database_migrates_to_the_work_queue() {
     );
     let old = store.load_run("run-old").await.expect("load_run").expect("the old run is kept");
     assert_eq!((old.evidence_head.seq, old.evidence_head.hash.as_str()), (2, "h2"), "its head, from its log");
-    assert_eq!(old.input, serde_json::json!({"instruction": "kept"}), "its input, moved out of its row");
-    let transitions = store.transitions("run-old").await.expect("transitions");
-    let steps: Vec<_> = transitions.iter().map(|t| (t.seq, t.to.as_str())).collect();
-    assert_eq!(steps, [(1, "running"), (2, "completed")], "its transitions, in their table's new form");
-    let newest: Vec<String> = store
-        .list_runs(&troupe_store::RunFilter::default())
-        .await
-        .expect("list_runs")
-        .into_iter()
-        .map(|run| run.id)
-        .collect();
-    assert_eq!(newest, ["run-waiting", "run-old"], "newest first, from the index kept in ascending order");
-    let lease = store.claim("worker", std::time::Duration::from_secs(5), 3).await.expect("claim");
-    assert_eq!(lease.map(|l| l.run_id).as_deref(), Some("run-waiting"), "the queued run is still queued");
+    assert_v2_runs_kept(&*store).await;
     assert_eq!(store.search_memory("agent:coder", "kept", 0).await.expect("search").len(), 1, "so is the memory");
     let item = NewWork {
         queue: "team".into(),
@@ -390,7 +393,7 @@ async fn work_survives_closing_and_reopening_a_sqlite_store() {
 async fn a_version_2_postgres_schema_migrates_to_the_work_queue() {
     use sqlx::{AssertSqlSafe, Connection, PgConnection};
     use troupe_store::postgres::PostgresStore;
-    use troupe_store::{MemoryRepository, NewWork, QueueRepository, RunRepository, Store, WorkItemRepository};
+    use troupe_store::{MemoryRepository, NewWork, Store, WorkItemRepository};
     let Ok(url) = std::env::var("TROUPE_TEST_DATABASE_URL") else {
         troupe_testkit::skip("a_version_2_postgres_schema_migrates", "TROUPE_TEST_DATABASE_URL is not set");
         return;
@@ -420,21 +423,7 @@ async fn a_version_2_postgres_schema_migrates_to_the_work_queue() {
         let store = opened.expect("a version 2 schema opens");
         assert_eq!(store.info().schema_version, troupe_store::schema::SCHEMA_VERSION);
         assert_eq!(store.search_memory("agent:coder", "kept", 0).await.expect("search").len(), 1);
-        let old = store.load_run("run-old").await.expect("load_run").expect("the old run is kept");
-        assert_eq!(old.input, serde_json::json!({"instruction": "kept"}), "its input, moved out of its row");
-        let transitions = store.transitions("run-old").await.expect("transitions");
-        let steps: Vec<_> = transitions.iter().map(|t| (t.seq, t.to.as_str())).collect();
-        assert_eq!(steps, [(1, "running"), (2, "completed")], "its transitions, in their table's new form");
-        let newest: Vec<String> = store
-            .list_runs(&troupe_store::RunFilter::default())
-            .await
-            .expect("list_runs")
-            .into_iter()
-            .map(|run| run.id)
-            .collect();
-        assert_eq!(newest, ["run-waiting", "run-old"], "newest first, from the index kept in ascending order");
-        let lease = store.claim("worker", std::time::Duration::from_secs(5), 3).await.expect("claim");
-        assert_eq!(lease.map(|l| l.run_id).as_deref(), Some("run-waiting"), "the queued run is still queued");
+        assert_v2_runs_kept(&store).await;
         let item = NewWork {
             queue: "team".into(),
             id: "first".into(),
