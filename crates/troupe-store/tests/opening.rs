@@ -242,6 +242,22 @@ async fn an_older_schema_is_migrated_forward() {
     assert_eq!(triggers, ["evidence_is_append_only_delete", "evidence_is_append_only_update"]);
 }
 
+/// The rows both backends' version 2 databases hold: the marker, a finished run with its
+/// transitions, and a queued run in the queue.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+macro_rules! v2_rows {
+    () => {
+        "INSERT INTO troupe_meta (key, value) VALUES ('application', 'troupe'), ('schema_version', '2'); \
+         INSERT INTO runs (id, agent, status, input, state, created_at, updated_at) \
+             VALUES ('run-old', 'coder', 'completed', '{\"instruction\": \"kept\"}', '{}', 1, 1), \
+                    ('run-waiting', 'coder', 'queued', '{}', '{}', 2, 2); \
+         INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) \
+             VALUES ('run-old', 1, NULL, 'running', 1), ('run-old', 2, 'running', 'completed', 2); \
+         INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) \
+             VALUES ('run-waiting', 2, NULL, 0, NULL); "
+    };
+}
+
 /// A database of schema version 2, written as that version's migrations left it, with a
 /// finished run and its transitions, a queued run and a memory in it.
 #[cfg(feature = "sqlite")]
@@ -256,20 +272,13 @@ async fn a_version_2_sqlite_database(path: &std::path::Path) {
     for step in troupe_store::schema::SQLITE_MIGRATIONS.iter().filter(|step| step.version <= 2) {
         sqlx::raw_sql(step.sql).execute(&mut connection).await.expect("a version 1 or 2 step applies");
     }
-    sqlx::raw_sql(
-        "INSERT INTO troupe_meta (key, value) VALUES ('application', 'troupe'), ('schema_version', '2'); \
-         INSERT INTO runs (id, agent, status, input, state, created_at, updated_at) \
-             VALUES ('run-old', 'coder', 'completed', '{\"instruction\": \"kept\"}', '{}', 1, 1), \
-                    ('run-waiting', 'coder', 'queued', '{}', '{}', 2, 2); \
-         INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) \
-             VALUES ('run-old', 1, NULL, 'running', 1), ('run-old', 2, 'running', 'completed', 2); \
-         INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) \
-             VALUES ('run-waiting', 2, NULL, 0, NULL); \
-         INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
+    sqlx::raw_sql(concat!(
+        v2_rows!(),
+        "INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
              VALUES ('run-old', 1, 'run_started', NULL, '{}', 1, '', 'h1'), \
                     ('run-old', 2, 'run_finished', NULL, '{}', 2, 'h1', 'h2'); \
          INSERT INTO memories (namespace, content, created_at) VALUES ('agent:coder', 'kept across versions', 1);",
-    )
+    ))
     .execute(&mut connection)
     .await
     .expect("version 2 rows");
@@ -405,17 +414,10 @@ async fn a_version_2_postgres_schema_migrates_to_the_work_queue() {
         setup.push_str(step.sql);
         setup.push(';');
     }
-    setup.push_str(
-        "INSERT INTO troupe_meta (key, value) VALUES ('application', 'troupe'), ('schema_version', '2'); \
-         INSERT INTO runs (id, agent, status, input, state, created_at, updated_at) \
-             VALUES ('run-old', 'coder', 'completed', '{\"instruction\": \"kept\"}', '{}', 1, 1), \
-                    ('run-waiting', 'coder', 'queued', '{}', '{}', 2, 2); \
-         INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) \
-             VALUES ('run-old', 1, NULL, 'running', 1), ('run-old', 2, 'running', 'completed', 2); \
-         INSERT INTO run_queue (run_id, available_at, owner, epoch, expires_at) \
-             VALUES ('run-waiting', 2, NULL, 0, NULL); \
-         INSERT INTO memories (namespace, content, created_at) VALUES ('agent:coder', 'kept across versions', 1);",
-    );
+    setup.push_str(concat!(
+        v2_rows!(),
+        "INSERT INTO memories (namespace, content, created_at) VALUES ('agent:coder', 'kept across versions', 1);",
+    ));
     sqlx::raw_sql(AssertSqlSafe(setup)).execute(&mut conn).await.expect("a version 2 schema");
 
     let opened = PostgresStore::connect_in_schema(&url, &schema).await;
