@@ -470,3 +470,51 @@ async fn a_checkpoint_writes_its_state_not_the_runs_input_again() {
     let loaded = store.load_run("r1").await.expect("load_run").expect("the run");
     assert_eq!(loaded.input, input, "and it is kept whole");
 }
+
+/// A boundary that appends writes the pages it changes: the run's row (holding the head of
+/// its evidence since schema 9), the pages its messages go to, the evidence's table and
+/// key, and their splits. Before schema 9 the head had a table of its own, one more page a
+/// boundary and its neighbours' when it split: 6.8 pages a boundary here, 5.8 since.
+#[tokio::test]
+async fn a_boundary_that_appends_writes_the_pages_it_changes() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("troupe.db");
+    let store = SqliteStore::open(&path).await.expect("a new store opens");
+    let lease = store.create_leased_run(run("r1", RunStatus::Running), "w1", TTL, 1).await.expect("a run is created");
+    let mut chain = EvidenceChain::new("r1");
+    let text = |turn: u64, who: &str| {
+        serde_json::value::to_raw_value(&json!({"role": who, "content": format!("{turn:04} {}", "m".repeat(300))}))
+            .expect("JSON")
+    };
+    let before = wal_frames(&path);
+    let boundaries: u64 = 30;
+    for turn in 0..boundaries {
+        let payload = json!({"turn": turn, "message": "e".repeat(600)});
+        let evidence = chain.seal(vec![NewEvidence::new(EvidenceKind::ModelTurn, payload)], 2);
+        chain.advance(&evidence);
+        let from = usize::try_from(turn * 2).expect("small");
+        let checkpoint = Checkpoint {
+            run_id: "r1".into(),
+            status: RunStatus::Running,
+            activity: None,
+            // A state of the same size at each boundary, as a run's mostly is.
+            state: serde_json::value::to_raw_value(&json!({"turn": format!("{turn:04}"), "notes": "n".repeat(600)}))
+                .expect("JSON"),
+            evidence,
+            signals_consumed_through: None,
+            fence: Some(lease.clone()),
+            require_signals_consumed: false,
+            release: false,
+            flush: Flush::BeforeAnswer,
+            messages: Some(crate::record::MessagesWrite {
+                from,
+                messages: vec![text(turn, "assistant"), text(turn, "tool")],
+            }),
+        };
+        store.checkpoint(checkpoint, 2).await.expect("a checkpoint is saved");
+    }
+    let per_boundary = (wal_frames(&path) - before) as f64 / boundaries as f64;
+    let loaded = store.load_run("r1").await.expect("load_run").expect("the run");
+    assert_eq!(loaded.evidence_head.seq, i64::try_from(boundaries).expect("small"), "the head moved with each");
+    assert!(per_boundary < 6.3, "{per_boundary} pages per boundary: a page more than the boundary changes");
+}
