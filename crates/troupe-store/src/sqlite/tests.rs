@@ -433,6 +433,29 @@ fn wal_frames(db: &Path) -> u64 {
     std::fs::metadata(wal).map_or(0, |m| m.len().saturating_sub(32) / (4096 + 24))
 }
 
+/// A flushed checkpoint of run `r1`, still running under `lease`, saving `state`,
+/// `evidence` and `messages`.
+fn running_boundary(
+    lease: &crate::record::Lease,
+    state: &serde_json::Value,
+    evidence: Vec<crate::record::EvidenceEntry>,
+    messages: Option<crate::record::MessagesWrite>,
+) -> Checkpoint {
+    Checkpoint {
+        run_id: "r1".into(),
+        status: RunStatus::Running,
+        activity: None,
+        state: serde_json::value::to_raw_value(state).expect("JSON"),
+        evidence,
+        signals_consumed_through: None,
+        fence: Some(lease.clone()),
+        require_signals_consumed: false,
+        release: false,
+        flush: Flush::BeforeAnswer,
+        messages,
+    }
+}
+
 #[tokio::test]
 async fn a_checkpoint_writes_its_state_not_the_runs_input_again() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -448,22 +471,9 @@ async fn a_checkpoint_writes_its_state_not_the_runs_input_again() {
     for turn in 0..boundaries {
         let evidence = chain.seal(vec![NewEvidence::new(EvidenceKind::ModelTurn, json!({"turn": turn}))], 2);
         chain.advance(&evidence);
-        let checkpoint = Checkpoint {
-            run_id: "r1".into(),
-            status: RunStatus::Running,
-            activity: None,
-            // A state that grows, as a run's does: the row cannot be rewritten in place.
-            state: serde_json::value::to_raw_value(&json!({"turn": turn, "notes": "n".repeat(turn as usize * 40)}))
-                .expect("JSON"),
-            evidence,
-            signals_consumed_through: None,
-            fence: Some(lease.clone()),
-            require_signals_consumed: false,
-            release: false,
-            flush: Flush::BeforeAnswer,
-            messages: None,
-        };
-        store.checkpoint(checkpoint, 2).await.expect("a checkpoint is saved");
+        // A state that grows, as a run's does: the row cannot be rewritten in place.
+        let state = json!({"turn": turn, "notes": "n".repeat(turn as usize * 40)});
+        store.checkpoint(running_boundary(&lease, &state, evidence, None), 2).await.expect("a checkpoint is saved");
     }
     let per_boundary = (wal_frames(&path) - before) as f64 / boundaries as f64;
     assert!(per_boundary < 8.0, "{per_boundary} pages per checkpoint: the input is written again");
@@ -493,24 +503,11 @@ async fn a_boundary_that_appends_writes_the_pages_it_changes() {
         let evidence = chain.seal(vec![NewEvidence::new(EvidenceKind::ModelTurn, payload)], 2);
         chain.advance(&evidence);
         let from = usize::try_from(turn * 2).expect("small");
-        let checkpoint = Checkpoint {
-            run_id: "r1".into(),
-            status: RunStatus::Running,
-            activity: None,
-            // A state of the same size at each boundary, as a run's mostly is.
-            state: serde_json::value::to_raw_value(&json!({"turn": format!("{turn:04}"), "notes": "n".repeat(600)}))
-                .expect("JSON"),
-            evidence,
-            signals_consumed_through: None,
-            fence: Some(lease.clone()),
-            require_signals_consumed: false,
-            release: false,
-            flush: Flush::BeforeAnswer,
-            messages: Some(crate::record::MessagesWrite {
-                from,
-                messages: vec![text(turn, "assistant"), text(turn, "tool")],
-            }),
-        };
+        // A state of the same size at each boundary, as a run's mostly is.
+        let state = json!({"turn": format!("{turn:04}"), "notes": "n".repeat(600)});
+        let messages =
+            crate::record::MessagesWrite { from, messages: vec![text(turn, "assistant"), text(turn, "tool")] };
+        let checkpoint = running_boundary(&lease, &state, evidence, Some(messages));
         store.checkpoint(checkpoint, 2).await.expect("a checkpoint is saved");
     }
     let per_boundary = (wal_frames(&path) - before) as f64 / boundaries as f64;
