@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use troupe_core::{Message, StopReason, Usage};
 use troupe_store::{EvidenceKind, NewEvidence};
 use troupe_tools::{Effect, EvidenceCapture, Idempotency, ToolDeclaration};
@@ -175,12 +176,98 @@ pub struct RequestDigest {
 impl RequestDigest {
     /// The digests of `request`.
     pub fn of(request: &troupe_core::ModelRequest) -> Self {
+        let system = digest(request.system.as_deref().unwrap_or(""));
+        let message_count = u32::try_from(request.messages.len()).unwrap_or(u32::MAX);
+        // The messages and the tools are most of a request: each is encoded once, digested
+        // on its own and written into the whole request's text as it is, not encoded again.
+        let parts = serde_json::value::to_raw_value(&request.messages)
+            .and_then(|messages| Ok((messages, serde_json::value::to_raw_value(&request.tools)?)));
+        let Ok((messages, tools)) = parts else {
+            return RequestDigest {
+                whole: json_digest(request),
+                system,
+                tools: json_digest(&request.tools),
+                messages: json_digest(&request.messages),
+                message_count,
+            };
+        };
         RequestDigest {
-            whole: json_digest(request),
-            system: digest(request.system.as_deref().unwrap_or("")),
-            tools: json_digest(&request.tools),
-            messages: json_digest(&request.messages),
-            message_count: u32::try_from(request.messages.len()).unwrap_or(u32::MAX),
+            whole: json_digest(&RequestText::of(request, &messages, &tools)),
+            system,
+            tools: digest(tools.get()),
+            messages: digest(messages.get()),
+            message_count,
+        }
+    }
+}
+
+/// A [`ModelRequest`](troupe_core::ModelRequest) as its JSON, its messages and tools
+/// already encoded: the same fields, in the same order, skipped alike.
+#[derive(Serialize)]
+struct RequestText<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<&'a str>,
+    messages: &'a serde_json::value::RawValue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a serde_json::value::RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'a troupe_core::ToolChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<&'a troupe_core::ReasoningConfig>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    metadata: &'a BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<&'a troupe_core::OutputSchema>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache: Option<&'a troupe_core::CacheTtl>,
+}
+
+impl<'a> RequestText<'a> {
+    fn of(
+        request: &'a troupe_core::ModelRequest,
+        messages: &'a serde_json::value::RawValue,
+        tools: &'a serde_json::value::RawValue,
+    ) -> Self {
+        // Every field named: a field added to the request does not compile here until it
+        // is added to its text.
+        let troupe_core::ModelRequest {
+            model,
+            system,
+            messages: _,
+            tools: tool_specs,
+            tool_choice,
+            parallel_tool_calls,
+            max_tokens,
+            temperature,
+            stop_sequences,
+            reasoning,
+            metadata,
+            output,
+            cache,
+        } = request;
+        RequestText {
+            model,
+            system: system.as_deref(),
+            messages,
+            tools: (!tool_specs.is_empty()).then_some(tools),
+            tool_choice: tool_choice.as_ref(),
+            parallel_tool_calls: *parallel_tool_calls,
+            max_tokens: *max_tokens,
+            temperature: *temperature,
+            stop_sequences,
+            reasoning: reasoning.as_ref(),
+            metadata,
+            output: output.as_ref(),
+            cache: cache.as_ref(),
         }
     }
 }
@@ -313,6 +400,32 @@ mod tests {
         };
         let borrowed = ModelTurn::evidence_of(2, "openai/gpt-4o", &message, &StopReason::EndTurn, usage, 0.25, request);
         assert_eq!(borrowed.payload, owned.evidence().payload);
+    }
+
+    #[test]
+    fn a_request_is_digested_as_its_json_whole_and_by_part() {
+        use troupe_core::{CacheTtl, ModelRequest, OutputSchema, ReasoningConfig, ToolChoice, ToolSpec};
+        let bare = ModelRequest::new("gpt-4o").message(Message::user("Hi"));
+        let mut full = bare.clone().system("Be brief.");
+        full.tools = vec![ToolSpec::new("lookup", "Looks a key up.", json!({"type": "object"}))];
+        full.tool_choice = Some(ToolChoice::Auto);
+        full.parallel_tool_calls = Some(false);
+        full.max_tokens = Some(100);
+        full.temperature = Some(0.5);
+        full.stop_sequences = vec!["END".into()];
+        full.reasoning = Some(ReasoningConfig { budget_tokens: 1024 });
+        full.metadata.insert("user".into(), "u1".into());
+        full.output = Some(OutputSchema::new("answer", json!({"type": "object"})));
+        full.cache = Some(CacheTtl::Short);
+        for request in [bare, full] {
+            let digests = RequestDigest::of(&request);
+            let text = serde_json::to_string(&request).expect("a request encodes");
+            assert_eq!(digests.whole, digest(&text), "{text}");
+            assert_eq!(digests.messages, json_digest(&request.messages));
+            assert_eq!(digests.tools, json_digest(&request.tools));
+            assert_eq!(digests.system, digest(request.system.as_deref().unwrap_or("")));
+            assert_eq!(digests.message_count, 1);
+        }
     }
 
     #[test]
