@@ -88,8 +88,9 @@ const LOAD_RUN: Statement = statement!(
 // letters in either case (`instr`/`strpos`: no pattern characters to escape), or an id's
 // start.
 // PostgreSQL refuses to read a JSON text holding the escape `\u0000` (a NUL a tool's
-// output may carry into a state); such a run's model is not searched, rather than the
-// whole search failing.
+// output may carry into a state), so the escape is read as `\ufffd` (the replacement
+// character) there: the text stays valid JSON whatever precedes the escape (after an
+// escaped backslash, `u0000` is plain text, and so is `ufffd`), and the model is found.
 macro_rules! runs_selected {
     ($contains:literal, $model:literal) => {
         concat!(
@@ -113,7 +114,7 @@ macro_rules! runs_selected {
 
 const LIST_RUNS: Statement = statement!(
     "SELECT id, agent, status, activity, conversation_id, parent_run_id, created_at, updated_at FROM runs",
-    postgres(runs_selected!("strpos", "CASE WHEN strpos(state, E'\\\\u0000') = 0 THEN state::json ->> 'model' END")),
+    postgres(runs_selected!("strpos", "replace(state, '\\u0000', '\\ufffd')::json ->> 'model'")),
     sqlite(runs_selected!("instr", "json_extract(state, '$.model')")),
     ""
 );
@@ -125,7 +126,7 @@ const LIST_RUN_RECORDS: Statement = statement!(
     postgres(concat!(
         "COALESCE(h.seq, 0) AS evidence_seq, COALESCE(h.hash, '') AS evidence_hash, NULL AS messages \
          FROM runs LEFT JOIN run_inputs i ON i.run_id = runs.id LEFT JOIN evidence_heads h ON h.run_id = runs.id",
-        runs_selected!("strpos", "CASE WHEN strpos(state, E'\\\\u0000') = 0 THEN state::json ->> 'model' END")
+        runs_selected!("strpos", "replace(state, '\\u0000', '\\ufffd')::json ->> 'model'")
     )),
     sqlite(concat!(
         "evidence_seq, evidence_hash, NULL AS messages FROM runs LEFT JOIN run_inputs i ON i.run_id = runs.id",
