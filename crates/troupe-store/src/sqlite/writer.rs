@@ -16,12 +16,6 @@
 //! write may therefore run twice, the first time in a transaction that was rolled back:
 //! a write is a function of the database it runs on, with no effect outside it.
 //!
-//! When writes arrive faster than groups commit (a group taken at once holds at least
-//! [`GATHER_AFTER`] of them), the thread waits [`GATHER_DELAY`] before running the group,
-//! and takes what arrived meanwhile into it: more writes share one commit's `fsync` and
-//! the pages it writes (what PostgreSQL's `commit_delay` does when enough transactions are
-//! active). A write alone, or one of a few, never waits.
-//!
 //! A group whose writes all asked for [`Flush::WithNextFlush`] commits with
 //! `synchronous = NORMAL`: its WAL frames are written but not synced, and the next
 //! `FULL` commit's `fsync` of the same WAL file takes them to disk with its own.
@@ -35,16 +29,6 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The most writes one transaction takes.
 const MAX_GROUP: usize = 64;
-
-/// How many writes taken at once show that callers arrive faster than groups commit.
-const GATHER_AFTER: usize = 4;
-
-/// How long a group of at least [`GATHER_AFTER`] writes waits for more before it runs.
-/// With 100 runs in flight on two cores, it took a recorded run's `fsync`s from 0.60 to
-/// 0.37, its `pwrite`s from 32 to 26 and its CPU from 859 to 814 µs (medians of eight
-/// pairs of passes); a wait of 1 ms saved a little more I/O and no more CPU, one of
-/// 0.3 ms less of both (docs/PERFORMANCE.md).
-const GATHER_DELAY: Duration = Duration::from_micros(500);
 
 /// How many calls may wait for the thread; further callers wait for room.
 const QUEUE: usize = 1024;
@@ -124,12 +108,6 @@ impl Writer {
     /// Opens the thread's connection on the (already migrated) database at `path` and
     /// starts the thread. It ends when every handle is gone, or at [`Writer::stop`].
     pub(super) fn start(path: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
-        Self::start_gathering(path, busy_timeout, GATHER_DELAY)
-    }
-
-    /// [`Writer::start`], a group of at least [`GATHER_AFTER`] writes waiting `gather`
-    /// for more.
-    fn start_gathering(path: &Path, busy_timeout: Duration, gather: Duration) -> Result<Self, StoreError> {
         let location = path.display().to_string();
         let failed = |e: rusqlite::Error| StoreError::Unreachable { location: location.clone(), reason: e.to_string() };
         let conn = Connection::open(path).map_err(failed)?;
@@ -144,7 +122,7 @@ impl Writer {
         let (queue, messages) = mpsc::channel(QUEUE);
         std::thread::Builder::new()
             .name("troupe-sqlite-writer".to_owned())
-            .spawn(move || serve(conn, messages, gather))
+            .spawn(move || serve(conn, messages))
             .map_err(|e| StoreError::Unreachable { location, reason: format!("cannot start its writer: {e}") })?;
         Ok(Writer { queue })
     }
@@ -217,22 +195,32 @@ where
 }
 
 /// The thread: takes what is waiting, runs the reads, commits the writes as one group.
-fn serve(mut conn: Connection, mut messages: mpsc::Receiver<Message>, gather: Duration) {
+fn serve(mut conn: Connection, mut messages: mpsc::Receiver<Message>) {
     let mut stop = None;
     let mut mode = Flush::BeforeAnswer;
     while stop.is_none() {
         let Some(first) = messages.blocking_recv() else { break };
-        let mut group = Group::default();
-        group.take(first, &conn, &mut messages, &mut stop);
-        if group.writes.len() >= GATHER_AFTER && group.writes.len() < MAX_GROUP && stop.is_none() {
-            // Callers arrive faster than groups commit: a moment's wait lets more of them
-            // share this commit.
-            std::thread::sleep(gather);
-            if let Ok(next) = messages.try_recv() {
-                group.take(next, &conn, &mut messages, &mut stop);
+        let mut writes = Vec::new();
+        let mut flush = Flush::WithNextFlush;
+        let mut next = Some(first);
+        while let Some(message) = next.take() {
+            match message {
+                Message::Read(mut job) => {
+                    job.run(&conn);
+                    job.answer(Ok(()));
+                }
+                Message::Write(job, wanted) => {
+                    writes.push(job);
+                    if wanted == Flush::BeforeAnswer {
+                        flush = Flush::BeforeAnswer;
+                    }
+                }
+                Message::Stop(done) => stop = Some(done),
+            }
+            if writes.len() < MAX_GROUP && stop.is_none() {
+                next = messages.try_recv().ok();
             }
         }
-        let Group { writes, flush } = group;
         if writes.is_empty() {
             continue;
         }
@@ -254,50 +242,6 @@ fn serve(mut conn: Connection, mut messages: mpsc::Receiver<Message>, gather: Du
     drop(conn);
     if let Some(done) = stop {
         let _ = done.send(());
-    }
-}
-
-/// The writes of the next transaction, and whether it must be flushed.
-struct Group {
-    writes: Vec<Job>,
-    flush: Flush,
-}
-
-impl Default for Group {
-    fn default() -> Self {
-        Group { writes: Vec::new(), flush: Flush::WithNextFlush }
-    }
-}
-
-impl Group {
-    /// Takes `first` and what waits after it, up to [`MAX_GROUP`] writes or a stop; the
-    /// reads among them run at once.
-    fn take(
-        &mut self,
-        first: Message,
-        conn: &Connection,
-        messages: &mut mpsc::Receiver<Message>,
-        stop: &mut Option<oneshot::Sender<()>>,
-    ) {
-        let mut next = Some(first);
-        while let Some(message) = next.take() {
-            match message {
-                Message::Read(mut job) => {
-                    job.run(conn);
-                    job.answer(Ok(()));
-                }
-                Message::Write(job, wanted) => {
-                    self.writes.push(job);
-                    if wanted == Flush::BeforeAnswer {
-                        self.flush = Flush::BeforeAnswer;
-                    }
-                }
-                Message::Stop(done) => *stop = Some(done),
-            }
-            if self.writes.len() < MAX_GROUP && stop.is_none() {
-                next = messages.try_recv().ok();
-            }
-        }
     }
 }
 
@@ -374,18 +318,13 @@ mod tests {
 
     /// A writer on a new WAL database made by `schema`, in a directory removed when dropped.
     fn writer_on(schema: &str) -> (tempfile::TempDir, Writer) {
-        gathering_writer_on(schema, GATHER_DELAY)
-    }
-
-    /// [`writer_on`], a group of writes that arrived together waiting `gather` for more.
-    fn gathering_writer_on(schema: &str, gather: Duration) -> (tempfile::TempDir, Writer) {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("writer.db");
         let conn = Connection::open(&path).expect("the database opens");
         conn.pragma_update(None, "journal_mode", "WAL").expect("WAL");
         conn.execute(schema, []).expect("the table is made");
         drop(conn);
-        (dir, Writer::start_gathering(&path, Duration::from_secs(5), gather).expect("the writer starts"))
+        (dir, Writer::start(&path, Duration::from_secs(5)).expect("the writer starts"))
     }
 
     /// The `synchronous` setting a write ran under, read inside its own transaction.
@@ -498,51 +437,6 @@ mod tests {
             .expect("the notes read");
         assert_eq!(count, 4, "every write committed");
         writer.stop().await;
-    }
-
-    /// The `synchronous` setting each of `together` deferred writes ran under, when they
-    /// reach the thread at once and a flushed write follows them 100 ms later, on a writer
-    /// that gathers for a second. The setting is the group's: a deferred write that ran
-    /// under `FULL` shared its commit with the flushed one.
-    async fn deferred_writes_then_a_flushed_one(together: usize) -> Vec<i64> {
-        let (_dir, writer) = gathering_writer_on("CREATE TABLE notes (flush TEXT NOT NULL)", Duration::from_secs(1));
-        // The thread is held by a slow read while the deferred writes queue.
-        let (release, held) = std::sync::mpsc::channel::<()>();
-        let reader = writer.clone();
-        let read = tokio::spawn(async move {
-            reader
-                .read(move |_| {
-                    let _ = held.recv_timeout(Duration::from_secs(5));
-                    Ok(())
-                })
-                .await
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let deferred: Vec<_> = (0..together)
-            .map(|_| {
-                let writer = writer.clone();
-                tokio::spawn(async move { synchronous_of(&writer, Flush::WithNextFlush).await })
-            })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        release.send(()).expect("the read waits");
-        read.await.expect("the read's task").expect("the read succeeds");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(synchronous_of(&writer, Flush::BeforeAnswer).await, 2, "a flushed write is flushed");
-        let mut settings = Vec::new();
-        for write in deferred {
-            settings.push(write.await.expect("the write's task"));
-        }
-        writer.stop().await;
-        settings
-    }
-
-    #[tokio::test]
-    async fn writes_that_arrive_together_wait_for_more_to_share_their_commit() {
-        // Four at once: the group waits, and the flushed write joins it.
-        assert_eq!(deferred_writes_then_a_flushed_one(GATHER_AFTER).await, vec![2; GATHER_AFTER]);
-        // Fewer: the group commits at once, before the flushed write arrives.
-        assert_eq!(deferred_writes_then_a_flushed_one(GATHER_AFTER - 1).await, vec![1; GATHER_AFTER - 1]);
     }
 
     /// Records the thread that drops it.
