@@ -4,10 +4,10 @@
 // description), else for each argument given; the JSON itself a click away. Each is one
 // signal to the run; the buttons are disabled once it is sent, so a decision goes once.
 
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { sendSignal, toolInput, type PauseReason } from "./api";
 import type { OnError } from "./app";
-import { argumentsOf, initialValues, schemaFields, valueFields, type Field, type FieldValue } from "./fields";
+import { argumentsOf, initialValues, schemaFields, valueFields, withEdits, type Field, type FieldValue } from "./fields";
 
 export function Decide({
   runId,
@@ -32,19 +32,43 @@ export function Decide({
   const [asJson, setAsJson] = useState(fields === null);
   const [sent, setSent] = useState<string | null>(null);
   const [failure, setFailure] = useState<string | null>(null);
+  // What became of the tool's schema: asked for, used, used around a person's edits, or none.
+  const [schemaState, setSchemaState] = useState<"asked" | "used" | "kept-edits" | "none">("asked");
   const callId = reason.call_id ?? "";
   const id = `decide-${callId.replace(/[^a-zA-Z0-9_-]/g, "_")}`;
+  // The form as last drawn, for the schema arriving later.
+  const drawn = useRef({ fields, values, touched, asJson, args, initialArgs: args });
+  drawn.current = { ...drawn.current, fields, values, touched, asJson, args };
 
-  // The tool's schema, when the server knows it: a field for every argument it takes.
+  // The tool's schema, when the server knows it: a field for every argument it takes. What
+  // a person typed before it arrived stays as typed.
   useEffect(() => {
-    if (!target || !reason.tool) return;
+    if (!target || !reason.tool) {
+      setSchemaState("none");
+      return;
+    }
     let gone = false;
     toolInput(target, reason.tool).then((schema) => {
+      if (gone) return;
       const known = schemaFields(schema);
-      if (gone || !known) return;
-      setFields(known);
-      setValues(initialValues(known, reason.arguments));
-      setAsJson(false);
+      if (!known) {
+        setSchemaState("none");
+        return;
+      }
+      const now = drawn.current;
+      if (now.touched.size === 0 && now.args === now.initialArgs) {
+        setFields(known);
+        setValues(initialValues(known, reason.arguments));
+        setAsJson(false);
+        setSchemaState("used");
+        return;
+      }
+      // Edited already: the schema's fields around the person's values; the JSON, when
+      // that is what they edit, stays in front of them.
+      const merged = withEdits(known, now.fields ?? [], now.values, now.touched, reason.arguments);
+      setFields(merged.fields);
+      setValues(merged.values);
+      setSchemaState("kept-edits");
     });
     return () => {
       gone = true;
@@ -86,7 +110,7 @@ export function Decide({
 
   if (sent) return <p class="decided" role="status">Decision sent: {sent}</p>;
   return (
-    <div class="decide" data-call={callId}>
+    <div class="decide" data-call={callId} data-schema={schemaState}>
       {failure && <p role="alert" class="error">{failure}</p>}
       {mode === "choose" && (
         <div class="buttons">

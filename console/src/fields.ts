@@ -76,6 +76,29 @@ export function initialValues(fields: Field[], args: unknown): Record<string, Fi
   return values;
 }
 
+/** The schema's fields `known` for a call whose fields a person has already edited: each
+ * argument the person `touched` keeps its value as typed (and its field, when the schema
+ * has none for it or would edit it otherwise), every other field starts from `args`. */
+export function withEdits(
+  known: Field[],
+  current: Field[],
+  values: Record<string, FieldValue>,
+  touched: Set<string>,
+  args: unknown,
+): { fields: Field[]; values: Record<string, FieldValue> } {
+  const fields = [...known];
+  const merged = initialValues(known, args);
+  for (const name of touched) {
+    const own = current.find((field) => field.name === name);
+    if (!own || !(name in values)) continue;
+    const at = fields.findIndex((field) => field.name === name);
+    if (at === -1) fields.push(own);
+    else if (typeof merged[name] !== typeof values[name]) fields[at] = own;
+    merged[name] = values[name];
+  }
+  return { fields, values: merged };
+}
+
 /** The arguments the fields say: the call's `args` with each field's value in place of its
  * own. An argument left out stays out unless its field was `touched`. A field that does not
  * hold what its argument takes is an error that names it. */

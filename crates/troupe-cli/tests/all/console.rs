@@ -465,6 +465,32 @@ fn a_calls_argument_edited_in_its_field_in_the_browser_runs_as_edited() {
     serving.stop();
 }
 
+/// A waiting call's argument a person edited before the tool's schema reached the page
+/// keeps its edit: the schema's fields come around it, and the call runs as edited.
+#[test]
+fn an_edit_made_before_the_tools_schema_arrives_is_kept() {
+    let Some(modules) = browser("an_edit_made_before_the_tools_schema_arrives") else { return };
+    let place = Place::new([
+        MockTurn::tool_call("call_w1", "fs.write", json!({"path": "note.txt", "content": "hi"})),
+        MockTurn::text("Written."),
+    ]);
+    let serving = place.serve(&[]);
+    let run = place.start_run(&serving, "scribe", "Write a note");
+    place.wait_phase(&serving, &run, "waiting");
+
+    let mut page = launch(&modules, &serving, "lateSchema", json!({"runId": run, "path": "notes/kept.txt"}));
+    let seen = page.saw("late_schema");
+    assert_eq!(seen["before"], "asked", "the schema was still on its way: {seen}");
+    assert_eq!(seen["schema"], "kept-edits", "{seen}");
+    assert_eq!(seen["after"], "notes/kept.txt", "the edit stayed: {seen}");
+    assert!(seen["labels"].as_array().is_some_and(|labels| labels.contains(&json!("content"))), "{seen}");
+    page.done();
+    assert!(!place.workspace.path().join("note.txt").exists(), "not where the model asked");
+    let written = std::fs::read_to_string(place.workspace.path().join("notes/kept.txt"));
+    assert_eq!(written.ok().as_deref(), Some("hi"), "written where the person said");
+    serving.stop();
+}
+
 /// An argument the model left out of a waiting call has a field all the same, made from
 /// the tool's schema with its description: `fs.edit` without `replace_all`, which would
 /// fail on a text found twice, runs with it checked in the browser and replaces both.

@@ -207,6 +207,35 @@ const scenarios = {
     say({ saw: "edited", before });
   },
 
+  /** A waiting call's argument edited before the tool's schema arrives: the schema's
+   * fields come, and the edit stays as typed. */
+  async lateSchema(browser) {
+    const { page } = await newPage(browser);
+    let release;
+    const held = new Promise((resolve) => (release = resolve));
+    await page.route("**/v1/agents", async (route) => {
+      await held;
+      await route.continue();
+    });
+    await openWithToken(page, "#/approvals");
+    const item = page.locator(`.approval:has(a[href="#/runs/${plan.runId}"])`);
+    await item.waitFor({ timeout: TIMEOUT });
+    await item.locator("button:has-text('Edit arguments…')").click();
+    const path = item.getByLabel("path", { exact: true });
+    await path.fill(plan.path);
+    const before = await item.locator(".decide").getAttribute("data-schema");
+    release();
+    await item.locator(".decide:not([data-schema='asked'])").waitFor({ timeout: TIMEOUT });
+    const schema = await item.locator(".decide").getAttribute("data-schema");
+    const after = await path.inputValue();
+    const labels = await item.locator(".field label").allTextContents();
+    await item.locator('button[type="submit"]').click();
+    await item.locator(".decided").waitFor({ timeout: TIMEOUT }).catch(() => {});
+    await page.evaluate((id) => (location.hash = `#/runs/${id}`), plan.runId);
+    await waitStatus(page, "completed");
+    say({ saw: "late_schema", before, schema, after, labels });
+  },
+
   /** A waiting call's argument the model left out, given in its field from the tool's schema. */
   async schema(browser) {
     const { page } = await newPage(browser);
