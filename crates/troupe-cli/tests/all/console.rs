@@ -439,11 +439,8 @@ fn a_call_rejected_with_a_reason_in_the_browser_is_not_run_and_the_model_reads_w
     serving.stop();
 }
 
-/// A waiting call's argument edited in its own field in the browser runs with the new
-/// value, once: the file is written where the person said, not where the model asked.
-#[test]
-fn a_calls_argument_edited_in_its_field_in_the_browser_runs_as_edited() {
-    let Some(modules) = browser("a_calls_argument_edited_in_its_field") else { return };
+/// The scribe asked to write `note.txt`, its call waiting for a person.
+fn a_note_write_waiting() -> (Place, Serving, String) {
     let place = Place::new([
         MockTurn::tool_call("call_w1", "fs.write", json!({"path": "note.txt", "content": "hi"})),
         MockTurn::text("Written."),
@@ -451,14 +448,28 @@ fn a_calls_argument_edited_in_its_field_in_the_browser_runs_as_edited() {
     let serving = place.serve(&[]);
     let run = place.start_run(&serving, "scribe", "Write a note");
     place.wait_phase(&serving, &run, "waiting");
+    (place, serving, run)
+}
+
+/// The note written at `path`, where the person said, not where the model asked.
+fn assert_written_at(place: &Place, path: &str) {
+    assert!(!place.workspace.path().join("note.txt").exists(), "not where the model asked");
+    let written = std::fs::read_to_string(place.workspace.path().join(path));
+    assert_eq!(written.ok().as_deref(), Some("hi"), "written where the person said");
+}
+
+/// A waiting call's argument edited in its own field in the browser runs with the new
+/// value, once: the file is written where the person said, not where the model asked.
+#[test]
+fn a_calls_argument_edited_in_its_field_in_the_browser_runs_as_edited() {
+    let Some(modules) = browser("a_calls_argument_edited_in_its_field") else { return };
+    let (place, serving, run) = a_note_write_waiting();
 
     let mut page = launch(&modules, &serving, "edit", json!({"runId": run, "path": "notes/edited.txt"}));
     let edited = page.saw("edited");
     assert_eq!(edited["before"], "note.txt", "the field held the model's value: {edited}");
     page.done();
-    assert!(!place.workspace.path().join("note.txt").exists(), "not where the model asked");
-    let written = std::fs::read_to_string(place.workspace.path().join("notes/edited.txt"));
-    assert_eq!(written.ok().as_deref(), Some("hi"), "written where the person said");
+    assert_written_at(&place, "notes/edited.txt");
     let requests = place.mock.requests();
     assert_eq!(requests.len(), 2);
     assert!(requests[1].body["messages"].to_string().contains("changed this call's arguments"), "the model is told");
@@ -470,13 +481,7 @@ fn a_calls_argument_edited_in_its_field_in_the_browser_runs_as_edited() {
 #[test]
 fn an_edit_made_before_the_tools_schema_arrives_is_kept() {
     let Some(modules) = browser("an_edit_made_before_the_tools_schema_arrives") else { return };
-    let place = Place::new([
-        MockTurn::tool_call("call_w1", "fs.write", json!({"path": "note.txt", "content": "hi"})),
-        MockTurn::text("Written."),
-    ]);
-    let serving = place.serve(&[]);
-    let run = place.start_run(&serving, "scribe", "Write a note");
-    place.wait_phase(&serving, &run, "waiting");
+    let (place, serving, run) = a_note_write_waiting();
 
     let mut page = launch(&modules, &serving, "lateSchema", json!({"runId": run, "path": "notes/kept.txt"}));
     let seen = page.saw("late_schema");
@@ -485,9 +490,7 @@ fn an_edit_made_before_the_tools_schema_arrives_is_kept() {
     assert_eq!(seen["after"], "notes/kept.txt", "the edit stayed: {seen}");
     assert!(seen["labels"].as_array().is_some_and(|labels| labels.contains(&json!("content"))), "{seen}");
     page.done();
-    assert!(!place.workspace.path().join("note.txt").exists(), "not where the model asked");
-    let written = std::fs::read_to_string(place.workspace.path().join("notes/kept.txt"));
-    assert_eq!(written.ok().as_deref(), Some("hi"), "written where the person said");
+    assert_written_at(&place, "notes/kept.txt");
     serving.stop();
 }
 
