@@ -37,8 +37,8 @@ export function Decide({
   const callId = reason.call_id ?? "";
   const id = `decide-${callId.replace(/[^a-zA-Z0-9_-]/g, "_")}`;
   // The form as last drawn, for the schema arriving later.
-  const drawn = useRef({ fields, values, touched, asJson, args, initialArgs: args });
-  drawn.current = { ...drawn.current, fields, values, touched, asJson, args };
+  const drawn = useRef({ fields, values, touched, args, initialArgs: args });
+  drawn.current = { ...drawn.current, fields, values, touched, args };
 
   // The tool's schema, when the server knows it: a field for every argument it takes. What
   // a person typed before it arrived stays as typed.
