@@ -14,6 +14,8 @@ const REFRESH_MS = 2000;
 /** How often the list is asked for while the server announces its changes. */
 const REFRESH_FOLLOWING_MS = 10000;
 const SEARCH_DELAY_MS = 250;
+/** How long the list waits for the server's first announcement before it reads anyway. */
+const FIRST_ANNOUNCEMENT_MS = 500;
 
 /** The query of `/v1/runs` for a status and a search (empty: every run). */
 export function listQuery(filter: string, search: string): string {
@@ -87,13 +89,24 @@ export function RunsList({ onError }: { onError: OnError }) {
     };
     // The server's announcements: each asks for the list again; once they stop (a server
     // without them, a dropped connection), the list is polled as often as before, and
-    // they are asked for again a little later.
+    // they are asked for again a little later. The first comes as soon as the server has
+    // taken the subscription, so the list is first read then: no change can fall between
+    // the read and the subscription, and the list is read once. Without an announcement
+    // soon (a server without them, a proxy that holds the stream back), it is read anyway.
+    let announced = false;
+    const unannounced = window.setTimeout(() => {
+      if (!announced) load();
+    }, FIRST_ANNOUNCEMENT_MS);
     const follow = async () => {
       while (!stopped) {
         try {
           await readEvents("/v1/runs/changes", null, () => {
             following = true;
             setLive(true);
+            if (!announced) {
+              announced = true;
+              clearTimeout(unannounced);
+            }
             load();
           }, announcements.signal);
         } catch {
@@ -101,15 +114,21 @@ export function RunsList({ onError }: { onError: OnError }) {
         }
         following = false;
         if (!stopped) setLive(false);
+        if (!announced && !stopped) {
+          // Refused at once: read the list now, not at the timer.
+          announced = true;
+          clearTimeout(unannounced);
+          load();
+        }
         if (!stopped) await new Promise((resolve) => setTimeout(resolve, REFRESH_FOLLOWING_MS));
       }
     };
-    load();
     follow();
     return () => {
       stopped = true;
       announcements.abort();
       clearTimeout(timer);
+      clearTimeout(unannounced);
     };
   }, [query]);
 

@@ -590,7 +590,8 @@ fn a_page_follows_a_run_across_a_server_restart() {
     second.stop();
 }
 
-/// The runs list follows the server's announcements of changes to its runs: a run
+/// The runs list follows the server's announcements of changes to its runs: it reads its
+/// first page once as it opens (at the first announcement, once subscribed), and a run
 /// started while the list is open is listed before the list's next poll (ten seconds
 /// away while the announcements come).
 #[test]
@@ -601,6 +602,7 @@ fn a_run_started_while_the_list_is_open_is_listed_without_waiting_for_a_poll() {
     let mut page = launch(&modules, &serving, "live", json!({}));
     let listing = page.saw("listing");
     assert_eq!(listing["rows"], 0, "{listing}");
+    assert_eq!(listing["reads"], 1, "the list was read once as it opened, after it subscribed: {listing}");
     let run = place.start_run(&serving, "scribe", "Say hello");
     page.tell();
     let listed = page.saw("listed");

@@ -258,11 +258,18 @@ const scenarios = {
   /** The runs list, told of a new run by the server rather than finding it at a poll. */
   async live(browser) {
     const { page } = await newPage(browser);
+    // The list's reads of its first page, from the moment the page opens.
+    let reads = 0;
+    page.on("request", (request) => {
+      if (request.url().includes("/v1/runs?offset=0")) reads += 1;
+    });
     await openWithToken(page, "#/");
     await page.waitForSelector("section[data-loaded][data-live]", { timeout: TIMEOUT });
+    // Long enough for a second read to have been asked, had there been one.
+    await page.waitForTimeout(1000);
     const rows = () => page.locator("table.runs tbody tr").count();
     const before = await rows();
-    say({ saw: "listing", rows: before });
+    say({ saw: "listing", rows: before, reads });
     // The test starts a run, then tells us; the next poll is ten seconds away.
     await new Promise((resolve) => process.stdin.once("data", resolve));
     const told = Date.now();
