@@ -611,6 +611,26 @@ fn a_run_started_while_the_list_is_open_is_listed_without_waiting_for_a_poll() {
     serving.stop();
 }
 
+/// Without the server's announcements of changes (the subscription refused, or held back
+/// unanswered as a buffering proxy would), the runs list is read all the same, once.
+#[test]
+fn the_runs_list_is_read_without_the_servers_announcements() {
+    let Some(modules) = browser("the_runs_list_is_read_without_the_servers_announcements") else { return };
+    let place = Place::new([MockTurn::text("Hello from the scribe.")]);
+    let serving = place.serve(&[]);
+    let run = place.start_run(&serving, "scribe", "Say hello");
+    place.wait_phase(&serving, &run, "ended");
+    let mut page = launch(&modules, &serving, "unannounced", json!({}));
+    let seen = page.saw("unannounced");
+    for how in ["refused", "held"] {
+        assert_eq!(seen[how]["rows"], 1, "the run is listed ({how}): {seen}");
+        assert_eq!(seen[how]["live"], 0, "not shown as live ({how}): {seen}");
+        assert_eq!(seen[how]["reads"], 1, "read once ({how}): {seen}");
+    }
+    page.done();
+    serving.stop();
+}
+
 /// How many runs the large store of [`troupe_console_paints_the_first_page_of_a_large_store_within_a_second`] holds.
 const LARGE_STORE_RUNS: usize = 10_000;
 

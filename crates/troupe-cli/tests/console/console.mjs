@@ -279,6 +279,27 @@ const scenarios = {
     say({ saw: "listed", ms: Date.now() - told, first: await page.getAttribute("table.runs tbody tr", "data-run") });
   },
 
+  /** The runs list without the server's announcements: refused, or held back unanswered. */
+  async unannounced(browser) {
+    const seen = {};
+    for (const how of ["refused", "held"]) {
+      const { page, context } = await newPage(browser);
+      await page.route("**/v1/runs/changes", (route) => (how === "refused" ? route.abort() : new Promise(() => {})));
+      let reads = 0;
+      page.on("request", (request) => {
+        if (request.url().includes("/v1/runs?offset=0")) reads += 1;
+      });
+      await openWithToken(page, "#/");
+      seen[how] = {
+        rows: await page.locator("table.runs tbody tr").count(),
+        live: await page.locator("section[data-live]").count(),
+        reads,
+      };
+      await context.close();
+    }
+    say({ saw: "unannounced", ...seen });
+  },
+
   /** A typed answer, shown by its fields. */
   async typed(browser) {
     const { page } = await newPage(browser, { width: 390, height: 800 });
