@@ -7,6 +7,7 @@
 use crate::serve::{Serving, start_with};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -36,6 +37,30 @@ struct Browser {
     seen: Vec<Value>,
 }
 
+impl Drop for Browser {
+    /// A test that fails while its script waits (for [`Browser::tell`], or on a page that
+    /// never answers) ends the script and its browser with it: left running, they would
+    /// hold the test's output open, and with it whatever reads that output to its end.
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, killpg};
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        // SIGTERM first: Playwright closes the browsers it launched (in groups of their
+        // own) when its process is asked to end.
+        let group = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = killpg(group, Signal::SIGTERM);
+        for _ in 0..50 {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = killpg(group, Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
 fn launch(modules: &Path, serving: &Serving, scenario: &str, mut plan: Value) -> Browser {
     plan["modules"] = json!(modules);
     plan["chromium"] = json!(CHROMIUM);
@@ -52,6 +77,8 @@ fn launch(modules: &Path, serving: &Serving, scenario: &str, mut plan: Value) ->
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
+        // A process group of its own, so that a failed test can end it and what it started.
+        .process_group(0)
         .spawn()
         .expect("node starts");
     let stdout = child.stdout.take().expect("stdout");
@@ -107,7 +134,7 @@ impl Browser {
         let dialogs: Vec<&Value> =
             self.seen.iter().filter(|l| l["saw"] == "dialog" || l["saw"] == "pageerror").collect();
         assert!(dialogs.is_empty(), "no dialog opened and no script failed: {dialogs:#?}");
-        self.seen
+        std::mem::take(&mut self.seen)
     }
 }
 
