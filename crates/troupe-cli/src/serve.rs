@@ -443,15 +443,15 @@ struct ServeLauncher {
 impl Launcher for ServeLauncher {
     fn targets(&self) -> Vec<Target> {
         let agents = self.agents.iter().map(|(name, (agent, description))| Target::agent(name, agent, description));
-        let teams = self.teams.iter().map(|(name, (service, inputs))| Target {
-            name: name.clone(),
-            description: service.team().team.description.clone(),
-            kind: TargetKind::Team,
-            model: None,
-            tools: Vec::new(),
-            inputs: inputs.clone(),
-        });
+        let teams = self.teams.iter().map(|(name, (service, inputs))| team_target(name, service, inputs));
         agents.chain(teams).collect()
+    }
+
+    fn target(&self, name: &str) -> Option<Target> {
+        if let Some((name, (agent, description))) = self.agents.get_key_value(name) {
+            return Some(Target::agent(name, agent, description));
+        }
+        self.teams.get_key_value(name).map(|(name, (service, inputs))| team_target(name, service, inputs))
     }
 
     fn launch(&self, target: &str, input: RunInput) -> Result<LaunchedRun, LaunchError> {
@@ -460,6 +460,18 @@ impl Launcher for ServeLauncher {
         }
         let (service, _) = self.teams.get(target).ok_or_else(|| LaunchError::UnknownTarget(target.to_owned()))?;
         launch_team(service, input)
+    }
+}
+
+/// The served team `name`, with its members' tools' argument schemas.
+fn team_target(name: &str, service: &TeamService, inputs: &BTreeMap<String, serde_json::Value>) -> Target {
+    Target {
+        name: name.to_owned(),
+        description: service.team().team.description.clone(),
+        kind: TargetKind::Team,
+        model: None,
+        tools: Vec::new(),
+        inputs: inputs.clone(),
     }
 }
 

@@ -196,6 +196,14 @@ pub trait Launcher: Send + Sync + 'static {
     /// The targets, in a stable order.
     fn targets(&self) -> Vec<Target>;
 
+    /// The target named `name`, if there is one: what a request naming it is checked
+    /// against. The default looks through [`targets`](Self::targets); a launcher that can
+    /// describe one target without describing them all (each with its tools' schemas)
+    /// does so here.
+    fn target(&self, name: &str) -> Option<Target> {
+        self.targets().into_iter().find(|t| t.name == name)
+    }
+
     /// Starts a run of `target` with `input`.
     fn launch(&self, target: &str, input: RunInput) -> Result<LaunchedRun, LaunchError>;
 }
@@ -222,6 +230,10 @@ impl AgentLauncher {
 impl Launcher for AgentLauncher {
     fn targets(&self) -> Vec<Target> {
         self.agents.iter().map(|(name, (agent, description))| Target::agent(name, agent, description)).collect()
+    }
+
+    fn target(&self, name: &str) -> Option<Target> {
+        self.agents.get_key_value(name).map(|(name, (agent, description))| Target::agent(name, agent, description))
     }
 
     fn launch(&self, target: &str, input: RunInput) -> Result<LaunchedRun, LaunchError> {

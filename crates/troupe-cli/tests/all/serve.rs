@@ -196,6 +196,14 @@ async fn a_team_file_is_served_as_one_run_carrying_every_members_events() {
         client.get(format!("{}/v1/agents", serving.url)).send().await.expect("request").json().await.expect("json");
     let project = agents["agents"].as_array().and_then(|a| a.iter().find(|t| t["name"] == "project")).cloned();
     assert_eq!(project.expect("the team is listed")["kind"], "team");
+    // A request naming the team finds it, as a team: client tools are offered to an agent's
+    // runs alone.
+    let with_tools = serde_json::json!({"threadId": "t", "runId": "r", "tools": [{"name": "pick"}],
+        "messages": [{"id": "u", "role": "user", "content": "Describe this repository"}]});
+    let refused = client.post(format!("{}/agui/project", serving.url)).json(&with_tools).send().await.expect("request");
+    assert_eq!(refused.status(), 422);
+    let error: serde_json::Value = refused.json().await.expect("a JSON error");
+    assert!(error["error"]["message"].as_str().is_some_and(|m| m.contains("is a team")), "{error}");
 
     let mut response = client
         .post(format!("{}/v1/runs", serving.url))

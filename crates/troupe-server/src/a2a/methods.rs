@@ -152,15 +152,17 @@ pub(super) async fn send(
 /// Starts the task a message without a task id asks for: a run of the named agent (or
 /// the first one) in the message's context, or in a new one; the run and its context.
 fn start_task(state: &AppState, request: &SendMessageRequest) -> Result<(Arc<HubRun>, String), RpcError> {
-    let targets = state.launcher.targets();
     let agent = match reply::target(request) {
         Some(name) => name,
-        None => targets
+        None => state
+            .launcher
+            .targets()
             .first()
             .map(|t| t.name.clone())
             .ok_or_else(|| RpcError::new(UNSUPPORTED_OPERATION, "this server exposes no agent or team to run"))?,
     };
-    if !targets.iter().any(|t| t.name == agent) {
+    if state.launcher.target(&agent).is_none() {
+        let targets = state.launcher.targets();
         let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
         return Err(RpcError::invalid_params(format!(
             "no skill `{agent}`; name one of the card's skills ({}) as metadata `agent`",

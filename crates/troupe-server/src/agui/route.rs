@@ -127,7 +127,7 @@ fn check_client_tools(state: &AppState, agent: &str, input: &RunAgentInput) -> R
     if input.tools.is_empty() {
         return Ok(());
     }
-    let Some(target) = state.launcher.targets().into_iter().find(|t| t.name == agent) else {
+    let Some(target) = state.launcher.target(agent) else {
         return Ok(());
     };
     if target.kind == TargetKind::Team {

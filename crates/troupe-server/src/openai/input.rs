@@ -44,11 +44,7 @@ pub(super) fn content_text(content: &Value, param: &'static str) -> Result<Strin
 /// The name given as `model`, checked against the server's agents and teams.
 pub(super) fn target(state: &AppState, model: &str) -> Result<String, OpenAiError> {
     let name = checked_id("model", model).map_err(|e| OpenAiError::invalid(e.message, Some("model")))?;
-    if state.launcher.targets().iter().any(|t| t.name == name) {
-        Ok(name.to_owned())
-    } else {
-        Err(OpenAiError::unknown_model(name))
-    }
+    if state.launcher.target(name).is_some() { Ok(name.to_owned()) } else { Err(OpenAiError::unknown_model(name)) }
 }
 
 /// The run's input from the conversation `said` (and `instructions`, the Responses field).
