@@ -96,14 +96,20 @@ impl StoredInput {
 
     /// The record that creates run `run_id` with this input, in `status`.
     pub fn new_run(&self, run_id: &RunId, status: RunStatus) -> NewRun {
+        self.new_run_at(&self.initial_state(run_id.clone()), status)
+    }
+
+    /// The record that creates the run whose first state is `state` (one this input
+    /// made, its history perhaps added to), in `status`.
+    pub(crate) fn new_run_at(&self, state: &RunState, status: RunStatus) -> NewRun {
         NewRun {
-            id: run_id.to_string(),
+            id: state.run_id().to_string(),
             agent: self.spec.name.clone(),
             status,
             conversation_id: self.conversation_id.as_ref().map(ToString::to_string),
             parent_run_id: self.parent_run_id.as_ref().map(ToString::to_string),
             input: serde_json::to_value(self).unwrap_or_default(),
-            state: serde_json::to_value(self.initial_state(run_id.clone())).unwrap_or_default(),
+            state: serde_json::to_value(state).unwrap_or_default(),
         }
     }
 }

@@ -319,8 +319,7 @@ async fn create_run(durability: &Durability, state: &mut RunState, input: &Store
         state.prepend_history(history);
     }
     let run_id = state.run_id().to_string();
-    let mut record = input.new_run(state.run_id(), StoredStatus::Running);
-    record.state = serde_json::to_value(&*state).unwrap_or_default();
+    let record = input.new_run_at(state, StoredStatus::Running);
     let lease = store.create_leased_run(record, durability.owner(), durability.lease_ttl(), now_millis()).await?;
     Ok(Journal::new(Arc::clone(store), EvidenceChain::new(run_id), Some(lease))
         .with_instruction(&input.instruction)
