@@ -60,6 +60,7 @@
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[macro_use]
 mod sql;
+mod canonical;
 mod chain;
 mod error;
 mod open;
@@ -75,6 +76,7 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
+pub use canonical::canonical_text;
 pub use chain::{ChainBreak, EvidenceChain, entry_hash, json_text, lower_hex, verify_chain, verify_log};
 pub use error::{StoreError, redact_location};
 pub use open::{StoreLocation, default_sqlite_path, legacy_sqlite_path, open, workspace_sqlite_path};
