@@ -194,7 +194,7 @@ async fn replay_team(
         None => {
             let evidence = store.evidence(&record.id, 0).await.map_err(|e| Failure::Run(e.into()))?;
             let reports = evidence.iter().filter(|e| e.kind == troupe::store::EvidenceKind::ReportReceived);
-            troupe_workers::team_replay::recheck_firewall(prepared.firewall(), reports.map(|e| &e.payload))
+            troupe_workers::team_replay::recheck_firewall(prepared.firewall(), reports.map(|e| e.payload.value()))
         }
     };
     if args.json {

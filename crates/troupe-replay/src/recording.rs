@@ -133,12 +133,13 @@ impl Recording {
         for entry in &evidence {
             match entry.kind {
                 EvidenceKind::ModelTurn => {
-                    let turn: ModelTurn =
-                        serde_json::from_value(entry.payload.clone()).map_err(|error| ReplayError::Unreadable {
+                    let turn: ModelTurn = serde_json::from_value(entry.payload.value().clone()).map_err(|error| {
+                        ReplayError::Unreadable {
                             run_id: run_id.to_owned(),
                             what: "model turn",
                             reason: format!("evidence entry {}: {error}", entry.seq),
-                        })?;
+                        }
+                    })?;
                     if turn.request.is_none() {
                         return Err(ReplayError::NoRequestDigests { run_id: run_id.to_owned(), step: turns.len() + 1 });
                     }
@@ -150,7 +151,7 @@ impl Recording {
                     }
                 }
                 EvidenceKind::ContextDigest => {
-                    let Ok(digest) = serde_json::from_value::<ContextDigest>(entry.payload.clone()) else {
+                    let Ok(digest) = serde_json::from_value::<ContextDigest>(entry.payload.value().clone()) else {
                         return Err(ReplayError::Compacted(run_id.to_owned()));
                     };
                     results.extend(digest.results.into_iter().map(|(id, result)| (id, result.into())));

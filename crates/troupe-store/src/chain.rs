@@ -6,7 +6,7 @@
 //! the store refuses a second entry with the same sequence number
 //! ([`StoreError::EvidenceConflict`](crate::StoreError::EvidenceConflict)).
 
-use crate::record::{EvidenceEntry, EvidenceKind, Millis, NewEvidence, SealedText};
+use crate::record::{EvidenceEntry, EvidenceKind, Millis, NewEvidence};
 use sha2::{Digest, Sha256};
 
 /// The head of one run's evidence chain: the next sequence number and the last hash.
@@ -51,11 +51,11 @@ impl EvidenceChain {
         entries
             .into_iter()
             .map(|entry| {
-                // Encoded once: hashed here, written by the store as it is.
-                let text = json_text(&entry.payload);
+                // Encoded once (when it is not already): hashed here, written by the store as it is.
+                let text = entry.payload.text();
                 let (number, at) = (seq.to_string(), recorded_at.to_string());
                 let call_id = entry.call_id.as_deref().unwrap_or("\u{0}");
-                let hash = hash_fields([&prev, &self.run_id, &number, entry.kind.as_str(), call_id, &at, &text]);
+                let hash = hash_fields([&prev, &self.run_id, &number, entry.kind.as_str(), call_id, &at, text]);
                 let sealed = EvidenceEntry {
                     run_id: self.run_id.clone(),
                     seq,
@@ -65,7 +65,6 @@ impl EvidenceChain {
                     recorded_at,
                     prev_hash: std::mem::replace(&mut prev, hash.clone()),
                     hash,
-                    sealed_text: SealedText(Some(text)),
                 };
                 seq += 1;
                 sealed
@@ -150,15 +149,17 @@ pub fn verify_chain(entries: &[EvidenceEntry]) -> Result<(), ChainBreak> {
         if entry.prev_hash != prev {
             return Err(broken("it does not link to the entry before it (that one was changed or removed)".into()));
         }
-        let hash = entry_hash(
+        let (seq, recorded_at) = (entry.seq.to_string(), entry.recorded_at.to_string());
+        let call_id = entry.call_id.as_deref().unwrap_or("\u{0}");
+        let hash = hash_fields([
             &entry.prev_hash,
             &entry.run_id,
-            entry.seq,
-            entry.kind,
-            entry.call_id.as_deref(),
-            entry.recorded_at,
-            &entry.payload,
-        );
+            &seq,
+            entry.kind.as_str(),
+            call_id,
+            &recorded_at,
+            entry.payload.text(),
+        ]);
         if hash != entry.hash {
             return Err(broken("its content does not match its hash (it was changed)".into()));
         }
@@ -221,14 +222,26 @@ mod tests {
         let sealed =
             EvidenceChain::new("r1").seal(vec![NewEvidence::new(EvidenceKind::RunStarted, payload.clone())], 10);
         let entry = &sealed[0];
-        assert_eq!(entry.payload_text(), payload.to_string());
+        assert_eq!(entry.payload.text(), payload.to_string());
         assert_eq!(entry.hash, entry_hash("", "r1", 1, EvidenceKind::RunStarted, None, 10, &payload));
-        // An entry read back has no such text: it is encoded from its payload, to the same.
+        // An entry read back is encoded from its payload, to the same.
         let json = serde_json::to_string(entry).expect("an entry encodes");
         let read: EvidenceEntry = serde_json::from_str(&json).expect("and decodes");
-        assert!(read.sealed_text.0.is_none());
-        assert_eq!(read.payload_text(), entry.payload_text());
+        assert_eq!(read.payload.text(), entry.payload.text());
         assert_eq!(&read, entry);
+        // A payload encoded straight from a typed value is sealed as its `Value` would be.
+        #[derive(serde::Serialize)]
+        struct Typed {
+            b: (u8, &'static str),
+            a: std::collections::HashMap<&'static str, &'static str>,
+        }
+        let typed = Typed { b: (1, "two"), a: std::collections::HashMap::from([("nested", "é\n")]) };
+        let encoded = NewEvidence::encoded(EvidenceKind::RunStarted, &typed).expect("encoded");
+        let sealed = EvidenceChain::new("r1").seal(vec![encoded], 10);
+        assert_eq!(sealed[0].payload.text(), entry.payload.text());
+        assert_eq!(sealed[0].hash, entry.hash);
+        assert_eq!(sealed[0].payload, payload, "and reads as that value");
+        verify_chain(&sealed).expect("it verifies");
     }
 
     #[test]
@@ -264,7 +277,7 @@ mod tests {
     #[test]
     fn any_change_is_detected() {
         let mut changed = log();
-        changed[1].payload = json!({"tool": "fs.read"});
+        changed[1].payload = json!({"tool": "fs.read"}).into();
         assert!(verify_chain(&changed).is_err_and(|b| b.seq == 2 && b.problem.contains("content")));
 
         let mut removed = log();

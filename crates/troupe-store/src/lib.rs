@@ -81,8 +81,8 @@ pub use chain::{ChainBreak, EvidenceChain, entry_hash, json_text, lower_hex, ver
 pub use error::{StoreError, redact_location};
 pub use open::{StoreLocation, default_sqlite_path, legacy_sqlite_path, open, workspace_sqlite_path};
 pub use record::{
-    Checkpoint, ConversationTurn, EvidenceEntry, EvidenceHead, EvidenceKind, Firing, Flush, Lease, MemoryRecord,
-    MessagesWrite, Millis, NewEvidence, NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary,
+    Checkpoint, ConversationTurn, EvidenceEntry, EvidenceHead, EvidenceKind, EvidencePayload, Firing, Flush, Lease,
+    MemoryRecord, MessagesWrite, Millis, NewEvidence, NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary,
     SavedCheckpoint, Schedule, ScheduleTarget, StoreInfo, StoredSignal, Transition, Trigger, now_millis,
 };
 pub use repository::{

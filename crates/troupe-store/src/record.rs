@@ -447,19 +447,129 @@ pub struct NewEvidence {
     /// The tool call it is about, if any.
     pub call_id: Option<String>,
     /// What is recorded.
-    pub payload: Value,
+    pub payload: EvidencePayload,
 }
 
 impl NewEvidence {
     /// An entry of `kind` with `payload`, about no call.
     pub fn new(kind: EvidenceKind, payload: Value) -> Self {
-        NewEvidence { kind, call_id: None, payload }
+        NewEvidence { kind, call_id: None, payload: EvidencePayload::from(payload) }
+    }
+
+    /// An entry of `kind` recording `payload` as the JSON value it serializes to, written
+    /// straight to the text its hash is taken over (see [`EvidencePayload::encode`]).
+    pub fn encoded<T: Serialize + ?Sized>(kind: EvidenceKind, payload: &T) -> Result<Self, serde_json::Error> {
+        Ok(NewEvidence { kind, call_id: None, payload: EvidencePayload::encode(payload)? })
     }
 
     /// The same entry, about the call `call_id`.
     pub fn for_call(mut self, call_id: impl Into<String>) -> Self {
         self.call_id = Some(call_id.into());
         self
+    }
+}
+
+/// What an evidence entry records: a JSON value, which reads as a [`Value`] (it derefs to
+/// one), and its text as [`json_text`](crate::json_text) writes it, which the entry's hash
+/// is taken over. Either is made from the other when first asked for: an entry a run
+/// seals is encoded once, as that text ([`encode`](Self::encode)), and read as a `Value`
+/// only if something reads it; an entry read back is a `Value`, whose text is made only
+/// to verify it.
+#[derive(Clone, Default)]
+pub struct EvidencePayload {
+    value: std::sync::OnceLock<Value>,
+    /// The text, when known.
+    text: std::sync::OnceLock<Box<str>>,
+}
+
+impl EvidencePayload {
+    /// `value`'s payload.
+    pub fn new(value: Value) -> Self {
+        EvidencePayload { value: std::sync::OnceLock::from(value), text: std::sync::OnceLock::new() }
+    }
+
+    /// The payload `value` serializes to, written straight to its text: the same text a
+    /// `Value` of it writes ([`canonical_text`](crate::canonical_text)), without the `Value`.
+    pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
+        let text = crate::canonical_text(value)?;
+        Ok(EvidencePayload {
+            value: std::sync::OnceLock::new(),
+            text: std::sync::OnceLock::from(text.into_boxed_str()),
+        })
+    }
+
+    /// A payload whose text is `text` as it is (written by the store as it is).
+    #[cfg(test)]
+    pub(crate) fn with_text(text: &str) -> Self {
+        EvidencePayload { value: std::sync::OnceLock::new(), text: std::sync::OnceLock::from(Box::from(text)) }
+    }
+
+    /// The payload as the text its entry's hash is taken over.
+    pub fn text(&self) -> &str {
+        self.text.get_or_init(|| crate::chain::json_text(self.value()).into_boxed_str())
+    }
+
+    /// The payload as a `Value`.
+    pub fn value(&self) -> &Value {
+        // A text is set only by `encode`, which wrote it from a value: it parses.
+        self.value.get_or_init(|| self.text.get().and_then(|text| serde_json::from_str(text).ok()).unwrap_or_default())
+    }
+
+    /// The payload as a `Value`, taken.
+    pub fn into_value(self) -> Value {
+        self.value();
+        self.value.into_inner().unwrap_or_default()
+    }
+}
+
+impl From<Value> for EvidencePayload {
+    fn from(value: Value) -> Self {
+        EvidencePayload::new(value)
+    }
+}
+
+impl std::ops::Deref for EvidencePayload {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        self.value()
+    }
+}
+
+impl PartialEq for EvidencePayload {
+    fn eq(&self, other: &Self) -> bool {
+        self.value() == other.value()
+    }
+}
+
+impl PartialEq<Value> for EvidencePayload {
+    fn eq(&self, other: &Value) -> bool {
+        self.value() == other
+    }
+}
+
+impl fmt::Debug for EvidencePayload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.value(), f)
+    }
+}
+
+impl fmt::Display for EvidencePayload {
+    /// Its text: the JSON a `Value` of it writes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.text())
+    }
+}
+
+impl Serialize for EvidencePayload {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.value().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for EvidencePayload {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(EvidencePayload::new)
     }
 }
 
@@ -474,8 +584,9 @@ pub struct EvidenceEntry {
     pub kind: EvidenceKind,
     /// The tool call it is about, if any.
     pub call_id: Option<String>,
-    /// What is recorded.
-    pub payload: Value,
+    /// What is recorded. An entry this process sealed keeps it as the text its hash was
+    /// taken over, which the store writes as it is.
+    pub payload: EvidencePayload,
     /// When it was sealed.
     pub recorded_at: Millis,
     /// The hash of the entry before (empty for the first).
@@ -483,41 +594,6 @@ pub struct EvidenceEntry {
     /// This entry's hash: SHA-256 over `prev_hash` and the entry's fields
     /// ([`entry_hash`](crate::entry_hash)).
     pub hash: String,
-    /// `payload` as the text its hash was taken over, kept by
-    /// [`EvidenceChain::seal`](crate::EvidenceChain::seal) so the store writes that text
-    /// instead of encoding the payload a second time. Not part of the entry: absent from
-    /// its JSON, its equality and entries read back.
-    #[serde(skip)]
-    pub(crate) sealed_text: SealedText,
-}
-
-impl EvidenceEntry {
-    /// `payload` as the text to store: the very text that was hashed.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-    pub(crate) fn payload_text(&self) -> std::borrow::Cow<'_, str> {
-        match &self.sealed_text.0 {
-            Some(text) => std::borrow::Cow::Borrowed(text),
-            None => std::borrow::Cow::Owned(crate::chain::json_text(&self.payload)),
-        }
-    }
-}
-
-/// The text an entry's payload was sealed as, if this process sealed it; see
-/// [`EvidenceEntry`]. Every two are equal: the text follows from the payload.
-#[derive(Clone, Default)]
-pub(crate) struct SealedText(pub(crate) Option<String>);
-
-impl PartialEq for SealedText {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl fmt::Debug for SealedText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The payload is shown already; its text adds nothing.
-        f.write_str(if self.0.is_some() { "Sealed" } else { "Read" })
-    }
 }
 
 /// One turn of a conversation.

@@ -160,7 +160,7 @@ fn the_typed_reports_example_passes_data_and_the_firewall_withholds_a_field() {
             store.evidence(&root, 0).await.expect("reads")
         });
     let reports: Vec<&serde_json::Value> =
-        evidence.iter().filter(|e| e.kind == EvidenceKind::ReportReceived).map(|e| &e.payload).collect();
+        evidence.iter().filter(|e| e.kind == EvidenceKind::ReportReceived).map(|e| e.payload.value()).collect();
     let from = |member: &str| reports.iter().find(|r| r["member"] == member).copied().expect("a report");
     assert!(from("researcher")["structured"]["summary"].as_str().is_some_and(|s| s.contains("Gadget")));
     assert_eq!(from("researcher")["structured"].get("artifacts"), None, "{reports:?}");

@@ -45,7 +45,7 @@ fn a_client_tools_result_stored_for_a_paused_run_is_applied_once_by_the_worker_t
         assert!(results.contains(&&ContentBlock::tool_result("c1", "teal")), "{results:?}");
         let log = store.evidence(&run_id, 0).await.expect("evidence");
         let taken: Vec<&serde_json::Value> =
-            log.iter().filter(|e| e.kind == EvidenceKind::SignalApplied).map(|e| &e.payload).collect();
+            log.iter().filter(|e| e.kind == EvidenceKind::SignalApplied).map(|e| e.payload.value()).collect();
         assert_eq!(taken.len(), 2, "{taken:?}");
         assert_eq!((taken[0]["applied"].clone(), taken[1]["applied"].clone()), (json!(true), json!(false)));
     });

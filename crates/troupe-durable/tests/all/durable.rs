@@ -468,7 +468,7 @@ fn a_second_decision_about_a_call_is_logged_as_refused() {
         assert!(output.is_completed(), "{:?}", output.outcome);
         let log = store.evidence(&run_id, 0).await.expect("evidence");
         let taken: Vec<&serde_json::Value> =
-            log.iter().filter(|e| e.kind == EvidenceKind::SignalApplied).map(|e| &e.payload).collect();
+            log.iter().filter(|e| e.kind == EvidenceKind::SignalApplied).map(|e| e.payload.value()).collect();
         assert_eq!(taken.len(), 2, "{taken:?}");
         assert_eq!(taken[0]["applied"], true, "{taken:?}");
         assert_eq!(taken[1]["applied"], false, "the second decision was refused: {taken:?}");

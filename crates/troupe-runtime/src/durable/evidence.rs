@@ -50,7 +50,7 @@ impl ActionStarted {
             effect: declaration.effect,
             idempotency,
         };
-        NewEvidence::new(EvidenceKind::ActionStarted, to_value(&payload)).for_call(call_id)
+        encoded(EvidenceKind::ActionStarted, &payload).for_call(call_id)
     }
 }
 
@@ -118,7 +118,7 @@ impl ActionCompleted {
             content_chars: chars,
             attachments,
         };
-        NewEvidence::new(EvidenceKind::ActionCompleted, to_value(&payload)).for_call(call_id)
+        encoded(EvidenceKind::ActionCompleted, &payload).for_call(call_id)
     }
 
     /// What a resumed run tells the model about this completed call.
@@ -161,16 +161,17 @@ pub struct ModelTurn {
 /// conversation).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestDigest {
-    /// The whole request, as JSON.
-    pub whole: String,
+    // In their names' order, as an evidence entry's text has them.
+    /// How many messages it held.
+    pub message_count: u32,
+    /// The messages, as JSON.
+    pub messages: String,
     /// The system instructions (the digest of the empty string when there are none).
     pub system: String,
     /// The tools offered, as JSON.
     pub tools: String,
-    /// The messages, as JSON.
-    pub messages: String,
-    /// How many messages it held.
-    pub message_count: u32,
+    /// The whole request, as JSON.
+    pub whole: String,
 }
 
 impl RequestDigest {
@@ -304,7 +305,7 @@ impl std::io::Write for Hashing<'_> {
 impl ModelTurn {
     /// The entry.
     pub fn evidence(self) -> NewEvidence {
-        NewEvidence::new(EvidenceKind::ModelTurn, to_value(&self))
+        encoded(EvidenceKind::ModelTurn, &self)
     }
 
     /// The entry of model call `iteration` to `model`, answered with `message`: the
@@ -319,21 +320,22 @@ impl ModelTurn {
         request: RequestDigest,
     ) -> NewEvidence {
         let turn = BorrowedTurn { iteration, model, message, stop_reason, usage, cost_usd, request: Some(request) };
-        NewEvidence::new(EvidenceKind::ModelTurn, to_value(&turn))
+        encoded(EvidenceKind::ModelTurn, &turn)
     }
 }
 
-/// [`ModelTurn`] over borrowed parts: the same fields, encoded alike.
+/// [`ModelTurn`] over borrowed parts: the same fields, encoded alike (in their names'
+/// order, as its entry's text has them: written in it as they come).
 #[derive(Serialize)]
 struct BorrowedTurn<'a> {
-    iteration: u32,
-    model: &'a str,
-    message: &'a Message,
-    stop_reason: &'a StopReason,
-    usage: Usage,
     cost_usd: f64,
+    iteration: u32,
+    message: &'a Message,
+    model: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     request: Option<RequestDigest>,
+    stop_reason: &'a StopReason,
+    usage: Usage,
 }
 
 /// SHA-256 of `text` in lowercase hex.
@@ -349,6 +351,12 @@ fn digest_bytes(bytes: &[u8]) -> String {
 /// A payload as JSON; the types here always serialize.
 pub(crate) fn to_value(payload: &impl Serialize) -> Value {
     serde_json::to_value(payload).unwrap_or(Value::Null)
+}
+
+/// The entry of `kind` recording `payload`, written straight to the text its hash is taken
+/// over, with no `Value` of it built; the types here always serialize.
+pub(crate) fn encoded(kind: EvidenceKind, payload: &impl Serialize) -> NewEvidence {
+    NewEvidence::encoded(kind, payload).unwrap_or_else(|_| NewEvidence::new(kind, Value::Null))
 }
 
 #[cfg(test)]
@@ -368,7 +376,7 @@ mod tests {
         let long = "x".repeat(SUMMARY_CHARS + 10);
         let read = |capture| {
             let entry = ActionCompleted::evidence("c1", &declaration(capture), &long, false);
-            serde_json::from_value::<ActionCompleted>(entry.payload).expect("reads back")
+            serde_json::from_value::<ActionCompleted>(entry.payload.into_value()).expect("reads back")
         };
         assert_eq!(read(EvidenceCapture::Structured).content.as_deref(), Some(long.as_str()));
         let summary = read(EvidenceCapture::Summary);
@@ -400,6 +408,48 @@ mod tests {
         };
         let borrowed = ModelTurn::evidence_of(2, "openai/gpt-4o", &message, &StopReason::EndTurn, usage, 0.25, request);
         assert_eq!(borrowed.payload, owned.evidence().payload);
+    }
+
+    /// The entries a run seals are written straight to their text: the text a `Value` of
+    /// their payload writes, which a reader's check of the chain recomputes.
+    #[test]
+    fn an_entry_is_encoded_as_a_value_of_its_payload_writes_it() {
+        use troupe_core::ContentBlock;
+        let message = Message {
+            role: troupe_core::Role::Assistant,
+            content: vec![
+                ContentBlock::Text { text: "Looking \"k0\" up…\n".into() },
+                ContentBlock::ToolUse {
+                    id: "call_0".into(),
+                    name: "lookup".into(),
+                    input: json!({"key": "k0", "options": {"z": [1.5, null], "a": "é"}}),
+                    signature: None,
+                },
+            ],
+        };
+        let request = RequestDigest::of(&troupe_core::ModelRequest::new("gpt-4o").message(message.clone()));
+        let usage = Usage { input_tokens: 7, output_tokens: 3, cache_read_tokens: 2, ..Usage::default() };
+        let stops = [StopReason::ToolUse, StopReason::EndTurn, StopReason::MaxTokens];
+        for stop in stops {
+            let entry = ModelTurn::evidence_of(3, "openai/gpt-4o", &message, &stop, usage, 0.000_075, request.clone());
+            let turn = BorrowedTurn {
+                iteration: 3,
+                model: "openai/gpt-4o",
+                message: &message,
+                stop_reason: &stop,
+                usage,
+                cost_usd: 0.000_075,
+                request: Some(request.clone()),
+            };
+            assert_eq!(entry.payload.text(), troupe_store::json_text(&to_value(&turn)));
+        }
+        let started =
+            ActionStarted::evidence("c1", &declaration(EvidenceCapture::Structured), &json!({"b": 1, "a": 2}));
+        let completed = ActionCompleted::evidence("c1", &declaration(EvidenceCapture::Structured), "done\t", true);
+        for entry in [started, completed] {
+            let value: Value = serde_json::from_str(entry.payload.text()).expect("JSON");
+            assert_eq!(entry.payload.text(), troupe_store::json_text(&value));
+        }
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub fn plan_resume(state: &RunState, evidence: &[EvidenceEntry], pending: &[Stor
             let completed = about.iter().rposition(|e| e.kind == EvidenceKind::ActionCompleted);
             let resume = match (started, completed) {
                 (_, Some(done)) if started.is_none_or(|s| done > s) => replay(about[done]),
-                (Some(s), _) => match serde_json::from_value::<ActionStarted>(about[s].payload.clone()) {
+                (Some(s), _) => match ActionStarted::deserialize(about[s].payload.value()) {
                     Ok(started) if started.idempotency != Idempotency::NonIdempotent => CallResume::Retry,
                     // Not idempotent, or a record this build cannot read: only a person knows.
                     _ => CallResume::AskPerson,
@@ -78,7 +78,7 @@ pub fn plan_resume(state: &RunState, evidence: &[EvidenceEntry], pending: &[Stor
 }
 
 fn replay(entry: &EvidenceEntry) -> CallResume {
-    match serde_json::from_value::<ActionCompleted>(entry.payload.clone()) {
+    match ActionCompleted::deserialize(entry.payload.value()) {
         Ok(done) => CallResume::Replay {
             content: done.replayed_content(),
             is_error: done.is_error,

@@ -7,6 +7,7 @@
 //! stored before they are applied, the lease kept alive, and the first store failure,
 //! after which it writes nothing more.
 
+use super::evidence::encoded;
 use super::journal::Journal;
 use super::{Durability, StoredInput};
 use std::collections::VecDeque;
@@ -83,9 +84,8 @@ impl Recorder {
             }
         };
         if fresh {
-            let payload =
-                serde_json::json!({"agent": state.agent(), "model": state.model(), "instruction": instruction});
-            journal.note(NewEvidence::new(EvidenceKind::RunStarted, payload));
+            let payload = RunStarted { agent: state.agent(), model: state.model(), instruction };
+            journal.note(encoded(EvidenceKind::RunStarted, &payload));
         }
         let heartbeat = heartbeat(&journal, durability.lease_ttl(), cancel.clone());
         let recording = Recording { journal, durability, error: None, end_recorded: false, unsaved_signals: false };
@@ -241,9 +241,10 @@ impl Recorder {
                 return EndRecord::Failed(error);
             }
         }
-        let payload = serde_json::json!({"outcome": outcome, "usage": state.usage(), "cost_usd": state.cost_usd()});
+        let payload = RunFinished { outcome, usage: state.usage(), cost_usd: state.cost_usd() };
+        let finished = encoded(EvidenceKind::RunFinished, &payload);
         state.set_event_seq(event_seq);
-        match recording.journal.finish(state, vec![NewEvidence::new(EvidenceKind::RunFinished, payload)]).await {
+        match recording.journal.finish(state, vec![finished]).await {
             Ok(()) => {
                 recording.end_recorded = true;
                 EndRecord::Recorded
@@ -264,6 +265,22 @@ impl Recorder {
     pub(crate) fn has_failed(&self) -> bool {
         matches!(self, Recorder::Store(recording) if recording.error.is_some())
     }
+}
+
+/// A `run started` entry's payload.
+#[derive(serde::Serialize)]
+struct RunStarted<'a> {
+    agent: &'a str,
+    model: &'a str,
+    instruction: &'a str,
+}
+
+/// A `run finished` entry's payload.
+#[derive(serde::Serialize)]
+struct RunFinished<'a> {
+    outcome: &'a RunOutcome,
+    usage: troupe_core::Usage,
+    cost_usd: f64,
 }
 
 /// A save's result: `Err` when the store failed, and the run must stop.

@@ -5,8 +5,6 @@ use super::queue::hold_fence;
 use crate::error::StoreError;
 use crate::record::{EvidenceEntry, Lease};
 use crate::sql::{Conn, Dialect, Failure, Param, Statement};
-#[cfg(feature = "postgres")]
-use std::borrow::Cow;
 
 const INSERT_EVIDENCE: Statement = statement!(
     "INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
@@ -117,13 +115,13 @@ pub(crate) async fn insert_entries<C: Conn>(
 /// is stored as the very text that was hashed. [`StoreError::EvidenceConflict`] if its
 /// sequence number is taken.
 async fn insert_evidence(conn: &mut impl Conn, statement: &Statement, entry: &EvidenceEntry) -> Result<(), StoreError> {
-    let payload = entry.payload_text();
+    let payload = entry.payload.text();
     let params = [
         Param::Text(&entry.run_id),
         Param::Int(entry.seq),
         Param::Text(entry.kind.as_str()),
         Param::OptText(entry.call_id.as_deref()),
-        Param::Text(&payload),
+        Param::Text(payload),
         Param::Int(entry.recorded_at),
         Param::Text(&entry.prev_hash),
         Param::Text(&entry.hash),
@@ -161,8 +159,7 @@ pub(crate) async fn append_fenced<C: Conn>(
     if !C::Dialect::WRITES_IN_WITH || entries.iter().any(|entry| entry.run_id != fence.run_id) {
         return Ok(false);
     }
-    let payloads = payload_texts(entries);
-    let columns = EntryColumns::new(entries, &payloads);
+    let columns = EntryColumns::new(entries);
     let params = columns.fenced_params(&fence.run_id, fence);
     match conn.fetch_optional(&APPEND_FENCED, &params, |row| row.flag("held")).await {
         Ok(held) => Ok(held == Some(true)),
@@ -172,14 +169,8 @@ pub(crate) async fn append_fenced<C: Conn>(
     }
 }
 
-/// Each entry's payload as the very text that was hashed, to bind as [`EntryColumns`] do.
-#[cfg(feature = "postgres")]
-pub(crate) fn payload_texts(entries: &[EvidenceEntry]) -> Vec<Cow<'_, str>> {
-    entries.iter().map(EvidenceEntry::payload_text).collect()
-}
-
 /// A write's entries as the columns of one `UNNEST`, each a list in the entries' order:
-/// sequence numbers, kinds, call ids, payloads (from [`payload_texts`]), times, previous
+/// sequence numbers, kinds, call ids, payloads, times, previous
 /// hashes, hashes.
 #[cfg(feature = "postgres")]
 pub(crate) struct EntryColumns<'a> {
@@ -194,14 +185,15 @@ pub(crate) struct EntryColumns<'a> {
 
 #[cfg(feature = "postgres")]
 impl<'a> EntryColumns<'a> {
-    /// The columns of `entries`, whose payloads' texts are `payloads`.
-    pub(crate) fn new(entries: &'a [EvidenceEntry], payloads: &'a [Cow<'a, str>]) -> Self {
+    /// The columns of `entries`.
+    pub(crate) fn new(entries: &'a [EvidenceEntry]) -> Self {
         let column = |text: fn(&'a EvidenceEntry) -> Option<&'a str>| entries.iter().map(text).collect();
         EntryColumns {
             seqs: entries.iter().map(|entry| entry.seq).collect(),
             kinds: column(|entry| Some(entry.kind.as_str())),
             call_ids: column(|entry| entry.call_id.as_deref()),
-            payloads: payloads.iter().map(|payload| Some(payload.as_ref())).collect(),
+            // Each payload as the very text that was hashed.
+            payloads: column(|entry| Some(entry.payload.text())),
             recorded_at: entries.iter().map(|entry| entry.recorded_at).collect(),
             prev_hashes: column(|entry| Some(entry.prev_hash.as_str())),
             hashes: column(|entry| Some(entry.hash.as_str())),

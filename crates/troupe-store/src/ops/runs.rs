@@ -3,7 +3,7 @@
 use super::decode;
 use super::evidence::insert_entries;
 #[cfg(feature = "postgres")]
-use super::evidence::{EntryColumns, fenced_entries, payload_texts};
+use super::evidence::{EntryColumns, fenced_entries};
 use super::queue::{acquire, enqueue, hold_fence, release};
 use crate::chain::json_text;
 use crate::error::StoreError;
@@ -471,8 +471,7 @@ pub(crate) async fn save_fenced_checkpoint<C: Conn>(
         ),
         None => (None, Vec::new()),
     };
-    let payloads = payload_texts(&checkpoint.evidence);
-    let columns = EntryColumns::new(&checkpoint.evidence, &payloads);
+    let columns = EntryColumns::new(&checkpoint.evidence);
     let known = RunStatus::ALL.map(|status| Some(status.as_str()));
     let checkpointed = [
         Param::OptText(checkpoint.activity.as_deref()),

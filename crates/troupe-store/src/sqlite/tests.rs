@@ -223,7 +223,7 @@ async fn an_entry_is_stored_as_the_text_it_was_sealed_with() {
     // The same JSON in another form than a fresh encoding gives: only the sealed text
     // can put it in the row.
     let sealed_text = "{ \"b\": 1 }";
-    sealed[0].sealed_text = crate::record::SealedText(Some(sealed_text.to_owned()));
+    sealed[0].payload = crate::EvidencePayload::with_text(sealed_text);
     store.append_evidence(&sealed, None).await.expect("the entry is appended");
     let stored: String = sqlx::query_scalar("SELECT payload FROM evidence WHERE run_id = 'r1'")
         .fetch_one(store.pool())

@@ -386,7 +386,7 @@ async fn typed_reports_reach_the_leader_as_data_through_the_firewalls_fields() {
     let root = report.run_id.clone().expect("the team's run is recorded").to_string();
     let evidence = store.evidence(&root, 0).await.expect("reads the team's evidence");
     let reports: Vec<&serde_json::Value> =
-        evidence.iter().filter(|e| e.kind == EvidenceKind::ReportReceived).map(|e| &e.payload).collect();
+        evidence.iter().filter(|e| e.kind == EvidenceKind::ReportReceived).map(|e| e.payload.value()).collect();
 
     // The researcher's structured report passed without the field its channel does not carry.
     let researcher = reports.iter().find(|r| r["member"] == "researcher").expect("the researcher reported");
