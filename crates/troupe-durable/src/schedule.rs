@@ -135,8 +135,8 @@ pub async fn fire_due(store: &dyn Store, now: Millis) -> Result<Vec<ScheduleFire
                     status: RunStatus::Queued,
                     conversation_id: None,
                     parent_run_id: None,
-                    input: input.clone(),
-                    state,
+                    input: input.clone().into(),
+                    state: state.into(),
                 };
                 (Firing::Start(run), run_id.to_string())
             }

@@ -166,8 +166,8 @@ mod tests {
                 status: RunStatus::Running,
                 conversation_id: None,
                 parent_run_id: None,
-                input: serde_json::json!({"instruction": "review"}),
-                state: serde_json::to_value(state).expect("a state encodes"),
+                input: serde_json::json!({"instruction": "review"}).into(),
+                state: serde_json::to_value(state).expect("a state encodes").into(),
             };
             store.create_run(run, troupe_store::now_millis()).await.expect("the run is created");
         }

@@ -44,8 +44,8 @@ async fn run(store: &SqliteStore, id: &str, appended: bool) {
         status: RunStatus::Running,
         conversation_id: None,
         parent_run_id: None,
-        input: json!({"instruction": "work"}),
-        state: json!({"messages": [message(0)]}),
+        input: json!({"instruction": "work"}).into(),
+        state: json!({"messages": [message(0)]}).into(),
     };
     store.create_run(new, 1).await.expect("the run is created");
     let mut messages = vec![message(0)];

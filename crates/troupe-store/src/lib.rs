@@ -36,8 +36,8 @@
 //!     status: RunStatus::Running,
 //!     conversation_id: None,
 //!     parent_run_id: None,
-//!     input: json!({"instruction": "fix the build"}),
-//!     state: json!({}),
+//!     input: json!({"instruction": "fix the build"}).into(),
+//!     state: json!({}).into(),
 //! };
 //! store.create_run(run, now_millis()).await?;
 //!
@@ -81,9 +81,9 @@ pub use chain::{ChainBreak, EvidenceChain, entry_hash, json_text, lower_hex, ver
 pub use error::{StoreError, redact_location};
 pub use open::{StoreLocation, default_sqlite_path, legacy_sqlite_path, open, workspace_sqlite_path};
 pub use record::{
-    Checkpoint, ConversationTurn, EvidenceEntry, EvidenceHead, EvidenceKind, EvidencePayload, Firing, Flush, Lease,
-    MemoryRecord, MessagesWrite, Millis, NewEvidence, NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary,
-    SavedCheckpoint, Schedule, ScheduleTarget, StoreInfo, StoredSignal, Transition, Trigger, now_millis,
+    Checkpoint, ConversationTurn, EvidenceEntry, EvidenceHead, EvidenceKind, Firing, Flush, Lease, MemoryRecord,
+    MessagesWrite, Millis, NewEvidence, NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary,
+    SavedCheckpoint, Schedule, ScheduleTarget, StoreInfo, StoredJson, StoredSignal, Transition, Trigger, now_millis,
 };
 pub use repository::{
     ConversationRepository, EvidenceRepository, MemoryRepository, QueueRepository, RunRepository, ScheduleRepository,

@@ -107,9 +107,9 @@ pub struct NewRun {
     pub parent_run_id: Option<String>,
     /// What the run was started with (the agent's definition, the task): enough for any
     /// worker to run it.
-    pub input: Value,
+    pub input: StoredJson,
     /// The run's first state.
-    pub state: Value,
+    pub state: StoredJson,
 }
 
 /// A stored run.
@@ -447,19 +447,19 @@ pub struct NewEvidence {
     /// The tool call it is about, if any.
     pub call_id: Option<String>,
     /// What is recorded.
-    pub payload: EvidencePayload,
+    pub payload: StoredJson,
 }
 
 impl NewEvidence {
     /// An entry of `kind` with `payload`, about no call.
     pub fn new(kind: EvidenceKind, payload: Value) -> Self {
-        NewEvidence { kind, call_id: None, payload: EvidencePayload::from(payload) }
+        NewEvidence { kind, call_id: None, payload: StoredJson::from(payload) }
     }
 
     /// An entry of `kind` recording `payload` as the JSON value it serializes to, written
-    /// straight to the text its hash is taken over (see [`EvidencePayload::encode`]).
+    /// straight to the text its hash is taken over (see [`StoredJson::encode`]).
     pub fn encoded<T: Serialize + ?Sized>(kind: EvidenceKind, payload: &T) -> Result<Self, serde_json::Error> {
-        Ok(NewEvidence { kind, call_id: None, payload: EvidencePayload::encode(payload)? })
+        Ok(NewEvidence { kind, call_id: None, payload: StoredJson::encode(payload)? })
     }
 
     /// The same entry, about the call `call_id`.
@@ -469,39 +469,37 @@ impl NewEvidence {
     }
 }
 
-/// What an evidence entry records: a JSON value, which reads as a [`Value`] (it derefs to
-/// one), and its text as [`json_text`](crate::json_text) writes it, which the entry's hash
-/// is taken over. Either is made from the other when first asked for: an entry a run
-/// seals is encoded once, as that text ([`encode`](Self::encode)), and read as a `Value`
-/// only if something reads it; an entry read back is a `Value`, whose text is made only
-/// to verify it.
+/// A JSON value as the store writes it: its text, as [`json_text`](crate::json_text)
+/// writes a `Value` of it (what an evidence entry's hash is taken over), or the
+/// [`Value`], each made from the other when first asked for; it derefs to the `Value`. A
+/// run writes what it records (its evidence, a new run's input and first state) straight
+/// to that text ([`encode`](Self::encode)), which the store writes as it is: no `Value`
+/// is built unless something reads one. What is read back is a `Value`, whose text is
+/// made only when asked for (to verify an entry).
 #[derive(Clone, Default)]
-pub struct EvidencePayload {
+pub struct StoredJson {
     value: std::sync::OnceLock<Value>,
     /// The text, when known.
     text: std::sync::OnceLock<Box<str>>,
 }
 
-impl EvidencePayload {
+impl StoredJson {
     /// `value`'s payload.
     pub fn new(value: Value) -> Self {
-        EvidencePayload { value: std::sync::OnceLock::from(value), text: std::sync::OnceLock::new() }
+        StoredJson { value: std::sync::OnceLock::from(value), text: std::sync::OnceLock::new() }
     }
 
     /// The payload `value` serializes to, written straight to its text: the same text a
     /// `Value` of it writes ([`canonical_text`](crate::canonical_text)), without the `Value`.
     pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
         let text = crate::canonical_text(value)?;
-        Ok(EvidencePayload {
-            value: std::sync::OnceLock::new(),
-            text: std::sync::OnceLock::from(text.into_boxed_str()),
-        })
+        Ok(StoredJson { value: std::sync::OnceLock::new(), text: std::sync::OnceLock::from(text.into_boxed_str()) })
     }
 
     /// A payload whose text is `text` as it is (written by the store as it is).
     #[cfg(test)]
     pub(crate) fn with_text(text: &str) -> Self {
-        EvidencePayload { value: std::sync::OnceLock::new(), text: std::sync::OnceLock::from(Box::from(text)) }
+        StoredJson { value: std::sync::OnceLock::new(), text: std::sync::OnceLock::from(Box::from(text)) }
     }
 
     /// The payload as the text its entry's hash is taken over.
@@ -522,13 +520,13 @@ impl EvidencePayload {
     }
 }
 
-impl From<Value> for EvidencePayload {
+impl From<Value> for StoredJson {
     fn from(value: Value) -> Self {
-        EvidencePayload::new(value)
+        StoredJson::new(value)
     }
 }
 
-impl std::ops::Deref for EvidencePayload {
+impl std::ops::Deref for StoredJson {
     type Target = Value;
 
     fn deref(&self) -> &Value {
@@ -536,40 +534,46 @@ impl std::ops::Deref for EvidencePayload {
     }
 }
 
-impl PartialEq for EvidencePayload {
+impl PartialEq for StoredJson {
     fn eq(&self, other: &Self) -> bool {
         self.value() == other.value()
     }
 }
 
-impl PartialEq<Value> for EvidencePayload {
+impl PartialEq<Value> for StoredJson {
     fn eq(&self, other: &Value) -> bool {
         self.value() == other
     }
 }
 
-impl fmt::Debug for EvidencePayload {
+impl PartialEq<StoredJson> for Value {
+    fn eq(&self, other: &StoredJson) -> bool {
+        self == other.value()
+    }
+}
+
+impl fmt::Debug for StoredJson {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self.value(), f)
     }
 }
 
-impl fmt::Display for EvidencePayload {
+impl fmt::Display for StoredJson {
     /// Its text: the JSON a `Value` of it writes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.text())
     }
 }
 
-impl Serialize for EvidencePayload {
+impl Serialize for StoredJson {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         self.value().serialize(serializer)
     }
 }
 
-impl<'de> Deserialize<'de> for EvidencePayload {
+impl<'de> Deserialize<'de> for StoredJson {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Value::deserialize(deserializer).map(EvidencePayload::new)
+        Value::deserialize(deserializer).map(StoredJson::new)
     }
 }
 
@@ -586,7 +590,7 @@ pub struct EvidenceEntry {
     pub call_id: Option<String>,
     /// What is recorded. An entry this process sealed keeps it as the text its hash was
     /// taken over, which the store writes as it is.
-    pub payload: EvidencePayload,
+    pub payload: StoredJson,
     /// When it was sealed.
     pub recorded_at: Millis,
     /// The hash of the entry before (empty for the first).

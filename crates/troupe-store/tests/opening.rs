@@ -51,8 +51,8 @@ mod sqlite {
             status: RunStatus::Running,
             conversation_id: None,
             parent_run_id: None,
-            input: serde_json::json!({}),
-            state: serde_json::json!({}),
+            input: serde_json::json!({}).into(),
+            state: serde_json::json!({}).into(),
         }
     }
 

@@ -508,8 +508,8 @@ fn team_run(run_id: &RunId, input: &TeamInput) -> NewRun {
         status: RunStatus::Running,
         conversation_id: None,
         parent_run_id: None,
-        input: serde_json::to_value(input).unwrap_or_default(),
-        state: json!({"kind": TEAM_RUN_KIND, "team": input.team, "instruction": input.instruction}),
+        input: troupe_store::StoredJson::encode(input).unwrap_or_default(),
+        state: json!({"kind": TEAM_RUN_KIND, "team": input.team, "instruction": input.instruction}).into(),
     }
 }
 
@@ -808,8 +808,8 @@ mod tests {
             status: RunStatus::Running,
             conversation_id: None,
             parent_run_id: parent.map(str::to_owned),
-            input: json!({}),
-            state: json!({"usage": {"input_tokens": input, "output_tokens": 10}, "cost_usd": cost}),
+            input: json!({}).into(),
+            state: json!({"usage": {"input_tokens": input, "output_tokens": 10}, "cost_usd": cost}).into(),
         };
         for new in [
             run("team", None, 0, 0.0),

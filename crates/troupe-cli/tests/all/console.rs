@@ -682,8 +682,8 @@ fn troupe_console_paints_the_first_page_of_a_large_store_within_a_second() {
                     status: troupe::store::RunStatus::Completed,
                     conversation_id: None,
                     parent_run_id: None,
-                    input: json!({"instruction": format!("task {n}")}),
-                    state: json!({}),
+                    input: json!({"instruction": format!("task {n}")}).into(),
+                    state: json!({}).into(),
                 };
                 store.create_run(run, now - (LARGE_STORE_RUNS - n) as i64 * 1000)
             });

@@ -604,8 +604,8 @@ async fn a_team_run_recorded_without_its_file_is_not_resumed() {
         status: RunStatus::Running,
         conversation_id: None,
         parent_run_id: None,
-        input: state.clone(),
-        state,
+        input: state.clone().into(),
+        state: state.into(),
     };
     store.create_run(run, 1).await.expect("the team's run is stored");
     store.close().await.expect("the store closes");

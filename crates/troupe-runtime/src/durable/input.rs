@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use troupe_core::{ConversationId, Message, RunId, ToolSpec};
 use troupe_run::RunState;
 use troupe_run::{AgentSpec, OutputSpec};
-use troupe_store::{NewRun, RunStatus};
+use troupe_store::{NewRun, RunStatus, StoredJson};
 
 /// A run's input as stored: the agent's definition and the task.
 ///
@@ -108,8 +108,9 @@ impl StoredInput {
             status,
             conversation_id: self.conversation_id.as_ref().map(ToString::to_string),
             parent_run_id: self.parent_run_id.as_ref().map(ToString::to_string),
-            input: serde_json::to_value(self).unwrap_or_default(),
-            state: serde_json::to_value(state).unwrap_or_default(),
+            // Written straight to the text the store writes: no `Value` of either is built.
+            input: StoredJson::encode(self).unwrap_or_default(),
+            state: StoredJson::encode(state).unwrap_or_default(),
         }
     }
 }

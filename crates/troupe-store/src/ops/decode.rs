@@ -110,7 +110,7 @@ pub(crate) fn evidence_entry(row: &dyn Columns) -> Result<EvidenceEntry, StoreEr
         kind: EvidenceKind::parse(&kind)
             .ok_or_else(|| StoreError::decode(what(), format!("unknown evidence kind `{kind}`")))?,
         call_id: row.opt_text("call_id")?,
-        payload: crate::EvidencePayload::new(row.json("payload", what)?),
+        payload: crate::StoredJson::new(row.json("payload", what)?),
         recorded_at: row.int("recorded_at")?,
         prev_hash: row.text("prev_hash")?,
         hash: row.text("hash")?,

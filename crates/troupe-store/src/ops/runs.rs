@@ -5,7 +5,6 @@ use super::evidence::insert_entries;
 #[cfg(feature = "postgres")]
 use super::evidence::{EntryColumns, fenced_entries};
 use super::queue::{acquire, enqueue, hold_fence, release};
-use crate::chain::json_text;
 use crate::error::StoreError;
 use crate::record::{
     Checkpoint, Lease, MessagesWrite, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint,
@@ -261,15 +260,15 @@ const CONSUME_SIGNALS: Statement =
 /// statement where the dialect writes in `WITH`). [`StoreError::RunExists`] if the id is
 /// taken.
 pub(crate) async fn insert_run<C: Conn>(conn: &mut C, run: &NewRun, now: Millis) -> Result<(), StoreError> {
-    let (input, state) = (json_text(&run.input), json_text(&run.state));
-    let params = run_params(run, &state, now, &input);
+    let (input, state) = (run.input.text(), run.state.text());
+    let params = run_params(run, state, now, input);
     // The input is the last parameter: SQLite's `INSERT_RUN` does not take it.
     let statement_params = if C::Dialect::WRITES_IN_WITH { &params[..] } else { &params[..7] };
     conn.execute(&INSERT_RUN, statement_params).await.map_err(|e| e.when(Failure::Unique, taken(run)))?;
     if C::Dialect::WRITES_IN_WITH {
         return Ok(());
     }
-    conn.execute(&INSERT_INPUT, &[Param::Text(&run.id), Param::Text(&input)]).await?;
+    conn.execute(&INSERT_INPUT, &[Param::Text(&run.id), Param::Text(input)]).await?;
     insert_transition(conn, &run.id, 1, None, run.status, now).await?;
     if run.status == RunStatus::Queued {
         enqueue(conn, &run.id, now).await?;
@@ -286,8 +285,8 @@ pub(crate) async fn insert_leased_run<C: Conn>(
     now: Millis,
 ) -> Result<Lease, StoreError> {
     let lease = if C::Dialect::WRITES_IN_WITH {
-        let (input, state) = (json_text(&run.input), json_text(&run.state));
-        let [id, agent, status, conversation, parent, state, at, input] = run_params(run, &state, now, &input);
+        let (input, state) = (run.input.text(), run.state.text());
+        let [id, agent, status, conversation, parent, state, at, input] = run_params(run, state, now, input);
         let expires_at = Param::Int(super::expiry(now, ttl));
         let params = [id, agent, status, conversation, parent, state, at, input, Param::Text(owner), expires_at];
         conn.fetch_optional(&INSERT_LEASED_RUN, &params, decode::lease)

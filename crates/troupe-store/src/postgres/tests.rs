@@ -63,8 +63,8 @@ fn run(id: &str, status: RunStatus) -> NewRun {
         status,
         conversation_id: Some("conv".into()),
         parent_run_id: None,
-        input: json!({"instruction": "go"}),
-        state: json!({"step": 0}),
+        input: json!({"instruction": "go"}).into(),
+        state: json!({"step": 0}).into(),
     }
 }
 

@@ -27,8 +27,8 @@ fn run(id: &str, status: RunStatus) -> NewRun {
         status,
         conversation_id: None,
         parent_run_id: None,
-        input: json!({"instruction": "fix the build"}),
-        state: json!({}),
+        input: json!({"instruction": "fix the build"}).into(),
+        state: json!({}).into(),
     }
 }
 
@@ -223,7 +223,7 @@ async fn an_entry_is_stored_as_the_text_it_was_sealed_with() {
     // The same JSON in another form than a fresh encoding gives: only the sealed text
     // can put it in the row.
     let sealed_text = "{ \"b\": 1 }";
-    sealed[0].payload = crate::EvidencePayload::with_text(sealed_text);
+    sealed[0].payload = crate::StoredJson::with_text(sealed_text);
     store.append_evidence(&sealed, None).await.expect("the entry is appended");
     let stored: String = sqlx::query_scalar("SELECT payload FROM evidence WHERE run_id = 'r1'")
         .fetch_one(store.pool())
@@ -463,7 +463,7 @@ async fn a_checkpoint_writes_its_state_not_the_runs_input_again() {
     let store = SqliteStore::open(&path).await.expect("a new store opens");
     // A long system prompt, a session's history or an attachment: 64 KiB of input, 16 pages.
     let input = json!({"instruction": "x".repeat(64 * 1024)});
-    let new = NewRun { input: input.clone(), ..run("r1", RunStatus::Running) };
+    let new = NewRun { input: input.clone().into(), ..run("r1", RunStatus::Running) };
     let lease = store.create_leased_run(new, "w1", TTL, 1).await.expect("a run is created");
     let mut chain = EvidenceChain::new("r1");
     let before = wal_frames(&path);

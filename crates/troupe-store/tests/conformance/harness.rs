@@ -38,8 +38,8 @@ pub fn new_run(id: &str, agent: &str, status: RunStatus) -> NewRun {
         status,
         conversation_id: None,
         parent_run_id: None,
-        input: json!({"instruction": format!("task of {id}")}),
-        state: json!({}),
+        input: json!({"instruction": format!("task of {id}")}).into(),
+        state: json!({}).into(),
     }
 }
 

@@ -11,8 +11,9 @@ pub async fn created_run_loads_back(backend: Arc<dyn Backend>) {
     let mut run = new_run("run-a", "coder", RunStatus::Running);
     run.conversation_id = Some("conv-1".into());
     run.parent_run_id = Some("run-parent".into());
-    run.input = json!({"instruction": "fix the build", "limits": {"turns": 8, "usd": 0.25}, "tags": ["ü", "😀"]});
-    run.state = json!({"messages": [], "turn": 0});
+    run.input =
+        json!({"instruction": "fix the build", "limits": {"turns": 8, "usd": 0.25}, "tags": ["ü", "😀"]}).into();
+    run.state = json!({"messages": [], "turn": 0}).into();
     store.create_run(run.clone(), T0).await.expect("the run is created");
 
     let loaded = store.load_run("run-a").await.expect("load_run").expect("the run is stored");
@@ -35,7 +36,7 @@ pub async fn duplicate_run_id_is_refused(backend: Arc<dyn Backend>) {
     let store = backend.store();
     store.create_run(new_run("run-dup", "coder", RunStatus::Running), T0).await.expect("the first run is created");
     let mut again = new_run("run-dup", "reviewer", RunStatus::Queued);
-    again.state = json!({"overwritten": true});
+    again.state = json!({"overwritten": true}).into();
     let refused = store.create_run(again, T0 + 1).await;
     assert!(
         matches!(&refused, Err(StoreError::RunExists { run_id }) if run_id == "run-dup"),
@@ -130,13 +131,14 @@ pub async fn a_search_finds_part_of_a_name_or_a_model_or_an_ids_start(backend: A
     ];
     for (i, (id, agent, model, status)) in specs.iter().enumerate() {
         let mut run = new_run(id, agent, *status);
-        run.state = json!({"run_id": id, "model": model, "nested": {"model": "hidden/elsewhere"}});
+        let mut state = json!({"run_id": id, "model": model, "nested": {"model": "hidden/elsewhere"}});
         if *id == "run-b4" {
             // A NUL in a state's text (a tool's output kept in it) breaks no search.
-            run.state["kept"] = json!("a\u{0}b");
+            state["kept"] = json!("a\u{0}b");
             // And the text `\u0000` after a backslash, which is no NUL.
-            run.state["typed"] = json!("c:\\u0000");
+            state["typed"] = json!("c:\\u0000");
         }
+        run.state = state.into();
         let offset = i64::try_from(i).expect("a small index") * 1_000;
         store.create_run(run, T0 + offset).await.expect("the run is created");
     }
@@ -169,7 +171,7 @@ pub async fn runs_are_listed_as_records_without_their_conversation(backend: Arc<
     let store = backend.store();
     for (i, (id, agent)) in [("run-r1", "coder"), ("run-r2", "reviewer"), ("run-r3", "coder")].iter().enumerate() {
         let mut run = new_run(id, agent, RunStatus::Running);
-        run.state = json!({"model": format!("openai/model-{i}"), "messages": [{"text": "task"}]});
+        run.state = json!({"model": format!("openai/model-{i}"), "messages": [{"text": "task"}]}).into();
         let offset = i64::try_from(i).expect("a small index") * 1_000;
         store.create_run(run, T0 + offset).await.expect("the run is created");
     }
@@ -397,7 +399,7 @@ pub async fn child_runs_are_listed_by_their_parent(backend: Arc<dyn Backend>) {
 pub async fn a_conversation_kept_apart_is_appended_and_loads_whole(backend: Arc<dyn Backend>) {
     let store = backend.store();
     let mut run = new_run("run-m", "coder", RunStatus::Running);
-    run.state = json!({"messages": [{"text": "task"}], "turn": 0});
+    run.state = json!({"messages": [{"text": "task"}], "turn": 0}).into();
     store.create_run(run, T0).await.expect("the run is created");
     let state = |turn: u32| json!({"messages": [], "turn": turn});
     let texts = |texts: &[&str]| -> Vec<Box<serde_json::value::RawValue>> {

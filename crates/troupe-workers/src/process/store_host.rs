@@ -209,8 +209,8 @@ mod tests {
             status: RunStatus::Running,
             conversation_id: None,
             parent_run_id: parent.map(str::to_owned),
-            input: json!({}),
-            state: json!({}),
+            input: json!({}).into(),
+            state: json!({}).into(),
         }
     }
 
