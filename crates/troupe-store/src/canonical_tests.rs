@@ -197,3 +197,22 @@ fn what_only_a_value_writes_goes_through_a_value() {
     }
     same(&FloatKey);
 }
+
+#[test]
+fn stored_json_reads_as_the_value_it_was_written_from_and_writes_that_values_text() {
+    use crate::StoredJson;
+    let value = json!({"b": [1, {"d": "é"}], "a": 0.5});
+    let encoded = StoredJson::encode(&turn()).expect("encoded");
+    assert_eq!(*encoded, serde_json::to_value(turn()).expect("a value"), "read as the value");
+    assert_eq!(encoded.text(), through_value(&turn()));
+    let kept = StoredJson::new(value.clone());
+    assert_eq!(kept.text(), r#"{"a":0.5,"b":[1,{"d":"é"}]}"#);
+    assert_eq!(kept.to_string(), kept.text());
+    assert_eq!(kept, StoredJson::encode(&value).expect("encoded"));
+    assert_eq!(kept["b"][1]["d"], "é", "it derefs to its value");
+    // Through serde (a worker's store calls cross its pipe so) it is its value.
+    let crossed: StoredJson = serde_json::from_str(&serde_json::to_string(&encoded).expect("out")).expect("in");
+    assert_eq!(crossed.text(), encoded.text());
+    assert_eq!(StoredJson::default().text(), "null");
+    assert_eq!(kept.into_value(), value);
+}

@@ -484,36 +484,36 @@ pub struct StoredJson {
 }
 
 impl StoredJson {
-    /// `value`'s payload.
+    /// `value`, its text made when first asked for.
     pub fn new(value: Value) -> Self {
         StoredJson { value: std::sync::OnceLock::from(value), text: std::sync::OnceLock::new() }
     }
 
-    /// The payload `value` serializes to, written straight to its text: the same text a
+    /// The JSON `value` serializes to, written straight to its text: the same text a
     /// `Value` of it writes ([`canonical_text`](crate::canonical_text)), without the `Value`.
     pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
         let text = crate::canonical_text(value)?;
         Ok(StoredJson { value: std::sync::OnceLock::new(), text: std::sync::OnceLock::from(text.into_boxed_str()) })
     }
 
-    /// A payload whose text is `text` as it is (written by the store as it is).
+    /// A value whose text is `text` as it is (written by the store as it is).
     #[cfg(test)]
     pub(crate) fn with_text(text: &str) -> Self {
         StoredJson { value: std::sync::OnceLock::new(), text: std::sync::OnceLock::from(Box::from(text)) }
     }
 
-    /// The payload as the text its entry's hash is taken over.
+    /// The text: what the store writes, and an evidence entry's hash is taken over.
     pub fn text(&self) -> &str {
         self.text.get_or_init(|| crate::chain::json_text(self.value()).into_boxed_str())
     }
 
-    /// The payload as a `Value`.
+    /// The `Value`.
     pub fn value(&self) -> &Value {
         // A text is set only by `encode`, which wrote it from a value: it parses.
         self.value.get_or_init(|| self.text.get().and_then(|text| serde_json::from_str(text).ok()).unwrap_or_default())
     }
 
-    /// The payload as a `Value`, taken.
+    /// The `Value`, taken.
     pub fn into_value(self) -> Value {
         self.value();
         self.value.into_inner().unwrap_or_default()
