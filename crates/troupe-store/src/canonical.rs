@@ -54,6 +54,15 @@ impl Writer {
     }
 }
 
+/// `serialize_<type>` for each scalar type named, each handing its value to `self.<method>`.
+macro_rules! scalars {
+    ($method:ident: $($name:ident($ty:ty)),*) => {$(
+        fn $name(self, v: $ty) -> Result<(), Error> {
+            self.$method(&v)
+        }
+    )*};
+}
+
 impl<'a> ser::Serializer for &'a mut Writer {
     type Ok = ();
     type Error = Error;
@@ -65,21 +74,10 @@ impl<'a> ser::Serializer for &'a mut Writer {
     type SerializeStruct = Object<'a>;
     type SerializeStructVariant = Object<'a>;
 
-    fn serialize_bool(self, v: bool) -> Result<(), Error> {
-        self.json(&v)
-    }
-    fn serialize_i8(self, v: i8) -> Result<(), Error> {
-        self.json(&v)
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), Error> {
-        self.json(&v)
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), Error> {
-        self.json(&v)
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        self.json(&v)
-    }
+    // Scalars as serde_json writes them: as a `Value` of them writes them.
+    scalars!(json: serialize_bool(bool), serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64),
+        serialize_u8(u8), serialize_u16(u16), serialize_u32(u32), serialize_u64(u64), serialize_f64(f64), serialize_char(char));
+
     fn serialize_i128(self, v: i128) -> Result<(), Error> {
         // A `Value` holds what fits in 64 bits, as such.
         match (i64::try_from(v), u64::try_from(v)) {
@@ -87,18 +85,6 @@ impl<'a> ser::Serializer for &'a mut Writer {
             (Ok(v), _) => self.json(&v),
             _ => Err(ser::Error::custom("a number beyond 64 bits")),
         }
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), Error> {
-        self.json(&v)
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), Error> {
-        self.json(&v)
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), Error> {
-        self.json(&v)
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        self.json(&v)
     }
     fn serialize_u128(self, v: u128) -> Result<(), Error> {
         match u64::try_from(v) {
@@ -109,12 +95,6 @@ impl<'a> ser::Serializer for &'a mut Writer {
     fn serialize_f32(self, v: f32) -> Result<(), Error> {
         // A `Value` keeps an `f32` as the `f64` it converts to, and writes that.
         self.json(&f64::from(v))
-    }
-    fn serialize_f64(self, v: f64) -> Result<(), Error> {
-        self.json(&v)
-    }
-    fn serialize_char(self, v: char) -> Result<(), Error> {
-        self.json(&v)
     }
     fn serialize_str(self, v: &str) -> Result<(), Error> {
         self.json(v)
@@ -383,39 +363,10 @@ impl ser::Serializer for KeyWriter<'_> {
     type SerializeStruct = Impossible<(), Error>;
     type SerializeStructVariant = Impossible<(), Error>;
 
-    fn serialize_bool(self, v: bool) -> Result<(), Error> {
-        self.text(v)
-    }
-    fn serialize_i8(self, v: i8) -> Result<(), Error> {
-        self.text(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), Error> {
-        self.text(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), Error> {
-        self.text(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        self.text(v)
-    }
-    fn serialize_i128(self, v: i128) -> Result<(), Error> {
-        self.text(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), Error> {
-        self.text(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), Error> {
-        self.text(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), Error> {
-        self.text(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        self.text(v)
-    }
-    fn serialize_u128(self, v: u128) -> Result<(), Error> {
-        self.text(v)
-    }
+    // As their text, as serde_json's keys of them are.
+    scalars!(text: serialize_bool(bool), serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64),
+        serialize_i128(i128), serialize_u8(u8), serialize_u16(u16), serialize_u32(u32), serialize_u64(u64), serialize_u128(u128));
+
     fn serialize_f32(self, _v: f32) -> Result<(), Error> {
         // serde_json writes a float key in its own shortest form: left to it.
         Err(not_a_key())
