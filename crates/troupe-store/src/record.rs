@@ -502,6 +502,12 @@ impl StoredJson {
         StoredJson { value: std::sync::OnceLock::new(), text: std::sync::OnceLock::from(Box::from(text)) }
     }
 
+    /// Whether its `Value` was built.
+    #[cfg(test)]
+    pub(crate) fn has_value(&self) -> bool {
+        self.value.get().is_some()
+    }
+
     /// The text: what the store writes, and an evidence entry's hash is taken over.
     pub fn text(&self) -> &str {
         self.text.get_or_init(|| crate::chain::json_text(self.value()).into_boxed_str())

@@ -232,6 +232,36 @@ async fn an_entry_is_stored_as_the_text_it_was_sealed_with() {
     assert_eq!(stored, sealed_text);
 }
 
+/// An entry sealed from a typed payload is hashed over its text, and a run's typed input
+/// and state are encoded to theirs, with no `Value` of them built; stored, they read back
+/// as those values, and the entry verifies.
+#[tokio::test]
+async fn what_a_run_records_is_sealed_from_its_text_and_reads_back_as_its_value() {
+    let (_dir, store) = store().await;
+    #[derive(serde::Serialize)]
+    struct Typed {
+        z: u8,
+        a: &'static str,
+    }
+    let new = NewRun {
+        input: crate::StoredJson::encode(&Typed { z: 1, a: "input" }).expect("encoded"),
+        state: crate::StoredJson::encode(&Typed { z: 2, a: "state" }).expect("encoded"),
+        ..run("r1", RunStatus::Running)
+    };
+    assert!(!new.input.has_value() && !new.state.has_value(), "only their text was made");
+    store.create_run(new, 1).await.expect("a run is created");
+    let entry = NewEvidence::encoded(EvidenceKind::RunStarted, &Typed { z: 3, a: "entry" }).expect("encoded");
+    let sealed = EvidenceChain::new("r1").seal(vec![entry], 2);
+    assert!(!sealed[0].payload.has_value(), "sealed from its text");
+    store.append_evidence(&sealed, None).await.expect("the entry is appended");
+    let log = store.evidence("r1", 0).await.expect("the log reads");
+    assert_eq!(log[0].payload, json!({"a": "entry", "z": 3}));
+    crate::verify_chain(&log).expect("it verifies, read back as a value");
+    let loaded = store.load_run("r1").await.expect("loads").expect("stored");
+    assert_eq!(loaded.state, json!({"a": "state", "z": 2}));
+    assert_eq!(loaded.input, json!({"a": "input", "z": 1}));
+}
+
 #[tokio::test]
 async fn unreadable_rows_are_decode_errors() {
     let (_dir, store) = store().await;
