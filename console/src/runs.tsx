@@ -1,7 +1,8 @@
 // The runs list: the runs the server holds and the newest page of its store, newest first,
 // asked again at once when the server announces a change to its runs
-// (`/v1/runs/changes`), and every ten seconds for the runs of other processes sharing the
-// store (every two without the announcements); older pages on request. A status or a search is asked of the
+// (`/v1/runs/changes`: the runs it holds, and within a second or two those of other
+// processes sharing its store), and every ten seconds all the same (every two without the
+// announcements); older pages on request. A status or a search is asked of the
 // server, which looks through the whole store: a run id (its first characters), or part of
 // an agent's or team's name or of a model, in either case.
 

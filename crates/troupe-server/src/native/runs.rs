@@ -209,23 +209,91 @@ pub(super) async fn list(State(state): State<AppState>, query: Result<Query<List
 }
 
 /// `GET /v1/runs/changes`: a `runs` event at once, then one at each change to what the
-/// list of held runs shows (its data the hub's count of changes), until the server
-/// closes. A list page asks for the runs again at each, instead of polling for them.
+/// list of runs shows, until the server closes: a change to the runs held here (its data
+/// the hub's count of changes), or, with a store, a run of another process sharing it
+/// that appeared among the store's newest or changed its status (found within
+/// [`STORE_LOOK_EVERY`]). A list page asks for the runs again at each, instead of polling
+/// for them.
 pub(super) async fn changes(State(state): State<AppState>) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let (listed, closing) = (state.hub.listed(), state.closing.clone());
-    let events = futures::stream::unfold((listed, closing, true), |(mut listed, closing, first)| async move {
-        if !first {
-            tokio::select! {
-                changed = listed.changed() => if changed.is_err() { return None },
-                () = closing.cancelled() => return None,
+    let store = state.stored.as_ref().map(|stored| StoreWatch::new(Arc::clone(stored.store()), Arc::clone(&state.hub)));
+    let events =
+        futures::stream::unfold((listed, closing, store, true), |(mut listed, closing, mut store, first)| async move {
+            if first {
+                // What the store shows now, before the list is read: a change after it is announced.
+                if let Some(store) = &mut store {
+                    store.seen = store.look().await;
+                }
+            } else {
+                let store_changed = async {
+                    match &mut store {
+                        Some(store) => store.changed().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    changed = listed.changed() => if changed.is_err() { return None },
+                    () = store_changed => {}
+                    () = closing.cancelled() => return None,
+                }
+            }
+            let count = *listed.borrow_and_update();
+            let event = Event::default().id(count.to_string()).event("runs").data(count.to_string());
+            Some((Ok::<_, std::convert::Infallible>(event), (listed, closing, store, false)))
+        });
+    Sse::new(events).keep_alive(KeepAlive::new().interval(state.config.keep_alive)).into_response()
+}
+
+/// How often a stream of `/v1/runs/changes` looks at the store for the runs of other
+/// processes: one indexed read of [`STORE_LOOKED_AT`] summaries, no state.
+pub const STORE_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How many of the store's newest runs it looks at: a list's first page.
+pub const STORE_LOOKED_AT: u32 = 100;
+
+/// The store's newest runs, as an announcement stream follows them: the top-level runs of
+/// the list's first page that the hub does not hold (it announces its own), which other
+/// processes sharing the store run, by id and status.
+struct StoreWatch {
+    store: Arc<dyn troupe_store::Store>,
+    hub: Arc<crate::hub::RunHub>,
+    /// What the last look saw (`None`: the store could not be read).
+    seen: Option<u64>,
+    every: tokio::time::Interval,
+}
+
+impl StoreWatch {
+    fn new(store: Arc<dyn troupe_store::Store>, hub: Arc<crate::hub::RunHub>) -> Self {
+        let mut every = tokio::time::interval_at(tokio::time::Instant::now() + STORE_LOOK_EVERY, STORE_LOOK_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        StoreWatch { store, hub, seen: None, every }
+    }
+
+    /// The ids and statuses of the store's newest top-level runs that no hub here holds, hashed;
+    /// `None` when the store cannot be read (a store that fails announces nothing).
+    async fn look(&self) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let filter = troupe_store::RunFilter { limit: STORE_LOOKED_AT, ..troupe_store::RunFilter::default() };
+        let runs = self.store.list_runs(&filter).await.ok()?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for run in runs.iter().filter(|run| run.parent_run_id.is_none() && self.hub.get(&run.id).is_none()) {
+            (run.id.as_str(), run.status.as_str()).hash(&mut hasher);
+        }
+        Some(hasher.finish())
+    }
+
+    /// Returns once a look sees the store's runs changed since the last.
+    async fn changed(&mut self) {
+        loop {
+            self.every.tick().await;
+            let now = self.look().await;
+            if now.is_some() && now != self.seen {
+                self.seen = now;
+                return;
             }
         }
-        let count = *listed.borrow_and_update();
-        let event = Event::default().id(count.to_string()).event("runs").data(count.to_string());
-        Some((Ok::<_, std::convert::Infallible>(event), (listed, closing, false)))
-    });
-    Sse::new(events).keep_alive(KeepAlive::new().interval(state.config.keep_alive)).into_response()
+    }
 }
 
 pub(super) async fn agents(State(state): State<AppState>) -> Json<serde_json::Value> {

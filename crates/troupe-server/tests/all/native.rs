@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{Frame, SseReader, serve, write_call};
+use common::{Frame, SseReader, serve, serve_with_store, write_call};
 use futures::{SinkExt, StreamExt};
 use std::time::Duration;
 use troupe_server::ServerConfig;
@@ -379,6 +379,51 @@ async fn changes_to_the_runs_list_are_announced() {
     served.wait_phase(&run_id, "ended").await;
     // Decided (no longer waiting), then ended.
     announced(&mut changes, waiting + 2).await;
+}
+
+/// A run that another process sharing the store starts, and its end, are announced to a
+/// list following the changes (within a look or two, not at the list's next poll); a
+/// store where nothing changes announces nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_another_process_starts_in_the_store_are_announced() {
+    use troupe_store::{Checkpoint, NewRun, RunStatus};
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let location = format!("sqlite://{}", dir.path().join("runs.db").display());
+    let store = troupe_store::open(&location).await.expect("the store opens");
+    let served = serve_with_store(ServerConfig::default(), [], Some(store)).await;
+    let response = served.get("/v1/runs/changes").send().await.expect("request");
+    assert_eq!(response.status(), 200);
+    let mut changes = SseReader::new(response);
+    announced(&mut changes, 0).await;
+    let quiet = tokio::time::timeout(troupe_server::native::STORE_LOOK_EVERY * 3, changes.next()).await;
+    assert!(quiet.is_err(), "nothing changed, yet it was announced: {quiet:?}");
+
+    // Another process: a handle of its own on the same database file.
+    let other = troupe_store::open(&location).await.expect("the store opens again");
+    let state = troupe_runtime::RunState::new(troupe_core::RunId::new("run_elsewhere"), "coder", "mock/model", "model");
+    let run = NewRun {
+        id: "run_elsewhere".to_owned(),
+        agent: "coder".to_owned(),
+        status: RunStatus::Running,
+        conversation_id: None,
+        parent_run_id: None,
+        input: serde_json::json!({"instruction": "elsewhere"}).into(),
+        state: serde_json::to_value(&state).expect("a state encodes").into(),
+    };
+    other.create_run(run, troupe_store::now_millis()).await.expect("the run is created");
+    let wait = troupe_server::native::STORE_LOOK_EVERY * 5;
+    let started = tokio::time::timeout(wait, changes.next()).await.expect("the new run is announced");
+    assert_eq!(started.expect("the stream goes on").event.as_deref(), Some("runs"));
+    let listed: serde_json::Value = served.get("/v1/runs").send().await.expect("request").json().await.expect("json");
+    assert_eq!(listed["runs"][0]["run_id"], "run_elsewhere", "{listed}");
+
+    let ended = serde_json::value::to_raw_value(&state).expect("a state encodes");
+    other
+        .checkpoint(Checkpoint::new("run_elsewhere", RunStatus::Completed, ended), troupe_store::now_millis())
+        .await
+        .expect("saved");
+    let end = tokio::time::timeout(wait, changes.next()).await.expect("the run's end is announced");
+    assert_eq!(end.expect("the stream goes on").event.as_deref(), Some("runs"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -28,6 +28,15 @@ pub struct Served {
 /// Serves agent `coder` (the coding tools in a temporary workspace, model: the mock)
 /// with `config`; the mock answers with `turns`, in order.
 pub async fn serve(config: ServerConfig, turns: impl IntoIterator<Item = MockTurn>) -> Served {
+    serve_with_store(config, turns, None).await
+}
+
+/// [`serve`], its runs looked up in `store` too when given (as `troupe serve` does).
+pub async fn serve_with_store(
+    config: ServerConfig,
+    turns: impl IntoIterator<Item = MockTurn>,
+    store: Option<Arc<dyn troupe_store::Store>>,
+) -> Served {
     let mock = MockLlmServer::start().await.expect("mock server starts");
     mock.push_all(turns);
     let provider: Arc<dyn LlmProvider> = Arc::new(
@@ -48,7 +57,10 @@ pub async fn serve(config: ServerConfig, turns: impl IntoIterator<Item = MockTur
         .build()
         .expect("agent builds");
     let token = config.tokens.first().map(|t| t.expose().to_owned());
-    let server = Server::new(config, Arc::new(AgentLauncher::new().agent(agent, "Writes code")));
+    let mut server = Server::new(config, Arc::new(AgentLauncher::new().agent(agent, "Writes code")));
+    if let Some(store) = store {
+        server = server.with_store(store);
+    }
     let server_hub = Arc::clone(server.hub());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
