@@ -13,7 +13,7 @@ use troupe_run::Signal;
 use troupe_runtime::RunInput;
 use troupe_runtime::RuntimeError;
 use troupe_runtime::durable::{StoredInput, TEAM_RUN_KIND};
-use troupe_store::{Firing, Millis, NewRun, RunStatus, Schedule, ScheduleTarget, Store, StoreError, Trigger};
+use troupe_store::{Firing, Millis, NewRun, RunSpend, RunStatus, Schedule, ScheduleTarget, Store, StoreError, Trigger};
 
 /// The first tick of `trigger` strictly after `after`.
 pub fn next_tick(trigger: &Trigger, after: Millis) -> Result<Millis, RuntimeError> {
@@ -137,6 +137,7 @@ pub async fn fire_due(store: &dyn Store, now: Millis) -> Result<Vec<ScheduleFire
                     parent_run_id: None,
                     input: input.clone().into(),
                     state: state.into(),
+                    spend: Some(RunSpend::rollup(0, 0.0)),
                 };
                 (Firing::Start(run), run_id.to_string())
             }

@@ -168,6 +168,7 @@ mod tests {
                 parent_run_id: None,
                 input: serde_json::json!({"instruction": "review"}).into(),
                 state: serde_json::to_value(state).expect("a state encodes").into(),
+                spend: None,
             };
             store.create_run(run, troupe_store::now_millis()).await.expect("the run is created");
         }

@@ -46,6 +46,7 @@ async fn run(store: &SqliteStore, id: &str, appended: bool) {
         parent_run_id: None,
         input: json!({"instruction": "work"}).into(),
         state: json!({"messages": [message(0)]}).into(),
+        spend: None,
     };
     store.create_run(new, 1).await.expect("the run is created");
     let mut messages = vec![message(0)];

@@ -82,8 +82,9 @@ pub use error::{StoreError, redact_location};
 pub use open::{StoreLocation, default_sqlite_path, legacy_sqlite_path, open, workspace_sqlite_path};
 pub use record::{
     Checkpoint, ConversationTurn, EvidenceEntry, EvidenceHead, EvidenceKind, Firing, Flush, Lease, MemoryRecord,
-    MessagesWrite, Millis, NewEvidence, NewRun, QueueEntry, RunFilter, RunRecord, RunStatus, RunSummary,
-    SavedCheckpoint, Schedule, ScheduleTarget, StoreInfo, StoredJson, StoredSignal, Transition, Trigger, now_millis,
+    MessagesWrite, Millis, NewEvidence, NewRun, QueueEntry, RunFilter, RunRecord, RunSpend, RunStatus, RunSummary,
+    SavedCheckpoint, Schedule, ScheduleTarget, SpendGroup, SpendSums, StoreInfo, StoredJson, StoredSignal, Transition,
+    Trigger, now_millis,
 };
 pub use repository::{
     ConversationRepository, EvidenceRepository, MemoryRepository, QueueRepository, RunRepository, ScheduleRepository,

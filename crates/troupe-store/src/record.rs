@@ -110,6 +110,67 @@ pub struct NewRun {
     pub input: StoredJson,
     /// The run's first state.
     pub state: StoredJson,
+    /// What the run has spent, kept beside its state for [`RunRepository::spend_since`]
+    /// (`None`: not kept; a sum then reads the run's record).
+    ///
+    /// [`RunRepository::spend_since`]: crate::RunRepository::spend_since
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<RunSpend>,
+}
+
+/// What a run has spent so far, kept in its row beside its state, so that sums over many
+/// runs ([`RunRepository::spend_since`](crate::RunRepository::spend_since)) are the
+/// store's, without reading each run's state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSpend {
+    /// The model the run calls (`provider/model`), when it has one.
+    pub model: Option<String>,
+    /// Tokens used, every kind.
+    pub tokens: u64,
+    /// What they cost, in USD.
+    pub cost_usd: f64,
+    /// The spend is the sum of the run's children's (a team's run, whose members' runs are
+    /// stored and counted themselves): sums keep it apart.
+    pub rollup: bool,
+}
+
+impl RunSpend {
+    /// The spend of a run whose children are its spend (a team's run): `tokens` and
+    /// `cost_usd` are theirs summed.
+    pub fn rollup(tokens: u64, cost_usd: f64) -> Self {
+        RunSpend { model: None, tokens, cost_usd, rollup: true }
+    }
+}
+
+/// The runs of one agent (or team), model, day and kind, created in a window, with what
+/// they spent together: one row of [`SpendSums`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpendGroup {
+    /// The runs' agent or team.
+    pub agent: String,
+    /// Their model (`None`: none kept).
+    pub model: Option<String>,
+    /// The day they were created: whole days since the Unix epoch, in UTC.
+    pub day: i64,
+    /// Whether theirs is a [rollup](RunSpend::rollup) of their children's spend.
+    pub rollup: bool,
+    /// How many runs.
+    pub runs: u64,
+    /// Their tokens.
+    pub tokens: u64,
+    /// Their cost, in USD.
+    pub cost_usd: f64,
+}
+
+/// What the runs created in a window spent: summed by the store where they keep their
+/// [`RunSpend`], the others named to be read whole.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpendSums {
+    /// The runs that keep their spend, grouped.
+    pub groups: Vec<SpendGroup>,
+    /// The ids of the window's runs that do not (created by an older build, or without
+    /// one): their records say what they spent.
+    pub unsummed: Vec<String>,
 }
 
 /// A stored run.
@@ -251,6 +312,10 @@ pub struct Checkpoint {
     /// them when it loads the run); `None` leaves the stored messages as they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<MessagesWrite>,
+    /// What the run has spent by this boundary, kept beside its state; `None` leaves what is
+    /// kept as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<RunSpend>,
 }
 
 /// The messages of a run's conversation a [`Checkpoint`] writes: the stored messages
@@ -306,7 +371,14 @@ impl Checkpoint {
             release: false,
             flush: Flush::BeforeAnswer,
             messages: None,
+            spend: None,
         }
+    }
+
+    /// This checkpoint, keeping `spend` as what the run has spent.
+    pub fn with_spend(mut self, spend: RunSpend) -> Self {
+        self.spend = Some(spend);
+        self
     }
 }
 

@@ -10,7 +10,7 @@
 use crate::error::StoreError;
 use crate::record::{
     Checkpoint, ConversationTurn, EvidenceEntry, Firing, Lease, MemoryRecord, Millis, NewRun, QueueEntry, RunFilter,
-    RunRecord, RunSummary, SavedCheckpoint, Schedule, StoreInfo, StoredSignal, Transition,
+    RunRecord, RunSummary, SavedCheckpoint, Schedule, SpendSums, StoreInfo, StoredSignal, Transition,
 };
 use crate::work::{NewWork, WorkRecord, WorkState, WorkStats};
 use serde_json::Value;
@@ -60,6 +60,20 @@ pub trait RunRepository: Send + Sync {
 
     /// The run's status changes, oldest first.
     fn transitions<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<Transition>>;
+
+    /// What the runs created at `since` or later spent, child runs included: those that
+    /// keep their [`RunSpend`](crate::RunSpend) summed by agent, model, day and rollup,
+    /// the others named for their records to be read.
+    ///
+    /// By default every run of the window is named: a store that keeps no spend sums none.
+    /// The SQL stores sum in one statement.
+    fn spend_since(&self, since: Millis) -> StoreFuture<'_, SpendSums> {
+        Box::pin(async move {
+            let window = RunFilter { created_since: Some(since), ..RunFilter::default() };
+            let unsummed = self.list_runs(&window).await?.into_iter().map(|run| run.id).collect();
+            Ok(SpendSums { groups: Vec::new(), unsummed })
+        })
+    }
 }
 
 /// Signals: an inbound queue per run, applied in append order, each exactly once.

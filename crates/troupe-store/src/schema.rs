@@ -4,7 +4,7 @@
 //! marker `application = troupe` that tells a troupe database from anyone else's.
 
 /// The newest schema version this build knows.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// The `troupe_meta` value of key `application` in every troupe database.
 pub const APPLICATION: &str = "troupe";
@@ -30,6 +30,7 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
     Migration { version: 7, sql: include_str!("../migrations/sqlite/0007_run_messages.sql") },
     Migration { version: 8, sql: include_str!("../migrations/sqlite/0008_run_inputs.sql") },
     Migration { version: 9, sql: include_str!("../migrations/sqlite/0009_appended_keys.sql") },
+    Migration { version: 10, sql: include_str!("../migrations/sqlite/0010_run_spend.sql") },
 ];
 
 /// The PostgreSQL schema's steps.
@@ -44,6 +45,7 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
     Migration { version: 7, sql: include_str!("../migrations/postgres/0007_run_messages.sql") },
     Migration { version: 8, sql: include_str!("../migrations/postgres/0008_run_inputs.sql") },
     Migration { version: 9, sql: include_str!("../migrations/postgres/0009_appended_keys.sql") },
+    Migration { version: 10, sql: include_str!("../migrations/postgres/0010_run_spend.sql") },
 ];
 
 /// The tables of the schema, to tell a half-foreign database from an empty one.

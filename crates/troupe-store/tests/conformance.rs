@@ -53,6 +53,7 @@ conformance_tests! {
     runs::checkpoint_of_unknown_run_fails,
     runs::a_deferred_checkpoint_saves_and_orders_with_flushed_writes,
     runs::a_conversation_kept_apart_is_appended_and_loads_whole,
+    runs::runs_spend_is_summed_by_agent_model_day_and_rollup,
     signals::signals_are_pending_until_consumed,
     signals::a_checkpoint_says_the_latest_signal,
     signals::concurrent_senders_get_gapless_numbers,

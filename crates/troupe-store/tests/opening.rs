@@ -53,6 +53,7 @@ mod sqlite {
             parent_run_id: None,
             input: serde_json::json!({}).into(),
             state: serde_json::json!({}).into(),
+            spend: None,
         }
     }
 
@@ -210,7 +211,8 @@ async fn an_older_schema_is_migrated_forward() {
     {
         let store = troupe_store::sqlite::SqliteStore::open(&path).await.expect("opens");
         // Back to version 1: without the memories and work item tables, nor the runs'
-        // evidence heads, messages and inputs apart (the input back in the run's row).
+        // evidence heads, messages and inputs apart (the input back in the run's row), nor
+        // their spend.
         sqlx::query("DROP TABLE run_inputs").execute(store.pool()).await.expect("drops");
         sqlx::query("ALTER TABLE runs ADD COLUMN input TEXT NOT NULL DEFAULT '{}'")
             .execute(store.pool())
@@ -219,7 +221,8 @@ async fn an_older_schema_is_migrated_forward() {
         sqlx::query("DROP TABLE run_messages").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE memories").execute(store.pool()).await.expect("drops");
         sqlx::query("DROP TABLE work_items").execute(store.pool()).await.expect("drops");
-        for column in ["evidence_seq", "evidence_hash"] {
+        for column in ["evidence_seq", "evidence_hash", "spend_model", "spend_tokens", "spend_cost_usd", "spend_rollup"]
+        {
             let drop = format!("ALTER TABLE runs DROP COLUMN {column}");
             sqlx::query(sqlx::AssertSqlSafe(drop)).execute(store.pool()).await.expect("drops");
         }
@@ -299,6 +302,10 @@ async fn assert_v2_runs_kept<S: troupe_store::RunRepository + troupe_store::Queu
     assert_eq!(newest, ["run-waiting", "run-old"], "newest first, from the index kept in ascending order");
     let lease = store.claim("worker", std::time::Duration::from_secs(5), 3).await.expect("claim");
     assert_eq!(lease.map(|l| l.run_id).as_deref(), Some("run-waiting"), "the queued run is still queued");
+    let mut sums = store.spend_since(0).await.expect("spend_since");
+    sums.unsummed.sort();
+    assert!(sums.groups.is_empty(), "an older build's runs keep no spend: {sums:?}");
+    assert_eq!(sums.unsummed, ["run-old", "run-waiting"], "they are named, for their records to be read");
 }
 
 /// A version 2 database gains the work queue when opened, keeping what it held.

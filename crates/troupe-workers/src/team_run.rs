@@ -42,7 +42,8 @@ use troupe_model::ModelConfig;
 use troupe_runtime::Durability;
 use troupe_runtime::durable::TEAM_RUN_KIND;
 use troupe_store::{
-    Checkpoint, EvidenceChain, EvidenceKind, NewEvidence, NewRun, RunFilter, RunStatus, Store, StoreError, now_millis,
+    Checkpoint, EvidenceChain, EvidenceKind, NewEvidence, NewRun, RunFilter, RunSpend, RunStatus, Store, StoreError,
+    now_millis,
 };
 use troupe_team::ContextFirewall;
 use troupe_team::firewall::FirewallStats;
@@ -510,6 +511,8 @@ fn team_run(run_id: &RunId, input: &TeamInput) -> NewRun {
         parent_run_id: None,
         input: troupe_store::StoredJson::encode(input).unwrap_or_default(),
         state: json!({"kind": TEAM_RUN_KIND, "team": input.team, "instruction": input.instruction}).into(),
+        // Its members' spend, as they report it: nothing yet.
+        spend: Some(RunSpend::rollup(0, 0.0)),
     }
 }
 
@@ -564,7 +567,7 @@ fn team_end(
         "exceeded": report.exceeded,
         "firewall": report.firewall,
     });
-    team_state(run_id, status, input, more)
+    Ok(team_state(run_id, status, input, more)?.with_spend(RunSpend::rollup(report.tokens, report.cost_usd)))
 }
 
 /// The team's own evidence: each brief a member got and each report that reached its
@@ -655,17 +658,16 @@ impl TeamSpend {
         let mut visited = 0usize;
         while let Some(parent) = parents.pop() {
             let filter = RunFilter { parent_run_id: Some(parent), ..RunFilter::default() };
-            for child in store.list_runs(&filter).await? {
+            // The children's records in one read, without their conversations.
+            for child in store.list_run_records(&filter).await? {
                 visited += 1;
                 if visited > MAX_RECORDED_RUNS {
                     return Ok(spend);
                 }
-                if let Some(record) = store.load_run(&child.id).await? {
-                    let usage = record.state.get("usage").cloned().map(serde_json::from_value::<Usage>);
-                    spend.usage += usage.and_then(Result::ok).unwrap_or_default();
-                    let cost = record.state.get("cost_usd").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-                    spend.cost_usd += if cost.is_finite() { cost } else { 0.0 };
-                }
+                let usage = child.state.get("usage").cloned().map(serde_json::from_value::<Usage>);
+                spend.usage += usage.and_then(Result::ok).unwrap_or_default();
+                let cost = child.state.get("cost_usd").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+                spend.cost_usd += if cost.is_finite() { cost } else { 0.0 };
                 parents.push(child.id);
             }
         }
@@ -810,6 +812,7 @@ mod tests {
             parent_run_id: parent.map(str::to_owned),
             input: json!({}).into(),
             state: json!({"usage": {"input_tokens": input, "output_tokens": 10}, "cost_usd": cost}).into(),
+            spend: None,
         };
         for new in [
             run("team", None, 0, 0.0),

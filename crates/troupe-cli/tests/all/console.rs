@@ -684,6 +684,14 @@ fn troupe_console_paints_the_first_page_of_a_large_store_within_a_second() {
                     parent_run_id: None,
                     input: json!({"instruction": format!("task {n}")}).into(),
                     state: json!({}).into(),
+                    // Nine in ten keep their spend beside their state, as this build writes
+                    // them; the others are an older build's, counted from their records.
+                    spend: (n % 10 != 0).then(|| troupe::store::RunSpend {
+                        model: Some("demo".to_owned()),
+                        tokens: 10,
+                        cost_usd: 0.0,
+                        rollup: false,
+                    }),
                 };
                 store.create_run(run, now - (LARGE_STORE_RUNS - n) as i64 * 1000)
             });
@@ -728,6 +736,7 @@ fn troupe_console_paints_the_first_page_of_a_large_store_within_a_second() {
     let costs = page.saw("costs");
     eprintln!("the costs of {LARGE_STORE_RUNS} stored runs, summed by the server: {} ms", costs["ms"]);
     assert!(costs["total"].as_str().is_some_and(|t| t.contains("10000 agent runs")), "every run counts: {costs}");
+    assert!(costs["total"].as_str().is_some_and(|t| t.contains("90000 tokens")), "the kept spend is summed: {costs}");
     assert_eq!(costs["project"][1], "3334", "a team of a third of them: {costs}");
     page.done();
     serving.stop();

@@ -606,6 +606,7 @@ async fn a_team_run_recorded_without_its_file_is_not_resumed() {
         parent_run_id: None,
         input: state.clone().into(),
         state: state.into(),
+        spend: None,
     };
     store.create_run(run, 1).await.expect("the team's run is stored");
     store.close().await.expect("the store closes");

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use troupe_core::{ConversationId, Message, RunId, ToolSpec};
 use troupe_run::RunState;
 use troupe_run::{AgentSpec, OutputSpec};
-use troupe_store::{NewRun, RunStatus, StoredJson};
+use troupe_store::{NewRun, RunSpend, RunStatus, StoredJson};
 
 /// A run's input as stored: the agent's definition and the task.
 ///
@@ -111,7 +111,19 @@ impl StoredInput {
             // Written straight to the text the store writes: no `Value` of either is built.
             input: StoredJson::encode(self).unwrap_or_default(),
             state: StoredJson::encode(state).unwrap_or_default(),
+            spend: Some(spend_of(state)),
         }
+    }
+}
+
+/// What the run in `state` has spent, as its store keeps it beside the state.
+pub(crate) fn spend_of(state: &RunState) -> RunSpend {
+    let model = state.model();
+    RunSpend {
+        model: (!model.is_empty()).then(|| model.to_owned()),
+        tokens: state.usage().total(),
+        cost_usd: state.cost_usd(),
+        rollup: false,
     }
 }
 

@@ -212,6 +212,7 @@ impl Journal {
             release: release && self.lease.is_some(),
             flush,
             messages: Some(MessagesWrite { from, messages }),
+            spend: Some(super::input::spend_of(state)),
         };
         let result = self.store.checkpoint(checkpoint, now_millis()).await;
         if matches!(result, Err(StoreError::SignalsPending { .. })) {

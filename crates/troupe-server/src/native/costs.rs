@@ -2,9 +2,10 @@
 //! day, over every run the store holds (and the runs held here it does not), not a page.
 //!
 //! An agent's run counts once, a team's member's run included; a team's own run is told
-//! apart (`by_team`), its cost being its members'. Each stored run's record is read, so the
-//! answer takes longer on a store of many long runs: the window (`?days=`, 30 by default)
-//! bounds it.
+//! apart (`by_team`), its cost being its members'. The store sums what its runs keep of
+//! their spend beside their states ([`RunSpend`](troupe_store::RunSpend)), so no run's
+//! state is read; a run that keeps none (written by an older build) is counted from its
+//! record. The window (`?days=`, 30 by default) bounds what is summed.
 
 use crate::error::ApiError;
 use crate::hub::RunView;
@@ -17,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use troupe_runtime::durable::{TEAM_RUN_KIND, state_from_value};
-use troupe_store::{RunFilter, RunRecord};
+use troupe_store::{RunFilter, RunRecord, SpendGroup};
 
 /// How many days the costs cover when the query does not say.
 pub const DEFAULT_COST_DAYS: u32 = 30;
@@ -69,11 +70,15 @@ struct Sums(BTreeMap<String, CostTotal>);
 
 impl Sums {
     fn add(&mut self, name: &str, tokens: u64, cost_usd: f64) {
+        self.add_runs(name, 1, tokens, cost_usd);
+    }
+
+    fn add_runs(&mut self, name: &str, runs: u64, tokens: u64, cost_usd: f64) {
         let total = self
             .0
             .entry(name.to_owned())
             .or_insert_with(|| CostTotal { name: name.to_owned(), ..CostTotal::default() });
-        total.runs += 1;
+        total.runs += runs;
         total.tokens += tokens;
         total.cost_usd += cost_usd;
     }
@@ -98,12 +103,17 @@ struct Gathered {
 
 impl Gathered {
     fn agent_run(&mut self, agent: &str, model: &str, started_ms: i64, tokens: u64, cost_usd: f64) {
-        self.total.runs += 1;
+        self.agent_runs(agent, model, &day(started_ms), 1, tokens, cost_usd);
+    }
+
+    /// `runs` runs of `agent` on `model` started on `day`, with what they spent together.
+    fn agent_runs(&mut self, agent: &str, model: &str, day: &str, runs: u64, tokens: u64, cost_usd: f64) {
+        self.total.runs += runs;
         self.total.tokens += tokens;
         self.total.cost_usd += cost_usd;
-        self.agents.add(agent, tokens, cost_usd);
-        self.models.add(if model.is_empty() { "(unknown)" } else { model }, tokens, cost_usd);
-        self.days.add(&day(started_ms), tokens, cost_usd);
+        self.agents.add_runs(agent, runs, tokens, cost_usd);
+        self.models.add_runs(if model.is_empty() { "(unknown)" } else { model }, runs, tokens, cost_usd);
+        self.days.add_runs(day, runs, tokens, cost_usd);
     }
 
     fn into_costs(self, since_ms: i64) -> Costs {
@@ -157,12 +167,25 @@ async fn gather(state: &AppState, since_ms: i64) -> Result<Costs, ApiError> {
     let mut stored = HashSet::new();
     if let Some(runs) = &state.stored {
         let store = runs.store();
-        // The window's runs in one read, without their conversations.
+        // Summed by the store, from what each run keeps of its spend beside its state.
+        let sums = store.spend_since(since_ms).await.map_err(crate::stored::unavailable)?;
+        for group in &sums.groups {
+            count_group(&mut gathered, group);
+        }
         let window = RunFilter { created_since: Some(since_ms), ..RunFilter::default() };
-        let records = store.list_run_records(&window).await.map_err(crate::stored::unavailable)?;
-        for record in &records {
-            stored.insert(record.id.clone());
-            count_stored(&mut gathered, record);
+        if !sums.unsummed.is_empty() {
+            // Runs that keep none (an older build's): their records, without their
+            // conversations, in one read.
+            let unsummed: HashSet<&str> = sums.unsummed.iter().map(String::as_str).collect();
+            let records = store.list_run_records(&window).await.map_err(crate::stored::unavailable)?;
+            for record in records.iter().filter(|record| unsummed.contains(record.id.as_str())) {
+                count_stored(&mut gathered, record);
+            }
+        }
+        // Which of the runs held here are stored, and counted already: their ids alone.
+        if !state.hub.list().is_empty() {
+            let listed = store.list_runs(&window).await.map_err(crate::stored::unavailable)?;
+            stored.extend(listed.into_iter().map(|run| run.id));
         }
     }
     let teams: HashSet<String> =
@@ -173,6 +196,18 @@ async fn gather(state: &AppState, since_ms: i64) -> Result<Costs, ApiError> {
         }
     }
     Ok(gathered.into_costs(since_ms))
+}
+
+/// The stored runs of one agent or team, model and day, summed by the store: a rollup's
+/// (a team's run) by team, the others by agent, model and day.
+fn count_group(gathered: &mut Gathered, group: &SpendGroup) {
+    if group.rollup {
+        gathered.teams.add_runs(&group.agent, group.runs, group.tokens, group.cost_usd);
+        return;
+    }
+    let model = group.model.as_deref().unwrap_or_default();
+    let day = day(group.day.saturating_mul(DAY_MS));
+    gathered.agent_runs(&group.agent, model, &day, group.runs, group.tokens, group.cost_usd);
 }
 
 /// A stored run: a team's by its own totals, an agent's by its state.

@@ -409,6 +409,7 @@ async fn runs_another_process_starts_in_the_store_are_announced() {
         parent_run_id: None,
         input: serde_json::json!({"instruction": "elsewhere"}).into(),
         state: serde_json::to_value(&state).expect("a state encodes").into(),
+        spend: None,
     };
     other.create_run(run, troupe_store::now_millis()).await.expect("the run is created");
     let wait = troupe_server::native::STORE_LOOK_EVERY * 5;

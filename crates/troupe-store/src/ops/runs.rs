@@ -7,17 +7,18 @@ use super::evidence::{EntryColumns, fenced_entries};
 use super::queue::{acquire, enqueue, hold_fence, release};
 use crate::error::StoreError;
 use crate::record::{
-    Checkpoint, Lease, MessagesWrite, Millis, NewRun, RunFilter, RunRecord, RunStatus, RunSummary, SavedCheckpoint,
-    Transition,
+    Checkpoint, Lease, MessagesWrite, Millis, NewRun, RunFilter, RunRecord, RunSpend, RunStatus, RunSummary,
+    SavedCheckpoint, SpendGroup, SpendSums, Transition,
 };
 use crate::sql::{Conn, Dialect, Failure, Param, Statement};
 use std::time::Duration;
 
-/// The run's row, without its input (see [`INSERT_RUN`]).
+/// The run's row, without its input (see [`INSERT_RUN`]): its spend is `$9` to `$12`.
 macro_rules! insert_run_row {
     () => {
         "INSERT INTO runs (id, agent, status, activity, conversation_id, parent_run_id, state, signal_seq, \
-         transition_seq, created_at, updated_at) VALUES ($1, $2, $3, NULL, $4, $5, $6, 0, 1, $7, $7)"
+         transition_seq, created_at, updated_at, spend_model, spend_tokens, spend_cost_usd, spend_rollup) \
+         VALUES ($1, $2, $3, NULL, $4, $5, $6, 0, 1, $7, $7, $9, $10, $11, $12)"
     };
 }
 
@@ -48,7 +49,8 @@ const INSERT_INPUT: Statement = statement!("INSERT INTO run_inputs (run_id, inpu
 /// allows it.
 const INSERT_LEASED_RUN: Statement = statement!(
     "WITH run AS (INSERT INTO runs (id, agent, status, activity, conversation_id, parent_run_id, state, \
-       signal_seq, transition_seq, created_at, updated_at) VALUES ($1, $2, $3, NULL, $4, $5, $6, 0, 1, $7, $7) \
+       signal_seq, transition_seq, created_at, updated_at, spend_model, spend_tokens, spend_cost_usd, spend_rollup) \
+       VALUES ($1, $2, $3, NULL, $4, $5, $6, 0, 1, $7, $7, $11, $12, $13, $14) \
        RETURNING id, status), \
      run_input AS (INSERT INTO run_inputs (run_id, input) SELECT id, $8 FROM run), \
      transition AS (INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) \
@@ -156,7 +158,10 @@ const FENCED_RUN: Statement = statement!(
 macro_rules! sqlite_head_moved {
     () => {
         ", evidence_seq = max(evidence_seq, $6), \
-         evidence_hash = CASE WHEN $6 > evidence_seq THEN $7 ELSE evidence_hash END"
+         evidence_hash = CASE WHEN $6 > evidence_seq THEN $7 ELSE evidence_hash END, \
+         spend_model = CASE WHEN $9 IS NULL THEN spend_model ELSE $8 END, \
+         spend_tokens = coalesce($9, spend_tokens), spend_cost_usd = coalesce($10, spend_cost_usd), \
+         spend_rollup = coalesce($11, spend_rollup)"
     };
 }
 
@@ -164,7 +169,9 @@ macro_rules! sqlite_head_moved {
 // when its value is unchanged, so a boundary that keeps the status does not name it.
 // SQLite's also move the head of the run's evidence, kept in its row, to `$6`/`$7` (the
 // checkpoint's last entry; 0 for none, which never moves it): the row is written once,
-// not again by `MOVE_HEAD`. Elsewhere the entries move it (`insert_entries`).
+// not again by `MOVE_HEAD`. Elsewhere the entries move it (`insert_entries`). They also
+// keep the run's spend, `$8` to `$11`, when the checkpoint says it (`$9` not `NULL`);
+// elsewhere `SAVE_SPEND` does.
 const SAVE_RUN: Statement = statement!(
     "UPDATE runs SET activity = $2, state = $3, updated_at = $4",
     postgres(""),
@@ -177,6 +184,24 @@ const SAVE_RUN_WITH_STATUS: Statement = statement!(
     postgres(""),
     sqlite(sqlite_head_moved!()),
     " WHERE id = $1"
+);
+
+// The run's spend, where `SAVE_RUN` does not keep it (PostgreSQL's checkpoint in steps).
+const SAVE_SPEND: Statement = statement!(
+    "UPDATE runs SET spend_model = $2, spend_tokens = $3, spend_cost_usd = $4, spend_rollup = $5 WHERE id = $1"
+);
+
+// What the runs created since `$1` spent, in one statement (one snapshot): the runs that
+// keep their spend summed by agent, model, day (whole days since the epoch, UTC) and rollup,
+// `id` NULL; then each run that keeps none, by its `id` alone.
+const SPEND_SINCE: Statement = statement!(
+    "SELECT agent, spend_model, created_at / 86400000 AS day, spend_rollup, count(*) AS runs, \
+       CAST(sum(spend_tokens) AS BIGINT) AS tokens, sum(spend_cost_usd) AS cost_usd, CAST(NULL AS TEXT) AS id \
+     FROM runs WHERE created_at >= $1 AND spend_tokens IS NOT NULL \
+     GROUP BY agent, spend_model, created_at / 86400000, spend_rollup \
+     UNION ALL \
+     SELECT agent, spend_model, 0, spend_rollup, 0, spend_tokens, spend_cost_usd, id \
+     FROM runs WHERE created_at >= $1 AND spend_tokens IS NULL"
 );
 
 const DROP_MESSAGES_FROM: Statement = statement!("DELETE FROM run_messages WHERE run_id = $1 AND seq >= $2");
@@ -221,7 +246,8 @@ const UPSERT_MESSAGE: Statement = statement!(
 // Parameters: the run, the lease's owner and epoch, the evidence's columns
 // (`EntryColumns`, as `fenced_entries!` takes them), activity,
 // state, now, status, signals-must-be-consumed, consumed-through, the messages' first
-// index and texts, release, the known statuses.
+// index and texts, release, the known statuses, the spend (`$21` to `$24`, as `SAVE_RUN`'s
+// `$8` to `$11`).
 #[cfg(feature = "postgres")]
 const SAVE_FENCED_CHECKPOINT: Statement = statement!(
     "",
@@ -232,7 +258,10 @@ const SAVE_FENCED_CHECKPOINT: Statement = statement!(
          go AS (SELECT status, transition_seq FROM cur \
            WHERE status = ANY($20) AND NOT ($15 AND signal_seq > COALESCE($16, 0))), \
          saved AS (UPDATE runs SET activity = $11, state = $12, updated_at = $13, status = $14, \
-           transition_seq = runs.transition_seq + CASE WHEN go.status = $14 THEN 0 ELSE 1 END \
+           transition_seq = runs.transition_seq + CASE WHEN go.status = $14 THEN 0 ELSE 1 END, \
+           spend_model = CASE WHEN $22::bigint IS NULL THEN runs.spend_model ELSE $21 END, \
+           spend_tokens = COALESCE($22, runs.spend_tokens), spend_cost_usd = COALESCE($23, runs.spend_cost_usd), \
+           spend_rollup = COALESCE($24, runs.spend_rollup) \
            FROM go WHERE runs.id = $1), \
          transition AS (INSERT INTO run_transitions (run_id, seq, from_status, to_status, at) \
            SELECT $1, transition_seq + 1, status, $14, $13 FROM go WHERE status <> $14), \
@@ -261,10 +290,11 @@ const CONSUME_SIGNALS: Statement =
 /// taken.
 pub(crate) async fn insert_run<C: Conn>(conn: &mut C, run: &NewRun, now: Millis) -> Result<(), StoreError> {
     let (input, state) = (run.input.text(), run.state.text());
-    let params = run_params(run, state, now, input);
-    // The input is the last parameter: SQLite's `INSERT_RUN` does not take it.
-    let statement_params = if C::Dialect::WRITES_IN_WITH { &params[..] } else { &params[..7] };
-    conn.execute(&INSERT_RUN, statement_params).await.map_err(|e| e.when(Failure::Unique, taken(run)))?;
+    let (params, spend) = (run_params(run, state, now, input), spend_params(run.spend.as_ref()));
+    // SQLite's `INSERT_RUN` does not read the input (`$8`), which it writes in a statement
+    // of its own.
+    let params: Vec<Param<'_>> = params.into_iter().chain(spend).collect();
+    conn.execute(&INSERT_RUN, &params).await.map_err(|e| e.when(Failure::Unique, taken(run)))?;
     if C::Dialect::WRITES_IN_WITH {
         return Ok(());
     }
@@ -288,7 +318,23 @@ pub(crate) async fn insert_leased_run<C: Conn>(
         let (input, state) = (run.input.text(), run.state.text());
         let [id, agent, status, conversation, parent, state, at, input] = run_params(run, state, now, input);
         let expires_at = Param::Int(super::expiry(now, ttl));
-        let params = [id, agent, status, conversation, parent, state, at, input, Param::Text(owner), expires_at];
+        let [model, tokens, cost, rollup] = spend_params(run.spend.as_ref());
+        let params = [
+            id,
+            agent,
+            status,
+            conversation,
+            parent,
+            state,
+            at,
+            input,
+            Param::Text(owner),
+            expires_at,
+            model,
+            tokens,
+            cost,
+            rollup,
+        ];
         conn.fetch_optional(&INSERT_LEASED_RUN, &params, decode::lease)
             .await
             .map_err(|e| e.when(Failure::Unique, taken(run)))?
@@ -317,6 +363,20 @@ fn run_params<'a>(run: &'a NewRun, state: &'a str, now: Millis, input: &'a str) 
         Param::Int(now),
         Param::Text(input),
     ]
+}
+
+/// `spend` as the four parameters of the `spend_*` columns (`NULL`s for none).
+fn spend_params(spend: Option<&RunSpend>) -> [Param<'_>; 4] {
+    match spend {
+        Some(spend) => [
+            Param::OptText(spend.model.as_deref()),
+            Param::OptInt(Some(i64::try_from(spend.tokens).unwrap_or(i64::MAX))),
+            // A cost no sum can hold is not kept as one: none is known.
+            Param::OptFloat(Some(if spend.cost_usd.is_finite() { spend.cost_usd } else { 0.0 })),
+            Param::OptBool(Some(spend.rollup)),
+        ],
+        None => [Param::OptText(None), Param::OptInt(None), Param::OptFloat(None), Param::OptBool(None)],
+    }
 }
 
 async fn insert_transition(
@@ -350,6 +410,36 @@ pub(crate) async fn load_run(conn: &mut impl Conn, run_id: &str) -> Result<Optio
         state.insert("messages".to_owned(), serde_json::Value::Array(messages));
     }
     Ok(Some(record))
+}
+
+/// What the runs created since `since` spent: summed where they keep it, named where not.
+pub(crate) async fn spend_since(conn: &mut impl Conn, since: Millis) -> Result<SpendSums, StoreError> {
+    let rows = conn.fetch_all(&SPEND_SINCE, &[Param::Int(since)], spend_row).await?;
+    let mut sums = SpendSums::default();
+    for row in rows {
+        match row {
+            Ok(group) => sums.groups.push(group),
+            Err(id) => sums.unsummed.push(id),
+        }
+    }
+    Ok(sums)
+}
+
+/// A row of [`SPEND_SINCE`]: a group, or the id of a run that keeps no spend.
+fn spend_row(row: &dyn crate::sql::Columns) -> Result<Result<SpendGroup, String>, StoreError> {
+    if let Some(id) = row.opt_text("id")? {
+        return Ok(Err(id));
+    }
+    let count = |name: &str| row.int(name).map(|n| u64::try_from(n).unwrap_or(0));
+    Ok(Ok(SpendGroup {
+        agent: row.text("agent")?,
+        model: row.opt_text("spend_model")?,
+        day: row.int("day")?,
+        rollup: row.flag("spend_rollup")?,
+        runs: count("runs")?,
+        tokens: count("tokens")?,
+        cost_usd: row.float("cost_usd")?,
+    }))
 }
 
 /// The runs `filter` selects, newest first.
@@ -415,6 +505,7 @@ pub(crate) async fn save_checkpoint<C: Conn>(
     let head = checkpoint.evidence.iter().rev().find(|entry| entry.run_id == run_id);
     // `SAVE_RUN` takes the first four and, where it moves the head, the last two; the status
     // is the fifth, for `SAVE_RUN_WITH_STATUS`.
+    let [spend_model, spend_tokens, spend_cost, spend_rollup] = spend_params(checkpoint.spend.as_ref());
     let params = [
         Param::Text(run_id),
         Param::OptText(checkpoint.activity.as_deref()),
@@ -423,6 +514,10 @@ pub(crate) async fn save_checkpoint<C: Conn>(
         Param::Text(checkpoint.status.as_str()),
         Param::Int(head.map_or(0, |entry| entry.seq)),
         Param::Text(head.map_or("", |entry| entry.hash.as_str())),
+        spend_model,
+        spend_tokens,
+        spend_cost,
+        spend_rollup,
     ];
     let params = if head_in_row { &params[..] } else { &params[..5] };
     if changed {
@@ -432,6 +527,9 @@ pub(crate) async fn save_checkpoint<C: Conn>(
         conn.execute(&SAVE_RUN, params).await?;
     } else {
         conn.execute(&SAVE_RUN, &params[..4]).await?;
+    }
+    if !head_in_row && checkpoint.spend.is_some() {
+        conn.execute(&SAVE_SPEND, &[Param::Text(run_id), spend_model, spend_tokens, spend_cost, spend_rollup]).await?;
     }
     if let Some(write) = &checkpoint.messages {
         save_messages(conn, run_id, write).await?;
@@ -484,7 +582,9 @@ pub(crate) async fn save_fenced_checkpoint<C: Conn>(
         Param::Bool(checkpoint.release),
         Param::OptTexts(&known),
     ];
-    let params: Vec<Param<'_>> = columns.fenced_params(run_id, lease).into_iter().chain(checkpointed).collect();
+    let spend = spend_params(checkpoint.spend.as_ref());
+    let params: Vec<Param<'_>> =
+        columns.fenced_params(run_id, lease).into_iter().chain(checkpointed).chain(spend).collect();
     let decode: crate::sql::Decoder<(i64, bool)> = |row| Ok((row.int("signal_seq")?, row.flag("saved")?));
     match conn.fetch_optional(&SAVE_FENCED_CHECKPOINT, &params, decode).await {
         Ok(Some((latest_signal, true))) => Ok(Some(SavedCheckpoint { latest_signal })),

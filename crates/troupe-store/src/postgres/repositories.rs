@@ -10,7 +10,7 @@ use crate::error::StoreError;
 use crate::ops::{self, work::Held};
 use crate::record::{
     Checkpoint, ConversationTurn, EvidenceEntry, Firing, Flush, Lease, MemoryRecord, Millis, NewRun, QueueEntry,
-    RunFilter, RunRecord, RunSummary, SavedCheckpoint, Schedule, StoredSignal, Transition,
+    RunFilter, RunRecord, RunSummary, SavedCheckpoint, Schedule, SpendSums, StoredSignal, Transition,
 };
 use crate::repository::{
     ConversationRepository, EvidenceRepository, MemoryRepository, QueueRepository, RunRepository, ScheduleRepository,
@@ -82,6 +82,10 @@ impl RunRepository for PostgresStore {
             tx.commit().await.map_err(db)?;
             Ok(saved)
         })
+    }
+
+    fn spend_since(&self, since: Millis) -> StoreFuture<'_, SpendSums> {
+        Box::pin(async move { ops::runs::spend_since(&mut self.each(), since).await })
     }
 
     fn transitions<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<Transition>> {

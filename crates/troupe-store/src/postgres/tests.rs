@@ -65,6 +65,7 @@ fn run(id: &str, status: RunStatus) -> NewRun {
         parent_run_id: None,
         input: json!({"instruction": "go"}).into(),
         state: json!({"step": 0}).into(),
+        spend: None,
     }
 }
 
@@ -254,6 +255,7 @@ async fn a_run_round_trips_with_fences_signals_and_turns() {
         release: false,
         flush: Flush::BeforeAnswer,
         messages: None,
+        spend: None,
     };
     store.checkpoint(checkpoint.clone(), 9).await.expect("checkpoints under the lease");
     let record = store.load_run("r1").await.expect("loads").expect("exists");
@@ -400,6 +402,7 @@ fn two_checkpoints(lease: &crate::record::Lease) -> [Checkpoint; 2] {
             release: false,
             flush: Flush::BeforeAnswer,
             messages: Some(messages(0, &["a", "b", "c"])),
+            spend: None,
         },
         Checkpoint {
             run_id: "r1".into(),
@@ -413,6 +416,7 @@ fn two_checkpoints(lease: &crate::record::Lease) -> [Checkpoint; 2] {
             release: true,
             flush: Flush::BeforeAnswer,
             messages: Some(messages(1, &["B"])),
+            spend: None,
         },
     ]
 }

@@ -18,6 +18,8 @@ pub(crate) trait Columns {
     fn opt_int(&self, name: &str) -> Result<Option<i64>, StoreError>;
     /// A boolean column.
     fn flag(&self, name: &str) -> Result<bool, StoreError>;
+    /// A floating-point column.
+    fn float(&self, name: &str) -> Result<f64, StoreError>;
     /// A list of strings (see [`Param::Texts`](super::Param::Texts)); `what` names the
     /// value when it cannot be read.
     fn texts(&self, name: &str, what: &dyn Fn() -> String) -> Result<Vec<String>, StoreError>;

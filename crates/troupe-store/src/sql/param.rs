@@ -14,6 +14,10 @@ pub(crate) enum Param<'a> {
     OptInt(Option<i64>),
     /// A boolean.
     Bool(bool),
+    /// A floating-point number or `NULL`.
+    OptFloat(Option<f64>),
+    /// A boolean or `NULL`.
+    OptBool(Option<bool>),
     /// A list of strings: a `text[]` in PostgreSQL, a JSON array as text in SQLite.
     Texts(&'a [String]),
     /// A list of borrowed strings, some of them perhaps `NULL`, bound as

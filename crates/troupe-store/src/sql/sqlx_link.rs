@@ -44,6 +44,8 @@ macro_rules! sqlx_link {
                     Param::Int(value) => query.bind(value),
                     Param::OptInt(value) => query.bind(value),
                     Param::Bool(value) => query.bind(value),
+                    Param::OptFloat(value) => query.bind(value),
+                    Param::OptBool(value) => query.bind(value),
                     Param::Texts(values) => $bind_texts(query, values),
                     Param::OptTexts(values) => $bind_opt_texts(query, values),
                     Param::Ints(values) => $bind_ints(query, values),
@@ -116,6 +118,10 @@ macro_rules! sqlx_link {
             }
 
             fn flag(&self, name: &str) -> Result<bool, $crate::error::StoreError> {
+                sqlx::Row::try_get(self, name).map_err(|e| $crate::sql::column_error(name, e))
+            }
+
+            fn float(&self, name: &str) -> Result<f64, $crate::error::StoreError> {
                 sqlx::Row::try_get(self, name).map_err(|e| $crate::sql::column_error(name, e))
             }
 

@@ -105,9 +105,12 @@ impl ToSql for Param<'_> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
         Ok(match *self {
             Param::Text(text) | Param::OptText(Some(text)) => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
-            Param::OptText(None) | Param::OptInt(None) => ToSqlOutput::Owned(SqlValue::Null),
+            Param::OptText(None) | Param::OptInt(None) | Param::OptFloat(None) | Param::OptBool(None) => {
+                ToSqlOutput::Owned(SqlValue::Null)
+            }
+            Param::OptFloat(Some(value)) => ToSqlOutput::Owned(SqlValue::Real(value)),
             Param::Int(value) | Param::OptInt(Some(value)) => ToSqlOutput::Owned(SqlValue::Integer(value)),
-            Param::Bool(value) => ToSqlOutput::Owned(SqlValue::Integer(i64::from(value))),
+            Param::Bool(value) | Param::OptBool(Some(value)) => ToSqlOutput::Owned(SqlValue::Integer(i64::from(value))),
             Param::Texts(values) => ToSqlOutput::Owned(SqlValue::Text(json_list(values))),
             Param::OptTexts(values) => ToSqlOutput::Owned(SqlValue::Text(json_list(values))),
             Param::Ints(values) => ToSqlOutput::Owned(SqlValue::Text(json_list(values))),
@@ -133,6 +136,10 @@ impl Columns for rusqlite::Row<'_> {
     }
 
     fn flag(&self, name: &str) -> Result<bool, StoreError> {
+        self.get(name).map_err(|e| column_error(name, e))
+    }
+
+    fn float(&self, name: &str) -> Result<f64, StoreError> {
         self.get(name).map_err(|e| column_error(name, e))
     }
 

@@ -14,7 +14,7 @@ use super::link::{Pooled, Writing, at_once};
 use crate::ops::{self, work::Held};
 use crate::record::{
     Checkpoint, ConversationTurn, EvidenceEntry, Firing, Lease, MemoryRecord, Millis, NewRun, QueueEntry, RunFilter,
-    RunRecord, RunSummary, SavedCheckpoint, Schedule, StoredSignal, Transition,
+    RunRecord, RunSummary, SavedCheckpoint, Schedule, SpendSums, StoredSignal, Transition,
 };
 use crate::repository::{
     ConversationRepository, EvidenceRepository, MemoryRepository, QueueRepository, RunRepository, ScheduleRepository,
@@ -54,6 +54,10 @@ impl RunRepository for SqliteStore {
         Box::pin(self.writer.write_flushed(checkpoint.flush, move |conn| {
             at_once(ops::runs::save_checkpoint(&mut Writing(conn), &checkpoint, now))
         }))
+    }
+
+    fn spend_since(&self, since: Millis) -> StoreFuture<'_, SpendSums> {
+        Box::pin(async move { ops::runs::spend_since(&mut self.reads(), since).await })
     }
 
     fn transitions<'a>(&'a self, run_id: &'a str) -> StoreFuture<'a, Vec<Transition>> {

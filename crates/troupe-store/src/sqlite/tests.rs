@@ -29,6 +29,7 @@ fn run(id: &str, status: RunStatus) -> NewRun {
         parent_run_id: None,
         input: json!({"instruction": "fix the build"}).into(),
         state: json!({}).into(),
+        spend: None,
     }
 }
 
@@ -356,6 +357,7 @@ async fn a_fenced_checkpoint_needs_the_lease() {
         release: false,
         flush: Flush::BeforeAnswer,
         messages: None,
+        spend: None,
     };
     let stale = store.checkpoint(checkpoint(first), later).await;
     assert!(matches!(stale, Err(StoreError::LeaseLost { .. })), "{stale:?}");
@@ -483,6 +485,7 @@ fn running_boundary(
         release: false,
         flush: Flush::BeforeAnswer,
         messages,
+        spend: None,
     }
 }
 

@@ -40,6 +40,7 @@ pub fn new_run(id: &str, agent: &str, status: RunStatus) -> NewRun {
         parent_run_id: None,
         input: json!({"instruction": format!("task of {id}")}).into(),
         state: json!({}).into(),
+        spend: None,
     }
 }
 

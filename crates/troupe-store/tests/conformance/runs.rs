@@ -3,7 +3,10 @@
 use super::harness::{Backend, T0, checkpoint, new_run};
 use serde_json::json;
 use std::sync::Arc;
-use troupe_store::{Checkpoint, Flush, Lease, MessagesWrite, RunFilter, RunStatus, StoreError, Transition};
+use std::time::Duration;
+use troupe_store::{
+    Checkpoint, Flush, Lease, MessagesWrite, RunFilter, RunSpend, RunStatus, SpendGroup, StoreError, Transition,
+};
 
 /// A created run loads back exactly as it was given, stamped with its creation time.
 pub async fn created_run_loads_back(backend: Arc<dyn Backend>) {
@@ -460,4 +463,65 @@ pub async fn a_conversation_kept_apart_is_appended_and_loads_whole(backend: Arc<
     };
     assert!(store.checkpoint(ghost, T0 + 6).await.is_err());
     assert_eq!(store.load_run("run-ghost").await.expect("load_run"), None);
+}
+
+/// What runs keep of their spend is summed by the store, by agent, model, day and rollup:
+/// kept from a run's creation, replaced by a checkpoint that says it (fenced or not), left
+/// by one that does not; a run that keeps none is named instead, and a run older than the
+/// window is not counted.
+pub async fn runs_spend_is_summed_by_agent_model_day_and_rollup(backend: Arc<dyn Backend>) {
+    const DAY: i64 = 86_400_000;
+    let store = backend.store();
+    let spend = |model: &str, tokens: u64, cost_usd: f64| RunSpend {
+        model: Some(model.to_owned()),
+        tokens,
+        cost_usd,
+        rollup: false,
+    };
+    let created = |id: &str, agent: &str, spent: Option<RunSpend>| {
+        let mut run = new_run(id, agent, RunStatus::Running);
+        run.spend = spent;
+        run
+    };
+    // Before the window: not counted.
+    store.create_run(created("old", "coder", Some(spend("m/a", 1, 1.0))), T0 - DAY).await.expect("create");
+    // Kept at creation, then replaced by a checkpoint without a fence.
+    store.create_run(created("a1", "coder", Some(spend("m/a", 0, 0.0))), T0).await.expect("create");
+    let saved = checkpoint("a1", RunStatus::Completed, json!({})).with_spend(spend("m/a", 100, 0.25));
+    store.checkpoint(saved, T0 + 1).await.expect("checkpoint");
+    // Replaced by a fenced checkpoint, then left by one that says nothing of it.
+    let lease = store
+        .create_leased_run(created("a2", "coder", Some(spend("m/a", 0, 0.0))), "w1", Duration::from_secs(60), T0 + 2)
+        .await
+        .expect("created with its lease");
+    let mut fenced = checkpoint("a2", RunStatus::Running, json!({})).with_spend(spend("m/a", 50, 0.5));
+    fenced.fence = Some(lease.clone());
+    store.checkpoint(fenced, T0 + 3).await.expect("fenced checkpoint");
+    let mut silent = checkpoint("a2", RunStatus::Completed, json!({}));
+    (silent.fence, silent.release) = (Some(lease), true);
+    store.checkpoint(silent, T0 + 4).await.expect("checkpoint without spend");
+    // Another model, the next day; a team's rollup; a run that keeps none.
+    store.create_run(created("b1", "coder", Some(spend("m/b", 7, 0.125))), T0 + DAY).await.expect("create");
+    store.create_run(created("t1", "crew", Some(RunSpend::rollup(0, 0.0))), T0 + 5).await.expect("create");
+    let team_end = checkpoint("t1", RunStatus::Completed, json!({})).with_spend(RunSpend::rollup(157, 0.875));
+    store.checkpoint(team_end, T0 + 6).await.expect("checkpoint");
+    store.create_run(created("legacy", "coder", None), T0 + 7).await.expect("create");
+
+    let mut sums = store.spend_since(T0).await.expect("sums");
+    sums.groups.sort_by(|a, b| (a.day, a.rollup, &a.model).cmp(&(b.day, b.rollup, &b.model)));
+    let group = |agent: &str, model: Option<&str>, day: i64, rollup: bool, runs: u64, tokens: u64, cost_usd: f64| {
+        SpendGroup { agent: agent.to_owned(), model: model.map(str::to_owned), day, rollup, runs, tokens, cost_usd }
+    };
+    let today = T0 / DAY;
+    assert_eq!(
+        sums.groups,
+        [
+            group("coder", Some("m/a"), today, false, 2, 150, 0.75),
+            group("crew", None, today, true, 1, 157, 0.875),
+            group("coder", Some("m/b"), today + 1, false, 1, 7, 0.125),
+        ],
+        "{}",
+        backend.name()
+    );
+    assert_eq!(sums.unsummed, ["legacy"], "the run that keeps no spend is named");
 }

@@ -211,6 +211,7 @@ mod tests {
             parent_run_id: parent.map(str::to_owned),
             input: json!({}).into(),
             state: json!({}).into(),
+            spend: None,
         }
     }
 
