@@ -556,6 +556,7 @@ impl Runner {
             plugins: self.plugins.clone(),
             capture_content: self.capture_content,
             span: span.clone(),
+            digester: crate::durable::RequestDigester::new(),
         };
         // The span is the run's whole task, across every await.
         let join = tokio::spawn(run.run(state, instruction, fresh, recorder).instrument(span));

@@ -82,6 +82,8 @@ pub(crate) struct Run {
     pub(crate) live: Option<reconfigure::LiveFeed>,
     /// When this process started (or resumed) the run: its time limit counts from here.
     pub(crate) launched: Instant,
+    /// The digests of the run's requests, for its recorded model turns.
+    pub(crate) digester: crate::durable::RequestDigester,
 }
 
 impl Run {

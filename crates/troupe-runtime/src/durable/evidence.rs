@@ -205,7 +205,7 @@ impl RequestDigest {
 /// A [`ModelRequest`](troupe_core::ModelRequest) as its JSON, its messages and tools
 /// already encoded: the same fields, in the same order, skipped alike.
 #[derive(Serialize)]
-struct RequestText<'a> {
+pub(super) struct RequestText<'a> {
     model: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<&'a str>,
@@ -233,7 +233,7 @@ struct RequestText<'a> {
 }
 
 impl<'a> RequestText<'a> {
-    fn of(
+    pub(super) fn of(
         request: &'a troupe_core::ModelRequest,
         messages: &'a serde_json::value::RawValue,
         tools: &'a serde_json::value::RawValue,

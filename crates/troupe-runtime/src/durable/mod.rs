@@ -15,6 +15,7 @@
 //! signals sent through the store) is the crate `troupe-durable`.
 
 mod child;
+mod digester;
 mod evidence;
 mod input;
 pub(crate) mod journal;
@@ -22,6 +23,7 @@ mod plan;
 pub(crate) mod recorder;
 
 pub use child::{child_run_id, finished_output};
+pub use digester::RequestDigester;
 pub use evidence::{ActionCompleted, ActionStarted, ModelTurn, RequestDigest, SUMMARY_CHARS, digest};
 pub use input::{StoredInput, TEAM_RUN_KIND, state_from_value};
 pub use journal::{activity, stored_status};

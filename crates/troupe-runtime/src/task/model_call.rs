@@ -11,7 +11,7 @@
 
 use super::Run;
 use crate::compaction::CompactionContext;
-use crate::durable::{ModelTurn, RequestDigest};
+use crate::durable::ModelTurn;
 use crate::genai;
 use crate::live::{Translator, until};
 use crate::middleware::{MiddlewareError, ModelCallContext};
@@ -211,7 +211,7 @@ impl Run {
                         &response.stop_reason,
                         response.usage,
                         cost_usd,
-                        RequestDigest::of(&request),
+                        self.digester.digest(&request),
                     ));
                 }
                 Some(Input::ModelResponded { response, cost_usd })
