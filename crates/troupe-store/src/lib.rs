@@ -38,6 +38,7 @@
 //!     parent_run_id: None,
 //!     input: json!({"instruction": "fix the build"}).into(),
 //!     state: json!({}).into(),
+//!     spend: None,
 //! };
 //! store.create_run(run, now_millis()).await?;
 //!
