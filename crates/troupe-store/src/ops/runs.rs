@@ -316,25 +316,13 @@ pub(crate) async fn insert_leased_run<C: Conn>(
 ) -> Result<Lease, StoreError> {
     let lease = if C::Dialect::WRITES_IN_WITH {
         let (input, state) = (run.input.text(), run.state.text());
-        let [id, agent, status, conversation, parent, state, at, input] = run_params(run, state, now, input);
-        let expires_at = Param::Int(super::expiry(now, ttl));
-        let [model, tokens, cost, rollup] = spend_params(run.spend.as_ref());
-        let params = [
-            id,
-            agent,
-            status,
-            conversation,
-            parent,
-            state,
-            at,
-            input,
-            Param::Text(owner),
-            expires_at,
-            model,
-            tokens,
-            cost,
-            rollup,
-        ];
+        // `INSERT_RUN`'s eight, the lease's owner and expiry, then the spend.
+        let lease = [Param::Text(owner), Param::Int(super::expiry(now, ttl))];
+        let params: Vec<Param<'_>> = run_params(run, state, now, input)
+            .into_iter()
+            .chain(lease)
+            .chain(spend_params(run.spend.as_ref()))
+            .collect();
         conn.fetch_optional(&INSERT_LEASED_RUN, &params, decode::lease)
             .await
             .map_err(|e| e.when(Failure::Unique, taken(run)))?
