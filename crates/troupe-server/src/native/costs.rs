@@ -164,7 +164,8 @@ pub(super) async fn costs(State(state): State<AppState>, query: Result<Query<Cos
 
 async fn gather(state: &AppState, since_ms: i64) -> Result<Costs, ApiError> {
     let mut gathered = Gathered::default();
-    let mut stored = HashSet::new();
+    let mut held: Vec<RunView> =
+        state.hub.list().into_iter().filter(|view| view.started_ms as i64 >= since_ms).collect();
     if let Some(runs) = &state.stored {
         let store = runs.store();
         // Summed by the store, from what each run keeps of its spend beside its state.
@@ -182,18 +183,17 @@ async fn gather(state: &AppState, since_ms: i64) -> Result<Costs, ApiError> {
                 count_stored(&mut gathered, record);
             }
         }
-        // Which of the runs held here are stored, and counted already: their ids alone.
-        if !state.hub.list().is_empty() {
-            let listed = store.list_runs(&window).await.map_err(crate::stored::unavailable)?;
-            stored.extend(listed.into_iter().map(|run| run.id));
+        // The runs held here that are stored are counted already: only their ids are read.
+        if !held.is_empty() {
+            let stored: HashSet<String> =
+                store.list_runs(&window).await.map_err(crate::stored::unavailable)?.into_iter().map(|r| r.id).collect();
+            held.retain(|view| !stored.contains(view.run_id.as_str()));
         }
     }
     let teams: HashSet<String> =
         state.launcher.targets().into_iter().filter(|t| t.kind == TargetKind::Team).map(|t| t.name).collect();
-    for view in state.hub.list() {
-        if !stored.contains(view.run_id.as_str()) && view.started_ms as i64 >= since_ms {
-            count_held(&mut gathered, &view, teams.contains(&view.target));
-        }
+    for view in &held {
+        count_held(&mut gathered, view, teams.contains(&view.target));
     }
     Ok(gathered.into_costs(since_ms))
 }
