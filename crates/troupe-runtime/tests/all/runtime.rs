@@ -359,15 +359,17 @@ async fn runs_through_providers_share_one_client_per_provider() {
         assert_eq!((output.text.as_str(), output.tool_calls), ("k = 42", 1), "{:?}", output.outcome);
     }
     assert_eq!(server.requests().len(), 100);
-    // One run at a time needs one pooled connection; a second may open when a request
-    // goes out before the previous response's connection is back in the pool.
-    assert!(server.connections() <= 2, "{} connections for 50 runs one at a time", server.connections());
+    // A client per run would open 50 connections. One run at a time needs one pooled
+    // connection; the pool opens a spare when a request goes out before the previous
+    // response's connection is back (the client hands it back from a task of its own,
+    // which a loaded machine runs late), so a few may open, never one per run.
+    assert!(server.connections() <= 5, "{} connections for 50 runs one at a time", server.connections());
 
-    // 50 more runs, 5 at a time: the pool grows to the 5 in flight, and no further.
+    // 50 more runs, 5 at a time: the pool grows to about the 5 in flight, and no further.
     let outputs: Vec<_> =
         futures::stream::iter(0..50).map(|_| agent.run("What is k?")).buffer_unordered(5).collect().await;
     for output in outputs {
         assert_eq!(output.expect("the run ends").text, "k = 42");
     }
-    assert!(server.connections() <= 8, "{} connections for 100 runs, at most 5 at once", server.connections());
+    assert!(server.connections() <= 12, "{} connections for 100 runs, at most 5 at once", server.connections());
 }
