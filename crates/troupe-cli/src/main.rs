@@ -105,6 +105,15 @@ mod team;
 mod undo;
 mod worker;
 
+/// The process's allocator. With many runs in flight, glibc's allocator makes a thread
+/// that frees memory another thread allocated take that thread's arena lock, and the
+/// runtime's workers hand buffers to each other all the time (a response read on one,
+/// parsed on another); the waits for those locks were most of the process's `futex`
+/// calls. mimalloc frees across threads without a lock. docs/PERFORMANCE.md has the
+/// figures.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::Path;

@@ -60,6 +60,10 @@
 
 mod common;
 
+/// The allocator of the `troupe` binary, whose `troupe serve` this measures.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use common::SseReader;
 use criterion::{Criterion, SamplingMode, Throughput};
 use std::sync::Arc;

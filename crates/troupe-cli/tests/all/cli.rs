@@ -50,6 +50,20 @@ fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime")
 }
 
+/// The binary allocates with mimalloc (main.rs's `ALLOCATOR`): with many runs in flight,
+/// the system allocator's locks cost a server a third of its CPU and more
+/// (docs/PERFORMANCE.md). Asked to be verbose, mimalloc names itself as the process starts;
+/// unasked, it says nothing.
+#[test]
+fn the_binary_allocates_with_mimalloc() {
+    let dir = Workdir::new("allocator");
+    let verbose = troupe(&dir, &["--version"], &[("MIMALLOC_VERBOSE", "1")]);
+    assert_eq!(verbose.status.code(), Some(0), "{}", stderr(&verbose));
+    assert!(stderr(&verbose).starts_with("mimalloc: process init"), "{}", stderr(&verbose));
+    let quiet = troupe(&dir, &["--version"], &[]);
+    assert_eq!((quiet.status.code(), stderr(&quiet)), (Some(0), String::new()));
+}
+
 #[test]
 fn models_list_shows_the_registry_with_prices() {
     let dir = Workdir::new("models");
