@@ -260,7 +260,7 @@ pub fn document() -> Value {
                         "415": errors["415"], "422": errors["422"]}
                 }
             },
-            "/v1/runs/changes": {"get": {"summary": "A `runs` event now and at each change to what the list of held runs shows (a run taken in, one waiting or no longer waiting for a decision, one ended), and, with a store, when a top-level run of another process appears among its newest 100 or changes status (looked at once a second): ask for the list again at each",
+            "/v1/runs/changes": {"get": {"summary": "A `runs` event now and at each change to what the list of held runs shows (a run taken in, one waiting or no longer waiting for a decision, one ended), and, with a store, when a top-level run of another process appears among its newest 100 or one of them is checkpointed (looked at once a second): ask for the list again at each",
                 "responses": {"200": {"description": "Events", "content": sse}, "401": errors["401"]}}},
             "/v1/runs/{id}": {"get": {"summary": "A run's state", "parameters": [run_id_parameter()],
                 "responses": {"200": {"description": "The run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Run"}}}},

@@ -270,15 +270,17 @@ impl StoreWatch {
         StoreWatch { store, hub, seen: None, every }
     }
 
-    /// The ids and statuses of the store's newest top-level runs that no hub here holds, hashed;
-    /// `None` when the store cannot be read (a store that fails announces nothing).
+    /// The ids, statuses and last changes of the store's newest top-level runs that no hub
+    /// here holds, hashed: each checkpoint of such a run changes what the runs list shows
+    /// of it (its events, its tokens, its end). `None` when the store cannot be read (a
+    /// store that fails announces nothing).
     async fn look(&self) -> Option<u64> {
         use std::hash::{Hash, Hasher};
         let filter = troupe_store::RunFilter { limit: STORE_LOOKED_AT, ..troupe_store::RunFilter::default() };
         let runs = self.store.list_runs(&filter).await.ok()?;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         for run in runs.iter().filter(|run| run.parent_run_id.is_none() && self.hub.get(&run.id).is_none()) {
-            (run.id.as_str(), run.status.as_str()).hash(&mut hasher);
+            (run.id.as_str(), run.status.as_str(), run.updated_at).hash(&mut hasher);
         }
         Some(hasher.finish())
     }

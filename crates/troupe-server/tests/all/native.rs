@@ -418,6 +418,17 @@ async fn runs_another_process_starts_in_the_store_are_announced() {
     let listed: serde_json::Value = served.get("/v1/runs").send().await.expect("request").json().await.expect("json");
     assert_eq!(listed["runs"][0]["run_id"], "run_elsewhere", "{listed}");
 
+    // Still running, one checkpoint on: what the list shows of it (its events) changed.
+    let mut working = Checkpoint::new(
+        "run_elsewhere",
+        RunStatus::Running,
+        serde_json::value::to_raw_value(&state).expect("a state encodes"),
+    );
+    working.activity = Some("calling lookup".to_owned());
+    other.checkpoint(working, troupe_store::now_millis() + 1).await.expect("saved");
+    let working = tokio::time::timeout(wait, changes.next()).await.expect("the run's checkpoint is announced");
+    assert_eq!(working.expect("the stream goes on").event.as_deref(), Some("runs"));
+
     let ended = serde_json::value::to_raw_value(&state).expect("a state encodes");
     other
         .checkpoint(Checkpoint::new("run_elsewhere", RunStatus::Completed, ended), troupe_store::now_millis())
