@@ -16,6 +16,8 @@ use troupe_store::{RunFilter, RunRecord, RunStatus, Store, StoreError};
 #[derive(Clone)]
 pub struct StoredRuns {
     store: Arc<dyn Store>,
+    /// The last look at its newest runs, shared by the server's announcement streams.
+    newest: Arc<crate::native::shared_look::SharedLook>,
 }
 
 impl std::fmt::Debug for StoredRuns {
@@ -27,12 +29,17 @@ impl std::fmt::Debug for StoredRuns {
 impl StoredRuns {
     /// The runs of `store`.
     pub fn new(store: Arc<dyn Store>) -> Self {
-        StoredRuns { store }
+        StoredRuns { store, newest: Arc::default() }
     }
 
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The last look at the store's newest runs, shared by every stream that follows them.
+    pub(crate) fn newest(&self) -> &crate::native::shared_look::SharedLook {
+        &self.newest
     }
 
     /// The stored run `run_id`, as a run no hub holds; `None` when the store has none.

@@ -4,6 +4,7 @@
 mod costs;
 mod evidence;
 mod runs;
+pub(crate) mod shared_look;
 mod sse;
 mod ws;
 

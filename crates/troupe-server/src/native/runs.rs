@@ -211,13 +211,13 @@ pub(super) async fn list(State(state): State<AppState>, query: Result<Query<List
 /// `GET /v1/runs/changes`: a `runs` event at once, then one at each change to what the
 /// list of runs shows, until the server closes: a change to the runs held here (its data
 /// the hub's count of changes), or, with a store, a run of another process sharing it
-/// that appeared among the store's newest or changed its status (found within
+/// that appeared among the store's newest or was checkpointed (found within
 /// [`STORE_LOOK_EVERY`]). A list page asks for the runs again at each, instead of polling
 /// for them.
 pub(super) async fn changes(State(state): State<AppState>) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let (listed, closing) = (state.hub.listed(), state.closing.clone());
-    let store = state.stored.as_ref().map(|stored| StoreWatch::new(Arc::clone(stored.store()), Arc::clone(&state.hub)));
+    let store = state.stored.as_ref().map(|stored| StoreWatch::new(stored.clone(), Arc::clone(&state.hub)));
     let events =
         futures::stream::unfold((listed, closing, store, true), |(mut listed, closing, mut store, first)| async move {
             if first {
@@ -246,7 +246,9 @@ pub(super) async fn changes(State(state): State<AppState>) -> Response {
 }
 
 /// How often a stream of `/v1/runs/changes` looks at the store for the runs of other
-/// processes: one indexed read of [`STORE_LOOKED_AT`] summaries, no state.
+/// processes: one indexed read of [`STORE_LOOKED_AT`] summaries, no state, shared by every
+/// stream that looks within half of this of it (so the store is read about once in this,
+/// however many streams are open).
 pub const STORE_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How many of the store's newest runs it looks at: a list's first page.
@@ -254,9 +256,9 @@ pub const STORE_LOOKED_AT: u32 = 100;
 
 /// The store's newest runs, as an announcement stream follows them: the top-level runs of
 /// the list's first page that the hub does not hold (it announces its own), which other
-/// processes sharing the store run, by id and status.
+/// processes sharing the store run, by id, status and last change.
 struct StoreWatch {
-    store: Arc<dyn troupe_store::Store>,
+    stored: crate::stored::StoredRuns,
     hub: Arc<crate::hub::RunHub>,
     /// What the last look saw (`None`: the store could not be read).
     seen: Option<u64>,
@@ -264,25 +266,32 @@ struct StoreWatch {
 }
 
 impl StoreWatch {
-    fn new(store: Arc<dyn troupe_store::Store>, hub: Arc<crate::hub::RunHub>) -> Self {
+    fn new(stored: crate::stored::StoredRuns, hub: Arc<crate::hub::RunHub>) -> Self {
         let mut every = tokio::time::interval_at(tokio::time::Instant::now() + STORE_LOOK_EVERY, STORE_LOOK_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        StoreWatch { store, hub, seen: None, every }
+        StoreWatch { stored, hub, seen: None, every }
     }
 
     /// The ids, statuses and last changes of the store's newest top-level runs that no hub
     /// here holds, hashed: each checkpoint of such a run changes what the runs list shows
     /// of it (its events, its tokens, its end). `None` when the store cannot be read (a
-    /// store that fails announces nothing).
+    /// store that fails announces nothing). Every stream shares a look younger than half
+    /// of [`STORE_LOOK_EVERY`]: they all follow the same store and the same hub.
     async fn look(&self) -> Option<u64> {
         use std::hash::{Hash, Hasher};
-        let filter = troupe_store::RunFilter { limit: STORE_LOOKED_AT, ..troupe_store::RunFilter::default() };
-        let runs = self.store.list_runs(&filter).await.ok()?;
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        for run in runs.iter().filter(|run| run.parent_run_id.is_none() && self.hub.get(&run.id).is_none()) {
-            (run.id.as_str(), run.status.as_str(), run.updated_at).hash(&mut hasher);
-        }
-        Some(hasher.finish())
+        let (store, hub) = (self.stored.store(), &self.hub);
+        self.stored
+            .newest()
+            .get(STORE_LOOK_EVERY / 2, || async move {
+                let filter = troupe_store::RunFilter { limit: STORE_LOOKED_AT, ..troupe_store::RunFilter::default() };
+                let runs = store.list_runs(&filter).await.ok()?;
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                for run in runs.iter().filter(|run| run.parent_run_id.is_none() && hub.get(&run.id).is_none()) {
+                    (run.id.as_str(), run.status.as_str(), run.updated_at).hash(&mut hasher);
+                }
+                Some(hasher.finish())
+            })
+            .await
     }
 
     /// Returns once a look sees the store's runs changed since the last.
