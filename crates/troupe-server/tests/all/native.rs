@@ -438,6 +438,45 @@ async fn runs_another_process_starts_in_the_store_are_announced() {
     assert_eq!(end.expect("the stream goes on").event.as_deref(), Some("runs"));
 }
 
+/// Every open list shares one look at the store a second; each still hears, on its own,
+/// a run another process starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_open_list_hears_another_process_run_through_the_shared_look() {
+    use troupe_store::{NewRun, RunStatus};
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let location = format!("sqlite://{}", dir.path().join("runs.db").display());
+    let store = troupe_store::open(&location).await.expect("the store opens");
+    let served = serve_with_store(ServerConfig::default(), [], Some(store)).await;
+    let mut lists = Vec::new();
+    for _ in 0..20 {
+        let response = served.get("/v1/runs/changes").send().await.expect("request");
+        assert_eq!(response.status(), 200);
+        let mut changes = SseReader::new(response);
+        announced(&mut changes, 0).await;
+        lists.push(changes);
+    }
+
+    let other = troupe_store::open(&location).await.expect("the store opens again");
+    let state = troupe_runtime::RunState::new(troupe_core::RunId::new("run_shared"), "coder", "mock/model", "model");
+    let run = NewRun {
+        id: "run_shared".to_owned(),
+        agent: "coder".to_owned(),
+        status: RunStatus::Running,
+        conversation_id: None,
+        parent_run_id: None,
+        input: serde_json::json!({"instruction": "elsewhere"}).into(),
+        state: serde_json::to_value(&state).expect("a state encodes").into(),
+        spend: None,
+    };
+    other.create_run(run, troupe_store::now_millis()).await.expect("the run is created");
+    let wait = troupe_server::native::STORE_LOOK_EVERY * 5;
+    let heard = futures::future::join_all(lists.iter_mut().map(|changes| tokio::time::timeout(wait, changes.next())));
+    for (list, frame) in heard.await.into_iter().enumerate() {
+        let frame = frame.unwrap_or_else(|_| panic!("list {list} never heard of the run")).expect("the stream goes on");
+        assert_eq!(frame.event.as_deref(), Some("runs"), "list {list}: {frame:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runs_list_is_filtered_by_status_agent_id_and_a_search() {
     let served = serve(ServerConfig::default(), [MockTurn::text("One."), MockTurn::text("Two.")]).await;
