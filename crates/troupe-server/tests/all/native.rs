@@ -381,12 +381,34 @@ async fn changes_to_the_runs_list_are_announced() {
     announced(&mut changes, waiting + 2).await;
 }
 
+/// Another process starting the running run `id` in the store at `location`: a handle of
+/// its own on the same database file. Returns that handle and the run's state.
+async fn start_elsewhere(
+    location: &str,
+    id: &str,
+) -> (std::sync::Arc<dyn troupe_store::Store>, troupe_runtime::RunState) {
+    let other = troupe_store::open(location).await.expect("the store opens again");
+    let state = troupe_runtime::RunState::new(troupe_core::RunId::new(id), "coder", "mock/model", "model");
+    let run = troupe_store::NewRun {
+        id: id.to_owned(),
+        agent: "coder".to_owned(),
+        status: troupe_store::RunStatus::Running,
+        conversation_id: None,
+        parent_run_id: None,
+        input: serde_json::json!({"instruction": "elsewhere"}).into(),
+        state: serde_json::to_value(&state).expect("a state encodes").into(),
+        spend: None,
+    };
+    other.create_run(run, troupe_store::now_millis()).await.expect("the run is created");
+    (other, state)
+}
+
 /// A run that another process sharing the store starts, and its end, are announced to a
 /// list following the changes (within a look or two, not at the list's next poll); a
 /// store where nothing changes announces nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_another_process_starts_in_the_store_are_announced() {
-    use troupe_store::{Checkpoint, NewRun, RunStatus};
+    use troupe_store::{Checkpoint, RunStatus};
     let dir = tempfile::tempdir().expect("a temp dir");
     let location = format!("sqlite://{}", dir.path().join("runs.db").display());
     let store = troupe_store::open(&location).await.expect("the store opens");
@@ -398,20 +420,7 @@ async fn runs_another_process_starts_in_the_store_are_announced() {
     let quiet = tokio::time::timeout(troupe_server::native::STORE_LOOK_EVERY * 3, changes.next()).await;
     assert!(quiet.is_err(), "nothing changed, yet it was announced: {quiet:?}");
 
-    // Another process: a handle of its own on the same database file.
-    let other = troupe_store::open(&location).await.expect("the store opens again");
-    let state = troupe_runtime::RunState::new(troupe_core::RunId::new("run_elsewhere"), "coder", "mock/model", "model");
-    let run = NewRun {
-        id: "run_elsewhere".to_owned(),
-        agent: "coder".to_owned(),
-        status: RunStatus::Running,
-        conversation_id: None,
-        parent_run_id: None,
-        input: serde_json::json!({"instruction": "elsewhere"}).into(),
-        state: serde_json::to_value(&state).expect("a state encodes").into(),
-        spend: None,
-    };
-    other.create_run(run, troupe_store::now_millis()).await.expect("the run is created");
+    let (other, state) = start_elsewhere(&location, "run_elsewhere").await;
     let wait = troupe_server::native::STORE_LOOK_EVERY * 5;
     let started = tokio::time::timeout(wait, changes.next()).await.expect("the new run is announced");
     assert_eq!(started.expect("the stream goes on").event.as_deref(), Some("runs"));
@@ -442,7 +451,6 @@ async fn runs_another_process_starts_in_the_store_are_announced() {
 /// a run another process starts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_open_list_hears_another_process_run_through_the_shared_look() {
-    use troupe_store::{NewRun, RunStatus};
     let dir = tempfile::tempdir().expect("a temp dir");
     let location = format!("sqlite://{}", dir.path().join("runs.db").display());
     let store = troupe_store::open(&location).await.expect("the store opens");
@@ -456,19 +464,7 @@ async fn every_open_list_hears_another_process_run_through_the_shared_look() {
         lists.push(changes);
     }
 
-    let other = troupe_store::open(&location).await.expect("the store opens again");
-    let state = troupe_runtime::RunState::new(troupe_core::RunId::new("run_shared"), "coder", "mock/model", "model");
-    let run = NewRun {
-        id: "run_shared".to_owned(),
-        agent: "coder".to_owned(),
-        status: RunStatus::Running,
-        conversation_id: None,
-        parent_run_id: None,
-        input: serde_json::json!({"instruction": "elsewhere"}).into(),
-        state: serde_json::to_value(&state).expect("a state encodes").into(),
-        spend: None,
-    };
-    other.create_run(run, troupe_store::now_millis()).await.expect("the run is created");
+    let (_other, _) = start_elsewhere(&location, "run_shared").await;
     let wait = troupe_server::native::STORE_LOOK_EVERY * 5;
     let heard = futures::future::join_all(lists.iter_mut().map(|changes| tokio::time::timeout(wait, changes.next())));
     for (list, frame) in heard.await.into_iter().enumerate() {
