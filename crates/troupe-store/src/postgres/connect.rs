@@ -1,6 +1,7 @@
 //! Connecting: the first connection checks whose database it is and migrates it, then
-//! the pool is opened.
+//! serves as the first of the store's [`Connections`].
 
+use super::connections::{Connections, MAX_CONNECTIONS};
 use super::{PostgresStore, db};
 use crate::error::{StoreError, redact_location};
 use crate::schema::{APPLICATION, POSTGRES_MIGRATIONS, SCHEMA_VERSION, TABLES};
@@ -10,12 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How long connecting (and, later, waiting for a pooled connection) may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A pooled connection that was in use this recently is handed out as it is; one idle for
 /// longer is pinged first, since a server restart or a proxy's idle limit may have closed
 /// it. sqlx pings every connection it hands out by default: a round trip more for every
-/// transaction, about a fifth of a busy run's round trips.
+/// transaction, about a fifth of a busy run's round trips. (The store's own statements go
+/// through [`Connections`], which keeps the same rule; [`PostgresStore::pool`] keeps it
+/// too.)
 pub(super) const TRUSTED_IDLE: Duration = Duration::from_millis(500);
 
 /// The advisory lock every troupe worker takes to create a schema or migrate, so workers
@@ -41,11 +44,21 @@ pub(super) async fn open(url: &str, schema: Option<&str>) -> Result<PostgresStor
         .await
         .map_err(|_| unreachable(&format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())))?
         .map_err(|e| unreachable(&e))?;
-    let prepared = prepare(&mut conn, schema, set_path.clone(), &location).await;
-    let _ = conn.close().await;
-    let schema_version = prepared?;
+    let schema_version = match prepare(&mut conn, schema, set_path.clone(), &location).await {
+        Ok(version) => version,
+        Err(error) => {
+            let _ = conn.close().await;
+            return Err(error);
+        }
+    };
 
+    // The store's statements: its own pool, which the connection that prepared the schema
+    // joins (its `search_path` is set already).
+    let connections =
+        Connections::new(options.clone(), set_path.clone(), url, location.clone(), MAX_CONNECTIONS, Some(conn));
+    // The caller's statements: a sqlx pool, which opens no connection until it is used.
     let mut pool_options = PgPoolOptions::new()
+        .max_connections(MAX_CONNECTIONS as u32)
         .acquire_timeout(CONNECT_TIMEOUT)
         .test_before_acquire(false)
         .before_acquire(|conn, meta| {
@@ -63,8 +76,8 @@ pub(super) async fn open(url: &str, schema: Option<&str>) -> Result<PostgresStor
             Box::pin(async move { sqlx::raw_sql(AssertSqlSafe(set_path)).execute(conn).await.map(drop) })
         });
     }
-    let pool = pool_options.connect_with(options).await.map_err(|e| unreachable(&e))?;
-    Ok(PostgresStore { pool, location, schema_version })
+    let pool = pool_options.connect_lazy_with(options);
+    Ok(PostgresStore { pool, connections, location, schema_version })
 }
 
 fn check_schema_name(schema: &str, location: &str) -> Result<(), StoreError> {
@@ -190,7 +203,7 @@ async fn migrate(conn: &mut PgConnection, location: &str) -> Result<i64, StoreEr
 
 /// The driver's message with every form of the URL's password masked, should the driver
 /// echo the URL or the password.
-fn scrub(reason: &str, url: &str) -> String {
+pub(super) fn scrub(reason: &str, url: &str) -> String {
     let mut text = reason.replace(url, &redact_location(url));
     for secret in passwords(url) {
         text = text.replace(&secret, "***");

@@ -1,5 +1,5 @@
-//! The store's [`Conn`](crate::sql::Conn) on PostgreSQL: the pool, or one of its
-//! connections (a transaction's).
+//! The store's [`Conn`](crate::sql::Conn) on PostgreSQL: one of its connections (in a
+//! transaction or not), or a pool (its tests').
 
 use crate::error::StoreError;
 use crate::sql::{Postgres, column_error};

@@ -10,6 +10,9 @@
 //! row.
 
 mod connect;
+mod connections;
+#[cfg(test)]
+mod connections_tests;
 mod link;
 mod repositories;
 #[cfg(test)]
@@ -19,6 +22,7 @@ use crate::error::StoreError;
 use crate::ops;
 use crate::record::{Lease, Millis, NewRun, StoreInfo};
 use crate::repository::{Store, StoreFuture};
+use connections::{Connections, each};
 use sqlx::postgres::PgPool;
 use std::time::Duration;
 
@@ -27,7 +31,10 @@ use std::time::Duration;
 /// Cloning is cheap: clones share the connection pool.
 #[derive(Clone, Debug)]
 pub struct PostgresStore {
+    /// The caller's pool ([`PostgresStore::pool`]).
     pool: PgPool,
+    /// The store's own statements' pool.
+    connections: Connections,
     location: String,
     schema_version: i64,
 }
@@ -50,7 +57,9 @@ impl PostgresStore {
         connect::open(url, Some(schema)).await
     }
 
-    /// The connection pool, for statements of the caller's own.
+    /// A connection pool for statements of the caller's own, on the same database (and
+    /// schema); it opens its first connection when first used. The store's own
+    /// statements run on a pool of their own.
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
@@ -63,6 +72,7 @@ impl Store for PostgresStore {
 
     fn close(&self) -> StoreFuture<'_, ()> {
         Box::pin(async move {
+            self.connections.close().await;
             self.pool.close().await;
             Ok(())
         })
@@ -77,9 +87,7 @@ impl Store for PostgresStore {
     ) -> StoreFuture<'a, Lease> {
         // One statement here (a `WITH` writes the run, its input, its transition and its
         // lease): atomic on its own, with no transaction to open and commit around it.
-        Box::pin(
-            async move { ops::runs::insert_leased_run(&mut link::Pg::Pool(&self.pool), &run, owner, ttl, now).await },
-        )
+        Box::pin(async move { each!(self, |link| ops::runs::insert_leased_run(link, &run, owner, ttl, now)) })
     }
 }
 

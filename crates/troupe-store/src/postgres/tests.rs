@@ -21,7 +21,7 @@ use std::time::Duration;
 const URL_VARIABLE: &str = "TROUPE_TEST_DATABASE_URL";
 
 /// The server's URL and a fresh schema name, or `None` (said on stderr) without a server.
-fn server(test: &str) -> Option<(String, String)> {
+pub(super) fn server(test: &str) -> Option<(String, String)> {
     match std::env::var(URL_VARIABLE) {
         Ok(url) if !url.trim().is_empty() => Some((url, format!("troupe_t_{}", uuid::Uuid::new_v4().simple()))),
         _ => {
@@ -41,7 +41,7 @@ async fn sql(url: &str, statements: &str) {
     conn.close().await.expect("the connection closes");
 }
 
-async fn drop_schema(url: &str, schema: &str) {
+pub(super) async fn drop_schema(url: &str, schema: &str) {
     sql(url, &format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE")).await;
 }
 
@@ -56,7 +56,7 @@ async fn tables_in(url: &str, schema: &str) -> Vec<String> {
     tables
 }
 
-fn run(id: &str, status: RunStatus) -> NewRun {
+pub(super) fn run(id: &str, status: RunStatus) -> NewRun {
     NewRun {
         id: id.into(),
         agent: "coder".into(),

@@ -23,6 +23,7 @@ macro_rules! sqlx_link {
         $(#[$doc])*
         pub(crate) enum $name<'c> {
             /// The pool: each statement in a transaction of its own.
+            #[allow(dead_code, reason = "PostgreSQL's statements run on the store's own connections")]
             Pool(&'c sqlx::Pool<$db>),
             /// One connection, in a transaction or not.
             #[allow(dead_code, reason = "SQLite reads through its pool alone; its writes run on its writer thread")]
