@@ -118,13 +118,15 @@ impl Connections {
             .map_err(|_| StoreError::database(format!("the store at {} is closed", shared.location)))?;
         loop {
             let Some(mut idle) = self.idle().pop() else { break };
-            if idle.since.elapsed() >= IDLE_LIMIT || idle.opened.elapsed() >= LIFETIME {
-                let _ = idle.conn.close().await;
-                continue;
-            }
-            // A failed ping drops the connection; the next idle one, or a new one, serves.
-            if idle.since.elapsed() < TRUSTED_IDLE || answers(&mut idle.conn).await {
-                return Ok(InUse { conn: idle.conn, opened: idle.opened, pool: self.clone(), permit });
+            match Checkout::of(idle.since.elapsed(), idle.opened.elapsed()) {
+                Checkout::Close => {
+                    let _ = idle.conn.close().await;
+                }
+                // A failed ping drops the connection; the next idle one, or a new one, serves.
+                Checkout::Ping if !answers(&mut idle.conn).await => {}
+                Checkout::AsItIs | Checkout::Ping => {
+                    return Ok(InUse { conn: idle.conn, opened: idle.opened, pool: self.clone(), permit });
+                }
             }
         }
         let conn = self.connect().await?;
@@ -158,6 +160,30 @@ impl Connections {
         let idle = std::mem::take(&mut *self.idle());
         for idle in idle {
             let _ = idle.conn.close().await;
+        }
+    }
+}
+
+/// What is done with an idle connection before it is lent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Checkout {
+    /// Used this recently, it is lent as it is.
+    AsItIs,
+    /// Idle long enough for the server or a proxy to have closed it: pinged first.
+    Ping,
+    /// Idle too long, or open too long: closed.
+    Close,
+}
+
+impl Checkout {
+    /// For a connection idle for `idle_for` and open for `age`.
+    fn of(idle_for: Duration, age: Duration) -> Checkout {
+        if idle_for >= IDLE_LIMIT || age >= LIFETIME {
+            Checkout::Close
+        } else if idle_for >= TRUSTED_IDLE {
+            Checkout::Ping
+        } else {
+            Checkout::AsItIs
         }
     }
 }
@@ -225,3 +251,18 @@ macro_rules! each {
 }
 
 pub(super) use each;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_connection_is_lent_pinged_or_closed_by_how_long_it_waited_and_lived() {
+        let minute = Duration::from_secs(60);
+        assert_eq!(Checkout::of(Duration::from_millis(100), minute), Checkout::AsItIs);
+        assert_eq!(Checkout::of(TRUSTED_IDLE, minute), Checkout::Ping);
+        assert_eq!(Checkout::of(9 * minute, 29 * minute), Checkout::Ping);
+        assert_eq!(Checkout::of(10 * minute, 10 * minute), Checkout::Close);
+        assert_eq!(Checkout::of(Duration::ZERO, 30 * minute), Checkout::Close);
+    }
+}

@@ -3,6 +3,7 @@
 //! in a schema of its own on the server `TROUPE_TEST_DATABASE_URL` names.
 
 use super::PostgresStore;
+use super::connect::CONNECT_TIMEOUT;
 use super::connections::MAX_CONNECTIONS;
 use super::tests::{drop_schema, run, server};
 use crate::record::RunStatus;
@@ -166,6 +167,8 @@ async fn the_store_holds_at_most_its_limit_of_connections_and_closes_them() {
     let Some((url, schema)) = server(test) else { return };
     let store = PostgresStore::connect_in_schema(&named(&url, &schema), &schema).await.expect("opens");
     store.create_run(run("r1", RunStatus::Queued), 1).await.expect("creates");
+    let first = sessions(&url, &schema).await;
+    assert_eq!(first.len(), 1, "one session, the store's own: the caller's pool opens none until it is used");
     let reads: Vec<_> = (0..4 * MAX_CONNECTIONS)
         .map(|_| {
             let store = store.clone();
@@ -184,5 +187,36 @@ async fn the_store_holds_at_most_its_limit_of_connections_and_closes_them() {
     assert!(left.is_empty(), "the closed store's sessions ended: {left:?}");
     let refused = tokio::time::timeout(Duration::from_secs(2), store.load_run("r1")).await;
     assert!(matches!(refused, Ok(Err(_))), "a closed store refuses at once: {refused:?}");
+    drop_schema(&url, &schema).await;
+}
+
+#[tokio::test]
+async fn with_every_connection_in_use_the_store_waits_five_seconds_then_says_so() {
+    let test = "with_every_connection_in_use_the_store_waits_five_seconds_then_says_so";
+    let Some((url, schema)) = server(test) else { return };
+    let store = PostgresStore::connect_in_schema(&url, &schema).await.expect("opens");
+    let mut held = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        held.push(store.connections.get().await.expect("a connection"));
+    }
+    // The wait is on the pool alone, no I/O: the paused clock jumps to its end.
+    tokio::time::pause();
+    let started = tokio::time::Instant::now();
+    let waited = store.connections.get().await;
+    let error = waited.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(error.contains("came free within 5 s"), "{error}");
+    let waited_for = started.elapsed();
+    assert!(
+        waited_for >= CONNECT_TIMEOUT && waited_for < CONNECT_TIMEOUT + Duration::from_secs(1),
+        "it waited the whole timeout: {waited_for:?}"
+    );
+    tokio::time::resume();
+
+    // One given back is lent again at once.
+    let back = held.pop().expect("held");
+    back.finish(Ok(())).await.expect("finished");
+    assert!(store.connections.get().await.is_ok(), "a connection given back serves the next caller");
+    drop(held);
+    store.close().await.expect("closes");
     drop_schema(&url, &schema).await;
 }
