@@ -6,6 +6,7 @@ use super::PostgresStore;
 use super::connect::CONNECT_TIMEOUT;
 use super::connections::MAX_CONNECTIONS;
 use super::tests::{drop_schema, run, server};
+use crate::error::StoreError;
 use crate::record::RunStatus;
 use crate::repository::{RunRepository, SignalRepository, Store};
 use serde_json::json;
@@ -121,6 +122,16 @@ async fn a_connection_goes_back_after_its_statement_without_a_round_trip() {
     let sent = relay.sends() - before;
     // sqlx's pool pings each connection it takes back: two requests a statement.
     assert_eq!(sent, READS, "one request a statement, no ping after it");
+
+    // Refused for a reason of the store's: the statement, then one ping, and the same
+    // connection serves on (a new one would send its start-up and prepare again).
+    let before = relay.sends();
+    let refused = store.create_run(run("r1", RunStatus::Queued), 2).await;
+    assert!(matches!(refused, Err(StoreError::RunExists { .. })), "{refused:?}");
+    assert_eq!(relay.sends() - before, 2, "the refused statement and one ping");
+    let before = relay.sends();
+    store.load_run("r1").await.expect("reads");
+    assert_eq!(relay.sends() - before, 1, "the connection went back and serves as it is");
     store.close().await.expect("closes");
     drop_schema(&url, &schema).await;
 }
