@@ -558,8 +558,11 @@ impl Runner {
             span: span.clone(),
             digester: crate::durable::RequestDigester::new(),
         };
-        // The span is the run's whole task, across every await.
-        let join = tokio::spawn(run.run(state, instruction, fresh, recorder).instrument(span));
+        // The span is the run's whole task, across every await. The run's future (some
+        // 10 KB) is boxed once: spawned as it is, tokio's task cell holds it inline, and
+        // the spawn, the task's first poll and the reading of its output each copy the
+        // whole cell.
+        let join = tokio::spawn(Box::pin(run.run(state, instruction, fresh, recorder)).instrument(span));
         RunHandle {
             run_id,
             events: RunEvents::new(event_rx),
