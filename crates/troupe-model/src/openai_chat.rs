@@ -45,8 +45,11 @@ mod request;
 pub use parser::OpenAiChatParser;
 
 use crate::error::{Error, Result, RetryHint};
-use crate::wire::{WireFormat, WireRequest};
+use crate::wire::{EncodedRequest, WireFormat, WireRequest};
 use troupe_core::ModelRequest;
+
+/// Where a Chat Completions request goes, under the base URL.
+const PATH: &str = "/chat/completions";
 
 /// The Chat Completions wire format, with the switches compatible servers need.
 ///
@@ -83,11 +86,15 @@ impl WireFormat for OpenAiChatWire {
     type Parser = OpenAiChatParser;
 
     fn build_request(&self, request: &ModelRequest) -> Result<WireRequest> {
-        Ok(WireRequest {
-            path: "/chat/completions".to_owned(),
-            body: request::body(self, request),
-            headers: Vec::new(),
-        })
+        let body = serde_json::to_value(request::body(self, request))
+            .map_err(|e| Error::Config(format!("cannot write the request body: {e}")))?;
+        Ok(WireRequest { path: PATH.to_owned(), body, headers: Vec::new() })
+    }
+
+    fn encode_request(&self, request: &ModelRequest) -> Result<EncodedRequest> {
+        let body = serde_json::to_vec(&request::body(self, request))
+            .map_err(|e| Error::Config(format!("cannot write the request body: {e}")))?;
+        Ok(EncodedRequest { path: PATH.to_owned(), body, headers: Vec::new() })
     }
 
     fn native_output(&self) -> bool {

@@ -55,7 +55,7 @@ mod request;
 pub use parser::OpenAiResponsesParser;
 
 use crate::error::{Error, Result, RetryHint};
-use crate::wire::{WireFormat, WireRequest};
+use crate::wire::{EncodedRequest, WireFormat, WireRequest};
 use troupe_core::ModelRequest;
 
 /// The OpenAI Responses wire format.
@@ -84,6 +84,13 @@ impl WireFormat for OpenAiResponsesWire {
         let body = serde_json::to_value(request::body(request, options))
             .map_err(|e| Error::Config(format!("cannot write the Responses request body: {e}")))?;
         Ok(WireRequest { path: "/responses".to_owned(), body, headers: Vec::new() })
+    }
+
+    fn encode_request(&self, request: &ModelRequest) -> Result<EncodedRequest> {
+        let options = request::Options { reasoning_summary: self.reasoning_summary.as_deref(), store: self.store };
+        let body = serde_json::to_vec(&request::body(request, options))
+            .map_err(|e| Error::Config(format!("cannot write the Responses request body: {e}")))?;
+        Ok(EncodedRequest { path: "/responses".to_owned(), body, headers: Vec::new() })
     }
 
     fn adapt_output(
