@@ -11,14 +11,19 @@ pub struct ToolSpec {
     pub name: String,
     /// What the tool does, for the model.
     pub description: String,
-    /// The JSON schema of the arguments object.
-    pub input_schema: serde_json::Value,
+    /// The JSON schema of the arguments object, shared: a run offers its tools at every
+    /// model call, and a schema can be large.
+    pub input_schema: std::sync::Arc<serde_json::Value>,
 }
 
 impl ToolSpec {
     /// A tool spec.
-    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: serde_json::Value) -> Self {
-        ToolSpec { name: name.into(), description: description.into(), input_schema }
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: impl Into<std::sync::Arc<serde_json::Value>>,
+    ) -> Self {
+        ToolSpec { name: name.into(), description: description.into(), input_schema: input_schema.into() }
     }
 }
 

@@ -77,7 +77,7 @@ mod tests {
         assert_eq!(offered.output, None);
         assert_eq!(offered.tools.len(), 1);
         assert_eq!(offered.tools[0].name, ANSWER_TOOL);
-        assert_eq!(offered.tools[0].input_schema, schema);
+        assert_eq!(*offered.tools[0].input_schema, schema);
         assert_eq!(offered.tool_choice, Some(ToolChoice::Any));
     }
 

@@ -53,7 +53,12 @@ impl Target {
         let tools: Vec<(String, serde_json::Value)> = agent
             .runner()
             .agent_catalog(&spec)
-            .map(|c| c.declarations().into_iter().map(|d| (d.name.clone(), d.input_schema.clone())).collect())
+            .map(|c| {
+                c.declarations()
+                    .into_iter()
+                    .map(|d| (d.name.clone(), serde_json::Value::clone(&d.input_schema)))
+                    .collect()
+            })
             .unwrap_or_default();
         Target {
             name: name.to_owned(),

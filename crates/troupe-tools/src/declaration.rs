@@ -114,8 +114,9 @@ pub struct ToolDeclaration {
     pub name: String,
     /// What the tool does, for the model.
     pub description: String,
-    /// The JSON schema of the arguments object (root `"type": "object"`).
-    pub input_schema: serde_json::Value,
+    /// The JSON schema of the arguments object (root `"type": "object"`), shared with the
+    /// [`ToolSpec`] offered to a model at each call.
+    pub input_schema: std::sync::Arc<serde_json::Value>,
     /// The strongest effect a call may have.
     pub effect: Effect,
     /// Whether repeating a call is safe.
@@ -145,14 +146,14 @@ impl ToolDeclaration {
     pub fn new(
         name: impl Into<String>,
         description: impl Into<String>,
-        input_schema: serde_json::Value,
+        input_schema: impl Into<std::sync::Arc<serde_json::Value>>,
         effect: Effect,
     ) -> Self {
         let idempotency = if effect == Effect::ReadOnly { Idempotency::Idempotent } else { Idempotency::NonIdempotent };
         ToolDeclaration {
             name: name.into(),
             description: description.into(),
-            input_schema,
+            input_schema: input_schema.into(),
             effect,
             idempotency,
             evidence: EvidenceCapture::Summary,

@@ -291,14 +291,18 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
         let spec = agent.current_spec();
         if let Ok(catalog) = agent.runner().agent_catalog(&spec) {
             for declaration in catalog.declarations() {
-                inputs.entry(declaration.name.clone()).or_insert_with(|| declaration.input_schema.clone());
+                inputs
+                    .entry(declaration.name.clone())
+                    .or_insert_with(|| serde_json::Value::clone(&declaration.input_schema));
             }
         }
     }
     for tool in troupe_tools::coding_tools() {
         let declaration = tool.declaration();
         if worker_tools.contains(&declaration.name) {
-            inputs.entry(declaration.name.clone()).or_insert_with(|| declaration.input_schema.clone());
+            inputs
+                .entry(declaration.name.clone())
+                .or_insert_with(|| serde_json::Value::clone(&declaration.input_schema));
         }
     }
     Ok(Assembled { work, rows, firewall, records, notes, agents, meter, inputs })

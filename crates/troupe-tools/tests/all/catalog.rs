@@ -74,6 +74,18 @@ fn catalog_of(tools: Vec<Arc<dyn Tool>>) -> ToolCatalog {
     ToolCatalog::with_tools(tools).expect("catalog")
 }
 
+/// A run offers its tools at every model call: the specs share each declaration's schema
+/// instead of copying it.
+#[test]
+fn offered_specs_share_the_declarations_schemas() {
+    let log = Log::default();
+    let catalog = catalog_of(vec![logging_tool("a", Effect::ReadOnly, &log).into_arc()]);
+    let declared = &catalog.get("a").expect("registered").declaration().input_schema;
+    let [first, second] = [catalog.specs(), catalog.specs()].map(|specs| specs.into_iter().next().expect("one tool"));
+    assert!(Arc::ptr_eq(declared, &first.input_schema) && Arc::ptr_eq(declared, &second.input_schema));
+    assert_eq!(*first.input_schema, **declared);
+}
+
 #[tokio::test]
 async fn unknown_tools_list_the_known_ones() {
     let fx = Fixture::new();
