@@ -7,13 +7,7 @@ use troupe_model::{Error, RetryHint, WireFormat};
 
 /// The inspectable body, after checking that the bytes actually sent say the same.
 fn body(request: &ModelRequest) -> serde_json::Value {
-    let wire = AnthropicWire::default();
-    let built = wire.build_request(request).expect("builds");
-    let sent = wire.encode_request(request).expect("encodes");
-    let sent_body: serde_json::Value = serde_json::from_slice(&sent.body).expect("the sent body is JSON");
-    assert_eq!(sent_body, built.body, "encode_request and build_request describe the same body");
-    assert_eq!((sent.path, sent.headers), (built.path, built.headers));
-    built.body
+    crate::built_as_sent(&AnthropicWire::default(), request).body
 }
 
 /// Snapshots of `body`, kept with every other test's under `tests/snapshots/`.
