@@ -51,6 +51,10 @@ use troupe_core::ModelRequest;
 /// Where a Chat Completions request goes, under the base URL.
 const PATH: &str = "/chat/completions";
 
+fn unwritable(e: serde_json::Error) -> Error {
+    Error::Config(format!("cannot write the request body: {e}"))
+}
+
 /// The Chat Completions wire format, with the switches compatible servers need.
 ///
 /// Every [`ModelRequest`] field is written: `system` as the first message, tool results as
@@ -86,14 +90,12 @@ impl WireFormat for OpenAiChatWire {
     type Parser = OpenAiChatParser;
 
     fn build_request(&self, request: &ModelRequest) -> Result<WireRequest> {
-        let body = serde_json::to_value(request::body(self, request))
-            .map_err(|e| Error::Config(format!("cannot write the request body: {e}")))?;
+        let body = serde_json::to_value(request::body(self, request)).map_err(unwritable)?;
         Ok(WireRequest { path: PATH.to_owned(), body, headers: Vec::new() })
     }
 
     fn encode_request(&self, request: &ModelRequest) -> Result<EncodedRequest> {
-        let body = serde_json::to_vec(&request::body(self, request))
-            .map_err(|e| Error::Config(format!("cannot write the request body: {e}")))?;
+        let body = serde_json::to_vec(&request::body(self, request)).map_err(unwritable)?;
         Ok(EncodedRequest { path: PATH.to_owned(), body, headers: Vec::new() })
     }
 

@@ -76,21 +76,31 @@ impl Default for OpenAiResponsesWire {
     }
 }
 
+/// Where a Responses request goes, under the base URL.
+const PATH: &str = "/responses";
+
+fn unwritable(e: serde_json::Error) -> Error {
+    Error::Config(format!("cannot write the Responses request body: {e}"))
+}
+
+impl OpenAiResponsesWire {
+    /// The switches the request body reads.
+    fn options(&self) -> request::Options<'_> {
+        request::Options { reasoning_summary: self.reasoning_summary.as_deref(), store: self.store }
+    }
+}
+
 impl WireFormat for OpenAiResponsesWire {
     type Parser = OpenAiResponsesParser;
 
     fn build_request(&self, request: &ModelRequest) -> Result<WireRequest> {
-        let options = request::Options { reasoning_summary: self.reasoning_summary.as_deref(), store: self.store };
-        let body = serde_json::to_value(request::body(request, options))
-            .map_err(|e| Error::Config(format!("cannot write the Responses request body: {e}")))?;
-        Ok(WireRequest { path: "/responses".to_owned(), body, headers: Vec::new() })
+        let body = serde_json::to_value(request::body(request, self.options())).map_err(unwritable)?;
+        Ok(WireRequest { path: PATH.to_owned(), body, headers: Vec::new() })
     }
 
     fn encode_request(&self, request: &ModelRequest) -> Result<EncodedRequest> {
-        let options = request::Options { reasoning_summary: self.reasoning_summary.as_deref(), store: self.store };
-        let body = serde_json::to_vec(&request::body(request, options))
-            .map_err(|e| Error::Config(format!("cannot write the Responses request body: {e}")))?;
-        Ok(EncodedRequest { path: "/responses".to_owned(), body, headers: Vec::new() })
+        let body = serde_json::to_vec(&request::body(request, self.options())).map_err(unwritable)?;
+        Ok(EncodedRequest { path: PATH.to_owned(), body, headers: Vec::new() })
     }
 
     fn adapt_output(
