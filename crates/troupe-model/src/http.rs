@@ -5,9 +5,10 @@ use crate::api_key::ApiKey;
 use crate::error::{Error, Result, RetryHint};
 use crate::provider::{EventStream, LlmProvider};
 use crate::tool_names::ToolNameCodec;
-use crate::wire::{EventParser, WireFormat};
+use crate::wire::{EncodedRequest, EventParser, WireFormat};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -78,6 +79,9 @@ pub struct HttpProvider<W> {
     config: HttpConfig,
     wire: W,
     client: reqwest::Client,
+    /// The headers every request carries, built once: or why they cannot be, said at
+    /// each request (as a configuration error, without the offending value).
+    headers: std::result::Result<HeaderMap, String>,
 }
 
 impl<W> std::fmt::Debug for HttpProvider<W> {
@@ -98,7 +102,8 @@ impl<W: WireFormat> HttpProvider<W> {
 
     /// A provider sharing `client`'s connection pool.
     pub fn with_client(config: HttpConfig, wire: W, client: reqwest::Client) -> Self {
-        HttpProvider { config, wire, client }
+        let headers = fixed_headers(&config, &wire);
+        HttpProvider { config, wire, client, headers }
     }
 
     /// The configuration.
@@ -135,29 +140,12 @@ impl<W: WireFormat> HttpProvider<W> {
         let codec = Arc::new(ToolNameCodec::for_request(request)?);
         let encoded = codec.encode_request(request);
         let wire_request = self.wire.encode_request(&encoded)?;
-        let url = format!("{}{}", self.config.base_url, wire_request.path);
-        let mut builder = self
-            .client
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
-            .body(wire_request.body);
-        if let Some(key) = &self.config.api_key {
-            for (header, value) in self.wire.auth_headers(key.expose()) {
-                builder = builder.header(header, value);
-            }
-        }
-        for (header, value) in &wire_request.headers {
-            builder = builder.header(*header, value);
-        }
-        for (header, value) in &self.config.headers {
-            builder = builder.header(header, value);
-        }
+        let request = self.http_request(wire_request)?;
         let timeouts = self.config.timeouts;
         let response = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(Error::Cancelled),
-            sent = tokio::time::timeout(timeouts.response, builder.send()) => match sent {
+            sent = tokio::time::timeout(timeouts.response, self.client.execute(request)) => match sent {
                 Err(_) => return Err(Error::Timeout { provider: name.to_owned(), phase: "waiting for the response", after: timeouts.response }),
                 Ok(Err(e)) => return Err(transport_error(name, &e, timeouts)),
                 Ok(Ok(response)) => response,
@@ -185,6 +173,57 @@ impl<W: WireFormat> HttpProvider<W> {
         }
         .boxed())
     }
+}
+
+impl<W> HttpProvider<W> {
+    /// The HTTP request for `encoded`: the fixed headers, then the wire's own for this
+    /// request.
+    fn http_request(&self, encoded: EncodedRequest) -> Result<reqwest::Request> {
+        let name = self.config.name.as_str();
+        let config_error = |why: &str| Error::Config(format!("provider `{name}`: {why}"));
+        let mut headers = self.headers.as_ref().map_err(|why| config_error(why))?.clone();
+        for (header, value) in encoded.headers {
+            let value = HeaderValue::try_from(value)
+                .map_err(|_| config_error(&format!("the value of header `{header}` is not a valid header value")))?;
+            headers.append(header_name(header).map_err(|why| config_error(&why))?, value);
+        }
+        let url = format!("{}{}", self.config.base_url, encoded.path);
+        let url = reqwest::Url::parse(&url).map_err(|e| config_error(&format!("`{url}` is not a URL: {e}")))?;
+        let mut request = reqwest::Request::new(reqwest::Method::POST, url);
+        *request.headers_mut() = headers;
+        *request.body_mut() = Some(encoded.body.into());
+        Ok(request)
+    }
+}
+
+/// The headers every request of a provider carries: the content types, the key's headers
+/// and the configured ones. The key's are marked sensitive, and so are the configured ones,
+/// which may carry a credential too (a gateway's token, Azure's `api-key`): `Debug` does
+/// not print them and HTTP/2 never indexes them.
+fn fixed_headers<W: WireFormat>(config: &HttpConfig, wire: &W) -> std::result::Result<HeaderMap, String> {
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    if let Some(key) = &config.api_key {
+        for (header, value) in wire.auth_headers(key.expose()) {
+            let mut value = HeaderValue::try_from(value).map_err(|_| {
+                format!("the API key cannot be sent in the `{header}` header: it holds a character no header may")
+            })?;
+            value.set_sensitive(true);
+            headers.append(header_name(header)?, value);
+        }
+    }
+    for (header, value) in &config.headers {
+        let mut value = HeaderValue::try_from(value.as_str())
+            .map_err(|_| format!("the value of header `{header}` is not a valid header value"))?;
+        value.set_sensitive(true);
+        headers.append(header_name(header)?, value);
+    }
+    Ok(headers)
+}
+
+fn header_name(header: &str) -> std::result::Result<HeaderName, String> {
+    HeaderName::try_from(header).map_err(|_| format!("`{header}` is not a valid header name"))
 }
 
 impl<W: WireFormat> LlmProvider for HttpProvider<W> {
@@ -355,4 +394,25 @@ fn transport_error(provider: &str, error: &reqwest::Error, timeouts: Timeouts) -
     }
     // reqwest's message names the URL, never the headers, so the key cannot leak here.
     Error::Transport { provider: provider.to_owned(), message: error.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::openai_chat::OpenAiChatWire;
+
+    /// The key's header and the configured ones are marked sensitive: `Debug` does not
+    /// print them, and HTTP/2 never indexes them.
+    #[test]
+    fn the_keys_header_and_configured_ones_are_sensitive() {
+        let mut config = HttpConfig::new("openai", "http://127.0.0.1:1", Some(ApiKey::new("sk-secret")));
+        config.headers = vec![("x-gateway-token".into(), "tok-secret".into())];
+        let headers = fixed_headers(&config, &OpenAiChatWire::default()).expect("valid headers");
+        let key = headers.get("authorization").expect("the key's header");
+        assert_eq!(key.to_str().ok(), Some("Bearer sk-secret"));
+        assert!(key.is_sensitive());
+        assert!(headers.get("x-gateway-token").is_some_and(HeaderValue::is_sensitive));
+        assert!(!headers.get("content-type").is_some_and(HeaderValue::is_sensitive));
+        assert!(!format!("{headers:?}").contains("secret"), "{headers:?}");
+    }
 }

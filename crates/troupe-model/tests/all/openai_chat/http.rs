@@ -219,3 +219,49 @@ async fn one_byte_chunks_still_parse() {
     assert_eq!(response.usage, turn.usage);
     assert_eq!(response.stop_reason, StopReason::ToolUse);
 }
+
+/// Configured headers travel with every request, beside the key's and the content types.
+#[tokio::test]
+async fn configured_headers_travel_with_the_key() {
+    let server = server().await;
+    server.push(MockTurn::text("ok"));
+    server.push(MockTurn::text("ok again"));
+    let mut config = HttpConfig::new("openai", server.openai_url(), Some(ApiKey::new("test-key")));
+    config.headers = vec![("x-gateway-token".into(), "g-1".into()), ("OpenAI-Organization".into(), "org-1".into())];
+    let provider = HttpProvider::new(config, OpenAiChatWire::default()).expect("client builds");
+    for _ in 0..2 {
+        let (_, error) = drain(&provider, &request()).await;
+        assert!(error.is_none(), "{error:?}");
+    }
+    let recorded = server.requests();
+    assert_eq!(recorded.len(), 2);
+    for request in &recorded {
+        assert_eq!(request.header("authorization"), Some("Bearer test-key"));
+        assert_eq!(request.header("x-gateway-token"), Some("g-1"));
+        assert_eq!(request.header("openai-organization"), Some("org-1"));
+        assert_eq!(request.header("content-type"), Some("application/json"));
+        assert_eq!(request.header("accept"), Some("text/event-stream"));
+    }
+}
+
+/// A header no HTTP request can carry (a line break in a pasted key or token) fails each
+/// request as a configuration error before anything is sent, and the error does not show
+/// the value.
+#[tokio::test]
+async fn a_header_that_cannot_be_sent_is_a_configuration_error_that_does_not_show_it() {
+    let server = server().await;
+    let mut with_token = HttpConfig::new("openai", server.openai_url(), Some(ApiKey::new("test-key")));
+    with_token.headers = vec![("x-gateway-token".into(), "tok-secret\nx".into())];
+    let with_key = HttpConfig::new("openai", server.openai_url(), Some(ApiKey::new("sk-secret\r\n")));
+    let mut with_name = HttpConfig::new("openai", server.openai_url(), None);
+    with_name.headers = vec![("bad header".into(), "v".into())];
+    for config in [with_token, with_key, with_name] {
+        let provider = HttpProvider::new(config, OpenAiChatWire::default()).expect("client builds");
+        let (events, error) = drain(&provider, &request()).await;
+        assert!(events.is_empty());
+        let Some(Error::Config(message)) = error else { panic!("a configuration error, got {error:?}") };
+        assert!(message.contains("openai"), "names the provider: {message}");
+        assert!(!message.contains("secret"), "the value stays out of the error: {message}");
+    }
+    assert!(server.requests().is_empty(), "nothing was sent");
+}
