@@ -20,12 +20,25 @@ type Error = serde_json::Error;
 /// alike: a raw JSON value inside it, a map keyed by numbers as floats, a number beyond
 /// 64 bits.
 pub fn canonical_text<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
-    let mut writer = Writer::default();
-    match value.serialize(&mut writer) {
-        // Only text was written: whole strings and ASCII punctuation.
-        Ok(()) => Ok(String::from_utf8(writer.out).unwrap_or_default()),
-        Err(_) => serde_json::to_value(value).map(|value| crate::chain::json_text(&value)),
+    let written = SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut writer) => writer.text_of(value),
+        // A value whose `Serialize` writes a canonical text itself: a writer of its own.
+        Err(_) => Writer::default().text_of(value),
+    });
+    match written {
+        Some(text) => Ok(text),
+        None => serde_json::to_value(value).map(|value| crate::chain::json_text(&value)),
     }
+}
+
+/// What a writer's buffers may keep between two texts; a larger text's are let go.
+const KEPT: usize = 64 * 1024;
+
+thread_local! {
+    /// Each thread's writer, its buffers kept from one text to the next: written from
+    /// empty buffers, a run's few payloads per model call grew them (and moved what they
+    /// held) a hundred-odd times.
+    static SCRATCH: std::cell::RefCell<Writer> = std::cell::RefCell::new(Writer::default());
 }
 
 /// The output, and the scratch space of the objects being written (objects nest: each
@@ -42,6 +55,23 @@ struct Writer {
 }
 
 impl Writer {
+    /// `value`'s canonical text, or `None` for what only a `Value` writes alike. The
+    /// buffers are left empty, their room kept unless a large text grew them.
+    fn text_of<T: Serialize + ?Sized>(&mut self, value: &T) -> Option<String> {
+        let written = value.serialize(&mut *self);
+        // Only text was written: whole strings and ASCII punctuation.
+        let text = written.ok().map(|()| std::str::from_utf8(&self.out).map(str::to_owned).unwrap_or_default());
+        if self.out.capacity().max(self.moved.capacity()).max(self.keys.capacity()) > KEPT {
+            *self = Writer::default();
+        } else {
+            self.out.clear();
+            self.entries.clear();
+            self.keys.clear();
+            self.moved.clear();
+        }
+        text
+    }
+
     /// Writes `value` as serde_json writes it (numbers, escaped strings, `null`).
     fn json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         value.serialize(&mut serde_json::Serializer::new(&mut self.out))

@@ -216,3 +216,45 @@ fn stored_json_reads_as_the_value_it_was_written_from_and_writes_that_values_tex
     assert_eq!(StoredJson::default().text(), "null");
     assert_eq!(kept.into_value(), value);
 }
+
+/// A thread's writer keeps its buffers from one text to the next: what one text left
+/// behind (a value given up half-written for a `Value`, a large text, a text written from
+/// inside another's `Serialize`) never shows in the next.
+#[test]
+fn texts_written_one_after_another_on_a_thread_are_each_their_own() {
+    let raw = serde_json::value::RawValue::from_string(r#"{"z": [1, 2]}"#.to_owned()).expect("raw");
+    // Given up after its first entries were written: `raw` sorts last.
+    #[derive(Serialize)]
+    struct Half<'a> {
+        a: Value,
+        b: &'a str,
+        c: &'a serde_json::value::RawValue,
+    }
+    let half = Half { a: json!({"deep": [1, 2, 3]}), b: "x", c: &raw };
+    let large = json!({"text": "é".repeat(100_000), "b": 1, "a": [2]});
+    struct Nested;
+    impl Serialize for Nested {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeStruct;
+            // Another text written while this one is half-way.
+            let inner = canonical_text(&json!({"y": 1, "x": 2})).map_err(serde::ser::Error::custom)?;
+            let mut object = serializer.serialize_struct("Nested", 2)?;
+            object.serialize_field("z", &inner)?;
+            object.serialize_field("a", &true)?;
+            object.end()
+        }
+    }
+    for _ in 0..2 {
+        same(&turn());
+        assert_eq!(
+            canonical_text(&BTreeMap::from([("k", &raw), ("a", &raw)])).expect("written"),
+            r#"{"a":{"z":[1,2]},"k":{"z":[1,2]}}"#
+        );
+        same(&half);
+        same(&large);
+        same(&Nested);
+        assert_eq!(canonical_text(&Nested).expect("written"), r#"{"a":true,"z":"{\"x\":2,\"y\":1}"}"#);
+        same(&json!({}));
+        same(&turn());
+    }
+}
