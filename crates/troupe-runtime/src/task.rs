@@ -425,8 +425,8 @@ impl Run {
     /// applied in append order. A crash before the next checkpoint applies them again to
     /// the checkpointed state, never twice to the same state.
     async fn deliver_stored(&mut self, state: &mut RunState) {
-        let run_id = state.run_id().to_string();
-        let pending = match self.recorder.stored_signals(&run_id, &mut self.queued, state.signal_cursor()).await {
+        let (run_id, cursor) = (state.run_id().clone(), state.signal_cursor());
+        let pending = match self.recorder.stored_signals(run_id.as_str(), &mut self.queued, cursor).await {
             Ok(pending) => pending,
             Err(error) => {
                 self.store_failed(state, error);
