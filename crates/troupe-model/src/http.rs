@@ -36,7 +36,10 @@ impl Default for Timeouts {
 }
 
 /// How to reach one provider over HTTP.
-#[derive(Clone, Debug)]
+///
+/// Its `Debug` output shows the configured headers' names, not their values: like the
+/// key, a header may carry a credential.
+#[derive(Clone)]
 pub struct HttpConfig {
     /// The provider's name (`anthropic`, `groq`, ...), used in ids and errors.
     pub name: String,
@@ -48,6 +51,19 @@ pub struct HttpConfig {
     pub timeouts: Timeouts,
     /// Extra headers sent with every request.
     pub headers: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<(&str, &str)> = self.headers.iter().map(|(name, _)| (name.as_str(), "<redacted>")).collect();
+        f.debug_struct("HttpConfig")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key)
+            .field("timeouts", &self.timeouts)
+            .field("headers", &headers)
+            .finish()
+    }
 }
 
 impl HttpConfig {
@@ -414,5 +430,17 @@ mod tests {
         assert!(headers.get("x-gateway-token").is_some_and(HeaderValue::is_sensitive));
         assert!(!headers.get("content-type").is_some_and(HeaderValue::is_sensitive));
         assert!(!format!("{headers:?}").contains("secret"), "{headers:?}");
+    }
+
+    /// A provider's `Debug` output (what a log line of it shows) names its configured
+    /// headers but shows neither their values nor the key.
+    #[test]
+    fn debug_output_shows_neither_the_key_nor_a_configured_headers_value() {
+        let mut config = HttpConfig::new("openai", "http://127.0.0.1:1", Some(ApiKey::new("sk-secret")));
+        config.headers = vec![("x-gateway-token".into(), "tok-secret".into())];
+        let provider = HttpProvider::new(config, OpenAiChatWire::default()).expect("client builds");
+        let shown = format!("{provider:?}");
+        assert!(shown.contains("x-gateway-token") && shown.contains("127.0.0.1"), "{shown}");
+        assert!(!shown.contains("secret"), "{shown}");
     }
 }
