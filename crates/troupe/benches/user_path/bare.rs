@@ -53,13 +53,15 @@ impl BareLoop {
             json!({"role": "system", "content": "Look the keys up, then answer."}),
             json!({"role": "user", "content": TASK}),
         ];
+        // One model call per tool call, and the one that answers, with room to spare.
+        let model_calls = crate::workload::tool_calls(&self.model) + 8;
         let mut tool_calls = 0;
         let record =
             self.floor.as_ref().map(|(floor, ids)| (floor, ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
         if let Some((floor, id)) = record {
             floor.create(id, &messages).await?;
         }
-        for _ in 0..8 {
+        for _ in 0..model_calls {
             let body = json!({
                 "model": self.model,
                 "messages": messages,
@@ -92,7 +94,9 @@ impl BareLoop {
                     |c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}),
                 )
                 .collect();
-            messages.push(json!({"role": "assistant", "content": null, "tool_calls": wire_calls}));
+            // The turn's text, when it has any, is part of the conversation the next call sends.
+            let content = if text.is_empty() { Value::Null } else { Value::String(text) };
+            messages.push(json!({"role": "assistant", "content": content, "tool_calls": wire_calls}));
             if let Some((floor, id)) = record {
                 floor.save(id, &messages, "running").await?;
             }
@@ -103,7 +107,7 @@ impl BareLoop {
                 tool_calls += 1;
             }
         }
-        Err("no answer after 8 model calls".to_owned())
+        Err(format!("no answer after {} model calls", model_calls))
     }
 }
 

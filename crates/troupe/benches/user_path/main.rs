@@ -18,8 +18,9 @@
 //! every such pass; each ratio is the median of the rounds' own. For reference, the same
 //! rounds take 100 runs in flight without a store and with SQLite against a model that
 //! takes 50 ms before each response, as a vendor would, and long runs one at a time
-//! without a store and with SQLite (31 model calls, 30 tool calls, about 2 KB of text a
-//! turn, so the conversation grows to about 60 KB). Then 10,000 runs
+//! by the bare loop and by troupe without a store and with SQLite (31 model calls, 30
+//! tool calls, about 2 KB of text a turn, so the conversation grows to about 60 KB). Then
+//! 10,000 runs
 //! started at once against a model that takes 200 ms before each response (memory per
 //! in-flight run: the rise of the peak RSS over the RSS before the pass, divided by
 //! 10,000). The targets are printed beside the figures.
@@ -125,7 +126,7 @@ fn main() {
         model: workload::FAST_MODEL,
     };
     let paced = |store: &str| Pass { model: workload::PACED_MODEL, ..throughput("troupe", store, 100) };
-    let long = |store: &str| Pass { model: workload::LONG_MODEL, ..throughput("troupe", store, 1) };
+    let long = |contender, store: &str| Pass { model: workload::LONG_MODEL, ..throughput(contender, store, 1) };
     if let Ok(only) = std::env::var("USER_PATH_ONLY") {
         // One pass, for a profiler: `contender:store:n`, e.g. `troupe:sqlite:100`; the store
         // may be a PostgreSQL URL, colons and all.
@@ -179,8 +180,9 @@ fn main() {
         ("troupe + PostgreSQL, 100", throughput("troupe", &postgres, 100)),
         ("troupe, 100, model takes 50 ms", paced("none")),
         ("troupe + SQLite, 100, model takes 50 ms", paced("sqlite")),
-        ("troupe, long runs, 1 at a time", long("none")),
-        ("troupe + SQLite, long runs, 1 at a time", long("sqlite")),
+        ("bare loop, long runs, 1 at a time", long("bare", "none")),
+        ("troupe, long runs, 1 at a time", long("troupe", "none")),
+        ("troupe + SQLite, long runs, 1 at a time", long("troupe", "sqlite")),
     ];
     println!(
         "\nuser_path: 4 model calls + 3 tool calls per run, OpenAI Chat wire, mock server in a child process; \
@@ -218,8 +220,11 @@ fn main() {
     let (deferred_100, pg_100) = (at("troupe + SQLite, turns deferred, 100"), at("troupe + PostgreSQL, 100"));
     let (paced_none, paced_sqlite) =
         (at("troupe, 100, model takes 50 ms"), at("troupe + SQLite, 100, model takes 50 ms"));
-    let (long_none, long_sqlite) =
-        (at("troupe, long runs, 1 at a time"), at("troupe + SQLite, long runs, 1 at a time"));
+    let (long_bare, long_none, long_sqlite) = (
+        at("bare loop, long runs, 1 at a time"),
+        at("troupe, long runs, 1 at a time"),
+        at("troupe + SQLite, long runs, 1 at a time"),
+    );
     // The median over the rounds of a figure taken within each round.
     let median_of = |figure: &dyn Fn(&[PassReport]) -> f64| median(rounds_run.iter().map(|round| figure(round)));
     let ratio = |a: usize, b: usize| median_of(&|r| cpu_us_per_run(&r[a]) / cpu_us_per_run(&r[b]).max(1e-9));
@@ -277,9 +282,11 @@ fn main() {
     );
     println!(
         "user_path: for reference: long runs ({} model calls, {} tool calls, about 2 KB of text a turn), one at \
-         a time, SQLite vs no store: CPU {:.2}×, {:.0} µs added per run, throughput {:.2}",
+         a time: troupe vs bare loop CPU {:.2}×; SQLite vs no store: CPU {:.2}×, {:.0} µs added per run, \
+         throughput {:.2}",
         workload::LONG_TOOL_CALLS + 1,
         workload::LONG_TOOL_CALLS,
+        ratio(long_none, long_bare),
         ratio(long_sqlite, long_none),
         added(long_sqlite, long_none),
         throughput_ratio(long_sqlite, long_none),
