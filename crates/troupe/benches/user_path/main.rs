@@ -15,12 +15,13 @@
 //! (user + system, every thread), its wall time and `VmHWM`.
 //!
 //! Passes: 1 and 100 runs in flight (CPU per run, runs/s, peak RSS), in three rounds of
-//! every such pass; each ratio is the median of the rounds' own. For reference, the same
-//! rounds take 100 runs in flight without a store and with SQLite against a model that
-//! takes 50 ms before each response, as a vendor would, and long runs one at a time
-//! by the bare loop and by troupe without a store and with SQLite (31 model calls, 30
-//! tool calls, about 2 KB of text a turn, so the conversation grows to about 60 KB). Then
-//! 10,000 runs
+//! every such pass; each ratio is the median of the rounds' own. The same rounds take the
+//! floor (`floor.rs`: the bare loop recording its runs by hand in the fewest flushed
+//! writes a power-loss-safe record needs) at 1 and at 100. For reference, they also take
+//! 100 runs in flight without a store and with SQLite against a model that takes 50 ms
+//! before each response, as a vendor would, and long runs one at a time by the bare loop
+//! and by troupe without a store and with SQLite (31 model calls, 30 tool calls, about
+//! 2 KB of text a turn, so the conversation grows to about 60 KB). Then 10,000 runs
 //! started at once against a model that takes 200 ms before each response (memory per
 //! in-flight run: the rise of the peak RSS over the RSS before the pass, divided by
 //! 10,000). The targets are printed beside the figures.
