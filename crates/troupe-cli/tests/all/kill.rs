@@ -278,6 +278,21 @@ impl Scene {
     }
 }
 
+/// The least a line takes: its command's two sleeps and the model's streamed turn.
+const LINE_MS: u64 = 120;
+
+/// The longest a process is given before its kill, in `from..=to` ms: `to`, or less when
+/// the lines left run short of the kills still wanted. Without this a fast machine can
+/// finish the run before the kills have landed; with it the windows shrink as the work
+/// does, whatever the machine's speed.
+fn paced(from: u64, to: u64, lines_left: usize, kills_left: usize) -> u64 {
+    if kills_left == 0 {
+        return to;
+    }
+    let per_kill = LINE_MS * lines_left as u64 / kills_left as u64;
+    (from + per_kill).clamp(from + 50, to.max(from + 50))
+}
+
 fn wait_or_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
     let start = Instant::now();
     loop {
@@ -406,9 +421,10 @@ fn killed_at_random_the_run_completes_with_every_side_effect_once_postgres_worke
         // Each holder gets its own random time to work from when it is first seen holding
         // the run, so kills land at every stage of a run, not just after a takeover.
         let pid = workers[index].id();
-        let (seen, at) = *deadline.get_or_insert((pid, Instant::now() + scene.dice.millis(0, 600)));
+        let upper = paced(0, 600, CALLS.saturating_sub(scene.lines().len()), KILLS.saturating_sub(scene.kills));
+        let (seen, at) = *deadline.get_or_insert((pid, Instant::now() + scene.dice.millis(0, upper)));
         if seen != pid {
-            deadline = Some((pid, Instant::now() + scene.dice.millis(0, 600)));
+            deadline = Some((pid, Instant::now() + scene.dice.millis(0, upper)));
             continue;
         }
         if Instant::now() < at {
@@ -441,6 +457,8 @@ const LEAD_LINES: usize = 5;
 const CODER_LINES: usize = 30;
 /// Lines the leader's teammate in a worker process appends.
 const SCRIBE_LINES: usize = 10;
+/// Every line the team appends.
+const TEAM_LINES: usize = 2 * LEAD_LINES + CODER_LINES + SCRIBE_LINES;
 /// The scribe's brief, by which its requests are told from the coder's.
 const SCRIBE_BRIEF: &str = "Append the scribe's lines.";
 
@@ -557,10 +575,12 @@ fn team_killed_at_random(store_url: Option<String>, kills: usize, window: (u64, 
     }
     loop {
         assert!(started.elapsed() < Duration::from_secs(300), "the test took too long; log:\n{}", scene.log());
+        let lines_left = TEAM_LINES.saturating_sub(scene.lines().len());
+        let upper = paced(window.0, window.1, lines_left, kills.saturating_sub(team_kills));
         let limit = match (team_kills < kills, deciding) {
             (false, _) => Duration::from_secs(60),
-            (true, true) => scene.dice.millis(window.0 + 150, window.1 + 200),
-            (true, false) => scene.dice.millis(window.0, window.1),
+            (true, true) => scene.dice.millis(window.0 + 150, upper + 200),
+            (true, false) => scene.dice.millis(window.0, upper),
         };
         if wait_or_timeout(&mut child, limit).is_none() {
             let busiest = scene.busiest_member();
