@@ -10,10 +10,14 @@
 //! shortens the conversation; a request whose earlier messages (or model, or system
 //! instructions) are not the last request's is digested from the start. Either way the
 //! digests are [`RequestDigest::of`]'s, byte for byte.
+//!
+//! A run offers the same tools and system instructions at every call, so their JSON and
+//! digests are kept too, and made again only when they change.
 
 use super::evidence::{RequestDigest, RequestText, digest};
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
-use troupe_core::{Message, ModelRequest};
+use troupe_core::{Message, ModelRequest, ToolSpec};
 
 /// What comes before the messages in a request's JSON, with the messages a placeholder:
 /// `"messages":[]` appears once outside any string (inside one, its quotes are escaped).
@@ -23,6 +27,15 @@ const MESSAGES_PLACEHOLDER: &str = "\"messages\":[]";
 #[derive(Default)]
 pub struct RequestDigester {
     last: Option<Digested>,
+    /// The last request's tools, with their JSON and its digest.
+    tools: Option<Offered>,
+}
+
+/// A request's tools as the digests take them.
+struct Offered {
+    specs: Vec<ToolSpec>,
+    text: Box<RawValue>,
+    digest: String,
 }
 
 impl std::fmt::Debug for RequestDigester {
@@ -42,6 +55,8 @@ struct Digested {
     whole: Sha256,
     /// The messages' hash (`[` and the messages) after them.
     alone: Sha256,
+    /// The digest of its system instructions, which `head` holds.
+    system: String,
 }
 
 impl RequestDigester {
@@ -58,15 +73,23 @@ impl RequestDigester {
             None => {
                 // Something would not encode: digested as `of` digests it, from nothing.
                 self.last = None;
+                self.tools = None;
                 RequestDigest::of(request)
             }
         }
     }
 
     fn digest_on(&mut self, request: &ModelRequest) -> Option<RequestDigest> {
-        let tools = serde_json::value::to_raw_value(&request.tools).ok()?;
-        let placeholder = serde_json::value::RawValue::from_string("[]".to_owned()).ok()?;
-        let text = serde_json::to_string(&RequestText::of(request, &placeholder, &tools)).ok()?;
+        let tools = match self.tools.take().filter(|tools| tools.specs == request.tools) {
+            Some(tools) => tools,
+            None => {
+                let text = serde_json::value::to_raw_value(&request.tools).ok()?;
+                Offered { specs: request.tools.clone(), digest: digest(text.get()), text }
+            }
+        };
+        let tools = &*self.tools.insert(tools);
+        let placeholder = RawValue::from_string("[]".to_owned()).ok()?;
+        let text = serde_json::to_string(&RequestText::of(request, &placeholder, &tools.text)).ok()?;
         let at = text.find(MESSAGES_PLACEHOLDER)? + MESSAGES_PLACEHOLDER.len() - 1;
         let (head, tail) = text.split_at(at);
         let kept = self.last.take().filter(|last| {
@@ -79,7 +102,8 @@ impl RequestDigester {
             whole.update(head.as_bytes());
             let mut alone = Sha256::new();
             alone.update(b"[");
-            Digested { head: head.to_owned(), messages: Vec::new(), whole, alone }
+            let system = digest(request.system.as_deref().unwrap_or(""));
+            Digested { head: head.to_owned(), messages: Vec::new(), whole, alone, system }
         });
         for message in &request.messages[last.messages.len()..] {
             let encoded = serde_json::to_string(message).ok()?;
@@ -99,8 +123,8 @@ impl RequestDigester {
         let digests = RequestDigest {
             message_count: u32::try_from(request.messages.len()).unwrap_or(u32::MAX),
             messages: troupe_store::lower_hex(&alone.finalize()),
-            system: digest(request.system.as_deref().unwrap_or("")),
-            tools: digest(tools.get()),
+            system: last.system.clone(),
+            tools: tools.digest.clone(),
             whole: troupe_store::lower_hex(&whole.finalize()),
         };
         self.last = Some(last);
@@ -173,6 +197,28 @@ mod tests {
         for (n, request) in requests.iter().enumerate() {
             assert_eq!(digester.digest(request), RequestDigest::of(request), "request {n}");
         }
+    }
+
+    /// A run's tools and system instructions are digested once while they stay the same
+    /// (a digest the digester kept is the one given), and again when they change.
+    #[test]
+    fn the_same_tools_and_system_are_digested_once_and_changed_ones_again() {
+        let lookup = ToolSpec::new("lookup", "Looks a key up.", json!({"type": "object"}));
+        let mut request = ModelRequest::new("gpt-4o").system("Be brief.");
+        request.tools = vec![lookup];
+        request.messages.push(Message::user("task"));
+        let mut digester = RequestDigester::new();
+        assert_eq!(digester.digest(&request), RequestDigest::of(&request));
+        digester.tools.as_mut().expect("kept").digest = "kept tools".to_owned();
+        digester.last.as_mut().expect("kept").system = "kept system".to_owned();
+        request.messages.push(tool_use(1));
+        let digests = digester.digest(&request);
+        assert_eq!((digests.tools.as_str(), digests.system.as_str()), ("kept tools", "kept system"));
+        assert_eq!(digests.whole, RequestDigest::of(&request).whole);
+
+        request.tools.push(ToolSpec::new("store", "Stores a key.", json!({"type": "object"})));
+        request.system = Some("Be briefer.".into());
+        assert_eq!(digester.digest(&request), RequestDigest::of(&request), "changed, digested again");
     }
 
     /// What the digester keeps is the last request's messages; a request that repeats them
