@@ -17,6 +17,7 @@
 use super::evidence::{RequestDigest, RequestText, digest};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 use troupe_core::{Message, ModelRequest, ToolSpec};
 
 /// What comes before the messages in a request's JSON, with the messages a placeholder:
@@ -80,7 +81,7 @@ impl RequestDigester {
     }
 
     fn digest_on(&mut self, request: &ModelRequest) -> Option<RequestDigest> {
-        let tools = match self.tools.take().filter(|tools| tools.specs == request.tools) {
+        let tools = match self.tools.take().filter(|tools| same_tools(&tools.specs, &request.tools)) {
             Some(tools) => tools,
             None => {
                 let text = serde_json::value::to_raw_value(&request.tools).ok()?;
@@ -130,6 +131,16 @@ impl RequestDigester {
         self.last = Some(last);
         Some(digests)
     }
+}
+
+/// Whether `a` and `b` are the same tools: the same names and descriptions, and the same
+/// schemas (one shared allocation each: equal by value is not enough, as `-0.0` equals `0.0`
+/// and is written otherwise).
+fn same_tools(a: &[ToolSpec], b: &[ToolSpec]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(a, b)| {
+            a.name == b.name && a.description == b.description && Arc::ptr_eq(&a.input_schema, &b.input_schema)
+        })
 }
 
 #[cfg(test)]
@@ -215,6 +226,10 @@ mod tests {
         let digests = digester.digest(&request);
         assert_eq!((digests.tools.as_str(), digests.system.as_str()), ("kept tools", "kept system"));
         assert_eq!(digests.whole, RequestDigest::of(&request).whole);
+
+        // The same schema by value, in an allocation of its own: encoded again.
+        request.tools[0].input_schema = Arc::new(json!({"type": "object"}));
+        assert_eq!(digester.digest(&request).tools, RequestDigest::of(&request).tools);
 
         request.tools.push(ToolSpec::new("store", "Stores a key.", json!({"type": "object"})));
         request.system = Some("Be briefer.".into());
