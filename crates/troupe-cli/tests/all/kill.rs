@@ -317,10 +317,11 @@ fn killed_at_random_the_run_completes_with_every_side_effect_once_sqlite() {
     loop {
         assert!(started.elapsed() < Duration::from_secs(240), "the test took too long; log:\n{}", scene.log());
         // A decision's process gets longer: its first step is to store the decision.
+        let upper = paced(20, 400, CALLS.saturating_sub(scene.lines().len()), KILLS.saturating_sub(scene.kills));
         let window = match (scene.wants_kills(), deciding) {
             (false, _) => Duration::from_secs(60),
-            (true, true) => scene.dice.millis(150, 700),
-            (true, false) => scene.dice.millis(20, 400),
+            (true, true) => scene.dice.millis(150, upper + 300),
+            (true, false) => scene.dice.millis(20, upper),
         };
         let exited = wait_or_timeout(&mut child, window);
         if exited.is_none() {
