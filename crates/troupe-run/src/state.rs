@@ -306,7 +306,8 @@ impl PartialEq for InFlight {
 }
 
 /// Everything a run knows between two steps. Plain data: it serializes, clones, and
-/// resumes.
+/// resumes. A field at its default (an empty list, a zero count) is left out of the JSON
+/// and read back as that default: a stored run rewrites its state at every checkpoint.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunState {
     /// The run.
@@ -324,8 +325,10 @@ pub struct RunState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) parent_run_id: Option<RunId>,
     /// The conversation so far.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) messages: Vec<Message>,
     /// Model calls made.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) iteration: u32,
     /// Tokens used by all model calls.
     pub(crate) usage: Usage,
@@ -339,16 +342,22 @@ pub struct RunState {
     /// What the loop does next.
     pub(crate) phase: Phase,
     /// Output-limit recoveries made in a row.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) recoveries: u32,
     /// Tools a person chose to always allow in this run.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub(crate) always_allowed: BTreeSet<String>,
     /// The tool calls of the last response, until their results are in the conversation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) pending_calls: Vec<PendingCall>,
     /// Messages (user input, steering, hook output) waiting for the next model call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) pending_input: Vec<Message>,
     /// Text of responses cut at the output limit, to be continued.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) continuation: String,
     /// The final answer, once the model gave it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) answer: String,
     /// The typed answer the run must end with, if any: part of the run, so a resumed run
     /// asks for the same.
@@ -361,8 +370,10 @@ pub struct RunState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cancel_reason: Option<String>,
     /// Tool calls answered (refused ones included).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) tool_calls: u32,
     /// Of those, the ones answered with an error.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) tool_errors: u32,
     /// The sequence number of the run's next event: a resumed run numbers its events on
     /// from where it stopped.
@@ -372,7 +383,7 @@ pub struct RunState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) outcome: Option<RunOutcome>,
     /// With a store: every stored signal up to this sequence number has been applied.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
     pub(crate) signal_cursor: i64,
     /// The agent's configuration as changed while the run was going, once it was: a
     /// resumed run goes on with it.
@@ -900,5 +911,9 @@ impl RunState {
 mod tests;
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_i64(n: &i64) -> bool {
     *n == 0
 }
