@@ -331,9 +331,10 @@ pub struct RunState {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) iteration: u32,
     /// Tokens used by all model calls.
+    #[serde(default, serialize_with = "counted::usage")]
     pub(crate) usage: Usage,
     /// The usage of the last model call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "counted::last_usage")]
     pub(crate) last_usage: Option<Usage>,
     /// What the model calls cost, in USD.
     pub(crate) cost_usd: f64,
@@ -916,4 +917,45 @@ fn is_zero(n: &u32) -> bool {
 
 fn is_zero_i64(n: &i64) -> bool {
     *n == 0
+}
+
+/// A usage as a state stores it: only its counts that are not zero (a missing count reads
+/// back as zero, [`Usage`] being `#[serde(default)]`). Most providers report no cache or
+/// reasoning tokens, and the state is rewritten at every checkpoint.
+mod counted {
+    use serde::ser::{SerializeMap, Serializer};
+    use troupe_core::Usage;
+
+    pub(super) fn usage<S: Serializer>(usage: &Usage, serializer: S) -> Result<S::Ok, S::Error> {
+        // Destructured whole: a count added to `Usage` does not compile until it is written.
+        let Usage {
+            input_tokens,
+            output_tokens,
+            cache_read_tokens,
+            cache_write_tokens,
+            cache_write_long_tokens,
+            reasoning_tokens,
+        } = *usage;
+        let counts = [
+            ("input_tokens", input_tokens),
+            ("output_tokens", output_tokens),
+            ("cache_read_tokens", cache_read_tokens),
+            ("cache_write_tokens", cache_write_tokens),
+            ("cache_write_long_tokens", cache_write_long_tokens),
+            ("reasoning_tokens", reasoning_tokens),
+        ];
+        let written = counts.iter().filter(|(_, count)| *count != 0).count();
+        let mut map = serializer.serialize_map(Some(written))?;
+        for (name, count) in counts.into_iter().filter(|(_, count)| *count != 0) {
+            map.serialize_entry(name, &count)?;
+        }
+        map.end()
+    }
+
+    pub(super) fn last_usage<S: Serializer>(last: &Option<Usage>, serializer: S) -> Result<S::Ok, S::Error> {
+        match last {
+            Some(last) => usage(last, serializer),
+            None => serializer.serialize_none(),
+        }
+    }
 }

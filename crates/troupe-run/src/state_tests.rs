@@ -471,6 +471,20 @@ fn fields_at_their_default_are_left_out_and_read_back_as_it() {
     }
     assert_eq!(serde_json::from_value::<RunState>(every_field).expect("parses"), fresh);
 
+    // A usage keeps only its counts that are not zero, and reads back whole.
+    let mut used = fresh.clone();
+    used.usage = Usage { input_tokens: 10, reasoning_tokens: 3, ..Usage::default() };
+    used.last_usage = Some(Usage { cache_read_tokens: 7, ..Usage::default() });
+    let text = serde_json::to_value(&used).expect("serializes");
+    assert_eq!(text["usage"], json!({"input_tokens": 10, "reasoning_tokens": 3}));
+    assert_eq!(text["last_usage"], json!({"cache_read_tokens": 7}));
+    assert_eq!(serde_json::from_value::<RunState>(text).expect("parses"), used);
+    let every_count = json!({"input_tokens": 10, "output_tokens": 0, "cache_read_tokens": 0,
+        "cache_write_tokens": 0, "reasoning_tokens": 3});
+    let mut written_whole = serde_json::to_value(&used).expect("serializes");
+    written_whole["usage"] = every_count;
+    assert_eq!(serde_json::from_value::<RunState>(written_whole).expect("parses"), used);
+
     // Values away from their default are written and read back.
     let (spec, tools, mut state) = (spec(), catalog(), state());
     expect_call_model(state.next_action(&spec, &tools));
