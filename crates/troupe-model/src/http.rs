@@ -473,6 +473,12 @@ mod tests {
         assert_eq!(url(a).as_deref(), Ok("http://127.0.0.1:1/v1beta/models/a:streamGenerateContent?alt=sse"));
         assert_eq!(url(a).as_deref(), Ok("http://127.0.0.1:1/v1beta/models/a:streamGenerateContent?alt=sse"));
         assert_eq!(url(b).as_deref(), Ok("http://127.0.0.1:1/v1beta/models/b:streamGenerateContent?alt=sse"));
+        // What the next request to the same path takes as it is, without parsing it again.
+        let kept = provider.endpoint.lock().expect("not poisoned").clone().map(|(path, url)| (path, String::from(url)));
+        assert_eq!(
+            kept,
+            Some((b.to_owned(), "http://127.0.0.1:1/v1beta/models/b:streamGenerateContent?alt=sse".to_owned()))
+        );
         assert_eq!(url(a).as_deref(), Ok("http://127.0.0.1:1/v1beta/models/a:streamGenerateContent?alt=sse"));
         let bad = HttpProvider::new(HttpConfig::new("bad", "not a url", None), OpenAiChatWire::default())
             .expect("client builds");
