@@ -384,7 +384,7 @@ pub struct RunState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) outcome: Option<RunOutcome>,
     /// With a store: every stored signal up to this sequence number has been applied.
-    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) signal_cursor: i64,
     /// The agent's configuration as changed while the run was going, once it was: a
     /// resumed run goes on with it.
@@ -911,12 +911,9 @@ impl RunState {
 #[path = "state_tests.rs"]
 mod tests;
 
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-fn is_zero_i64(n: &i64) -> bool {
-    *n == 0
+/// Whether a count is zero, its default: such a field is left out of the state's JSON.
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 /// A usage as a state stores it: only its counts that are not zero (a missing count reads
@@ -936,17 +933,18 @@ mod counted {
             cache_write_long_tokens,
             reasoning_tokens,
         } = *usage;
-        let counts = [
+        let counted = [
             ("input_tokens", input_tokens),
             ("output_tokens", output_tokens),
             ("cache_read_tokens", cache_read_tokens),
             ("cache_write_tokens", cache_write_tokens),
             ("cache_write_long_tokens", cache_write_long_tokens),
             ("reasoning_tokens", reasoning_tokens),
-        ];
-        let written = counts.iter().filter(|(_, count)| *count != 0).count();
-        let mut map = serializer.serialize_map(Some(written))?;
-        for (name, count) in counts.into_iter().filter(|(_, count)| *count != 0) {
+        ]
+        .into_iter()
+        .filter(|(_, count)| *count != 0);
+        let mut map = serializer.serialize_map(Some(counted.clone().count()))?;
+        for (name, count) in counted {
             map.serialize_entry(name, &count)?;
         }
         map.end()
