@@ -139,3 +139,38 @@ pub fn state_from_value(run_id: &str, value: serde_json::Value) -> Result<RunSta
     serde_json::from_value(value)
         .map_err(|e| RuntimeError::Store(troupe_store::StoreError::decode(format!("state of run `{run_id}`"), e)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_run::{ApprovalPolicy, Limits, SignalKind};
+
+    /// A spec's defaults are policy a later release may change (a limit's default, a new
+    /// kind of signal): the stored input spells them out, so a run resumed from it goes on
+    /// with the spec it was started with.
+    #[test]
+    fn a_new_runs_input_spells_out_its_specs_defaults() {
+        let spec = AgentSpec::new("reviewer", "openai/gpt-4o");
+        let stored = StoredInput::new(&spec, &RunInput::new("Review the diff."));
+        let record = stored.new_run(&RunId::generate(), RunStatus::Running);
+        let written: serde_json::Value = serde_json::from_str(record.input.text()).expect("the input is JSON");
+
+        let defaults = &written["spec"];
+        assert_eq!(defaults["limits"]["max_iterations"], serde_json::json!(Limits::default().max_iterations));
+        assert_eq!(
+            defaults["limits"]["max_tokens_recoveries"],
+            serde_json::json!(Limits::default().max_tokens_recoveries)
+        );
+        assert_eq!(defaults["approval"], serde_json::to_value(ApprovalPolicy::default()).expect("a policy encodes"));
+        let kinds = defaults["accepted_signals"].as_array().expect("every accepted kind is listed");
+        assert_eq!(kinds.len(), SignalKind::ALL.len());
+        assert!(defaults.get("prompt_cache").is_some(), "the prompt cache's default is written: {defaults}");
+
+        let read = StoredInput::from_value(written).expect("the input reads back");
+        assert_eq!(read.spec.limits, spec.limits);
+        assert_eq!(read.spec.accepted_signals, spec.accepted_signals);
+        assert_eq!(read.spec.approval, spec.approval);
+        assert_eq!(read.spec.prompt_cache, spec.prompt_cache);
+        assert_eq!(read.instruction, "Review the diff.");
+    }
+}
