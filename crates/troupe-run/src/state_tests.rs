@@ -432,29 +432,8 @@ fn a_paused_state_serializes_and_resumes_identically() {
 
 #[test]
 fn fields_at_their_default_are_left_out_and_read_back_as_it() {
-    let fresh = RunState::new(RunId::new("run_1"), "tester", "fake/model", "model");
-    let text = serde_json::to_value(&fresh).expect("serializes");
-    for left_out in [
-        "messages",
-        "iteration",
-        "recoveries",
-        "always_allowed",
-        "pending_calls",
-        "pending_input",
-        "continuation",
-        "answer",
-        "tool_calls",
-        "tool_errors",
-        "signal_cursor",
-    ] {
-        assert!(text.get(left_out).is_none(), "`{left_out}` at its default is not written: {text}");
-    }
-    assert_eq!(serde_json::from_value::<RunState>(text).expect("parses"), fresh);
-
-    // A state as earlier builds wrote it, every field present, reads back the same.
-    let mut every_field = serde_json::to_value(&fresh).expect("serializes");
-    let object = every_field.as_object_mut().expect("an object");
-    for (field, default) in [
+    // Each field left out at its default, with that default as earlier builds wrote it.
+    let defaults = [
         ("messages", json!([])),
         ("iteration", json!(0)),
         ("recoveries", json!(0)),
@@ -466,7 +445,18 @@ fn fields_at_their_default_are_left_out_and_read_back_as_it() {
         ("tool_calls", json!(0)),
         ("tool_errors", json!(0)),
         ("signal_cursor", json!(0)),
-    ] {
+    ];
+    let fresh = RunState::new(RunId::new("run_1"), "tester", "fake/model", "model");
+    let text = serde_json::to_value(&fresh).expect("serializes");
+    for (left_out, _) in &defaults {
+        assert!(text.get(left_out).is_none(), "`{left_out}` at its default is not written: {text}");
+    }
+    assert_eq!(serde_json::from_value::<RunState>(text).expect("parses"), fresh);
+
+    // A state as earlier builds wrote it, every field present, reads back the same.
+    let mut every_field = serde_json::to_value(&fresh).expect("serializes");
+    let object = every_field.as_object_mut().expect("an object");
+    for (field, default) in defaults {
         object.insert(field.to_owned(), default);
     }
     assert_eq!(serde_json::from_value::<RunState>(every_field).expect("parses"), fresh);
@@ -480,7 +470,7 @@ fn fields_at_their_default_are_left_out_and_read_back_as_it() {
     assert_eq!(text["last_usage"], json!({"cache_read_tokens": 7}));
     assert_eq!(serde_json::from_value::<RunState>(text).expect("parses"), used);
     let every_count = json!({"input_tokens": 10, "output_tokens": 0, "cache_read_tokens": 0,
-        "cache_write_tokens": 0, "reasoning_tokens": 3});
+        "cache_write_tokens": 0, "cache_write_long_tokens": 0, "reasoning_tokens": 3});
     let mut written_whole = serde_json::to_value(&used).expect("serializes");
     written_whole["usage"] = every_count;
     assert_eq!(serde_json::from_value::<RunState>(written_whole).expect("parses"), used);
