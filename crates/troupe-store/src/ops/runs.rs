@@ -139,17 +139,40 @@ const LIST_RUN_RECORDS: Statement = statement!(
 const TRANSITIONS: Statement =
     statement!("SELECT run_id, seq, from_status, to_status, at FROM run_transitions WHERE run_id = $1 ORDER BY seq");
 
+// What a checkpoint's read of its run adds on SQLite: whether run `$1` has a message from
+// `$past` on, the first past the ones the checkpoint writes (`NULL` when it writes none).
+// SQLite deletes the rows of a `WITHOUT ROWID` table a statement may delete several of by
+// first collecting their keys in a temporary b-tree; a boundary that only appends (nearly
+// every one) has nothing to drop and skips `DROP_MESSAGES_FROM`. The look is one seek in the
+// messages' key, made in the statement the checkpoint runs anyway: a statement of its own
+// cost one more statement per boundary. Elsewhere the messages' write drops those rows
+// itself (`REPLACE_MESSAGES_FROM`).
+macro_rules! with_messages_past {
+    ($past:literal) => {
+        concat!(", EXISTS (SELECT 1 FROM run_messages m WHERE m.run_id = $1 AND m.seq >= ", $past, ") AS messages_past")
+    };
+}
+
 // NO KEY UPDATE, not UPDATE: inserting a signal (whose foreign key share-locks the run) need
 // not wait for the checkpoint; the bump of `signal_seq` does.
-const CHECKPOINTED_RUN: Statement =
-    statement!("SELECT status, transition_seq, signal_seq FROM runs WHERE id = $1", lock("FOR NO KEY UPDATE"), "");
+const CHECKPOINTED_RUN: Statement = statement!(
+    "SELECT status, transition_seq, signal_seq",
+    postgres(" FROM runs WHERE id = $1 FOR NO KEY UPDATE"),
+    sqlite(concat!(with_messages_past!("$2"), " FROM runs WHERE id = $1")),
+    ""
+);
 
 // A fenced checkpoint's read: the run, only while `owner` holds its lease at `epoch`; one
 // statement where the lease and the run were two (one round trip less to a server).
+macro_rules! fenced_run_from {
+    () => {
+        " FROM runs r JOIN run_queue q ON q.run_id = r.id WHERE r.id = $1 AND q.owner = $2 AND q.epoch = $3"
+    };
+}
 const FENCED_RUN: Statement = statement!(
-    "SELECT r.status, r.transition_seq, r.signal_seq FROM runs r JOIN run_queue q ON q.run_id = r.id \
-     WHERE r.id = $1 AND q.owner = $2 AND q.epoch = $3",
-    lock("FOR NO KEY UPDATE OF r FOR SHARE OF q"),
+    "SELECT r.status, r.transition_seq, r.signal_seq",
+    postgres(concat!(fenced_run_from!(), " FOR NO KEY UPDATE OF r FOR SHARE OF q")),
+    sqlite(concat!(with_messages_past!("$4"), fenced_run_from!())),
     ""
 );
 
@@ -205,12 +228,6 @@ const SPEND_SINCE: Statement = statement!(
 );
 
 const DROP_MESSAGES_FROM: Statement = statement!("DELETE FROM run_messages WHERE run_id = $1 AND seq >= $2");
-
-// Whether run `$1` has a message from `$2` on: one look in the key's order. SQLite deletes
-// the rows of a `WITHOUT ROWID` table a statement may delete several of by first collecting
-// their keys in a temporary b-tree; a boundary that only appends (nearly every one) has
-// nothing to drop and skips `DROP_MESSAGES_FROM`.
-const MESSAGES_PAST: Statement = statement!("SELECT seq FROM run_messages WHERE run_id = $1 AND seq >= $2 LIMIT 1");
 
 // The messages from `$2` on replaced by `$3`'s, in order, and the rows past them dropped in
 // the same statement (one round trip to a server): they lie past the rows it writes, so the
@@ -475,11 +492,12 @@ pub(crate) async fn save_checkpoint<C: Conn>(
     now: Millis,
 ) -> Result<SavedCheckpoint, StoreError> {
     let run_id = checkpoint.run_id.as_str();
+    let past = checkpoint.messages.as_ref().map(past_of);
     let current = match &checkpoint.fence {
-        Some(lease) => fenced_run(conn, lease, run_id).await?,
-        None => conn.fetch_optional(&CHECKPOINTED_RUN, &[Param::Text(run_id)], checkpointed_run).await?,
+        Some(lease) => fenced_run(conn, lease, run_id, past).await?,
+        None => checkpointed(conn, run_id, past).await?,
     };
-    let Some((from, transition_seq, signal_seq)) = current else {
+    let Some(Current { status: from, transition_seq, signal_seq, messages_past }) = current else {
         return Err(StoreError::UnknownRun { run_id: run_id.to_owned() });
     };
     let from = decode::parse_status(&from, || format!("status of run `{run_id}`"))?;
@@ -520,7 +538,7 @@ pub(crate) async fn save_checkpoint<C: Conn>(
         conn.execute(&SAVE_SPEND, &[Param::Text(run_id), spend_model, spend_tokens, spend_cost, spend_rollup]).await?;
     }
     if let Some(write) = &checkpoint.messages {
-        save_messages(conn, run_id, write).await?;
+        save_messages(conn, run_id, write, messages_past).await?;
     }
     insert_entries(conn, &checkpoint.evidence, head_in_row.then_some(run_id)).await?;
     if let Some(through) = checkpoint.signals_consumed_through {
@@ -583,8 +601,15 @@ pub(crate) async fn save_fenced_checkpoint<C: Conn>(
     }
 }
 
-/// Replaces run `run_id`'s stored messages from `write.from` on with `write`'s.
-async fn save_messages<C: Conn>(conn: &mut C, run_id: &str, write: &MessagesWrite) -> Result<(), StoreError> {
+/// Replaces run `run_id`'s stored messages from `write.from` on with `write`'s. Where a
+/// `WITH` may not write, `past` says whether the run has rows past the new ones (its
+/// checkpoint's read asked, `with_messages_past!`), which go first, in a statement of their own.
+async fn save_messages<C: Conn>(
+    conn: &mut C,
+    run_id: &str,
+    write: &MessagesWrite,
+    past: bool,
+) -> Result<(), StoreError> {
     let from = i64::try_from(write.from).unwrap_or(i64::MAX);
     if C::Dialect::WRITES_IN_WITH {
         let messages: Vec<Option<&str>> = write.messages.iter().map(|m| Some(m.get())).collect();
@@ -592,12 +617,8 @@ async fn save_messages<C: Conn>(conn: &mut C, run_id: &str, write: &MessagesWrit
         conn.execute(&REPLACE_MESSAGES_FROM, &params).await?;
         return Ok(());
     }
-    // The rows past the new ones (a conversation made shorter) go first, in a statement of
-    // their own.
-    let past = from.saturating_add(i64::try_from(write.messages.len()).unwrap_or(i64::MAX));
-    let past_params = [Param::Text(run_id), Param::Int(past)];
-    if conn.fetch_optional(&MESSAGES_PAST, &past_params, |row| row.int("seq")).await?.is_some() {
-        conn.execute(&DROP_MESSAGES_FROM, &past_params).await?;
+    if past {
+        conn.execute(&DROP_MESSAGES_FROM, &[Param::Text(run_id), Param::Int(past_of(write))]).await?;
     }
     for (seq, message) in (from..).zip(&write.messages) {
         conn.execute(&UPSERT_MESSAGE, &[Param::Text(run_id), Param::Int(seq), Param::Text(message.get())]).await?;
@@ -605,25 +626,57 @@ async fn save_messages<C: Conn>(conn: &mut C, run_id: &str, write: &MessagesWrit
     Ok(())
 }
 
+/// The number of the first message past `write`'s.
+fn past_of(write: &MessagesWrite) -> i64 {
+    let (from, written) = (i64::try_from(write.from), i64::try_from(write.messages.len()));
+    from.unwrap_or(i64::MAX).saturating_add(written.unwrap_or(i64::MAX))
+}
+
+/// The run a checkpoint saves, as it reads it first.
+struct Current {
+    status: String,
+    transition_seq: i64,
+    signal_seq: i64,
+    /// Whether the run has messages past the checkpoint's new ones (always `false` where a
+    /// `WITH` may write: its messages' write drops them without asking).
+    messages_past: bool,
+}
+
 /// The run `run_id` as a checkpoint reads it, while `lease` holds it:
-/// [`StoreError::LeaseLost`] if it does not.
-async fn fenced_run(
-    conn: &mut impl Conn,
+/// [`StoreError::LeaseLost`] if it does not. `past` is the number of the first message past
+/// the checkpoint's (see [`Current`]).
+async fn fenced_run<C: Conn>(
+    conn: &mut C,
     lease: &Lease,
     run_id: &str,
-) -> Result<Option<(String, i64, i64)>, StoreError> {
+    past: Option<i64>,
+) -> Result<Option<Current>, StoreError> {
     if lease.run_id == run_id {
-        let params = [Param::Text(run_id), Param::Text(&lease.owner), Param::Int(lease.epoch)];
-        if let Some(found) = conn.fetch_optional(&FENCED_RUN, &params, checkpointed_run).await? {
+        let params = [Param::Text(run_id), Param::Text(&lease.owner), Param::Int(lease.epoch), Param::OptInt(past)];
+        let params = if C::Dialect::WRITES_IN_WITH { &params[..3] } else { &params[..] };
+        if let Some(found) = conn.fetch_optional(&FENCED_RUN, params, current::<C::Dialect>).await? {
             return Ok(Some(found));
         }
     }
     // Nothing: the lease is not held (or is another run's), or there is no such run. The
     // two are asked apart, in the order a checkpoint has always checked them.
     hold_fence(conn, lease, run_id).await?;
-    Ok(conn.fetch_optional(&CHECKPOINTED_RUN, &[Param::Text(run_id)], checkpointed_run).await?)
+    checkpointed(conn, run_id, past).await
 }
 
-fn checkpointed_run(row: &dyn crate::sql::Columns) -> Result<(String, i64, i64), StoreError> {
-    Ok((row.text("status")?, row.int("transition_seq")?, row.int("signal_seq")?))
+/// The run `run_id` as an unfenced checkpoint reads it; `past` as [`fenced_run`] takes it.
+async fn checkpointed<C: Conn>(conn: &mut C, run_id: &str, past: Option<i64>) -> Result<Option<Current>, StoreError> {
+    let params = [Param::Text(run_id), Param::OptInt(past)];
+    let params = if C::Dialect::WRITES_IN_WITH { &params[..1] } else { &params[..] };
+    Ok(conn.fetch_optional(&CHECKPOINTED_RUN, params, current::<C::Dialect>).await?)
+}
+
+/// A row of [`CHECKPOINTED_RUN`] or [`FENCED_RUN`] in dialect `D`.
+fn current<D: Dialect>(row: &dyn crate::sql::Columns) -> Result<Current, StoreError> {
+    Ok(Current {
+        status: row.text("status")?,
+        transition_seq: row.int("transition_seq")?,
+        signal_seq: row.int("signal_seq")?,
+        messages_past: !D::WRITES_IN_WITH && row.flag("messages_past")?,
+    })
 }

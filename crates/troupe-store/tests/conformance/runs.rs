@@ -456,6 +456,26 @@ pub async fn a_conversation_kept_apart_is_appended_and_loads_whole(backend: Arc<
     assert_eq!(messages_of(&record), json!([{"text": "summary"}, {"text": "next"}]));
     assert_eq!(record.state["turn"], 5);
 
+    // Under a lease alike: a fenced checkpoint appends, and a fenced compaction drops the
+    // messages past its own.
+    let lease = store
+        .create_leased_run(new_run("run-f", "coder", RunStatus::Running), "w1", std::time::Duration::from_secs(30), T0)
+        .await
+        .expect("created with its lease");
+    let fenced = |from: usize, messages: &[&str], turn: u32| Checkpoint {
+        messages: Some(MessagesWrite { from, messages: texts(messages) }),
+        fence: Some(lease.clone()),
+        ..checkpoint("run-f", RunStatus::Running, state(turn))
+    };
+    store.checkpoint(fenced(0, &["task", "call"], 1), T0 + 1).await.expect("saved");
+    store.checkpoint(fenced(2, &["result"], 2), T0 + 2).await.expect("saved");
+    let record = store.load_run("run-f").await.expect("load").expect("stored");
+    assert_eq!(messages_of(&record), json!([{"text": "task"}, {"text": "call"}, {"text": "result"}]));
+    store.checkpoint(fenced(0, &["summary"], 3), T0 + 3).await.expect("saved");
+    let record = store.load_run("run-f").await.expect("load").expect("stored");
+    assert_eq!(messages_of(&record), json!([{"text": "summary"}]));
+    assert_eq!(record.state["turn"], 3);
+
     // A refused checkpoint writes none of its messages.
     let ghost = Checkpoint {
         messages: Some(MessagesWrite { from: 0, messages: texts(&["lost"]) }),
