@@ -557,6 +557,7 @@ impl Runner {
             capture_content: self.capture_content,
             span: span.clone(),
             digester: crate::durable::RequestDigester::new(),
+            retry_watch: None,
         };
         // The span is the run's whole task, across every await. The run's future (some
         // 10 KB) is boxed once: spawned as it is, tokio's task cell holds it inline, and

@@ -84,7 +84,17 @@ pub(crate) struct Run {
     pub(crate) launched: Instant,
     /// The digests of the run's requests, for its recorded model turns.
     pub(crate) digester: crate::durable::RequestDigester,
+    /// Where the provider announces its retries while a model call's stream opens: one
+    /// channel for all of the run's calls, made at its first (each channel's first block
+    /// of events is a few KB to allocate and free).
+    pub(crate) retry_watch: Option<RetryWatch>,
 }
+
+/// The two ends of [`Run::retry_watch`].
+pub(crate) type RetryWatch = (
+    tokio::sync::mpsc::UnboundedSender<troupe_core::StreamEvent>,
+    tokio::sync::mpsc::UnboundedReceiver<troupe_core::StreamEvent>,
+);
 
 impl Run {
     pub(crate) async fn run(

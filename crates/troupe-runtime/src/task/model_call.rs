@@ -290,9 +290,11 @@ impl Run {
     ) -> Result<ModelResponse, Interrupted> {
         let cancel = self.cancel.child_token();
         let mut out = Vec::new();
-        // The provider's retries while the stream opens are shown as they happen.
-        let (watch, mut retries) = tokio::sync::mpsc::unbounded_channel();
-        let opening = troupe_model::watching_retries(watch, model.provider.stream(request, cancel.clone()));
+        // The provider's retries while the stream opens are shown as they happen. A retry
+        // announced by an earlier call that was cut short is not this call's.
+        let (watch, retries) = self.retry_watch.get_or_insert_with(tokio::sync::mpsc::unbounded_channel);
+        while retries.try_recv().is_ok() {}
+        let opening = troupe_model::watching_retries(watch.clone(), model.provider.stream(request, cancel.clone()));
         tokio::pin!(opening);
         let opened = loop {
             tokio::select! {

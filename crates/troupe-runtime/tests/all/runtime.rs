@@ -324,6 +324,44 @@ async fn provider_retries_are_projected_as_events() {
     check_events(&output.events);
 }
 
+/// Each model call's retries are announced as they happen, in that call: the run's first
+/// call retried once before its tool call; its second, after the tool's result, never
+/// succeeds, so its retries can only be heard while they happen (no stream opens to carry
+/// them at its head).
+#[tokio::test]
+async fn each_model_calls_retries_are_announced_in_its_own_call() {
+    #[derive(Deserialize, JsonSchema)]
+    struct Key {
+        key: String,
+    }
+    let server = MockLlmServer::start().await.expect("mock server starts");
+    server
+        .push(MockTurn::status(529, "overloaded"))
+        .push(MockTurn::tool_call("call_1", "lookup", json!({"key": "k"})))
+        .push(MockTurn::status(529, "overloaded"))
+        .push(MockTurn::status(529, "overloaded"))
+        .push(MockTurn::status(529, "overloaded"));
+    let engine = retrying_engine(&server, RetryPolicy::default().max_retries(2));
+    let lookup = typed_tool("lookup", "Looks a key up.", Effect::ReadOnly, |_ctx, args: Key| async move {
+        Ok(ToolOutput::text(format!("{} = 42", args.key)))
+    });
+    let agent = engine.agent("patient").tool(lookup.into_arc()).build().expect("agent builds");
+    let output = agent.run("What is k?").await.expect("the run ends");
+    assert!(matches!(output.outcome, RunOutcome::Failed { .. }), "{:?}", output.outcome);
+    let marks: Vec<String> = output
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            AgentEventKind::Retrying { attempt, .. } => Some(format!("retry {attempt}")),
+            AgentEventKind::ToolCallResult { .. } => Some("result".to_owned()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(marks, ["retry 1", "result", "retry 1", "retry 2"]);
+    assert_eq!(server.requests().len(), 5);
+    check_events(&output.events);
+}
+
 /// The path a newcomer writes (`Engine` + `Providers` + a typed tool) must not build a
 /// client per run: 50 runs of two model calls each reuse the pool, one connection per
 /// run in flight at once, not one per run.
