@@ -144,9 +144,9 @@ const TRANSITIONS: Statement =
 // SQLite deletes the rows of a `WITHOUT ROWID` table a statement may delete several of by
 // first collecting their keys in a temporary b-tree; a boundary that only appends (nearly
 // every one) has nothing to drop and skips `DROP_MESSAGES_FROM`. The look is one seek in the
-// messages' key, made in the statement the checkpoint runs anyway: a statement of its own
-// cost one more statement per boundary. Elsewhere the messages' write drops those rows
-// itself (`REPLACE_MESSAGES_FROM`).
+// messages' key, made in the statement the checkpoint runs anyway (asked alone, it cost a
+// statement more per boundary). Elsewhere the messages' write drops those rows itself
+// (`REPLACE_MESSAGES_FROM`).
 macro_rules! with_messages_past {
     ($past:literal) => {
         concat!(", EXISTS (SELECT 1 FROM run_messages m WHERE m.run_id = $1 AND m.seq >= ", $past, ") AS messages_past")
@@ -162,13 +162,15 @@ const CHECKPOINTED_RUN: Statement = statement!(
     ""
 );
 
-// A fenced checkpoint's read: the run, only while `owner` holds its lease at `epoch`; one
-// statement where the lease and the run were two (one round trip less to a server).
+/// What [`FENCED_RUN`] reads from, in both dialects.
 macro_rules! fenced_run_from {
     () => {
         " FROM runs r JOIN run_queue q ON q.run_id = r.id WHERE r.id = $1 AND q.owner = $2 AND q.epoch = $3"
     };
 }
+
+// A fenced checkpoint's read: the run, only while `owner` holds its lease at `epoch`; one
+// statement where the lease and the run were two (one round trip less to a server).
 const FENCED_RUN: Statement = statement!(
     "SELECT r.status, r.transition_seq, r.signal_seq",
     postgres(concat!(fenced_run_from!(), " FOR NO KEY UPDATE OF r FOR SHARE OF q")),
