@@ -548,3 +548,43 @@ async fn a_boundary_that_appends_writes_the_pages_it_changes() {
     assert_eq!(loaded.evidence_head.seq, i64::try_from(boundaries).expect("small"), "the head moved with each");
     assert!(per_boundary < 6.3, "{per_boundary} pages per boundary: a page more than the boundary changes");
 }
+
+/// The writes the writer thread has made so far (`syscw` of `/proc/thread-self/io`: every
+/// `write`, `pwrite` and their kin, its wake-ups of other threads included).
+#[cfg(target_os = "linux")]
+async fn writer_thread_writes(store: &SqliteStore) -> u64 {
+    store
+        .writer
+        .read(|_| {
+            let io = std::fs::read_to_string("/proc/thread-self/io").map_err(StoreError::database)?;
+            io.lines()
+                .find_map(|line| line.strip_prefix("syscw: "))
+                .and_then(|count| count.trim().parse().ok())
+                .ok_or_else(|| StoreError::database("no syscw in /proc/thread-self/io"))
+        })
+        .await
+        .expect("the writer thread reads its own counts")
+}
+
+/// The writer's connection goes through `troupe-sqlite-wal`: a commit's WAL frames (here
+/// about six pages a boundary, two writes each on the system's VFS) reach the file in one
+/// write.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn each_commit_reaches_the_wal_in_one_write() {
+    let (_dir, store) = store().await;
+    let lease = store.create_leased_run(run("r1", RunStatus::Running), "w1", TTL, 1).await.expect("a run is created");
+    let mut chain = EvidenceChain::new("r1");
+    let before = writer_thread_writes(&store).await;
+    let boundaries: u64 = 30;
+    for turn in 0..boundaries {
+        let payload = json!({"turn": turn, "message": "e".repeat(600)});
+        let evidence = chain.seal(vec![NewEvidence::new(EvidenceKind::ModelTurn, payload)], 2);
+        chain.advance(&evidence);
+        let state = json!({"turn": format!("{turn:04}"), "notes": "n".repeat(600)});
+        store.checkpoint(running_boundary(&lease, &state, evidence, None), 2).await.expect("a checkpoint is saved");
+    }
+    // One write of the frames; the rest is the writer waking the callers it answers.
+    let per_boundary = (writer_thread_writes(&store).await - before) as f64 / boundaries as f64;
+    assert!(per_boundary < 3.0, "{per_boundary} writes per commit: its frames went to the WAL one by one");
+}

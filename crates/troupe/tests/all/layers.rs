@@ -8,6 +8,8 @@ use std::path::Path;
 
 /// The layers, lowest first.
 const LAYERS: &[&[&str]] = &[
+    // The VFS the SQLite store's writer opens its connection with: SQLite's alone.
+    &["troupe-sqlite-wal"],
     // What everything shares: the types, the store, the tool macro.
     &["troupe-core", "troupe-store", "troupe-macros"],
     // Models, the sandbox, telemetry.
