@@ -168,3 +168,46 @@ fn a_process_that_dies_right_after_its_commit_keeps_it() {
     assert_eq!(count(&reader), 1, "the commit the child made before it died");
     assert_eq!(integrity(&reader), "ok");
 }
+
+/// Set in the child process of the test below: where it commits until the disk is "full".
+const FILL_UNTIL_FULL: &str = "TROUPE_SQLITE_WAL_FILL_UNTIL_FULL";
+
+#[test]
+fn a_commit_that_cannot_be_written_fails_and_every_commit_that_returned_is_kept() {
+    if let Some(path) = std::env::var_os(FILL_UNTIL_FULL) {
+        // The child, under a file size limit: commits until one fails, then says how many
+        // returned.
+        let conn = batched(Path::new(&path), "FULL");
+        let mut committed = 0;
+        for i in 0..10_000 {
+            match conn.execute("INSERT INTO t (id, body) VALUES (?1, randomblob(3000))", params![i]) {
+                Ok(_) => committed += 1,
+                Err(e) => {
+                    println!("committed {committed}: {e}");
+                    return;
+                }
+            }
+        }
+        println!("committed {committed}: no failure");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("db");
+    // Writes past 400 KiB fail (EFBIG, with SIGXFSZ ignored): the WAL fills up first.
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 800; exec \"$0\" --exact \"$1\" --nocapture")
+        .arg(std::env::current_exe().expect("test binary"))
+        .arg("tests::a_commit_that_cannot_be_written_fails_and_every_commit_that_returned_is_kept")
+        .env(FILL_UNTIL_FULL, &path)
+        .output()
+        .expect("child");
+    let said = String::from_utf8_lossy(&child.stdout);
+    let line = said.lines().find(|line| line.starts_with("committed ")).expect("the child says what it committed");
+    assert!(!line.ends_with("no failure"), "{line}");
+    let committed: i64 = line["committed ".len()..].split(':').next().and_then(|n| n.parse().ok()).expect("a count");
+    assert!(committed > 10, "{line}");
+    let reader = plain(&path);
+    assert_eq!(integrity(&reader), "ok");
+    assert_eq!(count(&reader), committed, "every commit that returned, and no other");
+}
