@@ -20,6 +20,21 @@ fn plain(path: &Path) -> Connection {
     Connection::open(path).expect("open")
 }
 
+/// A connection through the VFS whose cache holds a few pages: a transaction of more
+/// writes frames before its commit (SQLite spills them), and may write a page again.
+fn small_cache(path: &Path) -> Connection {
+    let conn = batched(path, "FULL");
+    conn.pragma_update(None, "cache_size", 5).expect("cache_size");
+    conn
+}
+
+/// Inserts a row of 1,000 random bytes for each of `ids`.
+fn insert_rows(conn: &Connection, ids: std::ops::Range<i64>) {
+    for id in ids {
+        conn.execute("INSERT INTO t (id, body) VALUES (?1, randomblob(1000))", params![id]).expect("insert");
+    }
+}
+
 fn count(conn: &Connection) -> i64 {
     conn.query_row("SELECT count(*) FROM t", [], |row| row.get(0)).expect("count")
 }
@@ -64,14 +79,9 @@ fn each_commit_is_in_the_file_when_it_returns() {
 fn a_transaction_that_spills_and_rewrites_its_pages_commits_whole() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("db");
-    let conn = batched(&path, "FULL");
-    // A cache of a few pages: the transaction writes frames before its commit, and writes
-    // some pages again.
-    conn.pragma_update(None, "cache_size", 5).expect("cache_size");
+    let conn = small_cache(&path);
     let tx = conn.unchecked_transaction().expect("begin");
-    for i in 0..300 {
-        tx.execute("INSERT INTO t (id, body) VALUES (?1, randomblob(1000))", params![i]).expect("insert");
-    }
+    insert_rows(&tx, 0..300);
     tx.execute("UPDATE t SET body = zeroblob(900) WHERE id % 7 = 0", []).expect("update");
     tx.commit().expect("commit");
     let reader = plain(&path);
@@ -86,12 +96,9 @@ fn a_transaction_that_spills_and_rewrites_its_pages_commits_whole() {
 fn a_rolled_back_transaction_leaves_nothing_and_the_next_commits() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("db");
-    let conn = batched(&path, "FULL");
-    conn.pragma_update(None, "cache_size", 5).expect("cache_size");
+    let conn = small_cache(&path);
     let tx = conn.unchecked_transaction().expect("begin");
-    for i in 0..200 {
-        tx.execute("INSERT INTO t (id, body) VALUES (?1, randomblob(1000))", params![i]).expect("insert");
-    }
+    insert_rows(&tx, 0..200);
     tx.rollback().expect("rollback");
     conn.execute("INSERT INTO t (id, body) VALUES (1000, x'01')", []).expect("insert");
     let reader = plain(&path);
@@ -103,16 +110,13 @@ fn a_rolled_back_transaction_leaves_nothing_and_the_next_commits() {
 fn another_connection_writes_after_a_rollback_without_meeting_its_frames() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("db");
-    let conn = batched(&path, "FULL");
-    conn.pragma_update(None, "cache_size", 5).expect("cache_size");
+    let conn = small_cache(&path);
     let other = plain(&path);
     for round in 0..5 {
         // Frames written before the commit (a small cache), then no commit: they lie past
         // the WAL's end, where the other connection writes next.
         let tx = conn.unchecked_transaction().expect("begin");
-        for i in 0..100 {
-            tx.execute("INSERT INTO t (id, body) VALUES (?1, randomblob(1000))", params![100_000 + i]).expect("insert");
-        }
+        insert_rows(&tx, 100_000..100_100);
         tx.rollback().expect("rollback");
         other.execute("INSERT INTO t (id, body) VALUES (?1, randomblob(3000))", params![round * 2]).expect("other");
         conn.execute("INSERT INTO t (id, body) VALUES (?1, randomblob(3000))", params![round * 2 + 1]).expect("insert");
