@@ -79,6 +79,7 @@ conformance_tests! {
     queue::concurrent_claimers_never_share_a_run,
     queue::a_run_is_created_with_its_lease,
     queue::the_last_checkpoint_releases_the_lease,
+    queue::a_fenced_checkpoint_that_keeps_the_status_checks_the_lease_and_signals,
     queue::concurrent_checkpoints_stand_or_fall_alone,
     schedules::schedules_are_put_listed_due_and_deleted,
     schedules::a_tick_fires_exactly_once_under_contention,

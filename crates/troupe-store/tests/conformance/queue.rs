@@ -270,6 +270,57 @@ pub async fn a_run_is_created_with_its_lease(backend: Arc<dyn Backend>) {
     );
 }
 
+/// A fenced checkpoint that keeps its run's status (most of a run's checkpoints, which
+/// PostgreSQL saves in one statement) checks the lease (a stale epoch, another owner,
+/// another run's) and the signals that had to be consumed, each failure with its own
+/// error, and saves nothing when one fails.
+pub async fn a_fenced_checkpoint_that_keeps_the_status_checks_the_lease_and_signals(backend: Arc<dyn Backend>) {
+    let store = backend.store();
+    let lease = store
+        .create_leased_run(new_run("run-k", "coder", RunStatus::Running), "w1", TTL, T0)
+        .await
+        .expect("the run is created and leased");
+    let other = store
+        .create_leased_run(new_run("run-o", "coder", RunStatus::Running), "w1", TTL, T0)
+        .await
+        .expect("another run is created and leased");
+    let at = |fence: Lease, step: &str| Checkpoint {
+        fence: Some(fence),
+        ..checkpoint("run-k", RunStatus::Running, json!({"step": step}))
+    };
+    let state = || async { store.load_run("run-k").await.expect("load").expect("stored").state };
+    let refusals = [
+        at(Lease { epoch: lease.epoch - 1, ..lease.clone() }, "stale"),
+        at(Lease { owner: "w2".into(), ..lease.clone() }, "another owner"),
+        at(other.clone(), "another run's lease"),
+    ];
+    for refused in refusals {
+        let step = refused.state.get().to_owned();
+        let result = store.checkpoint(refused, T0 + 1).await;
+        assert!(matches!(result, Err(StoreError::LeaseLost { .. })), "{step}: {result:?}");
+        assert_eq!(state().await, json!({}), "{step}: nothing saved");
+    }
+
+    store.send_signal("run-k", "user_message", json!({"text": "hi"}), T0 + 2).await.expect("send");
+    let pending = Checkpoint { require_signals_consumed: true, ..at(lease.clone(), "pending") };
+    assert!(matches!(store.checkpoint(pending, T0 + 3).await, Err(StoreError::SignalsPending { .. })));
+    assert_eq!(state().await, json!({}), "a checkpoint with a signal pending saves nothing");
+
+    let saved = store.checkpoint(at(lease.clone(), "saved"), T0 + 4).await.expect("the lease holds");
+    assert_eq!(saved.latest_signal, 1, "it says the latest signal");
+    assert_eq!(state().await, json!({"step": "saved"}));
+    let consumed = Checkpoint {
+        require_signals_consumed: true,
+        signals_consumed_through: Some(1),
+        ..at(lease.clone(), "consumed")
+    };
+    store.checkpoint(consumed, T0 + 5).await.expect("the signal consumed");
+    assert!(store.pending_signals("run-k", 0).await.expect("pending").is_empty());
+    assert_eq!(state().await, json!({"step": "consumed"}));
+    let transitions = store.transitions("run-k").await.expect("transitions");
+    assert_eq!(transitions.len(), 1, "no status changed: only the run's first transition");
+}
+
 /// The last checkpoint gives the lease up in the same transaction; a checkpoint whose
 /// fence is stale releases nothing and saves nothing.
 pub async fn the_last_checkpoint_releases_the_lease(backend: Arc<dyn Backend>) {
