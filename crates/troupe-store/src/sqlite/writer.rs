@@ -114,10 +114,17 @@ impl Writer {
         let location = path.display().to_string();
         let failed = |e: rusqlite::Error| StoreError::Unreachable { location: location.clone(), reason: e.to_string() };
         // Through the VFS that writes a commit's WAL frames in one system call, not two per
-        // page (see `troupe-sqlite-wal`).
-        let vfs = troupe_sqlite_wal::register()
-            .map_err(|e| StoreError::Unreachable { location: location.clone(), reason: e.to_string() })?;
-        let conn = Connection::open_with_flags_and_vfs(path, OpenFlags::default(), vfs).map_err(failed)?;
+        // page (see `troupe-sqlite-wal`). It is built on SQLite's `unix` VFS; where there is
+        // none (Windows), the connection opens on the system's own VFS, which writes each
+        // frame as it comes.
+        let conn = match troupe_sqlite_wal::register() {
+            Ok(vfs) => Connection::open_with_flags_and_vfs(path, OpenFlags::default(), vfs),
+            Err(why) => {
+                tracing::debug!(%why, "the SQLite writer writes its WAL frame by frame");
+                Connection::open(path)
+            }
+        }
+        .map_err(failed)?;
         conn.busy_timeout(busy_timeout).map_err(failed)?;
         // The WAL journal mode is the file's own; these two are the connection's.
         conn.pragma_update(None, "synchronous", Flush::BeforeAnswer.synchronous()).map_err(failed)?;
