@@ -12,9 +12,10 @@
 //!   SQLite goes on to sync the WAL or to publish the commit to readers: a commit is in
 //!   the file when SQLite has written it, and an error writing it is the commit's own,
 //!   where SQLite would have seen it;
-//! - when the connection releases a lock on its shared memory, as it does to end a write
-//!   transaction that did not commit: the frames it wrote are in the file before another
-//!   connection may write there, as they would be on the system's VFS;
+//! - when the connection takes or releases a lock on its shared memory, as it releases
+//!   one to end a write transaction that did not commit: the frames it wrote are in the
+//!   file before another connection may write there, as they would be on the system's
+//!   VFS;
 //! - before anything that reads or measures the file (a read of a held range, its size, a
 //!   sync, a truncation, a file control, closing it), and before a write that does not
 //!   follow on;
