@@ -93,6 +93,26 @@ fn a_transaction_that_spills_and_rewrites_its_pages_commits_whole() {
 }
 
 #[test]
+fn a_transaction_larger_than_the_buffer_reaches_the_file_before_its_commit() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("db");
+    let conn = small_cache(&path);
+    let wal = dir.path().join("db-wal");
+    let tx = conn.unchecked_transaction().expect("begin");
+    // About 8 MiB spilled before the commit, in overflow pages SQLite never reads back:
+    // past the limit, they are written out.
+    for id in 0..16 {
+        tx.execute("INSERT INTO t (id, body) VALUES (?1, randomblob(500000))", params![id]).expect("insert");
+    }
+    let written = std::fs::metadata(&wal).expect("the WAL").len();
+    assert!(written > crate::BUFFER_LIMIT as u64, "{written} bytes in the WAL before the commit");
+    tx.commit().expect("commit");
+    let reader = plain(&path);
+    assert_eq!(count(&reader), 16);
+    assert_eq!(integrity(&reader), "ok");
+}
+
+#[test]
 fn a_rolled_back_transaction_leaves_nothing_and_the_next_commits() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("db");
