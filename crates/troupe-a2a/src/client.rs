@@ -3,7 +3,7 @@
 
 use crate::Token;
 use crate::protocol::codes::INTERNAL_ERROR;
-use crate::protocol::{AGENT_KEY, ANSWER_ARTIFACT, CARD_PATH, OUTPUT_KEY};
+use crate::protocol::{AGENT_KEY, ANSWER_ARTIFACT, CARD_PATH, MESSAGE_SENT_AGAIN_EXTENSION, OUTPUT_KEY};
 use crate::wire::{
     AgentCard, Artifact, Message, Part, Role, SendMessageConfiguration, SendMessageRequest, SendMessageResponse,
     StreamResponse, Task, TaskState, parts_text,
@@ -652,6 +652,14 @@ impl Member for RemoteAgent {
         &self.description
     }
 
+    /// Whether its server finds a task sent again ([`MESSAGE_SENT_AGAIN_EXTENSION`]): a
+    /// task with a parent run is sent as the same message each time (its `messageId` made
+    /// from the parent run, this member's name and the task's id), so a team resumed after
+    /// a crash finds the remote task instead of running it twice.
+    fn resumable(&self) -> bool {
+        self.card.capabilities.has_extension(MESSAGE_SENT_AGAIN_EXTENSION)
+    }
+
     fn run(
         &self,
         task: MemberTask,
@@ -691,7 +699,11 @@ impl Member for RemoteAgent {
             let work = async {
                 let cancel = &work_cancel;
                 // A typed report is asked of the remote agent as its task's typed answer.
-                let mut outcome = self.send_typed(&prompt, task.report.as_ref(), Some(&tell), cancel).await;
+                let mut request = self.typed_message(&prompt, task.report.as_ref());
+                if let Some(parent) = &task.parent_run_id {
+                    request.message.message_id = member_message_id(parent, &self.name, &task.task_id);
+                }
+                let mut outcome = self.exchange(request, Some(&tell), cancel).await;
                 // A call that waits for a decision is answered as the member was told to, or
                 // put to whoever watches the team; each decision goes to the remote task,
                 // which goes on until it ends or waits again.
@@ -730,6 +742,14 @@ impl Member for RemoteAgent {
             self.member_result(task.task_id, outcome).await
         })
     }
+}
+
+/// The `messageId` of the task `task_id` given to member `member` under run `parent`:
+/// the same each time that task is given, so that a server declaring
+/// [`MESSAGE_SENT_AGAIN_EXTENSION`] finds the task it started for it.
+fn member_message_id(parent: &RunId, member: &str, task_id: &str) -> String {
+    let id = troupe_runtime::durable::child_run_id(parent, &format!("a2a\0{member}\0{task_id}"));
+    format!("msg-{}", id.as_str().trim_start_matches("run_"))
 }
 
 /// A remote task's call waiting for a decision, as its status message's data part

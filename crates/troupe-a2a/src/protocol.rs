@@ -16,6 +16,14 @@ pub const AGENT_KEY: &str = "agent";
 /// document of that schema (its answer artifact's text); another server may ignore it.
 pub const OUTPUT_KEY: &str = "output";
 
+/// The card extension (in `capabilities.extensions`) of a server that answers a message
+/// sent again with the task its first sending started: a new task's message with a
+/// `messageId` the server has seen for the same skill does not start a second task, even
+/// after the server restarted (it keeps its tasks in a store). A troupe server with a store
+/// declares it; a client may then send a task again without fear of running it twice.
+pub const MESSAGE_SENT_AGAIN_EXTENSION: &str =
+    "https://github.com/troupe-rs/troupe/blob/main/docs/SERVING.md#a-message-sent-again";
+
 /// The JSON-RPC 2.0 error codes, and those A2A adds.
 pub mod codes {
     /// Invalid JSON.

@@ -433,6 +433,33 @@ pub struct AgentCapabilities {
     /// Whether an extended card is served to authenticated clients.
     #[serde(default)]
     pub extended_agent_card: bool,
+    /// The protocol extensions it supports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<AgentExtension>,
+}
+
+impl AgentCapabilities {
+    /// Whether it declares the extension `uri`.
+    pub fn has_extension(&self, uri: &str) -> bool {
+        self.extensions.iter().any(|extension| extension.uri == uri)
+    }
+}
+
+/// A protocol extension an agent supports, named by its URI.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentExtension {
+    /// The extension's URI, which names it (and where it is described).
+    pub uri: String,
+    /// How this agent uses it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Whether a client must use it to talk to this agent.
+    #[serde(default)]
+    pub required: bool,
+    /// Its settings for this agent, as the extension defines them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Value>,
 }
 
 /// One thing an agent offers: here, one agent or team the server exposes.

@@ -27,6 +27,9 @@ pub struct AppState {
     pub stored: Option<StoredRuns>,
     /// The A2A tasks' push-notification webhooks.
     pub push: Arc<crate::a2a::PushRegistry>,
+    /// Held while an A2A message starts a task: a message sent twice at once finds the
+    /// task its first sending started, not a second one.
+    pub(crate) task_starts: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for AppState {

@@ -2,7 +2,7 @@
 //! JSON-RPC endpoint and HTTP+JSON binding are, and one skill per agent or team it
 //! exposes.
 
-use super::wire::{AgentCapabilities, AgentCard, AgentInterface, AgentSkill};
+use super::wire::{AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill};
 use crate::config::ServerConfig;
 use crate::launcher::{Target, TargetKind};
 use crate::state::AppState;
@@ -11,6 +11,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use serde_json::json;
 use std::collections::BTreeMap;
+use troupe_a2a::MESSAGE_SENT_AGAIN_EXTENSION;
 
 /// The path of the JSON-RPC endpoint, under the server's base URL.
 pub const RPC_PATH: &str = "/a2a";
@@ -88,7 +89,12 @@ pub fn agent_card(targets: &[Target], base: &str, tokens_required: bool) -> Agen
             interface(&rest, "HTTP+JSON", "1.0"),
         ],
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        capabilities: AgentCapabilities { streaming: true, push_notifications: true, extended_agent_card: false },
+        capabilities: AgentCapabilities {
+            streaming: true,
+            push_notifications: true,
+            extended_agent_card: false,
+            ..AgentCapabilities::default()
+        },
         default_input_modes: vec!["text/plain".to_owned(), "application/json".to_owned()],
         default_output_modes: vec!["text/plain".to_owned()],
         skills: targets.iter().map(skill).collect(),
@@ -115,7 +121,20 @@ pub fn agent_card(targets: &[Target], base: &str, tokens_required: bool) -> Agen
 /// `GET /.well-known/agent-card.json`.
 pub(super) async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Json<AgentCard> {
     let base = base_url(&state.config, &headers);
-    Json(agent_card(&state.launcher.targets(), &base, !state.config.tokens.is_empty()))
+    let mut card = agent_card(&state.launcher.targets(), &base, !state.config.tokens.is_empty());
+    // A task started by a message is found by it again here, held or ended; only a store
+    // keeps it across a restart, so only a server with one promises it.
+    if state.stored.is_some() {
+        card.capabilities.extensions.push(AgentExtension {
+            uri: MESSAGE_SENT_AGAIN_EXTENSION.to_owned(),
+            description: "a new task's message sent again (the same messageId, for the same skill) is answered \
+                          with the task its first sending started"
+                .to_owned(),
+            required: false,
+            params: None,
+        });
+    }
+    Json(card)
 }
 
 #[cfg(test)]

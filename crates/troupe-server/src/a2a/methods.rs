@@ -15,7 +15,7 @@ use super::wire::{
 use crate::error::ApiError;
 use crate::hub::HubRun;
 use crate::ids::checked_id;
-use crate::native::{StartRun, launch};
+use crate::native::{StartRun, launch_as};
 use crate::state::AppState;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::StreamExt;
@@ -24,6 +24,8 @@ use serde_json::Value;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
+use troupe_core::RunId;
+use troupe_runtime::durable::child_run_id;
 use troupe_runtime::{ApprovalDecision, Signal};
 
 /// The page size of `ListTasks` unless asked otherwise.
@@ -124,10 +126,7 @@ pub(super) async fn send(
             continue_task(&run, &request).await?;
             (run, None)
         }
-        None => {
-            let (run, context) = start_task(state, &request)?;
-            (run, Some(context))
-        }
+        None => start_task(state, &request).await?,
     };
     if let Some(webhook) = webhook {
         state.push.add(state, &run, webhook)?;
@@ -150,8 +149,13 @@ pub(super) async fn send(
 }
 
 /// Starts the task a message without a task id asks for: a run of the named agent (or
-/// the first one) in the message's context, or in a new one; the run and its context.
-fn start_task(state: &AppState, request: &SendMessageRequest) -> Result<(Arc<HubRun>, String), RpcError> {
+/// the first one) in the message's context, or in a new one; the run and its new context.
+///
+/// The task's id is made from the skill and the message's `messageId`, so a message sent
+/// again (by a client that lost the answer, or a team resumed after a crash) finds the task
+/// its first sending started, here or in the store, instead of starting it twice; the
+/// context is then the task's own (`None`).
+async fn start_task(state: &AppState, request: &SendMessageRequest) -> Result<(Arc<HubRun>, Option<String>), RpcError> {
     let agent = match reply::target(request) {
         Some(name) => name,
         None => state
@@ -175,15 +179,32 @@ fn start_task(state: &AppState, request: &SendMessageRequest) -> Result<(Arc<Hub
         Some(context) => checked_id("context", context).map_err(|e| RpcError::invalid_params(e.message))?.to_owned(),
         None => format!("ctx-{}", uuid::Uuid::new_v4().simple()),
     };
+    let output = reply::output(request)?;
+    let message_id = request.message.message_id.as_str();
+    let task_id = (!message_id.is_empty()).then(|| task_id_of(&agent, message_id));
+    let _starting = state.task_starts.lock().await;
+    if let Some(task_id) = &task_id {
+        match state.find_run(task_id.as_str()).await {
+            Ok(Some(run)) => return Ok((run, None)),
+            Ok(None) => {}
+            Err(error) => return Err(RpcError::new(INTERNAL_ERROR, error.message)),
+        }
+    }
     let start = StartRun {
         agent: Some(agent),
         instruction,
         conversation_id: Some(context.clone()),
         stream: Some(false),
-        output: reply::output(request)?,
+        output,
         ..StartRun::default()
     };
-    Ok((launch(state, &start).map_err(refused)?, context))
+    Ok((launch_as(state, &start, task_id).map_err(refused)?, Some(context)))
+}
+
+/// The id of the task message `message_id` starts for skill `agent`: the same for the same
+/// message sent again, and of the form of a run's id.
+fn task_id_of(agent: &str, message_id: &str) -> RunId {
+    child_run_id(&RunId::new("a2a-message"), &format!("{agent}\0{message_id}"))
 }
 
 /// Delivers what a message with a task id says to its run: decisions about the calls it

@@ -16,7 +16,10 @@
 //!   the run's conversation id (the message's `contextId`, or a new `ctx-…` one), so with a
 //!   store the tasks of one context share their history.
 //! - A new task runs the agent named by metadata `agent` (the skill id; on the message or
-//!   the request), by default the first the card lists.
+//!   the request), by default the first the card lists. Its id is made from that skill and
+//!   the message's `messageId`: the same message sent again is answered with the task it
+//!   started, held here or ended in the store, not a second one; with a store the card
+//!   says so ([`MESSAGE_SENT_AGAIN_EXTENSION`](troupe_a2a::MESSAGE_SENT_AGAIN_EXTENSION)).
 //! - Its status is a [projection] of the run's events: `WORKING`, then
 //!   `COMPLETED` with the answer as the artifact `answer` (or `CANCELED`, `FAILED`). A call
 //!   that needs approval makes it `INPUT_REQUIRED`, with a status message naming the tool,

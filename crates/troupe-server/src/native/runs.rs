@@ -112,8 +112,16 @@ pub struct SignalAccepted {
 
 /// Starts `request` and holds the run in the hub.
 pub fn launch(state: &AppState, request: &StartRun) -> Result<Arc<HubRun>, ApiError> {
+    launch_as(state, request, None)
+}
+
+/// [`launch`], the run under `run_id` when given (else a new id).
+pub(crate) fn launch_as(state: &AppState, request: &StartRun, run_id: Option<RunId>) -> Result<Arc<HubRun>, ApiError> {
     let target = request.target()?;
-    let input = request.input()?;
+    let mut input = request.input()?;
+    if let Some(run_id) = run_id {
+        input = input.run_id(run_id);
+    }
     let launched = state.launcher.launch(target, input).map_err(|error| match error {
         LaunchError::UnknownTarget(name) => ApiError::unknown_agent(&name),
         LaunchError::Refused(why) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "launch_refused", why),

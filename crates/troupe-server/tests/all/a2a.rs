@@ -321,6 +321,84 @@ async fn a_remote_agent_runs_a_task_as_a_team_member_streaming_or_not() {
     assert_eq!((result.name.as_str(), result.content.as_str()), ("poller", "Polled answer."));
 }
 
+/// A team's task given again to a remote member (a team resumed after a crash gives it
+/// again under the same parent run) is the same A2A message; a server with a store finds
+/// the task its first sending started, streaming or not, and after a restart too, and
+/// nothing runs twice. A server without a store does not promise it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_given_again_to_a_remote_member_is_found_not_run_twice() {
+    let unstored = serve(ServerConfig::default(), []).await;
+    let remote = RemoteAgent::resolve(&unstored.url).await.expect("the card resolves");
+    assert!(!remote.resumable(), "a server without a store keeps no task across a restart");
+
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let location = format!("sqlite://{}", dir.path().join("runs.db").display());
+    let store = troupe_store::open(&location).await.expect("the store opens");
+    let turns = [MockTurn::text("First answer."), MockTurn::text("Second answer.")];
+    let served = troupe_server_served_with(turns, Arc::clone(&store)).await;
+    let remote = RemoteAgent::resolve(&served.url).await.expect("the card resolves");
+    assert!(remote.resumable(), "a server with a store finds a task sent again");
+
+    let mut given = task("answer once");
+    given.parent_run_id = Some(troupe_core::RunId::new("run_team_parent"));
+    let first = remote.run(given.clone(), None, CancellationToken::new()).await;
+    assert!(first.success, "{first:?}");
+    assert_eq!(first.content, "First answer.");
+    let task_id = first.run_id.clone().expect("the remote task's id");
+    for streaming in [true, false] {
+        let again = remote.clone().streaming(streaming).run(given.clone(), None, CancellationToken::new()).await;
+        assert!(again.success, "streaming {streaming}: {again:?}");
+        assert_eq!(again.content, "First answer.", "streaming {streaming}");
+        assert_eq!(again.run_id.as_ref(), Some(&task_id), "streaming {streaming}");
+    }
+    assert_eq!(served.mock.requests().len(), 1, "the model was asked once");
+
+    // Another task of the same parent is another message, and runs.
+    let mut other = given.clone();
+    other.task_id = "t2".to_owned();
+    let second = remote.run(other, None, CancellationToken::new()).await;
+    assert!(second.success, "{second:?}");
+    assert_eq!(second.content, "Second answer.");
+    assert_ne!(second.run_id.as_ref(), Some(&task_id));
+
+    // One task given eight times at once starts one remote task, even where no store
+    // refuses a second run of one id.
+    unstored.mock.push_all([MockTurn::text("Third answer."), MockTurn::text("Third answer.")]);
+    let unstored_remote = RemoteAgent::resolve(&unstored.url).await.expect("the card resolves");
+    let mut at_once = given.clone();
+    at_once.task_id = "t3".to_owned();
+    let members: Vec<RemoteAgent> = (0..8).map(|n| unstored_remote.clone().streaming(n % 2 == 0)).collect();
+    let results = futures::future::join_all(
+        members.iter().map(|member| member.run(at_once.clone(), None, CancellationToken::new())),
+    )
+    .await;
+    for result in &results {
+        assert!(result.success, "{result:?}");
+        assert_eq!(result.content, "Third answer.");
+        assert_eq!(result.run_id, results[0].run_id);
+    }
+    assert_eq!(unstored.mock.requests().len(), 1, "the model was asked once");
+
+    // The server restarts on the same store: the task is found there.
+    served.shutdown.cancel();
+    let _ = served.serving.await;
+    let restarted = troupe_server_served_with([MockTurn::text("Run twice.")], store).await;
+    let remote = RemoteAgent::resolve(&restarted.url).await.expect("the card resolves");
+    let after = remote.run(given, None, CancellationToken::new()).await;
+    assert!(after.success, "{after:?}");
+    assert_eq!(after.content, "First answer.");
+    assert_eq!(after.run_id.as_ref(), Some(&task_id));
+    assert!(restarted.mock.requests().is_empty(), "nothing ran again after the restart");
+}
+
+/// The `coder` server recording its runs in `store`, its model answering with `turns`.
+async fn troupe_server_served_with(
+    turns: impl IntoIterator<Item = MockTurn>,
+    store: Arc<dyn troupe_store::Store>,
+) -> Served {
+    common::serve_with_store(ServerConfig::default(), turns, Some(store)).await
+}
+
 /// A remote member whose task waits for a decision, in a team someone watches: the call
 /// is announced on the member's events like a local member's, the decision given through
 /// the team's control reaches the remote task, and the task completes; a rejection is

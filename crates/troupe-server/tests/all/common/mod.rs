@@ -31,7 +31,8 @@ pub async fn serve(config: ServerConfig, turns: impl IntoIterator<Item = MockTur
     serve_with_store(config, turns, None).await
 }
 
-/// [`serve`], its runs looked up in `store` too when given (as `troupe serve` does).
+/// [`serve`], its runs recorded in `store` and looked up there too when given (as `troupe
+/// serve` does).
 pub async fn serve_with_store(
     config: ServerConfig,
     turns: impl IntoIterator<Item = MockTurn>,
@@ -47,7 +48,11 @@ pub async fn serve_with_store(
         .expect("client"),
     );
     let workspace = tempfile::tempdir().expect("workspace");
-    let engine = Engine::builder().resolver(Arc::new(FixedModel::new(provider, "mock-model"))).build();
+    let mut engine = Engine::builder().resolver(Arc::new(FixedModel::new(provider, "mock-model")));
+    if let Some(store) = &store {
+        engine = engine.store(troupe_runtime::Durability::new(Arc::clone(store)));
+    }
+    let engine = engine.build();
     let agent = engine
         .agent("coder")
         .model("mock-model")
