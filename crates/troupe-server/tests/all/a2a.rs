@@ -473,6 +473,36 @@ async fn a_pipeline_can_have_remote_members() {
     assert!(requests[1].body.to_string().contains("Step one."), "the editor got the drafter's answer");
 }
 
+/// A pipeline of remote members run again under the team's run (as a resumed team runs
+/// it) finds each member's remote task: the same answers, and the model asked once per
+/// member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_run_again_under_its_team_run_finds_its_remote_tasks() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let location = format!("sqlite://{}", dir.path().join("runs.db").display());
+    let store = troupe_store::open(&location).await.expect("the store opens");
+    let turns = [MockTurn::text("Step one."), MockTurn::text("Step two."), MockTurn::text("Ran again.")];
+    let served = troupe_server_served_with(turns, store).await;
+    let first = RemoteAgent::resolve(&served.url).await.expect("resolves").named("drafter");
+    let second = first.clone().named("editor");
+    let group = AgentGroup::builder("relay")
+        .member(Arc::new(first))
+        .member(Arc::new(second))
+        .pipeline()
+        .build()
+        .expect("a group");
+    let team_run = troupe_core::RunId::new("run_team_relay");
+    for _ in 0..2 {
+        let output = group
+            .run_under("Draft, then edit.", Some(team_run.clone()), None, CancellationToken::new())
+            .await
+            .expect("the group runs");
+        assert!(output.all_succeeded(), "{output:?}");
+        assert_eq!(output.output, "Step two.");
+    }
+    assert_eq!(served.mock.requests().len(), 2, "each member's task ran once");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_failures_become_failed_results() {
     let served =
