@@ -331,9 +331,7 @@ async fn a_task_given_again_to_a_remote_member_is_found_not_run_twice() {
     let remote = RemoteAgent::resolve(&unstored.url).await.expect("the card resolves");
     assert!(!remote.resumable(), "a server without a store keeps no task across a restart");
 
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let location = format!("sqlite://{}", dir.path().join("runs.db").display());
-    let store = troupe_store::open(&location).await.expect("the store opens");
+    let (_dir, store) = a_store().await;
     let turns = [MockTurn::text("First answer."), MockTurn::text("Second answer.")];
     let served = troupe_server_served_with(turns, Arc::clone(&store)).await;
     let remote = RemoteAgent::resolve(&served.url).await.expect("the card resolves");
@@ -389,6 +387,14 @@ async fn a_task_given_again_to_a_remote_member_is_found_not_run_twice() {
     assert_eq!(after.content, "First answer.");
     assert_eq!(after.run_id.as_ref(), Some(&task_id));
     assert!(restarted.mock.requests().is_empty(), "nothing ran again after the restart");
+}
+
+/// A SQLite store in a directory of its own, which lives as long as the directory.
+async fn a_store() -> (tempfile::TempDir, Arc<dyn troupe_store::Store>) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let location = format!("sqlite://{}", dir.path().join("runs.db").display());
+    let store = troupe_store::open(&location).await.expect("the store opens");
+    (dir, store)
 }
 
 /// The `coder` server recording its runs in `store`, its model answering with `turns`.
@@ -457,14 +463,7 @@ async fn a_remote_agent_sends_its_bearer_token_and_never_shows_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pipeline_can_have_remote_members() {
     let served = serve(ServerConfig::default(), [MockTurn::text("Step one."), MockTurn::text("Step two.")]).await;
-    let first = RemoteAgent::resolve(&served.url).await.expect("resolves").named("drafter");
-    let second = first.clone().named("editor");
-    let group = AgentGroup::builder("relay")
-        .member(Arc::new(first))
-        .member(Arc::new(second))
-        .pipeline()
-        .build()
-        .expect("a group");
+    let group = relay(&served.url).await;
     let output = group.run("Draft, then edit.").await.expect("the group runs");
     assert!(output.all_succeeded(), "{output:?}");
     assert_eq!(output.output, "Step two.");
@@ -473,24 +472,22 @@ async fn a_pipeline_can_have_remote_members() {
     assert!(requests[1].body.to_string().contains("Step one."), "the editor got the drafter's answer");
 }
 
+/// A pipeline of two members of the server at `url`: `drafter`, then `editor`.
+async fn relay(url: &str) -> AgentGroup {
+    let first = RemoteAgent::resolve(url).await.expect("resolves").named("drafter");
+    let second = first.clone().named("editor");
+    AgentGroup::builder("relay").member(Arc::new(first)).member(Arc::new(second)).pipeline().build().expect("a group")
+}
+
 /// A pipeline of remote members run again under the team's run (as a resumed team runs
 /// it) finds each member's remote task: the same answers, and the model asked once per
 /// member.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pipeline_run_again_under_its_team_run_finds_its_remote_tasks() {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let location = format!("sqlite://{}", dir.path().join("runs.db").display());
-    let store = troupe_store::open(&location).await.expect("the store opens");
+    let (_dir, store) = a_store().await;
     let turns = [MockTurn::text("Step one."), MockTurn::text("Step two."), MockTurn::text("Ran again.")];
     let served = troupe_server_served_with(turns, store).await;
-    let first = RemoteAgent::resolve(&served.url).await.expect("resolves").named("drafter");
-    let second = first.clone().named("editor");
-    let group = AgentGroup::builder("relay")
-        .member(Arc::new(first))
-        .member(Arc::new(second))
-        .pipeline()
-        .build()
-        .expect("a group");
+    let group = relay(&served.url).await;
     let team_run = troupe_core::RunId::new("run_team_relay");
     for _ in 0..2 {
         let output = group
