@@ -330,12 +330,21 @@ async fn a_task_given_again_to_a_remote_member_is_found_not_run_twice() {
     let unstored = serve(ServerConfig::default(), []).await;
     let remote = RemoteAgent::resolve(&unstored.url).await.expect("the card resolves");
     assert!(!remote.resumable(), "a server without a store keeps no task across a restart");
+    let delegate =
+        troupe_team::DelegateTool::new("lead", [Arc::new(remote.clone()) as Arc<dyn Member>]).expect("a delegate tool");
+    let args = json!({"to": remote.name(), "task": "answer once"});
+    assert_eq!(troupe_tools::Tool::idempotency(&delegate, &args), troupe_tools::Idempotency::NonIdempotent);
 
     let (_dir, store) = a_store().await;
     let turns = [MockTurn::text("First answer."), MockTurn::text("Second answer.")];
     let served = troupe_server_served_with(turns, Arc::clone(&store)).await;
     let remote = RemoteAgent::resolve(&served.url).await.expect("the card resolves");
     assert!(remote.resumable(), "a server with a store finds a task sent again");
+    // So a leader's interrupted delegation to it may be made again.
+    let delegate =
+        troupe_team::DelegateTool::new("lead", [Arc::new(remote.clone()) as Arc<dyn Member>]).expect("a delegate tool");
+    let args = json!({"to": remote.name(), "task": "answer once"});
+    assert_eq!(troupe_tools::Tool::idempotency(&delegate, &args), troupe_tools::Idempotency::Idempotent);
 
     let mut given = task("answer once");
     given.parent_run_id = Some(troupe_core::RunId::new("run_team_parent"));
