@@ -391,10 +391,12 @@ async fn a_task_given_again_to_a_remote_member_is_found_not_run_twice() {
     let _ = served.serving.await;
     let restarted = troupe_server_served_with([MockTurn::text("Run twice.")], store).await;
     let remote = RemoteAgent::resolve(&restarted.url).await.expect("the card resolves");
-    let after = remote.run(given, None, CancellationToken::new()).await;
-    assert!(after.success, "{after:?}");
-    assert_eq!(after.content, "First answer.");
-    assert_eq!(after.run_id.as_ref(), Some(&task_id));
+    for streaming in [true, false] {
+        let after = remote.clone().streaming(streaming).run(given.clone(), None, CancellationToken::new()).await;
+        assert!(after.success, "streaming {streaming}: {after:?}");
+        assert_eq!(after.content, "First answer.", "streaming {streaming}");
+        assert_eq!(after.run_id.as_ref(), Some(&task_id), "streaming {streaming}");
+    }
     assert!(restarted.mock.requests().is_empty(), "nothing ran again after the restart");
 }
 
