@@ -254,6 +254,9 @@ pub fn document() -> Value {
                         "400": errors["400"], "401": errors["401"]}},
                 "post": {
                     "summary": "Start a run; the response is its event stream (or, with stream=false, its id)",
+                    "parameters": [{"name": "Idempotency-Key", "in": "header", "required": false,
+                        "description": "Names this start: the same key sent again for the same agent or team gets the run the first request started (with `Idempotent-Replayed: true`), not a new one",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"}}],
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StartRun"}}}},
                     "responses": {"200": {"description": "The run's events", "content": sse}, "201": {"description": "Started"},
                         "400": errors["400"], "401": errors["401"], "404": errors["404"], "408": errors["408"], "413": errors["413"],

@@ -41,7 +41,7 @@ impl Server {
                 closing: CancellationToken::new(),
                 stored: None,
                 push: Arc::default(),
-                task_starts: Arc::default(),
+                starts: Arc::default(),
             },
             extra: Vec::new(),
         }

@@ -27,9 +27,10 @@ pub struct AppState {
     pub stored: Option<StoredRuns>,
     /// The A2A tasks' push-notification webhooks.
     pub push: Arc<crate::a2a::PushRegistry>,
-    /// Held while an A2A message starts a task: a message sent twice at once finds the
-    /// task its first sending started, not a second one.
-    pub(crate) task_starts: Arc<tokio::sync::Mutex<()>>,
+    /// Held while a run starts under an id its request names (an A2A message's, an
+    /// idempotency key's): a request sent twice at once finds the run the first started,
+    /// not a second one.
+    pub(crate) starts: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for AppState {

@@ -182,7 +182,7 @@ async fn start_task(state: &AppState, request: &SendMessageRequest) -> Result<(A
     let output = reply::output(request)?;
     let message_id = request.message.message_id.as_str();
     let task_id = (!message_id.is_empty()).then(|| task_id_of(&agent, message_id));
-    let _starting = state.task_starts.lock().await;
+    let _starting = state.starts.lock().await;
     if let Some(task_id) = &task_id {
         match state.find_run(task_id.as_str()).await {
             Ok(Some(run)) => return Ok((run, None)),

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
 use troupe_core::{ConversationId, OutputSchema, RunId};
+use troupe_runtime::durable::child_run_id;
 use troupe_runtime::{OutputSpec, RunInput, Signal};
 
 /// The body of `POST /v1/runs`: what to run, on what.
@@ -133,13 +134,32 @@ pub(crate) fn launch_as(state: &AppState, request: &StartRun, run_id: Option<Run
     Ok(run)
 }
 
-pub(super) async fn start(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+/// The request header naming a start, so that the same start sent again (a client that
+/// lost the answer) gets the run the first one started.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The answer's header saying that the run is the one an earlier request with the same
+/// [`IDEMPOTENCY_KEY`] started.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// The longest [`IDEMPOTENCY_KEY`] taken.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+
+pub(super) async fn start(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let key = match idempotency_key(&headers) {
+        Ok(key) => key,
+        Err(error) => return error.into_response(),
+    };
     let request: StartRun = match state.parse(body) {
         Ok(request) => request,
         Err(error) => return error.into_response(),
     };
-    let run = match launch(&state, &request) {
-        Ok(run) => run,
+    let (run, replayed) = match start_once(&state, &request, key).await {
+        Ok(started) => started,
         Err(error) => return error.into_response(),
     };
     let id = HeaderValue::from_str(run.run_id().as_str()).ok();
@@ -155,7 +175,40 @@ pub(super) async fn start(State(state): State<AppState>, body: Result<Bytes, Byt
     if let Some(id) = id {
         response.headers_mut().insert("x-troupe-run-id", id);
     }
+    if replayed {
+        response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
     response
+}
+
+/// The request's [`IDEMPOTENCY_KEY`], when it has one: 1 to [`MAX_IDEMPOTENCY_KEY_LEN`]
+/// visible ASCII characters, else `400 invalid_idempotency_key`.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let key = value.to_str().unwrap_or_default();
+    if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ApiError::bad_request(
+            "invalid_idempotency_key",
+            format!("an `Idempotency-Key` is 1 to {MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"),
+        ));
+    }
+    Ok(Some(key))
+}
+
+/// Starts `request`, or, when `key` names a start already made for its target, finds the
+/// run that start made (held here or in the store): the run, and whether it was found.
+async fn start_once(state: &AppState, request: &StartRun, key: Option<&str>) -> Result<(Arc<HubRun>, bool), ApiError> {
+    let Some(key) = key else {
+        return Ok((launch(state, request)?, false));
+    };
+    let run_id = child_run_id(&RunId::new("idempotency-key"), &format!("{}\0{key}", request.target()?));
+    let _starting = state.starts.lock().await;
+    if let Some(run) = state.find_run(run_id.as_str()).await? {
+        return Ok((run, true));
+    }
+    Ok((launch_as(state, request, Some(run_id))?, false))
 }
 
 /// How many of the store's runs a page of the list takes by default (besides the held

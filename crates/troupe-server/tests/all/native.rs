@@ -536,3 +536,77 @@ async fn the_runs_list_is_filtered_by_status_agent_id_and_a_search() {
     assert_eq!(body["runs"][0]["run_id"], ids[1].as_str(), "{body}");
     assert_eq!(body["runs"].as_array().map(Vec::len), Some(1), "{body}");
 }
+
+/// A start sent again with the same `Idempotency-Key` (a client that lost the answer) gets
+/// the run the first started, marked `Idempotent-Replayed`, while it waits and once it has
+/// ended, streamed or not, and after a restart on the same store; another key is another start; a key that is
+/// not 1 to 255 visible ASCII characters is refused and starts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_sent_again_with_its_idempotency_key_gets_the_run_it_started() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let location = format!("sqlite://{}", dir.path().join("runs.db").display());
+    let store = troupe_store::open(&location).await.expect("the store opens");
+    let turns = [write_call("w1", "once.txt", "once"), MockTurn::text("Once."), MockTurn::text("Another.")];
+    let served = serve_with_store(ServerConfig::default(), turns, Some(std::sync::Arc::clone(&store))).await;
+    let start = |key: &str, stream: bool| {
+        served
+            .post("/v1/runs")
+            .header("Idempotency-Key", key)
+            .json(&serde_json::json!({"agent": "coder", "instruction": "answer once", "stream": stream}))
+            .send()
+    };
+    let first = start("order-7f3a", false).await.expect("request");
+    assert_eq!(first.status(), 201);
+    assert!(first.headers().get("idempotent-replayed").is_none(), "the first start is no replay");
+    let run_id = first.headers()["x-troupe-run-id"].to_str().expect("an id").to_owned();
+    // Sent again while the run waits for a decision: that run, still waiting.
+    served.wait_phase(&run_id, "waiting").await;
+    let waiting = start("order-7f3a", false).await.expect("request");
+    assert_eq!(waiting.status(), 201);
+    assert_eq!(waiting.headers()["idempotent-replayed"], "true");
+    assert_eq!(waiting.headers()["x-troupe-run-id"], run_id.as_str());
+    assert_eq!(served.approve(&run_id, "w1").await.status(), 202);
+    served.wait_phase(&run_id, "ended").await;
+
+    let again = start("order-7f3a", false).await.expect("request");
+    assert_eq!(again.status(), 201);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.headers()["x-troupe-run-id"], run_id.as_str());
+    let streamed = start("order-7f3a", true).await.expect("request");
+    assert_eq!(streamed.status(), 200);
+    assert_eq!(streamed.headers()["idempotent-replayed"], "true");
+    assert_eq!(streamed.headers()["x-troupe-run-id"], run_id.as_str());
+    assert!(streamed.text().await.expect("the stream").contains("Once."), "the run's own events");
+    assert_eq!(served.mock.requests().len(), 2, "the model was asked once per turn of one run");
+
+    let other = start("order-7f3b", false).await.expect("request");
+    assert_eq!(other.status(), 201);
+    assert!(other.headers().get("idempotent-replayed").is_none());
+    let other_id = other.headers()["x-troupe-run-id"].to_str().expect("an id").to_owned();
+    assert_ne!(other_id, run_id);
+
+    for bad in ["", "with space", &"k".repeat(256)] {
+        let refused = start(bad, false).await.expect("request");
+        assert_eq!(refused.status(), 400, "key {bad:?}");
+        let body: serde_json::Value = refused.json().await.expect("json");
+        assert_eq!(body["error"]["code"], "invalid_idempotency_key", "key {bad:?}");
+    }
+    served.wait_phase(&other_id, "ended").await;
+    assert_eq!(served.mock.requests().len(), 3, "no refused start ran");
+
+    // The server restarts on the same store: the key still names its run.
+    served.shutdown.cancel();
+    let _ = served.serving.await;
+    let restarted = serve_with_store(ServerConfig::default(), [MockTurn::text("Twice.")], Some(store)).await;
+    let after = restarted
+        .post("/v1/runs")
+        .header("Idempotency-Key", "order-7f3a")
+        .json(&serde_json::json!({"agent": "coder", "instruction": "answer once", "stream": false}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(after.status(), 201);
+    assert_eq!(after.headers()["idempotent-replayed"], "true");
+    assert_eq!(after.headers()["x-troupe-run-id"], run_id.as_str());
+    assert!(restarted.mock.requests().is_empty(), "nothing ran again after the restart");
+}
