@@ -15,7 +15,7 @@ use super::wire::{
 use crate::error::ApiError;
 use crate::hub::HubRun;
 use crate::ids::checked_id;
-use crate::native::{StartRun, launch_as};
+use crate::native::{StartRun, launch, start_as};
 use crate::state::AppState;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::StreamExt;
@@ -99,6 +99,7 @@ fn refused(error: ApiError) -> RpcError {
         "unknown_agent" | "launch_refused" | "invalid_id" | "invalid_body" | "no_such_call" => {
             RpcError::invalid_params(error.message)
         }
+        _ if error.status.is_server_error() => RpcError::new(INTERNAL_ERROR, error.message),
         _ => RpcError::new(UNSUPPORTED_OPERATION, error.message),
     }
 }
@@ -179,26 +180,23 @@ async fn start_task(state: &AppState, request: &SendMessageRequest) -> Result<(A
         Some(context) => checked_id("context", context).map_err(|e| RpcError::invalid_params(e.message))?.to_owned(),
         None => format!("ctx-{}", uuid::Uuid::new_v4().simple()),
     };
-    let output = reply::output(request)?;
     let message_id = request.message.message_id.as_str();
     let task_id = (!message_id.is_empty()).then(|| task_id_of(&agent, message_id));
-    let _starting = state.starts.lock().await;
-    if let Some(task_id) = &task_id {
-        match state.find_run(task_id.as_str()).await {
-            Ok(Some(run)) => return Ok((run, None)),
-            Ok(None) => {}
-            Err(error) => return Err(RpcError::new(INTERNAL_ERROR, error.message)),
-        }
-    }
     let start = StartRun {
         agent: Some(agent),
         instruction,
         conversation_id: Some(context.clone()),
         stream: Some(false),
-        output,
+        output: reply::output(request)?,
         ..StartRun::default()
     };
-    Ok((launch_as(state, &start, task_id).map_err(refused)?, Some(context)))
+    match task_id {
+        Some(task_id) => {
+            let (run, found) = start_as(state, &start, task_id).await.map_err(refused)?;
+            Ok((run, (!found).then_some(context)))
+        }
+        None => Ok((launch(state, &start).map_err(refused)?, Some(context))),
+    }
 }
 
 /// The id of the task message `message_id` starts for skill `agent`: the same for the same

@@ -10,7 +10,7 @@ mod ws;
 
 pub use costs::{CostTotal, Costs, DEFAULT_COST_DAYS, MAX_COST_DAYS};
 pub use evidence::{EvidenceReport, MAX_VERIFIED_RUNS, RunEvidence, verify_tree};
-pub(crate) use runs::launch_as;
+pub(crate) use runs::start_as;
 pub use runs::{
     IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, MAX_IDEMPOTENCY_KEY_LEN, OutputRequest, STORE_LOOK_EVERY, STORE_LOOKED_AT,
     SignalAccepted, StartRun, launch,

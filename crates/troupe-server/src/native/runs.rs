@@ -117,7 +117,7 @@ pub fn launch(state: &AppState, request: &StartRun) -> Result<Arc<HubRun>, ApiEr
 }
 
 /// [`launch`], the run under `run_id` when given (else a new id).
-pub(crate) fn launch_as(state: &AppState, request: &StartRun, run_id: Option<RunId>) -> Result<Arc<HubRun>, ApiError> {
+fn launch_as(state: &AppState, request: &StartRun, run_id: Option<RunId>) -> Result<Arc<HubRun>, ApiError> {
     let target = request.target()?;
     let mut input = request.input()?;
     if let Some(run_id) = run_id {
@@ -198,12 +198,25 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
 }
 
 /// Starts `request`, or, when `key` names a start already made for its target, finds the
-/// run that start made (held here or in the store): the run, and whether it was found.
+/// run that start made: the run, and whether it was found.
 async fn start_once(state: &AppState, request: &StartRun, key: Option<&str>) -> Result<(Arc<HubRun>, bool), ApiError> {
-    let Some(key) = key else {
-        return Ok((launch(state, request)?, false));
-    };
-    let run_id = child_run_id(&RunId::new("idempotency-key"), &format!("{}\0{key}", request.target()?));
+    match key {
+        Some(key) => {
+            let run_id = child_run_id(&RunId::new("idempotency-key"), &format!("{}\0{key}", request.target()?));
+            start_as(state, request, run_id).await
+        }
+        None => Ok((launch(state, request)?, false)),
+    }
+}
+
+/// Starts `request` as run `run_id`, unless a run of that id exists, held here or in the
+/// store: then that run. The run, and whether it was found. Starts under a named id are
+/// made one at a time, so two requests naming one id at once start it once.
+pub(crate) async fn start_as(
+    state: &AppState,
+    request: &StartRun,
+    run_id: RunId,
+) -> Result<(Arc<HubRun>, bool), ApiError> {
     let _starting = state.starts.lock().await;
     if let Some(run) = state.find_run(run_id.as_str()).await? {
         return Ok((run, true));
