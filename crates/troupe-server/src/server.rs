@@ -176,6 +176,10 @@ fn cors(origins: &[String]) -> Result<CorsLayer, ServerError> {
             header::CONTENT_TYPE,
             header::ACCEPT,
             header::HeaderName::from_static("last-event-id"),
+            header::HeaderName::from_static(crate::native::IDEMPOTENCY_KEY),
         ])
-        .expose_headers([header::HeaderName::from_static("x-troupe-run-id")]))
+        .expose_headers([
+            header::HeaderName::from_static("x-troupe-run-id"),
+            header::HeaderName::from_static(crate::native::IDEMPOTENT_REPLAYED),
+        ]))
 }

@@ -238,7 +238,7 @@ async fn cors_answers_only_the_configured_origins() {
             .request(reqwest::Method::OPTIONS, format!("{}/v1/runs", served.url))
             .header("origin", origin)
             .header("access-control-request-method", "POST")
-            .header("access-control-request-headers", "authorization, content-type")
+            .header("access-control-request-headers", "authorization, content-type, idempotency-key")
             .send()
     };
     let allowed = preflight("https://app.example").await.expect("request");
@@ -246,6 +246,18 @@ async fn cors_answers_only_the_configured_origins() {
     assert_eq!(allowed.headers()["access-control-allow-origin"], "https://app.example");
     let methods = allowed.headers()["access-control-allow-methods"].to_str().expect("text").to_owned();
     assert!(methods.contains("POST"), "{methods}");
+    let headers = allowed.headers()["access-control-allow-headers"].to_str().expect("text").to_owned();
+    assert!(headers.contains("idempotency-key"), "a page may send a start's key: {headers}");
+    // A page may read which run it started, and whether an earlier request had started it.
+    let started = served
+        .post("/v1/runs")
+        .header("origin", "https://app.example")
+        .json(&serde_json::json!({"agent": "coder", "instruction": "hi", "stream": false}))
+        .send()
+        .await
+        .expect("request");
+    let exposed = started.headers()["access-control-expose-headers"].to_str().expect("text").to_owned();
+    assert!(exposed.contains("x-troupe-run-id") && exposed.contains("idempotent-replayed"), "{exposed}");
     let other = preflight("https://evil.example").await.expect("request");
     assert!(other.headers().get("access-control-allow-origin").is_none(), "no CORS grant for another origin");
 
