@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{Served, serve, write_call};
+use common::{Served, a_store, serve, write_call};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -398,14 +398,6 @@ async fn a_task_given_again_to_a_remote_member_is_found_not_run_twice() {
         assert_eq!(after.run_id.as_ref(), Some(&task_id), "streaming {streaming}");
     }
     assert!(restarted.mock.requests().is_empty(), "nothing ran again after the restart");
-}
-
-/// A SQLite store in a directory of its own, which lives as long as the directory.
-async fn a_store() -> (tempfile::TempDir, Arc<dyn troupe_store::Store>) {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let location = format!("sqlite://{}", dir.path().join("runs.db").display());
-    let store = troupe_store::open(&location).await.expect("the store opens");
-    (dir, store)
 }
 
 /// The `coder` server recording its runs in `store`, its model answering with `turns`.

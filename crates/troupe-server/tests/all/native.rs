@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{Frame, SseReader, serve, serve_with_store, write_call};
+use common::{Frame, SseReader, a_store, serve, serve_with_store, write_call};
 use futures::{SinkExt, StreamExt};
 use std::time::Duration;
 use troupe_server::ServerConfig;
@@ -543,18 +543,11 @@ async fn the_runs_list_is_filtered_by_status_agent_id_and_a_search() {
 /// not 1 to 255 visible ASCII characters is refused and starts nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_sent_again_with_its_idempotency_key_gets_the_run_it_started() {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let location = format!("sqlite://{}", dir.path().join("runs.db").display());
-    let store = troupe_store::open(&location).await.expect("the store opens");
+    let (_dir, store) = a_store().await;
     let turns = [write_call("w1", "once.txt", "once"), MockTurn::text("Once."), MockTurn::text("Another.")];
     let served = serve_with_store(ServerConfig::default(), turns, Some(std::sync::Arc::clone(&store))).await;
-    let start = |key: &str, stream: bool| {
-        served
-            .post("/v1/runs")
-            .header("Idempotency-Key", key)
-            .json(&serde_json::json!({"agent": "coder", "instruction": "answer once", "stream": stream}))
-            .send()
-    };
+    let start =
+        |key: &str, stream: bool| served.start_request("answer once", stream).header("Idempotency-Key", key).send();
     let first = start("order-7f3a", false).await.expect("request");
     assert_eq!(first.status(), 201);
     assert!(first.headers().get("idempotent-replayed").is_none(), "the first start is no replay");
@@ -599,9 +592,8 @@ async fn a_start_sent_again_with_its_idempotency_key_gets_the_run_it_started() {
     let _ = served.serving.await;
     let restarted = serve_with_store(ServerConfig::default(), [MockTurn::text("Twice.")], Some(store)).await;
     let after = restarted
-        .post("/v1/runs")
+        .start_request("answer once", false)
         .header("Idempotency-Key", "order-7f3a")
-        .json(&serde_json::json!({"agent": "coder", "instruction": "answer once", "stream": false}))
         .send()
         .await
         .expect("request");

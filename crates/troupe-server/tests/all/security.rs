@@ -249,13 +249,8 @@ async fn cors_answers_only_the_configured_origins() {
     let headers = allowed.headers()["access-control-allow-headers"].to_str().expect("text").to_owned();
     assert!(headers.contains("idempotency-key"), "a page may send a start's key: {headers}");
     // A page may read which run it started, and whether an earlier request had started it.
-    let started = served
-        .post("/v1/runs")
-        .header("origin", "https://app.example")
-        .json(&serde_json::json!({"agent": "coder", "instruction": "hi", "stream": false}))
-        .send()
-        .await
-        .expect("request");
+    let started =
+        served.start_request("hi", false).header("origin", "https://app.example").send().await.expect("request");
     let exposed = started.headers()["access-control-expose-headers"].to_str().expect("text").to_owned();
     assert!(exposed.contains("x-troupe-run-id") && exposed.contains("idempotent-replayed"), "{exposed}");
     let other = preflight("https://evil.example").await.expect("request");

@@ -31,6 +31,14 @@ pub async fn serve(config: ServerConfig, turns: impl IntoIterator<Item = MockTur
     serve_with_store(config, turns, None).await
 }
 
+/// A SQLite store in a directory of its own, which lives as long as the directory.
+pub async fn a_store() -> (tempfile::TempDir, Arc<dyn troupe_store::Store>) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let location = format!("sqlite://{}", dir.path().join("runs.db").display());
+    let store = troupe_store::open(&location).await.expect("the store opens");
+    (dir, store)
+}
+
 /// [`serve`], its runs recorded in `store` and looked up there too when given (as `troupe
 /// serve` does).
 pub async fn serve_with_store(
@@ -90,14 +98,15 @@ impl Served {
         }
     }
 
+    /// The request starting a run of `coder` on `instruction`, streamed or not, to add
+    /// headers to before sending.
+    pub fn start_request(&self, instruction: &str, stream: bool) -> reqwest::RequestBuilder {
+        self.post("/v1/runs").json(&serde_json::json!({"agent": "coder", "instruction": instruction, "stream": stream}))
+    }
+
     /// Starts a run of `coder` on `instruction` without streaming; its id.
     pub async fn start(&self, instruction: &str) -> String {
-        let response = self
-            .post("/v1/runs")
-            .json(&serde_json::json!({"agent": "coder", "instruction": instruction, "stream": false}))
-            .send()
-            .await
-            .expect("request");
+        let response = self.start_request(instruction, false).send().await.expect("request");
         assert_eq!(response.status(), 201, "{:?}", response.text().await);
         let body: serde_json::Value = response.json().await.expect("json");
         body["run_id"].as_str().expect("a run id").to_owned()
