@@ -16,7 +16,7 @@ pub use runs::{
     SignalAccepted, StartRun, launch,
 };
 pub use sse::{event_type, resume_position};
-pub use ws::{ClientMessage, ServerMessage};
+pub use ws::{ClientMessage, ServerMessage, WsStart};
 
 use crate::state::AppState;
 use axum::Router;

@@ -187,19 +187,28 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
     let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
         return Ok(None);
     };
-    let key = value.to_str().unwrap_or_default();
+    checked_idempotency_key(value.to_str().unwrap_or_default()).map(Some)
+}
+
+/// `key` when it is 1 to [`MAX_IDEMPOTENCY_KEY_LEN`] visible ASCII characters, else
+/// `400 invalid_idempotency_key`.
+pub(super) fn checked_idempotency_key(key: &str) -> Result<&str, ApiError> {
     if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN || !key.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(ApiError::bad_request(
             "invalid_idempotency_key",
-            format!("an `Idempotency-Key` is 1 to {MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"),
+            format!("an idempotency key is 1 to {MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"),
         ));
     }
-    Ok(Some(key))
+    Ok(key)
 }
 
 /// Starts `request`, or, when `key` names a start already made for its target, finds the
 /// run that start made: the run, and whether it was found.
-async fn start_once(state: &AppState, request: &StartRun, key: Option<&str>) -> Result<(Arc<HubRun>, bool), ApiError> {
+pub(super) async fn start_once(
+    state: &AppState,
+    request: &StartRun,
+    key: Option<&str>,
+) -> Result<(Arc<HubRun>, bool), ApiError> {
     match key {
         Some(key) => {
             let run_id = child_run_id(&RunId::new("idempotency-key"), &format!("{}\0{key}", request.target()?));
@@ -392,6 +401,19 @@ async fn found(state: &AppState, id: &str) -> Result<Arc<HubRun>, ApiError> {
     state.find_run(id).await?.ok_or_else(|| ApiError::unknown_run(id))
 }
 
+/// Run `id` when its events can be followed here: held here, or ended (its events read
+/// from the store). A run another process holds is `409 run_elsewhere`.
+pub(super) async fn followable(state: &AppState, id: &str) -> Result<Arc<HubRun>, ApiError> {
+    let run = found(state, id).await?;
+    if run.is_ended() || state.hub.get(run.run_id().as_str()).is_some() {
+        return Ok(run);
+    }
+    Err(ApiError::conflict(
+        "run_elsewhere",
+        format!("run `{}` is held by another process: its events stream there", run.run_id()),
+    ))
+}
+
 pub(super) async fn show(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     match found(&state, &id).await {
         Ok(run) => Json(run.view()).into_response(),
@@ -405,15 +427,8 @@ pub(super) async fn events(
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    let run = match found(&state, &id).await {
-        Ok(run) if run.is_ended() || state.hub.get(run.run_id().as_str()).is_some() => run,
-        Ok(run) => {
-            return ApiError::conflict(
-                "run_elsewhere",
-                format!("run `{}` is held by another process: its events stream there", run.run_id()),
-            )
-            .into_response();
-        }
+    let run = match followable(&state, &id).await {
+        Ok(run) => run,
         Err(error) => return error.into_response(),
     };
     match sse::resume_position(&headers, query.get("after").map(String::as_str)) {

@@ -1,9 +1,13 @@
 //! `/v1/ws`: the native API over one WebSocket. The client starts runs, subscribes to
 //! runs' events (from a position, like SSE's `Last-Event-ID`) and sends signals; the
-//! server sends events, run ends and errors. Every message is one JSON text frame.
+//! server sends events, run ends and errors. Every message is one JSON text frame. A
+//! `start` may name itself with an idempotency key, as `POST /v1/runs` may with its
+//! header: a client whose socket closed before it heard `started` sends it again and
+//! follows the run the first one started.
 
-use super::runs::{StartRun, launch};
+use super::runs::{StartRun, checked_idempotency_key, followable, start_once};
 use crate::error::ApiError;
+use crate::hub::HubRun;
 use crate::ids::checked_id;
 use crate::launcher::RunEnd;
 use crate::state::AppState;
@@ -12,6 +16,7 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use troupe_core::{AgentEvent, RunId};
@@ -25,7 +30,7 @@ const OUTBOX: usize = 256;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientMessage {
     /// Start a run and follow it.
-    Start(StartRun),
+    Start(WsStart),
     /// Follow a run's events after position `after` (from the start when absent).
     Subscribe {
         /// The run.
@@ -43,6 +48,35 @@ pub enum ClientMessage {
     },
 }
 
+/// A `start` message: the body of `POST /v1/runs`, and the key that names this start.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "serde_json::Map<String, serde_json::Value>")]
+pub struct WsStart {
+    /// Names this start, as `POST /v1/runs`'s `Idempotency-Key` header does: the same key
+    /// sent again for the same agent or team (by a client whose socket closed before it
+    /// heard `started`) gets the run the first message started, not a new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// What to run.
+    #[serde(flatten)]
+    pub run: StartRun,
+}
+
+impl TryFrom<serde_json::Map<String, serde_json::Value>> for WsStart {
+    type Error = serde_json::Error;
+
+    /// The key taken out, the rest read as a [`StartRun`], which refuses a field it does
+    /// not know (serde's `flatten` would pass it over).
+    fn try_from(mut fields: serde_json::Map<String, serde_json::Value>) -> Result<Self, Self::Error> {
+        let idempotency_key = match fields.remove("idempotency_key") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(key) => Some(serde_json::from_value(key)?),
+        };
+        let run = serde_json::from_value(serde_json::Value::Object(fields))?;
+        Ok(WsStart { idempotency_key, run })
+    }
+}
+
 /// What the server sends.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -51,6 +85,10 @@ pub enum ServerMessage {
     Started {
         /// Its id.
         run_id: RunId,
+        /// Whether the run is the one an earlier `start` with the same idempotency key
+        /// started (present only then).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replayed: bool,
     },
     /// One event of a followed run, at `position`.
     Event {
@@ -147,13 +185,17 @@ async fn handle(
     done: &CancellationToken,
 ) -> Result<(), ApiError> {
     match message {
-        ClientMessage::Start(request) => {
-            let run = launch(state, &request)?;
-            let _ = outbox.send(ServerMessage::Started { run_id: run.run_id().clone() }).await;
-            follow(state, run.run_id().as_str(), 0, outbox, done)
+        ClientMessage::Start(start) => {
+            let key = start.idempotency_key.as_deref().map(checked_idempotency_key).transpose()?;
+            let (run, replayed) = start_once(state, &start.run, key).await?;
+            let _ = outbox.send(ServerMessage::Started { run_id: run.run_id().clone(), replayed }).await;
+            follow(run, 0, outbox, done);
+            Ok(())
         }
         ClientMessage::Subscribe { run_id, after } => {
-            follow(state, &run_id, after.map_or(0, |n| n.saturating_add(1)), outbox, done)
+            let run = followable(state, &run_id).await?;
+            follow(run, after.map_or(0, |n| n.saturating_add(1)), outbox, done);
+            Ok(())
         }
         ClientMessage::Signal { run_id, signal } => {
             let id = checked_id("run", &run_id)?;
@@ -165,15 +207,8 @@ async fn handle(
     }
 }
 
-fn follow(
-    state: &AppState,
-    run_id: &str,
-    from: usize,
-    outbox: &mpsc::Sender<ServerMessage>,
-    done: &CancellationToken,
-) -> Result<(), ApiError> {
-    let id = checked_id("run", run_id)?;
-    let run = state.hub.get(id).ok_or_else(|| ApiError::unknown_run(id))?;
+/// Sends `run`'s events from position `from` on, then its end, until the socket closes.
+fn follow(run: Arc<HubRun>, from: usize, outbox: &mpsc::Sender<ServerMessage>, done: &CancellationToken) {
     let outbox = outbox.clone();
     let stop = done.clone();
     tokio::spawn(async move {
@@ -188,5 +223,4 @@ fn follow(
             let _ = outbox.send(ServerMessage::Ended { run_id: run.run_id().clone(), end: run.view().end }).await;
         }
     });
-    Ok(())
 }

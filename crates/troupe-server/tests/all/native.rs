@@ -602,3 +602,128 @@ async fn a_start_sent_again_with_its_idempotency_key_gets_the_run_it_started() {
     assert_eq!(after.headers()["x-troupe-run-id"], run_id.as_str());
     assert!(restarted.mock.requests().is_empty(), "nothing ran again after the restart");
 }
+
+/// A WebSocket to `served`'s `/v1/ws`.
+struct Socket(tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>);
+
+impl Socket {
+    async fn open(served: &common::Served) -> Self {
+        let url = format!("{}/v1/ws", served.url.replacen("http", "ws", 1));
+        Socket(tokio_tungstenite::connect_async(url).await.expect("websocket connects").0)
+    }
+
+    async fn send(&mut self, message: serde_json::Value) {
+        let frame = tokio_tungstenite::tungstenite::Message::Text(message.to_string().into());
+        self.0.send(frame).await.expect("send");
+    }
+
+    /// The next message from the server (within ten seconds).
+    async fn next(&mut self) -> serde_json::Value {
+        let read = async {
+            loop {
+                match self.0.next().await {
+                    Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text))) => {
+                        return serde_json::from_str(&text).expect("json");
+                    }
+                    Some(Ok(_)) => continue,
+                    other => panic!("the socket closed: {other:?}"),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), read).await.expect("a message")
+    }
+
+    /// The messages up to and with the first of `kind`.
+    async fn until(&mut self, kind: &str) -> Vec<serde_json::Value> {
+        let mut seen = Vec::new();
+        loop {
+            let message = self.next().await;
+            let last = message["type"] == kind;
+            seen.push(message);
+            if last {
+                return seen;
+            }
+        }
+    }
+}
+
+fn event_types(messages: &[serde_json::Value]) -> Vec<&str> {
+    messages.iter().filter(|m| m["type"] == "event").filter_map(|m| m["event"]["type"].as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_sent_again_over_the_websocket_with_its_key_gets_the_run_it_started() {
+    let (_dir, store) = a_store().await;
+    let turns = [write_call("w1", "once.txt", "once"), MockTurn::text("Once.")];
+    let served = serve_with_store(ServerConfig::default(), turns, Some(std::sync::Arc::clone(&store))).await;
+    let start = serde_json::json!({"type": "start", "agent": "coder", "instruction": "write once", "idempotency_key": "ws-7f3a"});
+
+    // A client hears `started`, and its socket closes.
+    let mut lost = Socket::open(&served).await;
+    lost.send(start.clone()).await;
+    let started = lost.next().await;
+    assert_eq!(started["type"], "started", "{started}");
+    assert!(started.get("replayed").is_none(), "the first start is no replay: {started}");
+    let run_id = started["run_id"].as_str().expect("an id").to_owned();
+    drop(lost);
+    served.wait_phase(&run_id, "waiting").await;
+
+    // It sends the start again on a new socket: the same run, followed from its start.
+    let mut again = Socket::open(&served).await;
+    again.send(start.clone()).await;
+    let started = again.next().await;
+    assert_eq!(
+        (&started["type"], &started["run_id"], &started["replayed"]),
+        (&"started".into(), &run_id.clone().into(), &true.into())
+    );
+    let waiting = again.until("event").await;
+    assert_eq!(event_types(&waiting), ["run_started"], "from the run's first event");
+    let signal = serde_json::json!({"type": "signal", "run_id": run_id,
+        "signal": {"type": "approval", "call_id": "w1", "decision": {"type": "approve"}}});
+    again.send(signal).await;
+    let ended = again.until("ended").await;
+    assert_eq!(ended.last().expect("ended")["end"]["outcome"], "completed");
+    assert_eq!(event_types(&ended).last(), Some(&"run_finished"));
+    assert_eq!(std::fs::read_to_string(served.workspace.path().join("once.txt")).expect("written"), "once");
+
+    // Bad starts are refused, typed, and run nothing.
+    let mut bad = Socket::open(&served).await;
+    let refusals = [
+        (serde_json::json!("with space"), "invalid_idempotency_key"),
+        (serde_json::json!("k".repeat(256)), "invalid_idempotency_key"),
+        (serde_json::json!(7), "invalid_body"),
+    ];
+    for (key, code) in refusals {
+        let mut message = start.clone();
+        message["idempotency_key"] = key.clone();
+        bad.send(message).await;
+        let refused = bad.next().await;
+        assert_eq!((&refused["type"], &refused["code"]), (&"error".into(), &code.into()), "key {key}: {refused}");
+    }
+    let mut typo = start.clone();
+    typo["instructions"] = "a misspelt field".into();
+    bad.send(typo).await;
+    let refused = bad.next().await;
+    assert_eq!(refused["type"], "error", "a field the start does not know is refused: {refused}");
+    assert!(refused["message"].as_str().is_some_and(|m| m.contains("instructions")), "{refused}");
+    assert_eq!(served.mock.requests().len(), 2, "the model was asked once per turn of one run");
+
+    // The server restarts on the same store: the key still names the run, read from the
+    // store (what its record tells: its start and its end), as is a run subscribed to by id.
+    served.shutdown.cancel();
+    let _ = served.serving.await;
+    let restarted = serve_with_store(ServerConfig::default(), [MockTurn::text("Twice.")], Some(store)).await;
+    let mut after = Socket::open(&restarted).await;
+    after.send(start).await;
+    let started = after.next().await;
+    assert_eq!((&started["run_id"], &started["replayed"]), (&run_id.clone().into(), &true.into()), "{started}");
+    let replayed = after.until("ended").await;
+    assert_eq!(event_types(&replayed), ["run_started"]);
+    let end = &replayed.last().expect("ended")["end"];
+    assert_eq!((&end["outcome"], &end["output"]), (&"completed".into(), &"Once.".into()), "{end}");
+    after.send(serde_json::json!({"type": "subscribe", "run_id": run_id})).await;
+    let followed = after.until("ended").await;
+    assert_eq!(event_types(&followed), ["run_started"]);
+    assert_eq!(followed.last().expect("ended")["end"], *end);
+    assert!(restarted.mock.requests().is_empty(), "nothing ran again after the restart");
+}
