@@ -71,11 +71,11 @@ export async function getJson<T>(path: string, signal?: AbortSignal): Promise<T>
   return (await response.json()) as T;
 }
 
-/** `POST path` with a JSON body, answered with JSON. */
-export async function postJson<T>(path: string, body: unknown): Promise<T> {
+/** `POST path` with a JSON body (and `extra` headers), answered with JSON. */
+export async function postJson<T>(path: string, body: unknown, extra?: Record<string, string>): Promise<T> {
   const response = await fetch(path, {
     method: "POST",
-    headers: headers({ "Content-Type": "application/json", Accept: "application/json" }),
+    headers: headers({ ...(extra ?? {}), "Content-Type": "application/json", Accept: "application/json" }),
     body: JSON.stringify(body),
   });
   if (!response.ok) throw await failure(response);

@@ -1,8 +1,14 @@
 // Start a run: pick one of the served agents or teams, type the task.
 
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { getJson, postJson, type Target } from "./api";
 import type { OnError } from "./app";
+
+/** A new key naming one start (random; `crypto.randomUUID` needs a secure page). */
+function newStartKey(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return "console-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
 
 export function StartRun({ onError }: { onError: OnError }) {
   const [targets, setTargets] = useState<Target[] | null>(null);
@@ -10,6 +16,9 @@ export function StartRun({ onError }: { onError: OnError }) {
   const [task, setTask] = useState("");
   const [failure, setFailure] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  // The start last tried and the key naming it: tried again unchanged (its answer was
+  // lost), it is sent with the same key, and the server answers with the run it started.
+  const tried = useRef<{ target: string; task: string; key: string } | null>(null);
 
   useEffect(() => {
     getJson<{ agents: Target[] }>("/v1/agents")
@@ -33,7 +42,10 @@ export function StartRun({ onError }: { onError: OnError }) {
           setFailure(null);
           try {
             const body = { [target.kind === "team" ? "team" : "agent"]: target.name, instruction: task, stream: false };
-            const started = await postJson<{ run_id: string }>("/v1/runs", body);
+            const last = tried.current;
+            const key = last && last.target === target.name && last.task === task ? last.key : newStartKey();
+            tried.current = { target: target.name, task, key };
+            const started = await postJson<{ run_id: string }>("/v1/runs", body, { "Idempotency-Key": key });
             location.hash = `#/runs/${encodeURIComponent(started.run_id)}`;
           } catch (error) {
             onError(error);

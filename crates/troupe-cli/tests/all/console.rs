@@ -741,3 +741,39 @@ fn troupe_console_paints_the_first_page_of_a_large_store_within_a_second() {
     page.done();
     serving.stop();
 }
+
+/// A start whose answer the browser lost (the server started the run, the connection broke
+/// before the page heard so) and that the person sends again unchanged starts nothing
+/// more: the console sends both with one `Idempotency-Key`, and the server answers the
+/// second with the first's run. A changed task is a new start, with a new key.
+#[test]
+fn a_start_sent_again_after_its_answer_was_lost_runs_once() {
+    let Some(modules) = browser("a_start_sent_again_after_its_answer_was_lost_runs_once") else { return };
+    let place = Place::new([MockTurn::text("Said once."), MockTurn::text("Said again.")]);
+    let serving = place.serve(&[]);
+    let plan = json!({"agent": "scribe", "task": "Say it once", "otherTask": "Say it again"});
+    let mut page = launch(&modules, &serving, "lost_start", plan);
+    let lost = page.saw("lost");
+    assert!(lost["alert"].as_str().is_some_and(|a| !a.trim().is_empty()), "the page says the start failed: {lost}");
+    assert!(lost["address"].as_str().is_some_and(|a| a.ends_with("#/start")), "{lost}");
+    let started = page.saw("started");
+    page.done();
+    let sent = started["sent"].as_array().expect("the starts sent");
+    assert_eq!(sent.len(), 3, "{started}");
+    let (first, again, other) = (&sent[0], &sent[1], &sent[2]);
+    assert!(first["key"].as_str().is_some_and(|k| k.len() > 16), "a key names the start: {started}");
+    assert_eq!(again["key"], first["key"], "the same start sent again, with the same key: {started}");
+    assert_eq!((&again["run_id"], &again["replayed"]), (&first["run_id"], &json!("true")), "{started}");
+    assert_eq!(started["again"], first["run_id"], "the page shows the run the lost start started: {started}");
+    assert_ne!(other["key"], first["key"], "a changed task is a new start: {started}");
+    assert_eq!(started["other"], other["run_id"], "{started}");
+    assert_eq!(other["replayed"], Value::Null, "{started}");
+    assert_ne!(started["other"], started["again"], "{started}");
+
+    let listed = place.client.get(format!("{}/v1/runs", serving.url)).bearer_auth(TOKEN);
+    let listed: Value = place.runtime.block_on(async { listed.send().await?.json().await }).expect("the runs");
+    let runs = listed["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2, "one run per start: {listed}");
+    assert_eq!(place.mock.requests().len(), 2, "the model was asked once per run");
+    serving.stop();
+}

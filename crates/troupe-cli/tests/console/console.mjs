@@ -171,6 +171,47 @@ const scenarios = {
     await shot(page, "console-costs", false);
   },
 
+  /**
+   * A start whose answer is lost (the server started the run; the browser's connection
+   * broke before it heard so), tried again unchanged, then a changed start: the key each
+   * sent, and where each landed.
+   */
+  async lost_start(browser) {
+    const { page } = await newPage(browser);
+    const sent = [];
+    await page.route("**/v1/runs", async (route) => {
+      const request = route.request();
+      if (request.method() !== "POST") return route.continue();
+      const response = await route.fetch();
+      const headers = response.headers();
+      sent.push({ key: request.headers()["idempotency-key"] ?? null, run_id: headers["x-troupe-run-id"], replayed: headers["idempotent-replayed"] ?? null });
+      if (sent.length === 1) return route.abort("connectionreset");
+      return route.fulfill({ response });
+    });
+    await openWithToken(page, "#/start");
+    await page.waitForSelector("#start-target option", { state: "attached", timeout: TIMEOUT });
+    await page.selectOption("#start-target", plan.agent);
+    await page.fill("#start-task", plan.task);
+    await page.click('form.start button[type="submit"]');
+    const alert = page.locator('form.start [role="alert"]');
+    await alert.waitFor({ timeout: TIMEOUT });
+    say({ saw: "lost", alert: await alert.textContent(), address: page.url() });
+    await page.click('form.start button[type="submit"]');
+    await page.waitForURL(/#\/runs\//, { timeout: TIMEOUT });
+    const again = decodeURIComponent(page.url().split("#/runs/")[1]);
+    await waitStatus(page, "completed");
+
+    await page.evaluate(() => (location.hash = "#/start"));
+    await page.waitForSelector("#start-target option", { state: "attached", timeout: TIMEOUT });
+    await page.selectOption("#start-target", plan.agent);
+    await page.fill("#start-task", plan.otherTask);
+    await page.click('form.start button[type="submit"]');
+    await page.waitForURL((url) => url.hash.startsWith("#/runs/") && !url.hash.endsWith(encodeURIComponent(again)), { timeout: TIMEOUT });
+    const other = decodeURIComponent(page.url().split("#/runs/")[1]);
+    await waitStatus(page, "completed");
+    say({ saw: "started", again, other, sent });
+  },
+
   /** Reject a waiting call with a reason, from the Approvals view. */
   async reject(browser) {
     const { page } = await newPage(browser, { width: 390, height: 800 });
