@@ -1,11 +1,14 @@
 //! `troupe team run` with a remote member: `troupe serve` (the demo agent, behind a bearer
 //! token) in one process, a team whose demo leader delegates to it over A2A in another.
 //! The token comes from the variable `bearer_env` names; the remote agent's write needs
-//! approval, which the team's approval mode (or the person at the terminal) gives.
+//! approval, which the team's approval mode (or the person at the terminal) gives. And a
+//! team killed while its remote member (on a server with a store, on the mock model)
+//! works, then resumed.
 
 use crate::serve::{Serving, start_with};
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 use tempfile::TempDir;
 
 const TOKEN: &str = "s3cret-review-token";
@@ -115,5 +118,127 @@ fn at_a_terminal_a_remote_members_call_is_asked_about() {
         assert_eq!(shown.matches("? lead → reviewer").count(), 1, "asked once: {shown}");
         assert_eq!(remote_ws.path().join("TROUPE_DEMO.md").exists(), writes, "{answer}: {shown}");
     }
+    serving.stop();
+}
+
+/// The remote agent's model: it appends one line with `shell` (a side effect that shows
+/// when it happens twice), then, slowly, answers.
+fn appender_responder() -> impl Fn(&troupe_testkit::RecordedRequest) -> troupe_testkit::MockTurn + Send + Sync + 'static
+{
+    |request| {
+        if request.body["messages"].to_string().contains("tool_result") {
+            troupe_testkit::MockTurn::text("Appended.").with_latency(Duration::from_millis(1500))
+        } else {
+            troupe_testkit::MockTurn::text("Appending.").with_tool_call(
+                "toolu_append",
+                "shell",
+                serde_json::json!({"command": "echo remote-line >> lines.txt"}),
+            )
+        }
+    }
+}
+
+/// The leader's model: it delegates to the remote member, then answers.
+fn leader_responder() -> impl Fn(&troupe_testkit::RecordedRequest) -> troupe_testkit::MockTurn + Send + Sync + 'static {
+    |request| {
+        if request.body["messages"].to_string().contains("tool_result") {
+            troupe_testkit::MockTurn::text("The remote line is in.")
+        } else {
+            troupe_testkit::MockTurn::text("Asking the appender.").with_tool_call(
+                "toolu_delegate",
+                "delegate",
+                serde_json::json!({"to": "appender", "brief": "Append your line."}),
+            )
+        }
+    }
+}
+
+/// A team killed (SIGKILL) while its remote member works on its task, then resumed with
+/// `troupe runs resume`: the leader's interrupted delegation is given again without asking
+/// anyone (the member's server, which has a store, declares that a message sent again
+/// finds its task), the server answers with the task the first sending started, and the
+/// remote agent's side effect happens once.
+#[test]
+fn a_team_killed_while_its_remote_member_works_resumes_without_running_the_task_again() {
+    use std::os::unix::process::CommandExt;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let (remote_model, team_model) = runtime.block_on(async {
+        let remote = troupe_testkit::MockLlmServer::start().await.expect("the remote's mock starts");
+        let team = troupe_testkit::MockLlmServer::start().await.expect("the team's mock starts");
+        (remote, team)
+    });
+    remote_model.respond_with(appender_responder());
+    team_model.respond_with(leader_responder());
+
+    let remote_ws = tempfile::tempdir().expect("a workspace");
+    std::fs::create_dir_all(remote_ws.path().join(".troupe/agents")).expect(".troupe/agents/");
+    let appender = "[agent]\nid = \"appender\"\nname = \"Appender\"\ndescription = \"Appends a line.\"\n\n\
+                    [provider]\nmodel = \"anthropic/claude-sonnet-4-5\"\n\n[[tools]]\nname = \"shell\"\n";
+    std::fs::write(remote_ws.path().join(".troupe/agents/appender.toml"), appender).expect("writes the agent");
+    let remote_url = remote_model.url();
+    let env =
+        [("TROUPE_SERVER_TOKEN", TOKEN), ("ANTHROPIC_API_KEY", "sk-ant-fake"), ("ANTHROPIC_BASE_URL", &remote_url)];
+    let serving = start_with(remote_ws.path(), &[], &env);
+
+    let dir = tempfile::tempdir().expect("the team's directory");
+    let team = format!(
+        "[team]\nname = \"relay\"\nstrategy = \"delegate\"\nleader = \"lead\"\n\n[[team.members]]\n\
+         remote = \"{}\"\nname = \"appender\"\nskill = \"appender\"\nbearer_env = \"REVIEW_TOKEN\"\n\n\
+         [firewall]\nchannels = [\"appender -> lead\"]\n",
+        serving.url
+    );
+    std::fs::write(dir.path().join("team.toml"), team).expect("writes the team file");
+    std::fs::create_dir_all(dir.path().join("agents")).expect("agents/");
+    let lead = "[agent]\nid = \"lead\"\nname = \"Lead\"\ndescription = \"Leads.\"\n\n\
+                [provider]\nmodel = \"anthropic/claude-sonnet-4-5\"\n";
+    std::fs::write(dir.path().join("agents/lead.toml"), lead).expect("writes the leader");
+    let store = format!("sqlite://{}", dir.path().join("team.db").display());
+    let team_url = team_model.url();
+    let troupe = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+        command.args(args).args(["--approve", "auto", "--store", &store, "-w"]).arg(dir.path());
+        command.current_dir(dir.path()).env_clear().env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        command.env("REVIEW_TOKEN", TOKEN).env("ANTHROPIC_API_KEY", "sk-ant-fake").env("ANTHROPIC_BASE_URL", &team_url);
+        command.stdin(std::process::Stdio::null()).process_group(0);
+        command
+    };
+
+    // Killed once the remote agent has appended its line and waits for its answer.
+    let mut first = troupe(&["team", "run", "team.toml", "Relay the line."])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the team starts");
+    let waited = std::time::Instant::now();
+    while remote_model.requests().len() < 2 {
+        assert!(waited.elapsed() < Duration::from_secs(60), "the remote agent never reached its answer");
+        assert!(first.try_wait().expect("waits").is_none(), "the team ended before its kill");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let group = nix::unistd::Pid::from_raw(first.id() as i32);
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).expect("SIGKILL");
+    let _ = first.wait();
+    let lines = || std::fs::read_to_string(remote_ws.path().join("lines.txt")).unwrap_or_default();
+    assert_eq!(lines(), "remote-line\n", "the remote agent appended its line before the kill");
+
+    let opened = runtime.block_on(troupe::store::open(&store)).expect("the team's store");
+    let runs = runtime.block_on(opened.list_runs(&troupe::store::RunFilter::default())).expect("runs");
+    let team_run = runs.iter().find(|r| r.agent == "relay").expect("the team's run is recorded").id.clone();
+    assert!(!runs.iter().any(|r| r.status.is_terminal()), "nothing ended before the kill: {runs:?}");
+
+    let resumed = troupe(&["runs", "resume", &team_run]).output().expect("resume runs");
+    let (out, err) = text(&resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("The remote line is in."), "the team answered: {out}\n{err}");
+    assert_eq!(lines(), "remote-line\n", "the remote agent's line was appended once");
+    assert_eq!(remote_model.requests().len(), 2, "the remote task was not run again");
+    let record = runtime.block_on(opened.load_run(&team_run)).expect("loads").expect("stored");
+    assert_eq!(record.status, troupe::store::RunStatus::Completed);
+
+    let listed = reqwest::Client::new().get(format!("{}/v1/runs", serving.url)).bearer_auth(TOKEN);
+    let listed: serde_json::Value =
+        runtime.block_on(async { listed.send().await?.json().await }).expect("the remote server's runs");
+    let remote_runs = listed["runs"].as_array().expect("runs");
+    assert_eq!(remote_runs.len(), 1, "one remote task: {listed}");
     serving.stop();
 }
