@@ -727,3 +727,50 @@ async fn a_start_sent_again_over_the_websocket_with_its_key_gets_the_run_it_star
     assert_eq!(followed.last().expect("ended")["end"], *end);
     assert!(restarted.mock.requests().is_empty(), "nothing ran again after the restart");
 }
+
+/// Starts sent at once under one `Idempotency-Key` start one run, and the others are
+/// answered with it: looking the key's run up and starting it are one step. The store's
+/// `runs` table is locked (PostgreSQL) while they arrive, so every look-up waits in the
+/// store at once; let go, a server that looked up and started apart would find nothing for
+/// each and start each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starts_sent_at_once_under_one_key_start_one_run_postgres() {
+    let Ok(base) = std::env::var("TROUPE_TEST_DATABASE_URL") else {
+        troupe_testkit::skip(
+            "starts_sent_at_once_under_one_key_start_one_run_postgres",
+            "TROUPE_TEST_DATABASE_URL is not set",
+        );
+        return;
+    };
+    let schema = format!("troupe_server_starts_{}", std::process::id());
+    let store = troupe_store::postgres::PostgresStore::connect_in_schema(&base, &schema).await.expect("a fresh schema");
+    let store = std::sync::Arc::new(store);
+    let served = serve_with_store(ServerConfig::default(), [MockTurn::text("Once.")], Some(store.clone())).await;
+
+    let mut lock = store.pool().begin().await.expect("a transaction");
+    sqlx::query("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE").execute(&mut *lock).await.expect("the table is locked");
+    let sent: Vec<_> = (0..6)
+        .map(|_| tokio::spawn(served.start_request("once", false).header("Idempotency-Key", "at-once-1").send()))
+        .collect();
+    // Every request in, each waiting on the store or on the start before it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    lock.rollback().await.expect("the lock is let go");
+
+    let mut runs = Vec::new();
+    let mut first_starts = 0;
+    for request in sent {
+        let response = request.await.expect("joined").expect("answered");
+        assert_eq!(response.status(), 201);
+        first_starts += usize::from(response.headers().get("idempotent-replayed").is_none());
+        runs.push(response.headers()["x-troupe-run-id"].to_str().expect("an id").to_owned());
+    }
+    assert_eq!(first_starts, 1, "one start started the run, the others found it: {runs:?}");
+    runs.dedup();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    served.wait_phase(&runs[0], "ended").await;
+    assert_eq!(served.mock.requests().len(), 1, "one run asked the model");
+
+    let statement = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
+    // The schema name is the test's own (`troupe_server_starts_<pid>`), not input.
+    sqlx::query(sqlx::AssertSqlSafe(statement)).execute(store.pool()).await.expect("the test schema is dropped");
+}
