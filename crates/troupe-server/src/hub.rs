@@ -64,6 +64,18 @@ pub struct RunView {
     pub output_schema: Option<serde_json::Value>,
 }
 
+/// What a run was asked, as the request that started it said: what tells a start sent
+/// again under its idempotency key from another start that reuses the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Asked {
+    /// The task.
+    pub instruction: String,
+    /// The conversation it continues, when it continues one.
+    pub conversation_id: Option<String>,
+    /// The model asked for instead of the agent's, when one was.
+    pub model: Option<String>,
+}
+
 #[derive(Debug)]
 struct RunLog {
     events: Vec<AgentEvent>,
@@ -86,6 +98,8 @@ pub struct HubRun {
     cancel: CancellationToken,
     /// The JSON schema its answer must match, once known.
     output_schema: std::sync::OnceLock<serde_json::Value>,
+    /// What it was asked, when known.
+    asked: std::sync::OnceLock<Asked>,
     /// Its hub's count of changes to what a list of runs shows, bumped when it starts
     /// or stops waiting for a decision and when it ends (none for a run in no hub).
     listed: Option<Arc<watch::Sender<u64>>>,
@@ -141,6 +155,16 @@ impl HubRun {
         let _ = self.output_schema.set(schema);
     }
 
+    /// Says what it was asked (the first time only: it does not change).
+    pub fn set_asked(&self, asked: Asked) {
+        let _ = self.asked.set(asked);
+    }
+
+    /// What it was asked, when its start or its record said so.
+    pub fn asked(&self) -> Option<&Asked> {
+        self.asked.get()
+    }
+
     /// A run this server does not hold, as read from its record: `events` say what is
     /// known of it (its start, the decisions it waits for), `end` how and when it ended. It is in
     /// no hub; its signals go where `signals` says (through the store).
@@ -161,6 +185,7 @@ impl HubRun {
             signals,
             cancel: CancellationToken::new(),
             output_schema: std::sync::OnceLock::new(),
+            asked: std::sync::OnceLock::new(),
             listed: None,
         };
         for event in events {
@@ -399,6 +424,7 @@ impl RunHub {
             signals,
             cancel,
             output_schema: std::sync::OnceLock::new(),
+            asked: std::sync::OnceLock::new(),
             listed: Some(Arc::clone(&self.listed)),
         });
         self.runs().insert(run_id.clone(), Arc::clone(&run));

@@ -82,7 +82,7 @@ pub use config::{
 };
 pub use connections::serve_router;
 pub use error::{ApiError, ServerError};
-pub use hub::{DEFAULT_RETAINED_RUNS, HubRun, RunHub, RunPhase, RunView};
+pub use hub::{Asked, DEFAULT_RETAINED_RUNS, HubRun, RunHub, RunPhase, RunView};
 pub use ids::{MAX_ID_LEN, checked_id};
 pub use launcher::{AgentLauncher, LaunchError, LaunchedRun, Launcher, RunEnd, RunSignals, Target, TargetKind};
 pub use server::{LISTEN_BACKLOG, Server, bind};

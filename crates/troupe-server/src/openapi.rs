@@ -255,7 +255,7 @@ pub fn document() -> Value {
                 "post": {
                     "summary": "Start a run; the response is its event stream (or, with stream=false, its id)",
                     "parameters": [{"name": "Idempotency-Key", "in": "header", "required": false,
-                        "description": "Names this start: the same key sent again for the same agent or team gets the run the first request started (with `Idempotent-Replayed: true`), not a new one",
+                        "description": "Names this start: the same key sent again for the same agent or team gets the run the first request started (with `Idempotent-Replayed: true`), not a new one; sent with another instruction, conversation or model it is `422 idempotency_key_reused`",
                         "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"}}],
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StartRun"}}}},
                     "responses": {"200": {"description": "The run's events", "content": sse}, "201": {"description": "Started"},

@@ -45,7 +45,12 @@ impl StoredRuns {
     /// The stored run `run_id`, as a run no hub holds; `None` when the store has none.
     pub async fn find(&self, run_id: &str) -> Result<Option<Arc<HubRun>>, ApiError> {
         let record = self.store.load_run(run_id).await.map_err(unavailable)?;
-        Ok(record.map(|record| self.detached(record)))
+        Ok(record.map(|record| {
+            let asked = asked_of(&record);
+            let run = self.detached(record);
+            run.set_asked(asked);
+            run
+        }))
     }
 
     /// The newest top-level runs of the store (`limit` at most), as runs no hub holds.
@@ -86,6 +91,16 @@ impl StoredRuns {
             run.set_output_schema(spec.schema.schema.clone());
         }
         run
+    }
+}
+
+/// What a run was asked, as its record keeps its input.
+fn asked_of(record: &RunRecord) -> crate::hub::Asked {
+    let text = |key: &str| record.input.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+    crate::hub::Asked {
+        instruction: text("instruction").unwrap_or_default(),
+        conversation_id: record.conversation_id.clone(),
+        model: text("model"),
     }
 }
 

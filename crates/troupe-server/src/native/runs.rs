@@ -2,7 +2,7 @@
 
 use super::sse;
 use crate::error::ApiError;
-use crate::hub::HubRun;
+use crate::hub::{Asked, HubRun};
 use crate::ids::checked_id;
 use crate::launcher::{LaunchError, Target};
 use crate::state::AppState;
@@ -73,6 +73,15 @@ impl StartRun {
         checked_id("agent", name)
     }
 
+    /// What it asks, as a run that it starts keeps it.
+    pub fn asked(&self) -> Asked {
+        Asked {
+            instruction: self.instruction.clone(),
+            conversation_id: self.conversation_id.clone(),
+            model: self.model.clone(),
+        }
+    }
+
     /// The run's input.
     pub fn input(&self) -> Result<RunInput, ApiError> {
         let mut input = RunInput::new(self.instruction.clone());
@@ -128,6 +137,7 @@ fn launch_as(state: &AppState, request: &StartRun, run_id: Option<RunId>) -> Res
         LaunchError::Refused(why) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "launch_refused", why),
     })?;
     let run = state.hub.insert(target, launched);
+    run.set_asked(request.asked());
     if let Some(output) = &request.output {
         run.set_output_schema(output.schema.clone());
     }
@@ -212,7 +222,19 @@ pub(super) async fn start_once(
     match key {
         Some(key) => {
             let run_id = child_run_id(&RunId::new("idempotency-key"), &format!("{}\0{key}", request.target()?));
-            start_as(state, request, run_id).await
+            let (run, found) = start_as(state, request, run_id).await?;
+            if found && run.asked().is_some_and(|asked| *asked != request.asked()) {
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "idempotency_key_reused",
+                    format!(
+                        "the idempotency key `{key}` named another start of `{}` (another instruction, conversation \
+                         or model): a key names one start",
+                        request.target()?
+                    ),
+                ));
+            }
+            Ok((run, found))
         }
         None => Ok((launch(state, request)?, false)),
     }

@@ -584,6 +584,19 @@ async fn a_start_sent_again_with_its_idempotency_key_gets_the_run_it_started() {
         let body: serde_json::Value = refused.json().await.expect("json");
         assert_eq!(body["error"]["code"], "invalid_idempotency_key", "key {bad:?}");
     }
+    // The key sent again with another task, or another model: refused, for it names
+    // the first start.
+    for (instruction, model) in [("answer twice", None), ("answer once", Some("mock/other-model"))] {
+        let mut body = serde_json::json!({"agent": "coder", "instruction": instruction, "stream": false});
+        if let Some(model) = model {
+            body["model"] = model.into();
+        }
+        let reused = served.post("/v1/runs").header("Idempotency-Key", "order-7f3a").json(&body).send().await;
+        let reused = reused.expect("request");
+        assert_eq!(reused.status(), 422, "{body}");
+        let error: serde_json::Value = reused.json().await.expect("json");
+        assert_eq!(error["error"]["code"], "idempotency_key_reused", "{error}");
+    }
     served.wait_phase(&other_id, "ended").await;
     assert_eq!(served.mock.requests().len(), 3, "no refused start ran");
 
@@ -600,6 +613,8 @@ async fn a_start_sent_again_with_its_idempotency_key_gets_the_run_it_started() {
     assert_eq!(after.status(), 201);
     assert_eq!(after.headers()["idempotent-replayed"], "true");
     assert_eq!(after.headers()["x-troupe-run-id"], run_id.as_str());
+    let reused = restarted.start_request("answer twice", false).header("Idempotency-Key", "order-7f3a").send().await;
+    assert_eq!(reused.expect("request").status(), 422, "the stored run's task is another");
     assert!(restarted.mock.requests().is_empty(), "nothing ran again after the restart");
 }
 
@@ -700,6 +715,11 @@ async fn a_start_sent_again_over_the_websocket_with_its_key_gets_the_run_it_star
         let refused = bad.next().await;
         assert_eq!((&refused["type"], &refused["code"]), (&"error".into(), &code.into()), "key {key}: {refused}");
     }
+    let mut another = start.clone();
+    another["instruction"] = "write twice".into();
+    bad.send(another).await;
+    let refused = bad.next().await;
+    assert_eq!(refused["code"], "idempotency_key_reused", "the key named another start: {refused}");
     let mut typo = start.clone();
     typo["instructions"] = "a misspelt field".into();
     bad.send(typo).await;
