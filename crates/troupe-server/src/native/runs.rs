@@ -173,7 +173,11 @@ pub(super) async fn start(
         Err(error) => return error.into_response(),
     };
     let id = HeaderValue::from_str(run.run_id().as_str()).ok();
-    let mut response = if request.stream.unwrap_or(true) {
+    let streamed = request.stream.unwrap_or(true);
+    let mut response = if let (true, Err(elsewhere)) = (streamed, held_or_ended(&state, &run)) {
+        // Found under its key, held by another process sharing the store.
+        elsewhere.into_response()
+    } else if streamed {
         sse::stream(&run, 0, state.closing.clone(), state.config.keep_alive).into_response()
     } else {
         let body = serde_json::json!({
@@ -427,8 +431,16 @@ async fn found(state: &AppState, id: &str) -> Result<Arc<HubRun>, ApiError> {
 /// from the store). A run another process holds is `409 run_elsewhere`.
 pub(super) async fn followable(state: &AppState, id: &str) -> Result<Arc<HubRun>, ApiError> {
     let run = found(state, id).await?;
+    held_or_ended(state, &run)?;
+    Ok(run)
+}
+
+/// Whether `run`'s events can be followed here: it is held here, or it has ended. A run
+/// read from the store that another process holds is `409 run_elsewhere`: its events,
+/// past what its record tells, stream there.
+pub(super) fn held_or_ended(state: &AppState, run: &HubRun) -> Result<(), ApiError> {
     if run.is_ended() || state.hub.get(run.run_id().as_str()).is_some() {
-        return Ok(run);
+        return Ok(());
     }
     Err(ApiError::conflict(
         "run_elsewhere",

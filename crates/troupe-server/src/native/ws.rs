@@ -5,7 +5,7 @@
 //! header: a client whose socket closed before it heard `started` sends it again and
 //! follows the run the first one started.
 
-use super::runs::{StartRun, checked_idempotency_key, followable, start_once};
+use super::runs::{StartRun, checked_idempotency_key, followable, held_or_ended, start_once};
 use crate::error::ApiError;
 use crate::hub::HubRun;
 use crate::ids::checked_id;
@@ -189,6 +189,7 @@ async fn handle(
             let key = start.idempotency_key.as_deref().map(checked_idempotency_key).transpose()?;
             let (run, replayed) = start_once(state, &start.run, key).await?;
             let _ = outbox.send(ServerMessage::Started { run_id: run.run_id().clone(), replayed }).await;
+            held_or_ended(state, &run)?;
             follow(run, 0, outbox, done);
             Ok(())
         }

@@ -794,3 +794,45 @@ async fn starts_sent_at_once_under_one_key_start_one_run_postgres() {
     // The schema name is the test's own (`troupe_server_starts_<pid>`), not input.
     sqlx::query(sqlx::AssertSqlSafe(statement)).execute(store.pool()).await.expect("the test schema is dropped");
 }
+
+/// Two servers share a store; a start sent again to the other one under its key names the
+/// run the first holds, and starts nothing there. Its events stream where it is held: the
+/// other answers a request for them with `409 run_elsewhere`, over HTTP and the WebSocket,
+/// rather than with a stream that would never go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_sent_again_to_another_server_on_the_store_names_the_run_held_elsewhere() {
+    let (_dir, store) = a_store().await;
+    let turns = [write_call("w1", "held.txt", "held"), MockTurn::text("Held.")];
+    let holder = serve_with_store(ServerConfig::default(), turns, Some(std::sync::Arc::clone(&store))).await;
+    let other = serve_with_store(ServerConfig::default(), [], Some(store)).await;
+    let first = holder.start_request("hold it", false).header("Idempotency-Key", "shared-1").send().await;
+    let run_id = first.expect("request").headers()["x-troupe-run-id"].to_str().expect("an id").to_owned();
+    holder.wait_phase(&run_id, "waiting").await;
+
+    let by_id = other.start_request("hold it", false).header("Idempotency-Key", "shared-1").send().await;
+    let by_id = by_id.expect("request");
+    assert_eq!(by_id.status(), 201);
+    assert_eq!(by_id.headers()["x-troupe-run-id"], run_id.as_str());
+    assert_eq!(by_id.headers()["idempotent-replayed"], "true");
+    let streamed = other.start_request("hold it", true).header("Idempotency-Key", "shared-1").send().await;
+    let streamed = streamed.expect("request");
+    assert_eq!(streamed.status(), 409);
+    assert_eq!(streamed.headers()["x-troupe-run-id"], run_id.as_str());
+    let error: serde_json::Value = streamed.json().await.expect("json");
+    assert_eq!(error["error"]["code"], "run_elsewhere", "{error}");
+
+    let mut socket = Socket::open(&other).await;
+    let start =
+        serde_json::json!({"type": "start", "agent": "coder", "instruction": "hold it", "idempotency_key": "shared-1"});
+    socket.send(start).await;
+    let started = socket.next().await;
+    assert_eq!((&started["run_id"], &started["replayed"]), (&run_id.clone().into(), &true.into()), "{started}");
+    let refused = socket.next().await;
+    assert_eq!((&refused["type"], &refused["code"]), (&"error".into(), &"run_elsewhere".into()), "{refused}");
+    assert!(other.mock.requests().is_empty(), "the other server ran nothing");
+
+    // Where it is held, it goes on and ends.
+    assert_eq!(holder.approve(&run_id, "w1").await.status(), 202);
+    holder.wait_phase(&run_id, "ended").await;
+    assert_eq!(holder.mock.requests().len(), 2);
+}
