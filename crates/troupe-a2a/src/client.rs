@@ -3,7 +3,9 @@
 
 use crate::Token;
 use crate::protocol::codes::INTERNAL_ERROR;
-use crate::protocol::{AGENT_KEY, ANSWER_ARTIFACT, CARD_PATH, MESSAGE_SENT_AGAIN_EXTENSION, OUTPUT_KEY};
+use crate::protocol::{
+    AGENT_KEY, ANSWER_ARTIFACT, CARD_PATH, MESSAGE_SENT_AGAIN_EXTENSION, OUTPUT_KEY, TOOL_INPUTS_EXTENSION,
+};
 use crate::wire::{
     AgentCard, Artifact, Message, Part, Role, SendMessageConfiguration, SendMessageRequest, SendMessageResponse,
     StreamResponse, Task, TaskState, parts_text,
@@ -156,6 +158,8 @@ pub struct RemoteAgent {
     control: Option<TeamControl>,
     answer: Option<ApprovalDecision>,
     timeout: Option<Duration>,
+    /// Its skill's tools' arguments' schemas, by tool, once read from the extended card.
+    inputs: std::collections::BTreeMap<String, Value>,
 }
 
 impl std::fmt::Debug for RemoteAgent {
@@ -238,6 +242,7 @@ impl RemoteAgent {
             control: None,
             answer: None,
             timeout: None,
+            inputs: std::collections::BTreeMap::new(),
         })
     }
 
@@ -303,6 +308,33 @@ impl RemoteAgent {
     /// The card it was resolved from.
     pub fn card(&self) -> &AgentCard {
         &self.card
+    }
+
+    /// Reads the schemas of its skill's tools' arguments from the server's extended card
+    /// (`GetExtendedAgentCard`, with its token), when its card offers one that gives
+    /// them ([`TOOL_INPUTS_EXTENSION`]; a troupe server's does): what
+    /// [`tool_inputs`](Self::tool_inputs) then gives. Against a server that offers no
+    /// extended card it asks nothing and leaves them empty.
+    pub async fn read_tool_inputs(mut self) -> Result<RemoteAgent, A2aClientError> {
+        if !self.card.capabilities.extended_agent_card {
+            return Ok(self);
+        }
+        let card: AgentCard = self.call("GetExtendedAgentCard", json!({}), "extended agent card").await?;
+        let skill = self.skill.clone().or_else(|| self.card.skills.first().map(|s| s.id.clone()));
+        let offered = card.capabilities.extensions.iter().find(|e| e.uri == TOOL_INPUTS_EXTENSION);
+        let schemas = offered
+            .and_then(|e| e.params.as_ref()?.get("skills")?.get(skill.as_deref()?)?.as_object().cloned())
+            .unwrap_or_default();
+        // Only an object can be an arguments' schema.
+        self.inputs = schemas.into_iter().filter(|(_, schema)| schema.is_object()).collect();
+        Ok(self)
+    }
+
+    /// The JSON schema of each of its skill's tools' arguments, by tool, as
+    /// [`read_tool_inputs`](Self::read_tool_inputs) read them (empty before, or when the
+    /// server gives none).
+    pub fn tool_inputs(&self) -> &std::collections::BTreeMap<String, Value> {
+        &self.inputs
     }
 
     /// The card's URL.

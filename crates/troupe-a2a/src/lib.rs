@@ -34,5 +34,7 @@ pub mod wire;
 
 pub use address::{AgentUrlError, agent_url};
 pub use client::{A2aClientError, RemoteAgent, RemoteOutcome};
-pub use protocol::{AGENT_KEY, ANSWER_ARTIFACT, CARD_PATH, MESSAGE_SENT_AGAIN_EXTENSION, OUTPUT_KEY, codes};
+pub use protocol::{
+    AGENT_KEY, ANSWER_ARTIFACT, CARD_PATH, MESSAGE_SENT_AGAIN_EXTENSION, OUTPUT_KEY, TOOL_INPUTS_EXTENSION, codes,
+};
 pub use token::Token;

@@ -39,7 +39,7 @@ pub struct Target {
     pub tools: Vec<String>,
     /// The JSON schema of each tool's arguments, by tool, where the server knows it: what
     /// a person editing a waiting call's arguments fills in (a team's: its members' tools,
-    /// a remote member's excepted).
+    /// a remote member's as its server gives them).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, serde_json::Value>,
 }

@@ -117,8 +117,8 @@ fn a2a_rest_paths(native: &Value) -> Value {
                 "responses": refused(json_object("The config, without its token and credentials"))},
             "delete": {"summary": "A2A DeleteTaskPushNotificationConfig", "parameters": [task_id, config_id],
                 "responses": refused(json_object("{}"))}},
-        "/a2a/rest/extendedAgentCard": {"get": {"summary": "A2A GetExtendedAgentCard: none is configured (400)",
-            "responses": {"400": a2a_error("No extended card"), "401": native["401"]}}}
+        "/a2a/rest/extendedAgentCard": {"get": {"summary": "A2A GetExtendedAgentCard: the card, and each skill's tools' arguments' schemas (the extension `…/SERVING.md#tool-inputs`)",
+            "responses": {"200": json_object("The extended card"), "400": a2a_error("An unsupported A2A-Version"), "401": native["401"]}}}
     })
 }
 
@@ -286,7 +286,7 @@ pub fn document() -> Value {
                 "requestBody": {"required": true, "content": {"application/json": {"schema": agui_input}}},
                 "responses": {"200": {"description": "AG-UI events", "content": sse}, "400": errors["400"], "401": errors["401"], "404": errors["404"],
                     "408": errors["408"], "413": errors["413"], "415": errors["415"], "422": errors["422"]}}},
-            "/a2a": {"post": {"summary": "A2A JSON-RPC 2.0 (1.0 methods and 0.3 names): SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, and the push-notification config methods",
+            "/a2a": {"post": {"summary": "A2A JSON-RPC 2.0 (1.0 methods and 0.3 names): SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, GetExtendedAgentCard, and the push-notification config methods",
                 "requestBody": {"required": false, "description": "A JSON-RPC request; a missing or unreadable one is answered with a JSON-RPC error (200)",
                     "content": {"application/json": {"schema": {"description": "Any JSON: a request object is run, anything else is answered with a JSON-RPC error"}}}},
                 "responses": {"200": {"description": "A JSON-RPC response, or SSE for streaming methods"}, "401": errors["401"], "415": errors["415"]}}},

@@ -133,7 +133,8 @@ pub struct Assembled {
     pub meter: Arc<TeamMeter>,
     /// The JSON schema of the arguments of each tool a member may call, by tool: the
     /// leader's and local members' catalogs, then the built-in tools a worker member is
-    /// allowed (a remote member's tools are its own).
+    /// allowed, then a remote member's tools as its server gave them (a troupe server's
+    /// extended card does).
     pub inputs: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
@@ -192,6 +193,8 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
     let mut agents = std::collections::BTreeMap::new();
     // The tools worker members may call (all built-in), for `Assembled::inputs`.
     let mut worker_tools = std::collections::BTreeSet::new();
+    // Remote members' tools' schemas, as their servers gave them, for `Assembled::inputs`.
+    let mut remote_inputs = std::collections::BTreeMap::new();
     // A member whose model calls this process makes (a local one, through its gate; a
     // worker's, through its model host) is metered call by call; a remote agent by its
     // result.
@@ -215,6 +218,7 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
                 .for_run(n, setting.approvals, &setting.control)
                 .ok_or_else(|| BuildError::Invalid(format!("the remote member `{}` was not made ready", ids[n])))?;
             rows.push(Row { name: ids[n].clone(), role: "member", isolation: Isolation::Remote });
+            remote_inputs.extend(remote.tool_inputs().iter().map(|(tool, schema)| (tool.clone(), schema.clone())));
             // A typed report is asked of the remote agent as its task's typed answer.
             members.push(tracked(Arc::new(remote), recipient(n), team.report(n).spec(), false));
             continue;
@@ -304,6 +308,9 @@ pub fn assemble(setting: &Setting<'_>) -> Result<Assembled, BuildError> {
                 .entry(declaration.name.clone())
                 .or_insert_with(|| serde_json::Value::clone(&declaration.input_schema));
         }
+    }
+    for (tool, schema) in remote_inputs {
+        inputs.entry(tool).or_insert(schema);
     }
     Ok(Assembled { work, rows, firewall, records, notes, agents, meter, inputs })
 }

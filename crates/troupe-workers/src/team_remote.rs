@@ -1,7 +1,8 @@
 //! A team file's remote members ([`RemoteMembers`]): each `remote = "…"` entry made into
 //! a [`RemoteAgent`] once for every run of the team — its token read from the variable
-//! `bearer_env` names, its card read, its skill, name and timeout set — then, for each
-//! run, told what its calls that need approval do.
+//! `bearer_env` names, its card read, its skill, name and timeout set, its tools'
+//! arguments' schemas read where its server gives them — then, for each run, told what
+//! its calls that need approval do.
 
 use crate::build::{Approvals, BuildError};
 use crate::team_file::{DEFAULT_REMOTE_TIMEOUT_SECONDS, MemberEntry, TeamFile};
@@ -65,6 +66,7 @@ impl RemoteMembers {
             }
             let own = Duration::from_secs(entry.timeout_seconds.unwrap_or(DEFAULT_REMOTE_TIMEOUT_SECONDS));
             agent = agent.timeout(team_time.map_or(own, |team| team.min(own)));
+            agent = tool_inputs(agent).await;
             agents.insert(n, agent);
         }
         let remotes = RemoteMembers { agents };
@@ -95,6 +97,21 @@ impl RemoteMembers {
             Approvals::Auto => agent.answering(ApprovalDecision::Approve),
             Approvals::Refuse => agent.answering(ApprovalDecision::Reject { reason: Some(REFUSED.to_owned()) }),
         })
+    }
+}
+
+/// `agent` with its tools' arguments' schemas read from its server, where it gives them:
+/// what a person deciding one of its calls is shown. They help and are not needed: a
+/// server that does not give them in time, or fails to, leaves them out.
+async fn tool_inputs(agent: RemoteAgent) -> RemoteAgent {
+    let fallback = agent.clone();
+    match tokio::time::timeout(CARD_TIMEOUT, agent.read_tool_inputs()).await {
+        Ok(Ok(read)) => read,
+        Ok(Err(error)) => {
+            tracing::debug!(agent = fallback.card_url(), %error, "the remote agent's tool inputs were not read");
+            fallback
+        }
+        Err(_) => fallback,
     }
 }
 

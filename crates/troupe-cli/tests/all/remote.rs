@@ -242,3 +242,25 @@ fn a_team_killed_while_its_remote_member_works_resumes_without_running_the_task_
     assert_eq!(remote_runs.len(), 1, "one remote task: {listed}");
     serving.stop();
 }
+
+/// `troupe serve --team` of a team with a remote member lists, among the team's tools'
+/// arguments' schemas (what a person editing a waiting call fills in), those of the
+/// remote agent's tools, read from its server's extended card with the member's token.
+#[test]
+fn a_served_team_lists_its_remote_members_tools_schemas() {
+    let (remote, _remote_ws) = serving();
+    let dir = team(&remote.url);
+    let team_file = dir.path().join("team.toml");
+    let team_file = team_file.to_str().expect("a UTF-8 path");
+    let served = start_with(dir.path(), &["--team", team_file, "--no-store"], &[("REVIEW_TOKEN", TOKEN)]);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let agents: serde_json::Value = runtime
+        .block_on(async { reqwest::get(format!("{}/v1/agents", served.url)).await?.json().await })
+        .expect("the served agents");
+    let audit = agents["agents"].as_array().and_then(|a| a.iter().find(|t| t["name"] == "audit")).expect("the team");
+    // The leader does not write: `fs.write` is the remote agent's.
+    assert_eq!(audit["inputs"]["fs.write"]["required"], serde_json::json!(["path", "content"]), "{audit}");
+    assert!(audit["inputs"]["delegate"].is_object(), "the leader's own tools too: {audit}");
+    served.stop();
+    remote.stop();
+}

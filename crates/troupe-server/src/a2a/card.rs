@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use serde_json::json;
 use std::collections::BTreeMap;
-use troupe_a2a::MESSAGE_SENT_AGAIN_EXTENSION;
+use troupe_a2a::{MESSAGE_SENT_AGAIN_EXTENSION, TOOL_INPUTS_EXTENSION};
 
 /// The path of the JSON-RPC endpoint, under the server's base URL.
 pub const RPC_PATH: &str = "/a2a";
@@ -92,7 +92,7 @@ pub fn agent_card(targets: &[Target], base: &str, tokens_required: bool) -> Agen
         capabilities: AgentCapabilities {
             streaming: true,
             push_notifications: true,
-            extended_agent_card: false,
+            extended_agent_card: true,
             ..AgentCapabilities::default()
         },
         default_input_modes: vec!["text/plain".to_owned(), "application/json".to_owned()],
@@ -120,7 +120,13 @@ pub fn agent_card(targets: &[Target], base: &str, tokens_required: bool) -> Agen
 
 /// `GET /.well-known/agent-card.json`.
 pub(super) async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Json<AgentCard> {
-    let base = base_url(&state.config, &headers);
+    Json(public_card(&state, &headers))
+}
+
+/// The card anyone may read: [`agent_card`] of the served targets, with what this server
+/// promises besides.
+fn public_card(state: &AppState, headers: &HeaderMap) -> AgentCard {
+    let base = base_url(&state.config, headers);
     let mut card = agent_card(&state.launcher.targets(), &base, !state.config.tokens.is_empty());
     // A task started by a message is found by it again here, held or ended; only a store
     // keeps it across a restart, so only a server with one promises it.
@@ -134,7 +140,23 @@ pub(super) async fn serve(State(state): State<AppState>, headers: HeaderMap) -> 
             params: None,
         });
     }
-    Json(card)
+    card
+}
+
+/// The extended card (`GetExtendedAgentCard`), read with the server's token where it wants
+/// one: the public card, and each skill's tools' arguments' schemas
+/// ([`TOOL_INPUTS_EXTENSION`]), kept off the public card.
+pub(super) fn extended_card(state: &AppState, headers: &HeaderMap) -> AgentCard {
+    let mut card = public_card(state, headers);
+    let skills: serde_json::Map<String, serde_json::Value> =
+        state.launcher.targets().into_iter().map(|target| (target.name, json!(target.inputs))).collect();
+    card.capabilities.extensions.push(AgentExtension {
+        uri: TOOL_INPUTS_EXTENSION.to_owned(),
+        description: "each skill's tools' arguments' JSON schemas, by skill and tool".to_owned(),
+        required: false,
+        params: Some(json!({ "skills": skills })),
+    });
+    card
 }
 
 #[cfg(test)]

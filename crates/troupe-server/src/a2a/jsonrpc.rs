@@ -6,7 +6,7 @@
 use super::legacy;
 use super::methods::{self, Answer};
 use super::push::{self, PushConfigRequest, TaskPushNotificationConfig, config::legacy as push_legacy};
-use super::rpc::{self, Call, Dialect, EXTENDED_AGENT_CARD_NOT_CONFIGURED, Method, RpcError};
+use super::rpc::{self, Call, Dialect, Method, RpcError};
 use super::wire::{GetTaskRequest, SendMessageRequest, TaskIdRequest};
 use crate::state::AppState;
 use axum::Json;
@@ -41,7 +41,7 @@ pub(super) async fn endpoint(
     }
     let id = call.id.clone();
     let dialect = call.dialect;
-    match dispatch(&state, call).await {
+    match dispatch(&state, &headers, call).await {
         Ok(Answer::Result(result)) => Json(rpc::success(&id, result)).into_response(),
         Ok(Answer::Stream(follow, dialect)) => {
             let frame = move |item: &_, last| {
@@ -68,7 +68,7 @@ fn push_config(config: &TaskPushNotificationConfig, dialect: Dialect) -> Value {
     }
 }
 
-async fn dispatch(state: &AppState, call: Call) -> Result<Answer, RpcError> {
+async fn dispatch(state: &AppState, headers: &HeaderMap, call: Call) -> Result<Answer, RpcError> {
     let dialect = call.dialect;
     match call.method {
         Method::SendMessage | Method::SendStreamingMessage => {
@@ -133,7 +133,7 @@ async fn dispatch(state: &AppState, call: Call) -> Result<Answer, RpcError> {
             }))
         }
         Method::ExtendedAgentCard => {
-            Err(RpcError::new(EXTENDED_AGENT_CARD_NOT_CONFIGURED, "there is no extended agent card"))
+            Ok(Answer::Result(serde_json::to_value(super::card::extended_card(state, headers)).unwrap_or(Value::Null)))
         }
     }
 }

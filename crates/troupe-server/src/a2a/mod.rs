@@ -33,9 +33,11 @@
 //! - A client may set webhooks for a task; its updates are POSTed to them as it works,
 //!   needs input and ends (see [`push`]; kept in memory).
 //! - Errors are JSON-RPC errors with the A2A codes: -32700, -32600, -32601, -32602,
-//!   -32001 (no such task), -32002 (not cancelable), -32004 (not in this state), -32007
-//!   (no extended card), -32009 (version); over HTTP+JSON, the same reasons with A2A's
-//!   HTTP statuses.
+//!   -32001 (no such task), -32002 (not cancelable), -32004 (not in this state), -32009
+//!   (version); over HTTP+JSON, the same reasons with A2A's HTTP statuses.
+//! - The extended card (`GetExtendedAgentCard`) adds each skill's tools' arguments'
+//!   schemas to the public card
+//!   ([`TOOL_INPUTS_EXTENSION`](troupe_a2a::TOOL_INPUTS_EXTENSION)).
 //!
 //! **Calling out.** [`RemoteAgent`] (from `troupe-a2a`, re-exported here with the
 //! [`wire`] shapes) resolves another server's card and runs tasks there; it is a

@@ -13,7 +13,7 @@
 //! | `GET /tasks/{id}/pushNotificationConfigs`             | `ListTaskPushNotificationConfigs`    |
 //! | `GET /tasks/{id}/pushNotificationConfigs/{config}`    | `GetTaskPushNotificationConfig`      |
 //! | `DELETE /tasks/{id}/pushNotificationConfigs/{config}` | `DeleteTaskPushNotificationConfig`   |
-//! | `GET /extendedAgentCard`                              | `GetExtendedAgentCard` (not offered) |
+//! | `GET /extendedAgentCard`                              | `GetExtendedAgentCard`               |
 //!
 //! Bodies and answers are the 1.0 JSON shapes; a stream's events carry one stream item
 //! each. An error is `{"error": {"code": <HTTP status>, "status": <gRPC status>,
@@ -23,7 +23,7 @@
 
 use super::methods::{self, Answer};
 use super::push::{self, PushConfigRequest, TaskPushNotificationConfig};
-use super::rpc::{self, Dialect, EXTENDED_AGENT_CARD_NOT_CONFIGURED, METHOD_NOT_FOUND, RpcError};
+use super::rpc::{self, Dialect, METHOD_NOT_FOUND, RpcError};
 use super::wire::{GetTaskRequest, ListTasksRequest, SendMessageRequest};
 use crate::state::AppState;
 use axum::body::Bytes;
@@ -319,9 +319,9 @@ fn not_allowed(method: &Method, path: &str, allowed: &'static str) -> RestError 
 }
 
 /// `GET /extendedAgentCard`.
-async fn extended_card(headers: HeaderMap) -> Answered {
+async fn extended_card(State(state): State<AppState>, headers: HeaderMap) -> Answered {
     version(&headers)?;
-    Err(RpcError::new(EXTENDED_AGENT_CARD_NOT_CONFIGURED, "there is no extended agent card").into())
+    Ok(Json(super::card::extended_card(&state, &headers)).into_response())
 }
 
 #[cfg(test)]

@@ -598,3 +598,41 @@ fn assert_streamed_in_chunks(streamed: &[&Value], answer: &str) {
     let text: String = chunks.iter().filter_map(|c| c["text"].as_str()).collect();
     assert_eq!(text, answer);
 }
+
+/// The extended card, read with the token over JSON-RPC and HTTP+JSON, gives each skill's
+/// tools' arguments' schemas, which the public card keeps to itself; a remote member reads
+/// its skill's from it, with its token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_extended_card_gives_the_tools_schemas_that_a_remote_member_reads() {
+    let served = serve(ServerConfig::default().token("s3cr3t-token"), []).await;
+    let public: Value =
+        served.get("/.well-known/agent-card.json").send().await.expect("request").json().await.expect("json");
+    assert_eq!(public["capabilities"]["extendedAgentCard"], true, "{public}");
+    assert!(
+        !public.to_string().contains(troupe_a2a::TOOL_INPUTS_EXTENSION),
+        "the public card gives no schema: {public}"
+    );
+
+    let rpc = json!({"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}});
+    let anonymous =
+        reqwest::Client::new().post(format!("{}/a2a", served.url)).json(&rpc).send().await.expect("request");
+    assert_eq!(anonymous.status(), 401, "the extended card needs the token");
+    let answered: Value = served.post("/a2a").json(&rpc).send().await.expect("request").json().await.expect("json");
+    let rest: Value =
+        served.get("/a2a/rest/extendedAgentCard").send().await.expect("request").json().await.expect("json");
+    for card in [&answered["result"], &rest] {
+        let extensions = card["capabilities"]["extensions"].as_array().expect("extensions");
+        let inputs = extensions.iter().find(|e| e["uri"] == troupe_a2a::TOOL_INPUTS_EXTENSION).expect("the extension");
+        let write = &inputs["params"]["skills"]["coder"]["fs.write"];
+        assert_eq!(write["required"], json!(["path", "content"]), "{card}");
+        assert_eq!(card["name"], public["name"], "the public card's, and more");
+    }
+
+    let member = RemoteAgent::resolve(&served.url).await.expect("the card").bearer("s3cr3t-token");
+    assert!(member.tool_inputs().is_empty(), "nothing read yet");
+    let member = member.read_tool_inputs().await.expect("the extended card");
+    assert_eq!(member.tool_inputs()["fs.write"]["required"], json!(["path", "content"]));
+    assert!(member.tool_inputs().contains_key("fs.read"), "{:?}", member.tool_inputs().keys());
+    let anonymous = RemoteAgent::resolve(&served.url).await.expect("the card");
+    assert!(anonymous.read_tool_inputs().await.is_err(), "without the token the server refuses");
+}
