@@ -160,6 +160,9 @@ pub struct RemoteAgent {
     timeout: Option<Duration>,
     /// Its skill's tools' arguments' schemas, by tool, once read from the extended card.
     inputs: std::collections::BTreeMap<String, Value>,
+    /// Whether its server takes a decision with edited arguments (its extended card has
+    /// [`TOOL_INPUTS_EXTENSION`]).
+    takes_edits: bool,
 }
 
 impl std::fmt::Debug for RemoteAgent {
@@ -243,6 +246,7 @@ impl RemoteAgent {
             answer: None,
             timeout: None,
             inputs: std::collections::BTreeMap::new(),
+            takes_edits: false,
         })
     }
 
@@ -313,8 +317,10 @@ impl RemoteAgent {
     /// Reads the schemas of its skill's tools' arguments from the server's extended card
     /// (`GetExtendedAgentCard`, with its token), when its card offers one that gives
     /// them ([`TOOL_INPUTS_EXTENSION`]; a troupe server's does): what
-    /// [`tool_inputs`](Self::tool_inputs) then gives. Against a server that offers no
-    /// extended card it asks nothing and leaves them empty.
+    /// [`tool_inputs`](Self::tool_inputs) then gives. Such a server also takes a
+    /// decision with edited arguments, which [`decide`](Self::decide) then sends (else it
+    /// rejects the call, saying why). Against a server that offers no extended card it
+    /// asks nothing and leaves them empty.
     pub async fn read_tool_inputs(mut self) -> Result<RemoteAgent, A2aClientError> {
         if !self.card.capabilities.extended_agent_card {
             return Ok(self);
@@ -327,6 +333,7 @@ impl RemoteAgent {
             .unwrap_or_default();
         // Only an object can be an arguments' schema.
         self.inputs = schemas.into_iter().filter(|(_, schema)| schema.is_object()).collect();
+        self.takes_edits = offered.is_some();
         Ok(self)
     }
 
@@ -466,7 +473,10 @@ impl RemoteAgent {
             ApprovalDecision::Reject { reason } => {
                 json!({"approval": "reject", "callId": call_id, "reason": reason})
             }
-            // The remote agent takes a yes or a no: edited arguments cannot be sent.
+            ApprovalDecision::Modify { arguments } if self.takes_edits => {
+                json!({"approval": "modify", "callId": call_id, "arguments": arguments})
+            }
+            // Any other server takes a yes or a no: edited arguments cannot be sent.
             ApprovalDecision::Modify { .. } => json!({
                 "approval": "reject", "callId": call_id,
                 "reason": "the person would change the arguments, which cannot be sent to a remote agent",

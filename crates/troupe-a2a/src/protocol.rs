@@ -27,8 +27,10 @@ pub const MESSAGE_SENT_AGAIN_EXTENSION: &str =
 /// The extension (in `capabilities.extensions`) of a troupe server's extended card that
 /// gives each skill's tools' arguments' JSON schemas: `params` is `{"skills": {SKILL:
 /// {TOOL: SCHEMA}}}`. A team with such a server's agent as a member shows a person
-/// deciding one of its calls the call's fields, as it does a local member's. Only the
-/// extended card carries it, which a client reads with its token.
+/// deciding one of its calls the call's fields, as it does a local member's, and sends
+/// the arguments the person edited as a data part `{"approval": "modify", "callId",
+/// "arguments"}`, which such a server takes. Only the extended card carries it, which a
+/// client reads with its token.
 pub const TOOL_INPUTS_EXTENSION: &str = "https://github.com/troupe-rs/troupe/blob/main/docs/SERVING.md#tool-inputs";
 
 /// The JSON-RPC 2.0 error codes, and those A2A adds.

@@ -777,3 +777,53 @@ fn a_start_sent_again_after_its_answer_was_lost_runs_once() {
     assert_eq!(place.mock.requests().len(), 2, "the model was asked once per run");
     serving.stop();
 }
+
+/// A team served with a remote member (`troupe serve` on the demo model, behind a token
+/// of its own): the remote agent's write waits for a person in the team's console, whose
+/// fields for it come from the remote tool's schema (its server's extended card), with
+/// their descriptions; the path edited there is where the remote agent writes.
+#[test]
+fn a_remote_members_waiting_call_is_edited_in_fields_from_its_servers_schema() {
+    let Some(modules) = browser("a_remote_members_waiting_call_is_edited_in_fields") else { return };
+    let remote_token = "tok-remote-5c1e02";
+    let remote_ws = tempfile::tempdir().expect("a workspace");
+    std::fs::write(remote_ws.path().join("README.md"), "# Remote gadget\n").expect("writes");
+    let remote = start_with(remote_ws.path(), &["--no-store"], &[("TROUPE_SERVER_TOKEN", remote_token)]);
+
+    let dir = tempfile::tempdir().expect("the team's directory");
+    let team = format!(
+        "[team]\nname = \"audit\"\nstrategy = \"delegate\"\nleader = \"lead\"\n\n[[team.members]]\n\
+         remote = \"{}\"\nname = \"reviewer\"\nbearer_env = \"REVIEW_TOKEN\"\n\n\
+         [firewall]\nchannels = [\"reviewer -> lead\"]\n",
+        remote.url
+    );
+    std::fs::write(dir.path().join("team.toml"), team).expect("writes the team file");
+    std::fs::create_dir_all(dir.path().join("agents")).expect("agents/");
+    let lead = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team/agents/lead.toml");
+    std::fs::copy(lead, dir.path().join("agents/lead.toml")).expect("copies the leader");
+    let team_file = dir.path().join("team.toml");
+    let env = [("TROUPE_SERVER_TOKEN", TOKEN), ("REVIEW_TOKEN", remote_token)];
+    let served = start_with(dir.path(), &["--team", team_file.to_str().expect("UTF-8"), "--no-store"], &env);
+
+    let place = Place::new([]);
+    let request = place
+        .client
+        .post(format!("{}/v1/runs", served.url))
+        .bearer_auth(TOKEN)
+        .json(&json!({"team": "audit", "instruction": "Review this", "stream": false}));
+    let started: Value = place.runtime.block_on(async { request.send().await?.json().await }).expect("started");
+    let run = started["run_id"].as_str().expect("a run id").to_owned();
+    place.wait_phase(&served, &run, "waiting");
+
+    let mut page = launch(&modules, &served, "editWithSchema", json!({"runId": run, "path": "REVIEWED.md"}));
+    let edited = page.saw("edited");
+    page.done();
+    assert_eq!(edited["before"], "TROUPE_DEMO.md", "the field held the remote model's value: {edited}");
+    assert_eq!(edited["schema"], "used", "the fields came from the remote tool's schema: {edited}");
+    let fields = edited["fields"].to_string();
+    assert!(fields.contains("relative to the workspace root"), "with the schema's descriptions: {edited}");
+    assert!(remote_ws.path().join("REVIEWED.md").is_file(), "written where the person said");
+    assert!(!remote_ws.path().join("TROUPE_DEMO.md").exists(), "not where the model asked");
+    served.stop();
+    remote.stop();
+}

@@ -248,6 +248,26 @@ const scenarios = {
     say({ saw: "edited", before });
   },
 
+  /** [`edit`], saying whether the fields came from the tool's schema, and their descriptions. */
+  async editWithSchema(browser) {
+    const { page } = await newPage(browser);
+    await openWithToken(page, "#/approvals");
+    const item = page.locator(`.approval:has(a[href="#/runs/${plan.runId}"])`);
+    await item.waitFor({ timeout: TIMEOUT });
+    await item.locator("button:has-text('Edit arguments…')").click();
+    await item.locator(".decide:not([data-schema='asked'])").waitFor({ timeout: TIMEOUT });
+    const schema = await item.locator(".decide").getAttribute("data-schema");
+    const fields = await item.locator(".field").allTextContents();
+    const path = item.getByLabel("path", { exact: true });
+    const before = await path.inputValue();
+    await path.fill(plan.path);
+    await item.locator('button[type="submit"]').click();
+    await item.locator(".decided").waitFor({ timeout: TIMEOUT }).catch(() => {});
+    await page.evaluate((id) => (location.hash = `#/runs/${id}`), plan.runId);
+    await waitStatus(page, "completed");
+    say({ saw: "edited", before, schema, fields });
+  },
+
   /** A waiting call's argument edited before the tool's schema arrives: the schema's
    * fields come, and the edit stays as typed. */
   async lateSchema(browser) {

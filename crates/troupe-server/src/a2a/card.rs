@@ -152,7 +152,9 @@ pub(super) fn extended_card(state: &AppState, headers: &HeaderMap) -> AgentCard 
         state.launcher.targets().into_iter().map(|target| (target.name, json!(target.inputs))).collect();
     card.capabilities.extensions.push(AgentExtension {
         uri: TOOL_INPUTS_EXTENSION.to_owned(),
-        description: "each skill's tools' arguments' JSON schemas, by skill and tool".to_owned(),
+        description: "each skill's tools' arguments' JSON schemas, by skill and tool; a decision may run a call \
+                      with edited arguments: a data part {\"approval\": \"modify\", \"callId\", \"arguments\"}"
+            .to_owned(),
         required: false,
         params: Some(json!({ "skills": skills })),
     });

@@ -254,10 +254,10 @@ async fn continue_task(run: &Arc<HubRun>, request: &SendMessageRequest) -> Resul
 }
 
 fn approval(call_id: &str, decision: &Decision) -> Signal {
-    let decision = if decision.approve {
-        ApprovalDecision::Approve
-    } else {
-        ApprovalDecision::Reject { reason: decision.reason.clone() }
+    let decision = match (decision.approve, &decision.arguments) {
+        (true, Some(arguments)) => ApprovalDecision::Modify { arguments: arguments.clone() },
+        (true, None) => ApprovalDecision::Approve,
+        (false, _) => ApprovalDecision::Reject { reason: decision.reason.clone() },
     };
     Signal::Approval { call_id: troupe_core::ToolCallId::new(call_id), decision }
 }

@@ -4,7 +4,10 @@
 //! A decision is either a data part `{"approval": "approve" | "reject", "callId"?: …,
 //! "reason"?: …}` or a message whose whole text is `approve` or `reject` (any case, a
 //! trailing `.` or `!` ignored; `reject: <reason>` gives the model a reason). Without a
-//! `callId` it applies to every call the task waits for.
+//! `callId` it applies to every call the task waits for. A data part `{"approval":
+//! "modify", "callId": …, "arguments": {…}}` runs one call with the arguments a person
+//! edited (the extended card's [`TOOL_INPUTS_EXTENSION`](troupe_a2a::TOOL_INPUTS_EXTENSION)
+//! gives each tool's schema).
 
 use super::rpc::RpcError;
 use super::wire::{Message, SendMessageRequest};
@@ -20,6 +23,9 @@ pub struct Decision {
     pub call_id: Option<String>,
     /// Why, for a rejection.
     pub reason: Option<String>,
+    /// The arguments to run the call with instead of the model's, for an approval that
+    /// edits them.
+    pub arguments: Option<Value>,
 }
 
 pub use troupe_a2a::{AGENT_KEY, OUTPUT_KEY};
@@ -73,16 +79,26 @@ pub fn decision(message: &Message) -> Result<Option<Decision>, RpcError> {
     for part in &message.parts {
         let Some(data) = part.data.as_ref().and_then(Value::as_object) else { continue };
         let Some(approval) = data.get("approval") else { continue };
-        let approve = match approval.as_str().map(str::to_ascii_lowercase).as_deref() {
-            Some("approve") => true,
-            Some("reject") => false,
-            _ => {
-                return Err(RpcError::invalid_params("`approval` in a data part is \"approve\" or \"reject\""));
-            }
-        };
         let text = |key: &str| data.get(key).and_then(Value::as_str).map(str::to_owned);
         let call_id = text("callId").or_else(|| text("call_id"));
-        return Ok(Some(Decision { approve, call_id, reason: text("reason") }));
+        let (approve, arguments) = match approval.as_str().map(str::to_ascii_lowercase).as_deref() {
+            Some("approve") => (true, None),
+            Some("reject") => (false, None),
+            Some("modify") => match (data.get("arguments").filter(|a| a.is_object()), &call_id) {
+                (Some(arguments), Some(_)) => (true, Some(arguments.clone())),
+                _ => {
+                    return Err(RpcError::invalid_params(
+                        "a `modify` decision names its call (`callId`) and gives its `arguments` as an object",
+                    ));
+                }
+            },
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "`approval` in a data part is \"approve\", \"reject\" or \"modify\"",
+                ));
+            }
+        };
+        return Ok(Some(Decision { approve, call_id, reason: text("reason"), arguments }));
     }
     let said = message.text();
     let said = said.trim();
@@ -93,8 +109,8 @@ pub fn decision(message: &Message) -> Result<Option<Decision>, RpcError> {
     let word = word.trim().trim_end_matches(['.', '!']).to_ascii_lowercase();
     let reason = rest.filter(|r| !r.is_empty()).map(str::to_owned);
     Ok(match (word.as_str(), &reason) {
-        ("approve", _) => Some(Decision { approve: true, call_id: None, reason: None }),
-        ("reject", _) => Some(Decision { approve: false, call_id: None, reason }),
+        ("approve", _) => Some(Decision { approve: true, call_id: None, reason: None, arguments: None }),
+        ("reject", _) => Some(Decision { approve: false, call_id: None, reason, arguments: None }),
         _ => None,
     })
 }
@@ -134,13 +150,19 @@ mod tests {
         let data = message(vec![Part::data(json!({"approval": "reject", "callId": "c1", "reason": "no"}))]);
         assert_eq!(
             decision(&data).expect("valid"),
-            Some(Decision { approve: false, call_id: Some("c1".into()), reason: Some("no".into()) })
+            Some(Decision { approve: false, call_id: Some("c1".into()), reason: Some("no".into()), arguments: None })
         );
         let word = message(vec![Part::text(" Approve. ")]);
         assert_eq!(decision(&word).expect("valid").map(|d| d.approve), Some(true));
         let with_reason = message(vec![Part::text("reject: use a temp file")]);
         assert_eq!(decision(&with_reason).expect("valid").and_then(|d| d.reason), Some("use a temp file".into()));
         assert_eq!(decision(&message(vec![Part::text("approve the plan and go on")])).expect("valid"), None);
+        let edited = json!({"approval": "modify", "callId": "c2", "arguments": {"path": "b.txt"}});
+        let modify = decision(&message(vec![Part::data(edited)])).expect("valid").expect("a decision");
+        assert_eq!((modify.approve, modify.arguments), (true, Some(json!({"path": "b.txt"}))));
+        for unsound in [json!({"approval": "modify", "arguments": {}}), json!({"approval": "modify", "callId": "c2"})] {
+            assert!(decision(&message(vec![Part::data(unsound.clone())])).is_err(), "{unsound}");
+        }
         let bad = message(vec![Part::data(json!({"approval": "maybe"}))]);
         assert_eq!(decision(&bad).map_err(|e| e.code), Err(crate::a2a::rpc::INVALID_PARAMS));
     }
