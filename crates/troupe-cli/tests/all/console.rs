@@ -785,24 +785,10 @@ fn a_start_sent_again_after_its_answer_was_lost_runs_once() {
 #[test]
 fn a_remote_members_waiting_call_is_edited_in_fields_from_its_servers_schema() {
     let Some(modules) = browser("a_remote_members_waiting_call_is_edited_in_fields") else { return };
-    let remote_token = "tok-remote-5c1e02";
-    let remote_ws = tempfile::tempdir().expect("a workspace");
-    std::fs::write(remote_ws.path().join("README.md"), "# Remote gadget\n").expect("writes");
-    let remote = start_with(remote_ws.path(), &["--no-store"], &[("TROUPE_SERVER_TOKEN", remote_token)]);
-
-    let dir = tempfile::tempdir().expect("the team's directory");
-    let team = format!(
-        "[team]\nname = \"audit\"\nstrategy = \"delegate\"\nleader = \"lead\"\n\n[[team.members]]\n\
-         remote = \"{}\"\nname = \"reviewer\"\nbearer_env = \"REVIEW_TOKEN\"\n\n\
-         [firewall]\nchannels = [\"reviewer -> lead\"]\n",
-        remote.url
-    );
-    std::fs::write(dir.path().join("team.toml"), team).expect("writes the team file");
-    std::fs::create_dir_all(dir.path().join("agents")).expect("agents/");
-    let lead = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/team/agents/lead.toml");
-    std::fs::copy(lead, dir.path().join("agents/lead.toml")).expect("copies the leader");
+    let (remote, remote_ws) = crate::remote::serving();
+    let dir = crate::remote::team(&remote.url);
     let team_file = dir.path().join("team.toml");
-    let env = [("TROUPE_SERVER_TOKEN", TOKEN), ("REVIEW_TOKEN", remote_token)];
+    let env = [("TROUPE_SERVER_TOKEN", TOKEN), ("REVIEW_TOKEN", crate::remote::TOKEN)];
     let served = start_with(dir.path(), &["--team", team_file.to_str().expect("UTF-8"), "--no-store"], &env);
 
     let place = Place::new([]);

@@ -11,11 +11,11 @@ use std::process::{Command, Output};
 use std::time::Duration;
 use tempfile::TempDir;
 
-const TOKEN: &str = "s3cret-review-token";
+pub(crate) const TOKEN: &str = "s3cret-review-token";
 
 /// The serving side: `troupe serve` on the demo model, wanting [`TOKEN`], in a workspace
 /// with a README (which its demo agent reads, then summarises into `TROUPE_DEMO.md`).
-fn serving() -> (Serving, TempDir) {
+pub(crate) fn serving() -> (Serving, TempDir) {
     let workspace = tempfile::tempdir().expect("a workspace");
     std::fs::write(workspace.path().join("README.md"), "# Remote gadget\n").expect("writes");
     let serving = start_with(workspace.path(), &["--no-store"], &[("TROUPE_SERVER_TOKEN", TOKEN)]);
@@ -24,7 +24,7 @@ fn serving() -> (Serving, TempDir) {
 
 /// A team led by the example's demo `lead`, whose one member is the agent at `url`,
 /// named `reviewer`, its token in `REVIEW_TOKEN`.
-fn team(url: &str) -> TempDir {
+pub(crate) fn team(url: &str) -> TempDir {
     let dir = tempfile::tempdir().expect("a temp dir");
     let team = format!(
         "[team]\nname = \"audit\"\nstrategy = \"delegate\"\nleader = \"lead\"\n\n[[team.members]]\n\

@@ -120,14 +120,14 @@ pub fn agent_card(targets: &[Target], base: &str, tokens_required: bool) -> Agen
 
 /// `GET /.well-known/agent-card.json`.
 pub(super) async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Json<AgentCard> {
-    Json(public_card(&state, &headers))
+    Json(public_card(&state, &headers, &state.launcher.targets()))
 }
 
-/// The card anyone may read: [`agent_card`] of the served targets, with what this server
-/// promises besides.
-fn public_card(state: &AppState, headers: &HeaderMap) -> AgentCard {
+/// The card anyone may read: [`agent_card`] of `targets`, with what this server promises
+/// besides.
+fn public_card(state: &AppState, headers: &HeaderMap, targets: &[Target]) -> AgentCard {
     let base = base_url(&state.config, headers);
-    let mut card = agent_card(&state.launcher.targets(), &base, !state.config.tokens.is_empty());
+    let mut card = agent_card(targets, &base, !state.config.tokens.is_empty());
     // A task started by a message is found by it again here, held or ended; only a store
     // keeps it across a restart, so only a server with one promises it.
     if state.stored.is_some() {
@@ -147,9 +147,10 @@ fn public_card(state: &AppState, headers: &HeaderMap) -> AgentCard {
 /// one: the public card, and each skill's tools' arguments' schemas
 /// ([`TOOL_INPUTS_EXTENSION`]), kept off the public card.
 pub(super) fn extended_card(state: &AppState, headers: &HeaderMap) -> AgentCard {
-    let mut card = public_card(state, headers);
+    let targets = state.launcher.targets();
+    let mut card = public_card(state, headers, &targets);
     let skills: serde_json::Map<String, serde_json::Value> =
-        state.launcher.targets().into_iter().map(|target| (target.name, json!(target.inputs))).collect();
+        targets.into_iter().map(|target| (target.name, json!(target.inputs))).collect();
     card.capabilities.extensions.push(AgentExtension {
         uri: TOOL_INPUTS_EXTENSION.to_owned(),
         description: "each skill's tools' arguments' JSON schemas, by skill and tool; a decision may run a call \
