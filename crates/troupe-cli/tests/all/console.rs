@@ -171,11 +171,16 @@ impl Place {
 
     /// Starts `agent` on `task`; its run id.
     fn start_run(&self, serving: &Serving, agent: &str, task: &str) -> String {
-        let request = self
-            .client
-            .post(format!("{}/v1/runs", serving.url))
-            .bearer_auth(TOKEN)
-            .json(&json!({"agent": agent, "instruction": task, "stream": false}));
+        self.start(serving, json!({"agent": agent, "instruction": task, "stream": false}))
+    }
+
+    /// Starts team `team` on `task`; its run id.
+    fn start_team_run(&self, serving: &Serving, team: &str, task: &str) -> String {
+        self.start(serving, json!({"team": team, "instruction": task, "stream": false}))
+    }
+
+    fn start(&self, serving: &Serving, body: Value) -> String {
+        let request = self.client.post(format!("{}/v1/runs", serving.url)).bearer_auth(TOKEN).json(&body);
         let started: Value =
             self.runtime.block_on(async { request.send().await?.json().await }).expect("the run starts");
         started["run_id"].as_str().unwrap_or_else(|| panic!("a run id: {started}")).to_owned()
@@ -388,15 +393,7 @@ fn a_team_runs_page_shows_what_its_firewall_withheld_and_whether_its_evidence_ve
     let store = team_dir.path().join("runs.db");
     let store_url = format!("sqlite://{}", store.display());
     let serving = place.serve(&["--team", team_file.to_str().expect("a UTF-8 path"), "--store", &store_url]);
-    let run = {
-        let request = place
-            .client
-            .post(format!("{}/v1/runs", serving.url))
-            .bearer_auth(TOKEN)
-            .json(&json!({"team": "project", "instruction": "Describe this repository", "stream": false}));
-        let started: Value = place.runtime.block_on(async { request.send().await?.json().await }).expect("started");
-        started["run_id"].as_str().expect("a run id").to_owned()
-    };
+    let run = place.start_team_run(&serving, "project", "Describe this repository");
     let waiting = place.wait_phase(&serving, &run, "waiting");
     let call = waiting["pending"][0]["call_id"].as_str().expect("a waiting call").to_owned();
     let signal = json!({"type": "approval", "call_id": call, "decision": {"type": "approve"}});
@@ -495,6 +492,7 @@ fn a_calls_argument_edited_in_its_field_in_the_browser_runs_as_edited() {
     let mut page = launch(&modules, &serving, "edit", json!({"runId": run, "path": "notes/edited.txt"}));
     let edited = page.saw("edited");
     assert_eq!(edited["before"], "note.txt", "the field held the model's value: {edited}");
+    assert_eq!(edited["schema"], "used", "the fields came from the tool's schema: {edited}");
     page.done();
     assert_written_at(&place, "notes/edited.txt");
     let requests = place.mock.requests();
@@ -792,16 +790,12 @@ fn a_remote_members_waiting_call_is_edited_in_fields_from_its_servers_schema() {
     let served = start_with(dir.path(), &["--team", team_file.to_str().expect("UTF-8"), "--no-store"], &env);
 
     let place = Place::new([]);
-    let request = place
-        .client
-        .post(format!("{}/v1/runs", served.url))
-        .bearer_auth(TOKEN)
-        .json(&json!({"team": "audit", "instruction": "Review this", "stream": false}));
-    let started: Value = place.runtime.block_on(async { request.send().await?.json().await }).expect("started");
-    let run = started["run_id"].as_str().expect("a run id").to_owned();
+    let run = place.start_team_run(&served, "audit", "Review this");
     place.wait_phase(&served, &run, "waiting");
 
-    let mut page = launch(&modules, &served, "editWithSchema", json!({"runId": run, "path": "REVIEWED.md"}));
+    // The README's screenshot of this view is the local test's.
+    let plan = json!({"runId": run, "path": "REVIEWED.md", "shot": false});
+    let mut page = launch(&modules, &served, "edit", plan);
     let edited = page.saw("edited");
     page.done();
     assert_eq!(edited["before"], "TROUPE_DEMO.md", "the field held the remote model's value: {edited}");
