@@ -411,17 +411,27 @@ async fn troupe_server_served_with(
 /// A remote member whose task waits for a decision, in a team someone watches: the call
 /// is announced on the member's events like a local member's, the decision given through
 /// the team's control reaches the remote task, and the task completes; a rejection is
-/// told to the remote agent, which goes on without the call.
+/// told to the remote agent, which goes on without the call. Edited arguments reach a
+/// member that read the server's tool inputs (the call runs with them); a member that did
+/// not rejects the call, telling the remote agent why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_members_waiting_call_is_decided_through_the_teams_control() {
-    for (decision, written) in
-        [(ApprovalDecision::Approve, true), (ApprovalDecision::Reject { reason: Some("not now".into()) }, false)]
-    {
+    let edited = ApprovalDecision::Modify { arguments: json!({"path": "edited.md", "content": "edited\n"}) };
+    let cases = [
+        (ApprovalDecision::Approve, false, Some("notes.md")),
+        (ApprovalDecision::Reject { reason: Some("not now".into()) }, false, None),
+        (edited.clone(), true, Some("edited.md")),
+        (edited, false, None),
+    ];
+    for (decision, reads_inputs, written) in cases {
         let served =
             serve(ServerConfig::default(), [write_call("call_w", "notes.md", "approved\n"), MockTurn::text("Done.")])
                 .await;
         let control = TeamControl::new();
-        let remote = RemoteAgent::resolve(&served.url).await.expect("resolves").with_control(control.clone());
+        let mut remote = RemoteAgent::resolve(&served.url).await.expect("resolves").with_control(control.clone());
+        if reads_inputs {
+            remote = remote.read_tool_inputs().await.expect("the extended card");
+        }
         let (sink, mut events) = tokio::sync::mpsc::channel(256);
         let member =
             tokio::spawn(async move { remote.run(task("write notes"), Some(sink), CancellationToken::new()).await });
@@ -443,7 +453,14 @@ async fn a_remote_members_waiting_call_is_decided_through_the_teams_control() {
         let result = tokio::time::timeout(Duration::from_secs(30), member).await.expect("ends").expect("no panic");
         assert!(result.success, "{decision:?}: {result:?}");
         assert_eq!(result.content, "Done.");
-        assert_eq!(served.workspace.path().join("notes.md").exists(), written, "{decision:?}");
+        for path in ["notes.md", "edited.md"] {
+            let exists = served.workspace.path().join(path).exists();
+            assert_eq!(exists, written == Some(path), "{decision:?}, inputs read: {reads_inputs}: {path}");
+        }
+        if matches!(decision, ApprovalDecision::Modify { .. }) && !reads_inputs {
+            let told = served.mock.requests()[1].body["messages"].to_string();
+            assert!(told.contains("cannot be sent to a remote agent"), "the remote agent is told why: {told}");
+        }
         assert!(control.decide(&run_id, "call_w", ApprovalDecision::Approve).await.is_err(), "nothing waits now");
     }
 }
@@ -620,7 +637,9 @@ async fn the_extended_card_gives_the_tools_schemas_that_a_remote_member_reads() 
     let answered: Value = served.post("/a2a").json(&rpc).send().await.expect("request").json().await.expect("json");
     let rest: Value =
         served.get("/a2a/rest/extendedAgentCard").send().await.expect("request").json().await.expect("json");
-    for card in [&answered["result"], &rest] {
+    let v03 = json!({"jsonrpc": "2.0", "id": 2, "method": "agent/getAuthenticatedExtendedCard"});
+    let v03: Value = served.post("/a2a").json(&v03).send().await.expect("request").json().await.expect("json");
+    for card in [&answered["result"], &rest, &v03["result"]] {
         let extensions = card["capabilities"]["extensions"].as_array().expect("extensions");
         let inputs = extensions.iter().find(|e| e["uri"] == troupe_a2a::TOOL_INPUTS_EXTENSION).expect("the extension");
         let write = &inputs["params"]["skills"]["coder"]["fs.write"];
