@@ -12,7 +12,8 @@
 //!   [`RemoteAgent`](a2a::RemoteAgent), a remote A2A agent as a team member.
 //! - **Console**: a web console at `/` (runs, live timelines, approvals, starting a
 //!   run), embedded in the binary; its data comes from the native API like any client's.
-//! - Bearer-token auth (constant-time; with no token only loopback is served), body
+//! - Bearer-token auth (constant-time; with no token only loopback is served, to loopback
+//!   names and origins: [`loopback`]), body
 //!   limits, CORS, JSON errors, `/healthz` and `/openapi.json`.
 //!
 //! What runs is up to a [`Launcher`]; [`AgentLauncher`] serves local agents:
@@ -39,7 +40,7 @@
 //! let mut socket = tokio::net::TcpStream::connect(addr).await?;
 //! let body = r#"{"agent": "greeter", "instruction": "hello"}"#;
 //! let request = format!(
-//!     "POST /v1/runs HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+//!     "POST /v1/runs HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
 //!     body.len()
 //! );
 //! socket.write_all(request.as_bytes()).await?;
@@ -67,6 +68,7 @@ mod error;
 mod hub;
 mod ids;
 mod launcher;
+pub mod loopback;
 mod media;
 pub mod native;
 mod openai;

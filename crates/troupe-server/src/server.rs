@@ -5,6 +5,7 @@ use crate::config::ServerConfig;
 use crate::error::{ApiError, ServerError};
 use crate::hub::RunHub;
 use crate::launcher::Launcher;
+use crate::loopback::{LocalOnly, local_only};
 use crate::media::json_bodies_only;
 use crate::state::AppState;
 use axum::Router;
@@ -91,7 +92,11 @@ impl Server {
             })
             .with_state(self.state.clone())
             .layer(axum::middleware::from_fn(json_bodies_only))
-            .layer(axum::middleware::from_fn_with_state(Auth::new(&config.tokens), require_token))
+            .layer(axum::middleware::from_fn_with_state(Auth::new(&config.tokens), require_token));
+        if config.tokens.is_empty() {
+            app = app.layer(axum::middleware::from_fn_with_state(LocalOnly::new(&config.cors_origins), local_only));
+        }
+        let mut app = app
             .layer(DefaultBodyLimit::max(config.body_limit))
             .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(config.body_timeout));
         if !config.cors_origins.is_empty() {

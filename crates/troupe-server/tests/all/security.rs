@@ -214,6 +214,50 @@ async fn a_non_loopback_address_without_a_token_is_refused_at_start() {
     assert!(error.to_string().contains("TROUPE_SERVER_TOKEN"));
 }
 
+/// A server without a token is reached by the web pages its user visits: a foreign page
+/// may open a WebSocket to it (not held to CORS) or send requests under a name of its
+/// own that resolves to loopback (DNS rebinding). Both are refused, and nothing runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_a_token_answers_loopback_names_and_origins_only() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let served = serve(ServerConfig::default(), [MockTurn::text("hello")]).await;
+    let port = served.url.rsplit(':').next().expect("a port").to_owned();
+    let start = |header: &'static str, value: String| served.start_request("hi", false).header(header, value).send();
+
+    let rebound = start("host", format!("rebound.evil.example:{port}")).await.expect("request");
+    let (status, code, message) = error_of(rebound).await;
+    assert_eq!((status, code.as_str()), (403, "forbidden_host"), "{message}");
+    assert!(message.contains("TROUPE_SERVER_TOKEN"), "{message}");
+    let foreign = start("origin", "https://evil.example".to_owned()).await.expect("request");
+    assert_eq!(error_of(foreign).await.1, "forbidden_origin");
+    let framed = start("origin", "null".to_owned()).await.expect("request");
+    assert_eq!(framed.status(), 403, "a sandboxed frame or a file is no loopback origin");
+    assert_eq!(runs_held(&served), 0, "a refused start starts nothing");
+    assert!(served.mock.requests().is_empty());
+
+    let ws_url = format!("{}/v1/ws", served.url.replacen("http", "ws", 1));
+    let mut from_foreign_page = ws_url.as_str().into_client_request().expect("a request");
+    from_foreign_page.headers_mut().insert("origin", "https://evil.example".parse().expect("header"));
+    let refused = tokio_tungstenite::connect_async(from_foreign_page).await.expect_err("the handshake is refused");
+    assert!(
+        matches!(&refused, tokio_tungstenite::tungstenite::Error::Http(response) if response.status() == 403),
+        "{refused}"
+    );
+    let mut from_console = ws_url.as_str().into_client_request().expect("a request");
+    from_console.headers_mut().insert("origin", format!("http://localhost:{port}").parse().expect("header"));
+    tokio_tungstenite::connect_async(from_console).await.expect("a loopback page's socket opens");
+
+    let named = served.get("/v1/agents").header("host", format!("localhost:{port}")).send().await.expect("request");
+    assert_eq!(named.status(), 200, "localhost is a loopback name");
+    let local_page = start("origin", format!("http://127.0.0.1:{port}")).await.expect("request");
+    assert_eq!(local_page.status(), 201, "the console's own page starts runs");
+
+    // With a token, the token guards the server, whatever the name or page.
+    let guarded = serve(ServerConfig::default().token(TOKEN), []).await;
+    let named = guarded.get("/v1/agents").bearer_auth(TOKEN).header("host", "agents.example.com").send();
+    assert_eq!(named.await.expect("request").status(), 200);
+}
+
 /// Sends `GET target` as written, over a plain socket; the status and body.
 async fn raw_get(url: &str, target: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -344,7 +388,7 @@ async fn a_body_that_stalls_is_408() {
     let mut stream = tokio::net::TcpStream::connect(&addr).await.expect("connects");
     stream
         .write_all(
-            b"POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"agent\"",
+            b"POST /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"agent\"",
         )
         .await
         .expect("writes the start of a body");
