@@ -46,7 +46,10 @@ mod linux;
 pub use calls::confine_calls;
 pub use error::SandboxError;
 pub use mode::{SandboxMode, UnknownMode};
-pub use policy::{PROC_HIDDEN, PROCESSES_PER_COMMAND, SYSTEM_READ_PATHS, Sandbox, WRITABLE_DEVICES};
+pub use policy::{
+    PROC_HIDDEN, PROCESSES_PER_COMMAND, READABLE_DEVICES, SYSTEM_READ_PATHS, Sandbox, WRITABLE_DEVICES,
+    readable_proc_entries,
+};
 pub use report::SandboxReport;
 pub use settings::{SandboxConfigError, SandboxSettings, load_project_settings, parse_project_settings};
 pub use spawn::Confined;

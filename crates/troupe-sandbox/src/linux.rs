@@ -1,13 +1,17 @@
 //! Confinement on Linux: Landlock's file rules and scopes, a seccomp filter, and resource
 //! limits, applied to the calling thread before it starts the program.
 
-use crate::{PROCESSES_PER_COMMAND, Sandbox, SandboxError, SandboxMode, SandboxReport, WRITABLE_DEVICES};
+use crate::{
+    PROCESSES_PER_COMMAND, READABLE_DEVICES, Sandbox, SandboxError, SandboxMode, SandboxReport, WRITABLE_DEVICES,
+};
 use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, LandlockStatus, Ruleset, RulesetAttr, RulesetCreatedAttr,
     RulesetStatus, Scope, path_beneath_rules,
 };
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
-use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, SeccompRule, TargetArch};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
+};
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -94,7 +98,11 @@ impl Plan {
     fn landlock(&self) -> Result<(i32, bool), String> {
         let all = AccessFs::from_all(REQUESTED_ABI);
         let read = AccessFs::from_read(REQUESTED_ABI);
-        let devices: Vec<&str> = WRITABLE_DEVICES.iter().copied().filter(|d| Path::new(d).exists()).collect();
+        let existing = |devices: &[&'static str]| -> Vec<&'static str> {
+            devices.iter().copied().filter(|d| Path::new(d).exists()).collect()
+        };
+        let (devices, readable_devices) = (existing(WRITABLE_DEVICES), existing(READABLE_DEVICES));
+        let read_file = AccessFs::from_read(REQUESTED_ABI) & AccessFs::from_file(REQUESTED_ABI);
         let status = Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(all)
@@ -103,6 +111,7 @@ impl Plan {
             .and_then(|r| r.add_rules(path_beneath_rules(&self.read, read)))
             .and_then(|r| r.add_rules(path_beneath_rules(&self.write, all)))
             .and_then(|r| r.add_rules(path_beneath_rules(&devices, AccessFs::from_file(REQUESTED_ABI))))
+            .and_then(|r| r.add_rules(path_beneath_rules(&readable_devices, read_file)))
             .and_then(|r| r.restrict_self())
             .map_err(|e| format!("Landlock refused the rules: {e}"))?;
         let abi = match status.landlock {
@@ -126,11 +135,25 @@ impl Plan {
 }
 
 /// Installs the seccomp filter on the calling thread (and what it starts): the
-/// [`DENIED_SYSCALLS`] fail with `EPERM`, and `socket` too without `network`.
+/// [`DENIED_SYSCALLS`] fail with `EPERM`, as do the `ioctl`s that type into a terminal,
+/// and `socket` too without `network`.
 pub(crate) fn install_call_filter(network: bool) -> Result<(), String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|_| format!("seccomp filters are not built for {}", std::env::consts::ARCH))?;
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS.iter().map(|&call| (call, Vec::new())).collect();
+    // Nothing typed into a terminal: `TIOCSTI` pushes characters into a terminal's input
+    // (the user's shell, or troupe's own approval prompt, would read them as typed), and
+    // `TIOCLINUX` pastes the console's selection. A program inherits the terminal it was
+    // started from even without opening one.
+    let typed_in = [libc::TIOCSTI, libc::TIOCLINUX]
+        .into_iter()
+        .map(|request| {
+            let condition = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request as u64)?;
+            SeccompRule::new(vec![condition])
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("the seccomp filter could not be built: {e}"))?;
+    rules.insert(libc::SYS_ioctl, typed_in);
     if !network {
         // No socket of any family: nothing reaches the network, nor a daemon's socket
         // by path (a pair of connected sockets, `socketpair`, still works).

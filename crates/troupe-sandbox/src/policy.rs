@@ -4,10 +4,15 @@ use crate::SandboxMode;
 use std::path::{Path, PathBuf};
 
 /// The system directories a confined program may read and execute from. Home
-/// directories, `/root`, `/tmp`, `/var`, `/run` and `/srv` are not among them, nor is
-/// `/proc` whole (see [`PROC_HIDDEN`]).
-pub const SYSTEM_READ_PATHS: &[&str] =
-    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/sys", "/dev"];
+/// directories, `/root`, `/tmp`, `/var`, `/run` and `/srv` are not among them, nor are
+/// `/proc` whole (see [`PROC_HIDDEN`]) and `/dev` whole (see [`READABLE_DEVICES`]).
+pub const SYSTEM_READ_PATHS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/sys"];
+
+/// The device files a confined program may read, besides the [`WRITABLE_DEVICES`]. Not a
+/// terminal (`/dev/tty`, `/dev/pts`, `/dev/console`): a program that could open the
+/// user's terminal could read what the user types to troupe (an approval) or write what
+/// looks like troupe's prompts.
+pub const READABLE_DEVICES: &[&str] = &["/dev/random", "/dev/urandom"];
 
 /// What a confined program cannot read under `/proc`, besides every process's directory
 /// (`/proc/PID`, its own included): the links to a process's directory, and the kernel's
@@ -31,8 +36,8 @@ pub const PROC_HIDDEN: &[&str] = &[
     "sched_debug",
 ];
 
-/// The device files a confined program may write (shell redirections use them).
-pub const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+/// The device files a confined program may read and write (shell redirections use them).
+pub const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
 /// How many processes (and threads) a confined command may run at once, beyond those its
 /// user already runs: a fork bomb stops there.
@@ -100,7 +105,7 @@ impl Sandbox {
     /// Every path a program confined in `workspace` may read, those that exist.
     pub(crate) fn read_paths(&self, workspace: &Path) -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> = SYSTEM_READ_PATHS.iter().map(PathBuf::from).collect();
-        paths.extend(proc_paths());
+        paths.extend(readable_proc_entries());
         paths.push(workspace.to_path_buf());
         paths.extend(toolchain_paths());
         paths.extend(self.read.iter().cloned());
@@ -123,7 +128,7 @@ impl Sandbox {
 
 /// The entries of `/proc` a confined program may read: none of a process (see
 /// [`PROC_HIDDEN`]).
-fn proc_paths() -> Vec<PathBuf> {
+pub fn readable_proc_entries() -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries
         .flatten()

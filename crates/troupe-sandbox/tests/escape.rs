@@ -19,6 +19,11 @@ struct Fixture {
     other: std::process::Child,
     tcp: TcpListener,
     udp: UdpSocket,
+    /// A terminal's far end: the confined command's standard input, as the terminal troupe
+    /// runs in would be.
+    terminal: std::os::fd::OwnedFd,
+    /// Its near end, kept open: a terminal whose near end is closed has hung up.
+    _terminal_master: std::os::fd::OwnedFd,
 }
 
 impl Fixture {
@@ -41,7 +46,8 @@ impl Fixture {
         tcp.set_nonblocking(true).expect("non-blocking");
         let udp = UdpSocket::bind("127.0.0.1:0").expect("a UDP socket");
         udp.set_nonblocking(true).expect("non-blocking");
-        Fixture { _root: root, workspace, outside, other, tcp, udp }
+        let pty = nix::pty::openpty(None, None).expect("a terminal");
+        Fixture { _root: root, workspace, outside, other, tcp, udp, terminal: pty.slave, _terminal_master: pty.master }
     }
 
     fn other_pid(&self) -> u32 {
@@ -54,6 +60,11 @@ impl Fixture {
 
     fn udp_port(&self) -> u16 {
         self.udp.local_addr().expect("an address").port()
+    }
+
+    /// The terminal, as a command's standard input.
+    fn terminal_input(&self) -> Stdio {
+        Stdio::from(self.terminal.try_clone().expect("the terminal's descriptor"))
     }
 
     fn other_alive(&mut self) -> bool {
@@ -159,6 +170,21 @@ fn cases() -> Vec<Case> {
             expected: DENIED_UNLESS_FULL,
         },
         Case {
+            attempt: "type into the terminal it was started from (`TIOCSTI`)",
+            command: |_| {
+                "python3 -c 'import fcntl, termios; fcntl.ioctl(0, termios.TIOCSTI, b\"#\"); print(\"typed\")'"
+                    .to_owned()
+            },
+            escaped: |_, out| out.stdout.contains("typed"),
+            expected: DENIED_UNLESS_FULL,
+        },
+        Case {
+            attempt: "open a terminal (`/dev/ptmx`)",
+            command: |_| "exec 3<>/dev/ptmx && echo opened".to_owned(),
+            escaped: |_, out| out.stdout.contains("opened"),
+            expected: DENIED_UNLESS_FULL,
+        },
+        Case {
             attempt: "signal another process",
             command: |f| format!("kill -KILL {}", f.other_pid()),
             escaped: |f, _| {
@@ -170,14 +196,14 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// Runs `command` with `sh -c` in `workspace`, confined by `sandbox`.
-async fn run(sandbox: &Sandbox, workspace: &Path, command: &str) -> Result<Output, SandboxError> {
+/// Runs `command` with `sh -c` in `workspace`, confined by `sandbox`, reading `stdin`.
+async fn run(sandbox: &Sandbox, workspace: &Path, command: &str, stdin: Stdio) -> Result<Output, SandboxError> {
     let mut cmd = tokio::process::Command::new("/bin/sh");
     cmd.args(["-c", command])
         .current_dir(workspace)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);
@@ -208,7 +234,7 @@ async fn no_way_out_in_any_mode_but_full_and_the_table_says_so() {
         for (i, mode) in SandboxMode::ALL.into_iter().enumerate() {
             let mut fixture = Fixture::new();
             let command = (case.command)(&fixture);
-            let output = run(&Sandbox::new(mode), &fixture.workspace, &command)
+            let output = run(&Sandbox::new(mode), &fixture.workspace, &command, fixture.terminal_input())
                 .await
                 .unwrap_or_else(|e| panic!("`{command}` in {mode}: {e}"));
             got_out[i] = (case.escaped)(&mut fixture, &output);
@@ -236,7 +262,7 @@ async fn granted_network_reaches_the_network_and_nothing_else_opens() {
     let sandbox = Sandbox::new(SandboxMode::WorkspaceWrite).with_network(true);
     let command =
         format!("bash -c 'echo hello > /dev/tcp/127.0.0.1/{}'; cat ../outside/secret.txt", fixture.tcp_port());
-    let output = run(&sandbox, &fixture.workspace, &command).await.expect("the command runs");
+    let output = run(&sandbox, &fixture.workspace, &command, Stdio::null()).await.expect("the command runs");
     assert!(fixture.tcp.accept().is_ok(), "with the network granted, the connection is made");
     assert!(!output.stdout.contains(OUTSIDE_SECRET), "the files stay confined");
 }

@@ -22,12 +22,16 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
 
-/// The system directories a worker may read and execute from.
+/// The system directories a worker may read and execute from. Not `/proc` whole (another
+/// process's directory holds its environment, a key among it; see
+/// [`troupe_sandbox::readable_proc_entries`]) nor `/dev` whole (a terminal; see
+/// [`troupe_sandbox::READABLE_DEVICES`]).
 pub const SYSTEM_READ_PATHS: &[&str] =
-    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/proc", "/sys", "/dev", "/run"];
+    &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/opt", "/sys", "/run"];
 
-/// The device files a worker may write (shell redirections use them).
-pub const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+/// The device files a worker may write (shell redirections use them): the sandbox's, no
+/// terminal.
+pub const WRITABLE_DEVICES: &[&str] = troupe_sandbox::WRITABLE_DEVICES;
 
 /// What a worker may touch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,12 +52,7 @@ impl SandboxPolicy {
     pub fn for_workspace(workspace: impl Into<PathBuf>) -> Self {
         let mut writable: Vec<PathBuf> = vec![PathBuf::from("/tmp")];
         writable.extend(WRITABLE_DEVICES.iter().map(PathBuf::from));
-        SandboxPolicy {
-            workspace: workspace.into(),
-            readable: SYSTEM_READ_PATHS.iter().map(PathBuf::from).collect(),
-            writable,
-            network: true,
-        }
+        SandboxPolicy { workspace: workspace.into(), readable: readable_system_paths(), writable, network: true }
     }
 
     /// Takes the network away: no socket can be opened (the coordinator calls the
@@ -74,6 +73,17 @@ impl SandboxPolicy {
         self.writable.push(path.into());
         self
     }
+}
+
+/// [`SYSTEM_READ_PATHS`], the readable devices, `/proc` without any process's directory
+/// but the worker's own.
+fn readable_system_paths() -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = SYSTEM_READ_PATHS.iter().map(PathBuf::from).collect();
+    paths.extend(troupe_sandbox::READABLE_DEVICES.iter().map(PathBuf::from));
+    paths.extend(troupe_sandbox::readable_proc_entries());
+    paths.push(PathBuf::from(format!("/proc/{}", std::process::id())));
+    paths.retain(|path| path.exists());
+    paths
 }
 
 /// How far a sandbox was applied.
