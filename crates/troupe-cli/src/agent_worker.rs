@@ -25,6 +25,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use troupe::runtime::{Agent, ModelResolver};
 use troupe_model::ModelConfig;
+use troupe_workers::build::SandboxChoice;
 use troupe_workers::definition::AgentDefinition;
 use troupe_workers::ipc::AgentTask;
 use troupe_workers::ipc::channel::stdio;
@@ -153,7 +154,14 @@ fn build(prepared: &Prepared, task: &AgentTask, models: Option<Arc<dyn ModelReso
         }
         (None, Err(e)) => return Err(format!("the task's spec is not a valid agent spec: {e}")),
     };
-    let sandbox = troupe_workers::build::SandboxChoice::load(None).map_err(|e| e.to_string())?;
+    let sandbox = match &task.sandbox {
+        // The team's choice for this member.
+        Some(chosen) => SandboxChoice::made(chosen.clone()),
+        None => {
+            let own = prepared.definition.as_ref().map(|d| d.sandbox.clone()).unwrap_or_default();
+            SandboxChoice::made(SandboxChoice::load(None).map_err(|e| e.to_string())?.settings_for(&own))
+        }
+    };
     let mut runner = setup::runner(&prepared.workspace, providers, &sandbox).map_err(describe)?;
     if let Some(models) = models {
         runner = runner.with_resolver(models);
@@ -175,11 +183,11 @@ pub(crate) fn file_agent(
     definition: &AgentDefinition,
     providers: troupe::model::Providers,
     workspace: &std::path::Path,
-    sandbox: &troupe_workers::build::SandboxChoice,
+    sandbox: &SandboxChoice,
     approvals: troupe_workers::build::Approvals,
 ) -> Result<Agent, Failure> {
     let mut spec = definition.to_spec();
-    let runner = setup::runner(workspace, providers, sandbox)?;
+    let runner = setup::runner(workspace, providers, &SandboxChoice::made(sandbox.settings_for(&definition.sandbox)))?;
     offer_file_tools(&mut spec, definition, &runner, false);
     troupe_workers::build::apply_approvals(&mut spec, runner.catalog(), approvals);
     setup::validate(&runner, &spec)?;

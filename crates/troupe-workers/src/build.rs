@@ -166,7 +166,18 @@ impl SandboxChoice {
 
     /// The sandbox of an agent whose file says `own`, in `workspace`.
     pub fn for_agent(&self, own: &SandboxSettings, workspace: &Path) -> Sandbox {
-        self.command_line.over(&own.over(&self.project)).sandbox(workspace)
+        self.settings_for(own).sandbox(workspace)
+    }
+
+    /// The settings of an agent whose file says `own`: the command line's over `own` over
+    /// the project's.
+    pub fn settings_for(&self, own: &SandboxSettings) -> SandboxSettings {
+        self.command_line.over(&own.over(&self.project))
+    }
+
+    /// The choice made: `settings`, over anything a worker's own files say.
+    pub fn made(settings: SandboxSettings) -> Self {
+        SandboxChoice { project: SandboxSettings::default(), command_line: settings }
     }
 }
 

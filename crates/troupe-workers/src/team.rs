@@ -437,7 +437,10 @@ fn worker(
         // protocol: a worker that dies is replaced by one that resumes it.
         config = config.record_in(Arc::clone(durability.store()));
     }
-    Ok((config.tool_policy(policy).approvals(setting.approvals), notes))
+    // The worker confines its commands as this team chose for the member, not as its own
+    // directory's files would.
+    let sandbox = setting.sandbox.settings_for(&definition.sandbox);
+    Ok((config.tool_policy(policy).approvals(setting.approvals).sandbox(sandbox), notes))
 }
 
 /// A member as the team sees it: its events go to the team's sink whoever runs it (a

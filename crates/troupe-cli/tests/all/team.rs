@@ -921,6 +921,37 @@ fn a_team_paused_for_a_workers_call_goes_on_after_runs_approve() {
     assert_eq!(verified.status.code(), Some(0), "{}", stdout(&verified));
 }
 
+/// A worker member's commands are confined as its team chose: the team's `--sandbox`,
+/// else the member's agent file's `[sandbox]`, over the worker's own directory's files.
+#[test]
+fn a_workers_commands_are_confined_as_its_team_chose() {
+    let appended = |ledger: &Ledger, flags: &[&str]| {
+        let mut args = vec!["run", "team.toml", "Keep the ledger", "-w", ledger.ws(), "--approve", "auto"];
+        args.extend_from_slice(flags);
+        let output = team_with(ledger.dir.path(), &args, &ledger.env());
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let told = ledger.server.requests()[2].body["messages"].to_string();
+        (ledger.workspace.path().join("ledger.txt").exists(), told)
+    };
+
+    let flagged = Ledger::new().coder_in_a_worker();
+    let (written, told) = appended(&flagged, &["--sandbox", "read-only"]);
+    assert!(!written, "the team's --sandbox read-only reaches the worker's shell");
+    assert!(told.contains("sandbox: read-only ("), "the worker's model is told: {told}");
+
+    let filed = Ledger::new().coder_in_a_worker();
+    let coder = filed.dir.path().join("agents/coder.toml");
+    let file = std::fs::read_to_string(&coder).expect("the coder's file");
+    std::fs::write(&coder, format!("{file}\n[sandbox]\nmode = \"read-only\"\n")).expect("writes the coder's file");
+    let (written, told) = appended(&filed, &[]);
+    assert!(!written, "the member's own [sandbox] holds in its worker");
+    assert!(told.contains("sandbox: read-only ("), "{told}");
+
+    let (written, told) = appended(&Ledger::new().coder_in_a_worker(), &[]);
+    assert!(written, "by default the worker's shell writes the workspace");
+    assert!(told.contains("sandbox: workspace-write ("), "{told}");
+}
+
 /// `troupe ARGS` in `cwd` with `env`, its stdin and stderr a pseudo-terminal: each time
 /// the screen shows a new `[e]dit` question, the next of `answers` is typed. Returns the
 /// output (stdout captured) and everything the terminal showed.

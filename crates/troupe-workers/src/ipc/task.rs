@@ -51,6 +51,11 @@ pub struct AgentTask {
     /// ask anyone itself); absent: they end the task paused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approvals: Option<crate::build::Approvals>,
+    /// How the commands the agent runs are confined, as its team chose them (its command
+    /// line's choice over the agent file's `[sandbox]` over its `troupe.toml`'s); absent:
+    /// the worker's own agent file and `troupe.toml` decide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<troupe_sandbox::SandboxSettings>,
     /// The run the worker records its agent's run as, in the coordinator's store through
     /// [`store_call`](super::FrameType::StoreCall) frames; set when the coordinator keeps
     /// a store. A worker started again for the task resumes this run from its last

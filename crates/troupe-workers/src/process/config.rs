@@ -50,6 +50,9 @@ pub struct WorkerConfig {
     /// What the worker's calls that need approval do (its team's mode); `None`: they end
     /// its task paused, as nobody can be asked from a worker.
     pub approvals: Option<crate::build::Approvals>,
+    /// How the commands the worker's agent runs are confined (its team's choice); `None`:
+    /// as the worker's own agent file and `troupe.toml` say.
+    pub sandbox: Option<troupe_sandbox::SandboxSettings>,
     /// Where a worker's run is recorded ([`WorkerConfig::record_in`]); `None`: it is not,
     /// and a worker started again for a task starts its run over.
     pub record: Option<RecordStore>,
@@ -91,6 +94,7 @@ impl WorkerConfig {
             artifact_dir: None,
             cancel_grace: Duration::from_secs(2),
             approvals: None,
+            sandbox: None,
             record: None,
             models: None,
         }
@@ -183,6 +187,13 @@ impl WorkerConfig {
     /// Makes the worker's calls that need approval do as `approvals` says.
     pub fn approvals(mut self, approvals: crate::build::Approvals) -> Self {
         self.approvals = Some(approvals);
+        self
+    }
+
+    /// Confines the commands the worker's agent runs as `sandbox` says, whatever the
+    /// worker's own files say.
+    pub fn sandbox(mut self, sandbox: troupe_sandbox::SandboxSettings) -> Self {
+        self.sandbox = Some(sandbox);
         self
     }
 

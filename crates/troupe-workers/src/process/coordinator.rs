@@ -140,6 +140,7 @@ impl ProcessMember {
         };
         task.tools = task.tools.and(&self.config.tool_policy);
         task.approvals = task.approvals.or(self.config.approvals);
+        task.sandbox = task.sandbox.or_else(|| self.config.sandbox.clone());
         task.heartbeat_ms = millis(self.config.heartbeat_interval).max(1);
         task.missed_heartbeats = self.config.missed_heartbeats;
         if let Some(models) = &self.config.models {

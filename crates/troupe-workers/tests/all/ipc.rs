@@ -49,6 +49,7 @@ fn every_frame() -> Vec<Frame> {
         heartbeat_ms: 250,
         missed_heartbeats: 4,
         approvals: Some(troupe_workers::build::Approvals::Auto),
+        sandbox: Some(troupe_sandbox::SandboxSettings::of_mode(troupe_sandbox::SandboxMode::ReadOnly)),
         record_run: Some(RunId::new("run_member")),
         await_decisions: true,
         output: Some(troupe_team::report_spec()),
