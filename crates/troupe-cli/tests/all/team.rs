@@ -952,6 +952,29 @@ fn a_workers_commands_are_confined_as_its_team_chose() {
     assert!(told.contains("sandbox: workspace-write ("), "{told}");
 }
 
+/// A worker confines itself whatever its commands' sandbox: with `--sandbox full` its
+/// shell's commands run unconfined by the command sandbox, yet read no other process's
+/// `/proc/PID/environ` (the team's process holds the provider's key there).
+#[test]
+fn a_worker_reads_no_other_processs_environment_even_with_its_commands_unconfined() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    let look = "echo found:$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c sk-ant-fake)";
+    server.push(MockTurn::tool_call("call_d1", "delegate", serde_json::json!({"to": "coder", "brief": "Look"})));
+    server.push(MockTurn::tool_call("call_s1", "shell", serde_json::json!({"command": look})));
+    server.push(MockTurn::text("Looked."));
+    server.push(MockTurn::text("The coder looked."));
+    let url = server.url();
+    let ledger =
+        Ledger { runtime, server, dir: approval_team(), workspace: workspace("# Ledger"), url }.coder_in_a_worker();
+    let args = ["run", "team.toml", "Look around", "-w", ledger.ws(), "--approve", "auto", "--sandbox", "full"];
+    let output = team_with(ledger.dir.path(), &args, &ledger.env());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let told = ledger.server.requests()[2].body["messages"].to_string();
+    assert!(told.contains("sandbox: full (unconfined)"), "the command ran outside the command sandbox: {told}");
+    assert!(told.contains("found:0"), "no process's environment showed the key: {told}");
+}
+
 /// `troupe ARGS` in `cwd` with `env`, its stdin and stderr a pseudo-terminal: each time
 /// the screen shows a new `[e]dit` question, the next of `answers` is typed. Returns the
 /// output (stdout captured) and everything the terminal showed.
