@@ -376,6 +376,10 @@ impl Subject for CodingAgent {
         Some(&self.judge)
     }
 
+    fn grader_sandbox(&self, workspace: &Path) -> troupe::tools::Sandbox {
+        self.sandbox.for_agent(&Default::default(), workspace)
+    }
+
     fn run<'a>(
         &'a self,
         workspace: &'a Path,
@@ -406,6 +410,10 @@ impl Subject for FileAgent {
 
     fn judge(&self) -> Option<&dyn troupe_eval::Judge> {
         Some(&self.judge)
+    }
+
+    fn grader_sandbox(&self, workspace: &Path) -> troupe::tools::Sandbox {
+        self.sandbox.for_agent(&self.definition.sandbox, workspace)
     }
 
     fn run<'a>(
@@ -448,6 +456,10 @@ impl Subject for TeamSubject {
 
     fn judge(&self) -> Option<&dyn troupe_eval::Judge> {
         Some(&self.judge)
+    }
+
+    fn grader_sandbox(&self, workspace: &Path) -> troupe::tools::Sandbox {
+        self.sandbox.for_agent(&Default::default(), workspace)
     }
 
     fn run<'a>(

@@ -3,9 +3,16 @@
 use crate::suite::Grader;
 use serde::Serialize;
 use serde_json::Value;
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Stdio;
 use tokio::io::AsyncWriteExt;
+use troupe_sandbox::Sandbox;
+
+/// The variables a command grader gets from troupe's environment, when set there: what a
+/// test runner needs to find its programs and toolchains. Nothing else (a provider's key
+/// above all) reaches a command that runs what the agent wrote.
+pub const GRADER_ENV: &[&str] = &["PATH", "HOME", "LANG", "CARGO_HOME", "RUSTUP_HOME"];
 
 /// What a run produced, as the graders see it.
 #[derive(Clone, Debug)]
@@ -50,9 +57,15 @@ pub trait Judge: Send + Sync {
     ) -> futures::future::BoxFuture<'a, Result<(bool, String), String>>;
 }
 
-/// Grades `attempt` by `grader`; a command grader runs in `workspace`, a judge grader asks
-/// `judge`.
-pub async fn grade(grader: &Grader, attempt: &Attempt, workspace: &Path, judge: Option<&dyn Judge>) -> Verdict {
+/// Grades `attempt` by `grader`; a command grader runs in `workspace`, confined by
+/// `sandbox`, a judge grader asks `judge`.
+pub async fn grade(
+    grader: &Grader,
+    attempt: &Attempt,
+    workspace: &Path,
+    sandbox: &Sandbox,
+    judge: Option<&dyn Judge>,
+) -> Verdict {
     if let Some(failure) = &attempt.failure
         && !matches!(grader, Grader::ToolCall { .. } | Grader::Command { .. })
     {
@@ -106,7 +119,7 @@ pub async fn grade(grader: &Grader, attempt: &Attempt, workspace: &Path, judge: 
             };
             Verdict::of(grader, called, format!("no call of {wanted}; the calls were [{}]", made.join(", ")))
         }
-        Grader::Command { run, timeout } => command(grader, run, *timeout, attempt, workspace).await,
+        Grader::Command { run, timeout } => command(grader, run, *timeout, attempt, workspace, sandbox).await,
         Grader::Judge { rubric, model } => match judge {
             None => Verdict::of(grader, false, "no judge is configured"),
             Some(judge) => match judge.judge(model.as_deref(), &attempt.task, answer, rubric).await {
@@ -128,49 +141,75 @@ fn includes(value: &Value, wanted: &Value) -> bool {
 }
 
 /// Runs the command grader: exit 0 within its time passes; the answer on stdin and in
-/// `TROUPE_ANSWER`.
+/// `TROUPE_ANSWER`. It runs what the agent left in the workspace (its tests, its build
+/// scripts), so it is confined as the agent's own commands are, with only [`GRADER_ENV`]
+/// of troupe's environment.
 async fn command(
     grader: &Grader,
     run: &str,
     timeout: std::time::Duration,
     attempt: &Attempt,
     workspace: &Path,
+    sandbox: &Sandbox,
 ) -> Verdict {
-    let spawned = tokio::process::Command::new("sh")
+    let mut command = tokio::process::Command::new("sh");
+    command
         .arg("-c")
         .arg(run)
         .current_dir(workspace)
+        .env_clear()
+        .envs(GRADER_ENV.iter().filter_map(|name| std::env::var_os(name).map(|value| (OsString::from(name), value))))
+        .env("TERM", "dumb")
         .env("TROUPE_ANSWER", &attempt.answer)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
+        .kill_on_drop(true);
+    // Held to the end: a confined command's temporary directory goes with it.
+    let mut confined = match sandbox.spawn(command, workspace).await {
+        Ok(confined) => confined,
         Err(error) => return Verdict::of(grader, false, format!("`{run}` could not start: {error}")),
     };
-    if let Some(mut stdin) = child.stdin.take() {
-        // A command that does not read its input closes the pipe early; that is its right.
-        let _ = stdin.write_all(attempt.answer.as_bytes()).await;
-    }
-    match tokio::time::timeout(timeout, child.wait_with_output()).await {
+    let child = &mut confined.child;
+    let (stdin, stderr) = (child.stdin.take(), child.stderr.take());
+    let output = async {
+        let answer = async {
+            if let Some(mut stdin) = stdin {
+                // A command that does not read its input closes the pipe early; that is its right.
+                let _ = stdin.write_all(attempt.answer.as_bytes()).await;
+            }
+        };
+        let (_, stderr) = tokio::join!(answer, first_bytes(stderr, MAX_GRADER_STDERR));
+        child.wait().await.map(|status| (status, stderr))
+    };
+    match tokio::time::timeout(timeout, output).await {
         Err(_) => Verdict::of(
             grader,
             false,
             format!("`{run}` did not finish within {}s and was stopped", timeout.as_secs_f64()),
         ),
         Ok(Err(error)) => Verdict::of(grader, false, format!("`{run}` failed: {error}")),
-        Ok(Ok(output)) => {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            let code = output.status.code().map_or_else(|| "a signal".to_owned(), |c| c.to_string());
-            Verdict::of(
-                grader,
-                output.status.success(),
-                format!("`{run}` exited with {code}: {}", short(stderr.trim())),
-            )
+        Ok(Ok((status, stderr))) => {
+            let stderr = String::from_utf8_lossy(&stderr);
+            let code = status.code().map_or_else(|| "a signal".to_owned(), |c| c.to_string());
+            Verdict::of(grader, status.success(), format!("`{run}` exited with {code}: {}", short(stderr.trim())))
         }
     }
+}
+
+/// The most of a command grader's stderr kept (its reason shows the first 120 characters).
+const MAX_GRADER_STDERR: usize = 64 * 1024;
+
+/// The first `limit` bytes `pipe` gives, read to its end so that its writer never waits.
+async fn first_bytes(pipe: Option<tokio::process::ChildStderr>, limit: usize) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let Some(mut pipe) = pipe else { return kept };
+    let mut chunk = [0u8; 8192];
+    while let Ok(read @ 1..) = tokio::io::AsyncReadExt::read(&mut pipe, &mut chunk).await {
+        let room = limit.saturating_sub(kept.len());
+        kept.extend_from_slice(&chunk[..read.min(room)]);
+    }
+    kept
 }
 
 /// The first 120 characters of `text`.
@@ -187,6 +226,7 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::time::{Duration, Instant};
+    use troupe_sandbox::SandboxMode;
 
     fn attempt(answer: &str) -> Attempt {
         Attempt {
@@ -198,7 +238,7 @@ mod tests {
     }
 
     async fn check(grader: Grader, answer: &str) -> Verdict {
-        grade(&grader, &attempt(answer), Path::new("."), None).await
+        grade(&grader, &attempt(answer), Path::new("."), &Sandbox::new(SandboxMode::Full), None).await
     }
 
     #[tokio::test]
@@ -218,7 +258,7 @@ mod tests {
         let write = check(Grader::ToolCall { tool: "fs.write".into(), arguments: None }, "").await;
         assert_eq!(write.reason, "no call of fs.write; the calls were [fs.read]");
         let failed = Attempt { failure: Some("over budget".into()), ..attempt("") };
-        let verdict = grade(&Grader::Exact(String::new()), &failed, Path::new("."), None).await;
+        let verdict = grade(&Grader::Exact(String::new()), &failed, Path::new("."), &Sandbox::default(), None).await;
         assert_eq!(verdict.reason, "the run did not complete: over budget");
     }
 
@@ -235,5 +275,34 @@ mod tests {
         let hangs = check(Grader::Command { run: "sleep 30".into(), timeout: Duration::from_millis(300) }, "").await;
         assert!(!hangs.pass && hangs.reason.contains("did not finish within 0.3s"), "{hangs:?}");
         assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    /// A command grader runs what the agent left in the workspace: it is confined as the
+    /// agent's commands are and gets none of troupe's environment but [`GRADER_ENV`].
+    #[tokio::test]
+    async fn a_command_grader_is_confined_and_gets_no_key() {
+        let root = tempfile::tempdir().expect("a temporary directory");
+        let (workspace, outside) = (root.path().join("workspace"), root.path().join("outside.txt"));
+        std::fs::create_dir_all(&workspace).expect("the workspace");
+        // Cargo sets these for every test it runs: troupe's environment holds them here.
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        let run = format!(
+            "test -z \"$CARGO_MANIFEST_DIR\" && test -n \"$PATH\" && echo kept > made.txt; echo out > {}; true",
+            outside.display()
+        );
+        let grader = Grader::Command { run, timeout: Duration::from_secs(20) };
+        let confined = Sandbox::new(SandboxMode::WorkspaceWrite);
+        let verdict = grade(&grader, &attempt("42"), &workspace, &confined, None).await;
+        assert!(verdict.pass, "{verdict:?}");
+        assert!(workspace.join("made.txt").exists(), "the environment was scrubbed and the workspace written");
+        assert!(!outside.exists(), "nothing is written outside the workspace");
+
+        let flood =
+            Grader::Command { run: "head -c 1000000 /dev/zero >&2; exit 3".into(), timeout: Duration::from_secs(20) };
+        let verdict = grade(&flood, &attempt("42"), &workspace, &confined, None).await;
+        assert!(
+            !verdict.pass && verdict.reason.starts_with("`head -c 1000000 /dev/zero >&2; exit 3` exited with 3"),
+            "{verdict:?}"
+        );
     }
 }

@@ -56,6 +56,13 @@ pub trait Subject: Send + Sync {
     fn judge(&self) -> Option<&dyn Judge> {
         None
     }
+
+    /// How a `command` grader is confined in `workspace`: as the subject's own commands
+    /// are (by default `workspace-write`, no network).
+    fn grader_sandbox(&self, workspace: &Path) -> troupe_sandbox::Sandbox {
+        let _ = workspace;
+        troupe_sandbox::Sandbox::new(troupe_sandbox::SandboxMode::WorkspaceWrite)
+    }
 }
 
 /// Runs `input` with `agent`: what a [`Subject`] made of one agent does.
@@ -166,7 +173,8 @@ async fn attempt(case: &Case, n: u32, subject: &dyn Subject) -> RunRecord {
     };
     let mut verdicts: Vec<Verdict> = Vec::with_capacity(case.expect.len());
     for grader in &case.expect {
-        verdicts.push(grade(grader, &graded, workspace.path(), subject.judge()).await);
+        let sandbox = subject.grader_sandbox(workspace.path());
+        verdicts.push(grade(grader, &graded, workspace.path(), &sandbox, subject.judge()).await);
     }
     RunRecord {
         n,

@@ -148,7 +148,10 @@ pub(crate) fn install_call_filter(network: bool) -> Result<(), String> {
     let typed_in = [libc::TIOCSTI, libc::TIOCLINUX]
         .into_iter()
         .map(|request| {
-            let condition = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request as u64)?;
+            // An ioctl's request is `c_ulong` on glibc and `c_int` on musl.
+            #[allow(clippy::unnecessary_cast)]
+            let request = request as u64;
+            let condition = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)?;
             SeccompRule::new(vec![condition])
         })
         .collect::<Result<Vec<_>, _>>()
