@@ -87,7 +87,18 @@ impl WireFormat for GeminiWire {
         provider: &str,
         output: &troupe_core::OutputSchema,
     ) -> Result<Option<troupe_core::OutputSchema>> {
-        crate::output_dialect::adapt(crate::output_dialect::Dialect::Gemini, provider, output)
+        let adapted = crate::output_dialect::adapt(crate::output_dialect::Dialect::Gemini, provider, output)?;
+        // Converted once here too, so that a schema too large to inline is refused under the
+        // provider's name before anything is sent (the work is bounded by the budget).
+        let schema = adapted.as_ref().map_or(&output.schema, |adapted| &adapted.schema);
+        schema::response_schema(schema, &mut schema::Budget::default()).map_err(|too_large| {
+            Error::UnsupportedOutputSchema {
+                provider: provider.to_owned(),
+                name: output.name.clone(),
+                reason: too_large.to_string(),
+            }
+        })?;
+        Ok(adapted)
     }
 
     fn parser(&self, provider: &str) -> GeminiParser {
@@ -100,5 +111,23 @@ impl WireFormat for GeminiWire {
 
     fn map_error(&self, provider: &str, status: u16, hint: RetryHint, body: &[u8]) -> Error {
         errors::map_error(provider, status, hint, body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_core::OutputSchema;
+
+    #[test]
+    fn an_output_schema_too_large_to_inline_is_refused_under_the_providers_name() {
+        let ladder = schema::ladder(8, 16, serde_json::json!({"type": "string"}));
+        let error = GeminiWire::default()
+            .adapt_output("my-gemini", &OutputSchema::new("Deep", ladder))
+            .expect_err("refused before anything is sent");
+        assert!(
+            matches!(&error, Error::UnsupportedOutputSchema { provider, name, .. } if provider == "my-gemini" && name == "Deep"),
+            "{error}"
+        );
     }
 }

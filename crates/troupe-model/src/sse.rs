@@ -17,8 +17,9 @@ pub struct SseFrame<'a> {
 /// Why bytes could not be decoded as SSE.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SseError {
-    /// A single line exceeded the decoder's limit: the peer is not speaking SSE.
-    #[error("an SSE line exceeds {limit} bytes")]
+    /// A single line, or one event's `data` lines together, exceeded the decoder's limit:
+    /// the peer is not speaking SSE.
+    #[error("an SSE line or event's data exceeds {limit} bytes")]
     LineTooLong {
         /// The limit in bytes.
         limit: usize,
@@ -28,7 +29,7 @@ pub enum SseError {
     InvalidUtf8,
 }
 
-/// The default cap on one line (and so on one event's data): 16 MiB.
+/// The default cap on one line, and on one event's data (its `data:` lines joined): 16 MiB.
 pub const DEFAULT_MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// Decodes a byte stream into [`SseFrame`]s.
@@ -55,7 +56,8 @@ impl SseDecoder {
         Self::with_max_line(DEFAULT_MAX_LINE)
     }
 
-    /// A decoder that refuses lines longer than `max_line` bytes.
+    /// A decoder that refuses lines longer than `max_line` bytes, and events whose data
+    /// would be.
     pub fn with_max_line(max_line: usize) -> Self {
         SseDecoder {
             line: Vec::new(),
@@ -152,6 +154,9 @@ impl SseDecoder {
         match field {
             b"data" => {
                 let value = std::str::from_utf8(value).map_err(|_| SseError::InvalidUtf8)?;
+                // Lines within the limit add up until a blank line: the event is capped too.
+                let joined = self.data.len() + usize::from(self.has_data) + value.len();
+                self.check_len(joined)?;
                 if self.has_data {
                     self.data.push('\n');
                 }
@@ -245,5 +250,32 @@ mod tests {
         let mut decoder = SseDecoder::new();
         let err = decoder.feed(b"data: \xff\xfe\n", |_| Ok::<(), SseError>(())).expect_err("not utf-8");
         assert_eq!(err, SseError::InvalidUtf8);
+    }
+
+    #[test]
+    fn an_events_data_is_capped_like_a_line() {
+        let mut decoder = SseDecoder::with_max_line(16);
+        let mut frames = 0;
+        let mut count = |_: SseFrame<'_>| -> Result<(), SseError> {
+            frames += 1;
+            Ok(())
+        };
+        // 3 bytes joined by `\n`: 5 lines are 19 bytes of data, each line well within 16.
+        let err = decoder.feed(b"data: abc\ndata: abc\ndata: abc\ndata: abc\ndata: abc\n", &mut count);
+        assert_eq!(err, Err(SseError::LineTooLong { limit: 16 }));
+        // Exactly at the limit is fine: 4 lines are 15 bytes.
+        let mut decoder = SseDecoder::with_max_line(15);
+        decoder.feed(b"data: abc\ndata: abc\ndata: abc\ndata: abc\n\n", &mut count).expect("within the limit");
+        assert_eq!(frames, 1);
+    }
+
+    #[test]
+    fn data_without_a_blank_line_does_not_grow_past_the_default_cap() {
+        // One MiB lines, never a blank line: refused once the event passes 16 MiB.
+        let line = [b"data: ".as_slice(), &vec![b'x'; 1024 * 1024], b"\n"].concat();
+        let mut decoder = SseDecoder::new();
+        let fed = (0..32).try_for_each(|_| decoder.feed(&line, |_| Ok::<(), SseError>(())));
+        assert_eq!(fed, Err(SseError::LineTooLong { limit: DEFAULT_MAX_LINE }));
+        assert!(decoder.data.len() <= DEFAULT_MAX_LINE);
     }
 }

@@ -102,9 +102,13 @@ impl UsageMetadata {
         Usage {
             // `promptTokenCount` includes the cached tokens; tool-use prompt tokens (from
             // built-in tools) are counted apart but billed as input.
-            input_tokens: self.prompt_token_count.unwrap_or(0).saturating_sub(cached)
-                + self.tool_use_prompt_token_count.unwrap_or(0),
-            output_tokens: self.candidates_token_count.unwrap_or(0) + thoughts,
+            // The counts are the vendor's: saturate rather than overflow on absurd ones.
+            input_tokens: self
+                .prompt_token_count
+                .unwrap_or(0)
+                .saturating_sub(cached)
+                .saturating_add(self.tool_use_prompt_token_count.unwrap_or(0)),
+            output_tokens: self.candidates_token_count.unwrap_or(0).saturating_add(thoughts),
             cache_read_tokens: cached,
             cache_write_tokens: 0,
             cache_write_long_tokens: 0,
@@ -326,5 +330,24 @@ impl StreamParser for GeminiParser {
         } else {
             Err(Error::truncated(&self.provider, "the stream ended without any response"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absurd_token_counts_saturate() {
+        let metadata = UsageMetadata {
+            prompt_token_count: Some(u64::MAX),
+            candidates_token_count: Some(u64::MAX),
+            cached_content_token_count: Some(0),
+            thoughts_token_count: Some(u64::MAX),
+            tool_use_prompt_token_count: Some(u64::MAX),
+        };
+        let usage = metadata.usage();
+        assert_eq!((usage.input_tokens, usage.output_tokens), (u64::MAX, u64::MAX));
+        assert_eq!(usage.reasoning_tokens, u64::MAX);
     }
 }

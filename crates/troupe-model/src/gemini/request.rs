@@ -16,22 +16,25 @@ pub(super) fn build(wire: &GeminiWire, request: &ModelRequest) -> Result<WireReq
     if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
         body.insert("systemInstruction".to_owned(), json!({"parts": [{"text": system}]}));
     }
+    // Every schema of the request draws on one budget: it bounds what inlining `$ref`s
+    // makes of them all, whatever their number.
+    let mut budget = schema::Budget::default();
     if !request.tools.is_empty() {
-        let declarations: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|tool| {
-                let mut declaration = Map::new();
-                declaration.insert("name".to_owned(), Value::String(tool.name.clone()));
-                if !tool.description.is_empty() {
-                    declaration.insert("description".to_owned(), Value::String(tool.description.clone()));
-                }
-                if let Some(parameters) = schema::parameters(&tool.input_schema) {
-                    declaration.insert("parameters".to_owned(), parameters);
-                }
-                Value::Object(declaration)
-            })
-            .collect();
+        let mut declarations = Vec::with_capacity(request.tools.len());
+        for tool in &request.tools {
+            let mut declaration = Map::new();
+            declaration.insert("name".to_owned(), Value::String(tool.name.clone()));
+            if !tool.description.is_empty() {
+                declaration.insert("description".to_owned(), Value::String(tool.description.clone()));
+            }
+            let parameters = schema::parameters(&tool.input_schema, &mut budget).map_err(|too_large| {
+                Error::Config(format!("the input schema of tool `{}` cannot be sent to Gemini: {too_large}", tool.name))
+            })?;
+            if let Some(parameters) = parameters {
+                declaration.insert("parameters".to_owned(), parameters);
+            }
+            declarations.push(Value::Object(declaration));
+        }
         body.insert("tools".to_owned(), json!([{"functionDeclarations": declarations}]));
         // A tool config without declarations is refused, so it only travels with tools.
         if let Some(choice) = &request.tool_choice {
@@ -67,7 +70,16 @@ pub(super) fn build(wire: &GeminiWire, request: &ModelRequest) -> Result<WireReq
     }
     if let Some(output) = &request.output {
         generation.insert("responseMimeType".to_owned(), json!("application/json"));
-        generation.insert("responseSchema".to_owned(), schema::response_schema(&output.schema));
+        // `GeminiWire::adapt_output` has refused an output schema too large alone, under the
+        // provider's name; here it can still outgrow what the tools' schemas left.
+        let converted = schema::response_schema(&output.schema, &mut budget).map_err(|too_large| {
+            Error::UnsupportedOutputSchema {
+                provider: "gemini".to_owned(),
+                name: output.name.clone(),
+                reason: too_large.to_string(),
+            }
+        })?;
+        generation.insert("responseSchema".to_owned(), converted);
     }
     if !generation.is_empty() {
         body.insert("generationConfig".to_owned(), Value::Object(generation));
@@ -251,5 +263,27 @@ mod tests {
     fn image_urls_get_a_mime_type_when_the_extension_says() {
         assert_eq!(image_mime("https://x.test/a/cat.JPG?size=2"), Some("image/jpeg"));
         assert_eq!(image_mime("https://x.test/files/abc"), None);
+    }
+
+    #[test]
+    fn schemas_too_large_to_inline_are_refused_naming_what_carries_them() {
+        use troupe_core::{OutputSchema, ToolSpec};
+        let wire = GeminiWire::default();
+        let ladder = schema::ladder(8, 16, json!({"type": "string"}));
+        let small = json!({"type": "object", "properties": {"q": {"type": "string"}}});
+
+        let tool = ModelRequest::new("gemini-2.5-flash").tool(ToolSpec::new("deep", "", ladder.clone()));
+        let error = build(&wire, &tool).expect_err("the tool's schema is refused");
+        assert!(matches!(&error, Error::Config(message) if message.contains("tool `deep`")), "{error}");
+
+        let output = ModelRequest::new("gemini-2.5-flash")
+            .tool(ToolSpec::new("search", "", small.clone()))
+            .output(OutputSchema::new("Deep", ladder));
+        let error = build(&wire, &output).expect_err("the output schema is refused");
+        assert!(matches!(&error, Error::UnsupportedOutputSchema { name, .. } if name == "Deep"), "{error}");
+        assert_eq!(error.code(), "unsupported_output_schema");
+
+        let fine = ModelRequest::new("gemini-2.5-flash").tool(ToolSpec::new("search", "", small));
+        assert!(build(&wire, &fine).is_ok());
     }
 }
