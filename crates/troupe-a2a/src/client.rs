@@ -29,6 +29,13 @@ const POLL_INTERVAL: Duration = Duration::from_millis(500);
 const ID_WAIT: Duration = Duration::from_secs(5);
 /// How much of an error response's body is kept in the error.
 const BODY_EXCERPT: usize = 512;
+/// How much of an error response's body is read: enough for its excerpt, and no more, since
+/// a server may send one without end.
+const ERROR_BODY: usize = 2 * BODY_EXCERPT;
+/// The most bytes read of an answer (an agent card, a JSON-RPC response) and of one streamed
+/// event: far more than any real one, so that a server sending without end is refused
+/// before it fills memory.
+const MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// Why talking to a remote agent failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +68,16 @@ pub enum A2aClientError {
         what: &'static str,
         /// What was wrong.
         reason: String,
+    },
+    /// An answer, or one event of a stream, was larger than the client reads.
+    #[error("the A2A agent at {url} sent more than {limit} bytes for its {what}")]
+    TooLarge {
+        /// Where.
+        url: String,
+        /// What it was supposed to be.
+        what: &'static str,
+        /// The limit in bytes.
+        limit: usize,
     },
     /// The card lists no JSON-RPC endpoint speaking A2A 1.x.
     #[error("the agent card at {url} lists no JSON-RPC endpoint for A2A 1.0")]
@@ -190,9 +207,17 @@ fn unreachable_error(url: &str, error: &reqwest::Error) -> A2aClientError {
     A2aClientError::Unreachable { url: url.to_owned(), reason }
 }
 
-async fn status_error(url: &str, response: reqwest::Response) -> A2aClientError {
+async fn status_error(url: &str, mut response: reqwest::Response) -> A2aClientError {
     let status = response.status().as_u16();
-    let mut body = response.text().await.unwrap_or_default();
+    let mut read = Vec::new();
+    // The body is only an explanation: what cannot be read is left out.
+    while let Ok(Some(chunk)) = response.chunk().await {
+        read.extend_from_slice(&chunk[..chunk.len().min(ERROR_BODY - read.len())]);
+        if read.len() == ERROR_BODY {
+            break;
+        }
+    }
+    let mut body = String::from_utf8_lossy(&read).into_owned();
     if body.len() > BODY_EXCERPT {
         let mut cut = BODY_EXCERPT;
         while !body.is_char_boundary(cut) {
@@ -202,6 +227,28 @@ async fn status_error(url: &str, response: reqwest::Response) -> A2aClientError 
         body.push('…');
     }
     A2aClientError::Status { url: url.to_owned(), status, body }
+}
+
+/// `response`'s body as JSON, read as it comes and refused once past [`MAX_BODY`] bytes.
+async fn read_json<T: DeserializeOwned>(
+    url: &str,
+    mut response: reqwest::Response,
+    what: &'static str,
+) -> Result<T, A2aClientError> {
+    let too_large = || A2aClientError::TooLarge { url: url.to_owned(), what, limit: MAX_BODY };
+    let malformed = |reason: String| A2aClientError::Malformed { url: url.to_owned(), what, reason };
+    // A declared length says it before anything is read.
+    if response.content_length().is_some_and(|length| length > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| malformed(e.to_string()))? {
+        if chunk.len() > MAX_BODY - body.len() {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|e| malformed(e.to_string()))
 }
 
 impl RemoteAgent {
@@ -223,11 +270,7 @@ impl RemoteAgent {
         if !response.status().is_success() {
             return Err(status_error(&card_url, response).await);
         }
-        let card: AgentCard = response.json().await.map_err(|e| A2aClientError::Malformed {
-            url: card_url.clone(),
-            what: "agent card",
-            reason: e.to_string(),
-        })?;
+        let card: AgentCard = read_json(&card_url, response, "agent card").await?;
         let endpoint = card
             .jsonrpc_url()
             .map(str::to_owned)
@@ -393,7 +436,7 @@ impl RemoteAgent {
         if !response.status().is_success() {
             return Err(status_error(&self.endpoint, response).await);
         }
-        let body: Value = response.json().await.map_err(|e| self.malformed(what, e.to_string()))?;
+        let body: Value = read_json(&self.endpoint, response, what).await?;
         self.result(body, what)
     }
 
@@ -580,7 +623,7 @@ impl RemoteAgent {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if !is_sse {
             // An error before the stream began comes as one JSON-RPC response.
-            let body: Value = response.json().await.map_err(|e| self.malformed("stream", e.to_string()))?;
+            let body: Value = read_json(&self.endpoint, response, "stream").await?;
             let item: StreamResponse = self.result(body, "stream item")?;
             return match item {
                 StreamResponse::Task(task) => Ok(task),
@@ -593,7 +636,12 @@ impl RemoteAgent {
         let mut task: Option<Task> = None;
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| unreachable_error(&self.endpoint, &e))?;
-            for data in decoder.push(&chunk) {
+            let events = decoder.push(&chunk).map_err(|EventTooLarge { limit }| A2aClientError::TooLarge {
+                url: self.endpoint.clone(),
+                what: "stream event",
+                limit,
+            })?;
+            for data in events {
                 let value: Value = serde_json::from_str(&data).map_err(|e| self.malformed("stream", e.to_string()))?;
                 let item: StreamResponse = self.result(value, "stream item")?;
                 if let Some(tell) = updates {
@@ -660,18 +708,45 @@ fn merge_artifact(task: &mut Task, artifact: Artifact, append: bool) {
 }
 
 /// Server-Sent Events, incrementally: bytes in, each event's `data` out.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct SseDecoder {
+    /// The unfinished event.
     buffer: Vec<u8>,
+    /// How many bytes of `buffer` are known to hold no event's end: only what comes after
+    /// is searched, so an event arriving in many chunks is scanned once.
+    scanned: usize,
+    /// The most bytes one event may hold.
+    limit: usize,
+}
+
+/// A streamed event grew past [`SseDecoder`]'s limit before it ended.
+#[derive(Debug, PartialEq, Eq)]
+struct EventTooLarge {
+    limit: usize,
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        SseDecoder::with_limit(MAX_BODY)
+    }
 }
 
 impl SseDecoder {
-    fn push(&mut self, chunk: &[u8]) -> Vec<String> {
+    fn with_limit(limit: usize) -> Self {
+        SseDecoder { buffer: Vec::new(), scanned: 0, limit }
+    }
+
+    /// The data of every event `chunk` ends; [`EventTooLarge`] once the unfinished one is
+    /// past the limit.
+    fn push(&mut self, chunk: &[u8]) -> Result<Vec<String>, EventTooLarge> {
         self.buffer.extend(chunk.iter().copied().filter(|b| *b != b'\r'));
         let mut events = Vec::new();
-        while let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
-            let block: Vec<u8> = self.buffer.drain(..end + 2).collect();
-            let block = String::from_utf8_lossy(&block);
+        let mut start = 0;
+        // The last byte scanned may be the first `\n` of the blank line that ends the event.
+        let mut from = self.scanned.saturating_sub(1);
+        while let Some(at) = self.buffer[from..].windows(2).position(|w| w == b"\n\n") {
+            let end = from + at + 2;
+            let block = String::from_utf8_lossy(&self.buffer[start..end]);
             let data: Vec<&str> = block
                 .lines()
                 .filter_map(|line| line.strip_prefix("data:"))
@@ -680,8 +755,15 @@ impl SseDecoder {
             if !data.is_empty() {
                 events.push(data.join("\n"));
             }
+            (start, from) = (end, end);
         }
-        events
+        // Taken out once, not per event: the rest moves once per chunk.
+        self.buffer.drain(..start);
+        self.scanned = self.buffer.len();
+        if self.buffer.len() > self.limit {
+            return Err(EventTooLarge { limit: self.limit });
+        }
+        Ok(events)
     }
 }
 
@@ -904,7 +986,8 @@ mod tests {
         let stream = b"data: {\"a\":1}\r\n\r\n: keep-alive\n\ndata: {\"b\":\ndata: 2}\n\n";
         for size in 1..stream.len() {
             let mut decoder = SseDecoder::default();
-            let events: Vec<String> = stream.chunks(size).flat_map(|c| decoder.push(c)).collect();
+            let events: Vec<String> =
+                stream.chunks(size).flat_map(|c| decoder.push(c).expect("within the limit")).collect();
             assert_eq!(events, ["{\"a\":1}", "{\"b\":\n2}"], "chunks of {size}");
         }
     }
@@ -952,5 +1035,183 @@ mod tests {
             ..Artifact::default()
         });
         assert_eq!(answer_of(&task), "n");
+    }
+
+    #[test]
+    fn an_event_split_across_many_chunks_decodes() {
+        let data = "y".repeat(64 * 1024);
+        let stream = format!("data: {data}\n\ndata: 2\n\n");
+        let mut decoder = SseDecoder::default();
+        let mut events = Vec::new();
+        for byte in stream.as_bytes().chunks(1) {
+            events.extend(decoder.push(byte).expect("within the limit"));
+        }
+        assert_eq!(events, [data, "2".to_owned()]);
+        assert!(decoder.buffer.is_empty());
+    }
+
+    #[test]
+    fn an_event_past_the_limit_is_refused() {
+        let mut decoder = SseDecoder::with_limit(16);
+        assert_eq!(decoder.push(b"data: 123456789\n\n"), Ok(vec!["123456789".to_owned()]), "16 bytes: within");
+        assert_eq!(decoder.push(b"data: 1234"), Ok(vec![]));
+        assert_eq!(decoder.push(b"56789\n"), Ok(vec![]));
+        assert_eq!(decoder.push(b"0"), Err(EventTooLarge { limit: 16 }), "17 bytes without an end");
+    }
+
+    /// What the test server answers.
+    #[derive(Clone)]
+    struct Reply {
+        status: u16,
+        content_type: &'static str,
+        body: Body,
+    }
+
+    #[derive(Clone)]
+    enum Body {
+        /// These bytes, with their length.
+        Whole(Vec<u8>),
+        /// `x`s, chunked, without a length: this many bytes, or (`None`) until the client
+        /// goes away.
+        Chunked(Option<usize>),
+    }
+
+    impl Reply {
+        fn json(value: &Value) -> Reply {
+            Reply { status: 200, content_type: "application/json", body: Body::Whole(value.to_string().into_bytes()) }
+        }
+
+        /// Twice the limit, chunked: a client without a limit reads it all, and then
+        /// cannot parse it.
+        fn oversized(content_type: &'static str) -> Reply {
+            Reply { status: 200, content_type, body: Body::Chunked(Some(2 * MAX_BODY)) }
+        }
+    }
+
+    fn card(url: &str) -> Reply {
+        Reply::json(&json!({
+            "name": "reviewer",
+            "description": "Reviews changes",
+            "version": "1.0.0",
+            "supportedInterfaces": [{"url": format!("{url}/a2a"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+            "capabilities": {"streaming": false},
+            "defaultInputModes": ["text/plain"],
+            "defaultOutputModes": ["text/plain"],
+            "skills": []
+        }))
+    }
+
+    /// An HTTP/1.1 server on loopback answering every GET with `card(its URL)` and every
+    /// POST with `answer`; its URL.
+    async fn serve(card: impl Fn(&str) -> Reply, answer: Reply) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let url = format!("http://{}", listener.local_addr().expect("its address"));
+        let card = card(&url);
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let (card, answer) = (card.clone(), answer.clone());
+                tokio::spawn(async move {
+                    // The client going away ends the answer.
+                    let _ = answer_one(socket, card, answer).await;
+                });
+            }
+        });
+        url
+    }
+
+    async fn answer_one(mut socket: tokio::net::TcpStream, card: Reply, answer: Reply) -> std::io::Result<()> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut request = Vec::new();
+        let mut buf = [0u8; 4096];
+        let head_end = loop {
+            let read = socket.read(&mut buf).await?;
+            if read == 0 {
+                return Ok(());
+            }
+            request.extend_from_slice(&buf[..read]);
+            if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+        };
+        let head = String::from_utf8_lossy(&request[..head_end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-length:"))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(0);
+        while request.len() < head_end + length {
+            let read = socket.read(&mut buf).await?;
+            if read == 0 {
+                return Ok(());
+            }
+            request.extend_from_slice(&buf[..read]);
+        }
+        let reply = if head.starts_with("get ") { card } else { answer };
+        let status =
+            format!("HTTP/1.1 {} X\r\ncontent-type: {}\r\nconnection: close\r\n", reply.status, reply.content_type);
+        match reply.body {
+            Body::Whole(body) => {
+                socket.write_all(format!("{status}content-length: {}\r\n\r\n", body.len()).as_bytes()).await?;
+                socket.write_all(&body).await?;
+            }
+            Body::Chunked(total) => {
+                socket.write_all(format!("{status}transfer-encoding: chunked\r\n\r\n").as_bytes()).await?;
+                let size = 64 * 1024;
+                let chunk = [format!("{size:x}\r\n").into_bytes(), vec![b'x'; size], b"\r\n".to_vec()].concat();
+                let mut sent = 0;
+                while total.is_none_or(|total| sent < total) {
+                    socket.write_all(&chunk).await?;
+                    sent += size;
+                }
+                socket.write_all(b"0\r\n\r\n").await?;
+            }
+        }
+        socket.shutdown().await
+    }
+
+    /// `work`, which must end well before it could have read what it was sent.
+    async fn promptly<T>(work: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(20), work).await.expect("it ends without reading everything")
+    }
+
+    #[tokio::test]
+    async fn an_agent_card_past_the_limit_is_refused() {
+        let url = serve(|_| Reply::oversized("application/json"), Reply::json(&json!({}))).await;
+        let error = promptly(RemoteAgent::resolve(&url)).await.expect_err("refused");
+        assert!(matches!(&error, A2aClientError::TooLarge { what: "agent card", limit: MAX_BODY, .. }), "{error}");
+    }
+
+    #[tokio::test]
+    async fn answers_past_the_limit_are_refused() {
+        // Declared by its length: refused before it is read.
+        let huge = Reply { body: Body::Whole(vec![b' '; MAX_BODY + 1]), ..Reply::json(&json!({})) };
+        let url = serve(card, huge).await;
+        let agent = RemoteAgent::resolve(&url).await.expect("the card reads");
+        let error = promptly(agent.get_task("t1")).await.expect_err("refused");
+        assert!(matches!(&error, A2aClientError::TooLarge { what: "task", .. }), "{error}");
+
+        // Without a length, refused once past it.
+        let url = serve(card, Reply::oversized("application/json")).await;
+        let agent = RemoteAgent::resolve(&url).await.expect("the card reads").streaming(true);
+        let error = promptly(agent.send("hi", None, &CancellationToken::new())).await.expect_err("refused");
+        assert!(matches!(&error, A2aClientError::TooLarge { what: "stream", .. }), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_streamed_event_past_the_limit_is_refused() {
+        let url = serve(card, Reply::oversized("text/event-stream")).await;
+        let agent = RemoteAgent::resolve(&url).await.expect("the card reads").streaming(true);
+        let error = promptly(agent.send("hi", None, &CancellationToken::new())).await.expect_err("refused");
+        assert!(matches!(&error, A2aClientError::TooLarge { what: "stream event", .. }), "{error}");
+    }
+
+    #[tokio::test]
+    async fn an_error_body_is_read_only_as_far_as_its_excerpt() {
+        // Without end: only a client that stops reading can answer.
+        let url = serve(card, Reply { status: 500, content_type: "text/plain", body: Body::Chunked(None) }).await;
+        let agent = RemoteAgent::resolve(&url).await.expect("the card reads");
+        let error = promptly(agent.get_task("t1")).await.expect_err("an HTTP error");
+        let A2aClientError::Status { status: 500, body, .. } = &error else { panic!("{error}") };
+        assert_eq!(body, &format!("{}…", "x".repeat(BODY_EXCERPT)));
     }
 }
