@@ -72,6 +72,8 @@ mod template;
 mod workspace;
 
 #[cfg(feature = "client")]
+mod bounded_lines;
+#[cfg(feature = "client")]
 mod client;
 #[cfg(feature = "client")]
 mod lazy;

@@ -21,7 +21,6 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{ChildStderr, Command};
 use troupe_sandbox::Confined;
 
@@ -31,6 +30,9 @@ const INHERITED: [&str; 2] = ["PATH", "HOME"];
 const STDERR_LINES: usize = 20;
 /// The longest stderr line kept.
 const STDERR_LINE_CHARS: usize = 400;
+/// The most bytes of a stderr line read into memory: enough for its kept characters (at most
+/// 4 bytes each in UTF-8); the rest of a longer line is skipped as it is read.
+const STDERR_LINE_BYTES: usize = 4 * STDERR_LINE_CHARS;
 /// The least time a handshake is given, whatever the per-call timeout: starting a server
 /// (`npx` fetching a package, a cold `node`) can take longer than one call should.
 const MIN_HANDSHAKE: Duration = Duration::from_secs(30);
@@ -237,15 +239,16 @@ async fn open_stdio(
 
 fn forward_stderr(server: String, stderr: ChildStderr, tail: StderrTail, secrets: Vec<String>) {
     tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
+        // Read to the end even when nothing is kept: a server whose stderr fills up blocks.
+        crate::bounded_lines::read_lines(stderr, STDERR_LINE_BYTES, |line| {
             let mut line: String = line.chars().take(STDERR_LINE_CHARS).collect();
             for secret in &secrets {
                 line = line.replace(secret.as_str(), "<redacted>");
             }
             tracing::debug!(server = %server, "mcp server stderr: {line}");
             tail.push(line);
-        }
+        })
+        .await;
     });
 }
 
@@ -293,4 +296,30 @@ async fn open_http(
 /// `text` with every secret replaced.
 pub(crate) fn redact(text: &str, secrets: &[String]) -> String {
     secrets.iter().fold(text.to_owned(), |t, s| t.replace(s.as_str(), "<redacted>"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_server_writing_stderr_without_a_newline_is_kept_to_one_cut_line() {
+        let mut child = Command::new("sh")
+            .args(["-c", "exec tr '\\0' a < /dev/zero >&2"])
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("sh starts");
+        let tail = StderrTail::default();
+        forward_stderr("endless".to_owned(), child.stderr.take().expect("piped"), tail.clone(), Vec::new());
+        let seen = tokio::time::timeout(Duration::from_secs(10), async {
+            while tail.text().is_empty() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        let _ = child.kill().await;
+        assert!(seen.is_ok(), "the line is kept before the server ends it");
+        assert_eq!(tail.text(), "a".repeat(STDERR_LINE_CHARS));
+    }
 }
