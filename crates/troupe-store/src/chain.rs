@@ -24,10 +24,14 @@ impl EvidenceChain {
     }
 
     /// The chain continuing after `last`, the run's newest entry (`None` for none).
+    ///
+    /// A store refuses to read back an entry numbered `i64::MAX` (a corrupt row); after one
+    /// made by hand the chain stays at that number, where the store refuses the next entry
+    /// as a conflict, instead of overflowing.
     pub fn after(run_id: impl Into<String>, last: Option<&EvidenceEntry>) -> Self {
         let mut chain = EvidenceChain::new(run_id);
         if let Some(last) = last {
-            chain.next_seq = last.seq + 1;
+            chain.next_seq = last.seq.saturating_add(1);
             chain.head.clone_from(&last.hash);
         }
         chain
@@ -66,7 +70,7 @@ impl EvidenceChain {
                     prev_hash: std::mem::replace(&mut prev, hash.clone()),
                     hash,
                 };
-                seq += 1;
+                seq = seq.saturating_add(1);
                 sealed
             })
             .collect()
@@ -75,7 +79,7 @@ impl EvidenceChain {
     /// Moves the head past `sealed`, entries the store has accepted.
     pub fn advance(&mut self, sealed: &[EvidenceEntry]) {
         if let Some(last) = sealed.last() {
-            self.next_seq = last.seq + 1;
+            self.next_seq = last.seq.saturating_add(1);
             self.head.clone_from(&last.hash);
         }
     }
@@ -301,6 +305,19 @@ mod tests {
         let next = chain.seal(vec![NewEvidence::new(EvidenceKind::RunFinished, json!({}))], 12);
         let all: Vec<_> = log.into_iter().chain(next).collect();
         assert_eq!(verify_chain(&all), Ok(()));
+    }
+
+    #[test]
+    fn a_chain_after_the_last_number_does_not_overflow() {
+        let mut last = log().pop().expect("an entry");
+        last.seq = i64::MAX;
+        let mut chain = EvidenceChain::after("r1", Some(&last));
+        assert_eq!(chain.next_seq(), i64::MAX, "the store refuses the next entry as taken");
+        let entries = vec![NewEvidence::new(EvidenceKind::RunFinished, json!({})); 2];
+        let sealed = chain.seal(entries, 12);
+        assert_eq!(sealed.iter().map(|e| e.seq).collect::<Vec<_>>(), [i64::MAX, i64::MAX]);
+        chain.advance(&sealed);
+        assert_eq!(chain.next_seq(), i64::MAX);
     }
 
     #[test]

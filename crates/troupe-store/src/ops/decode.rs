@@ -106,6 +106,11 @@ pub(crate) fn evidence_entry(row: &dyn Columns) -> Result<EvidenceEntry, StoreEr
     let seq = row.int("seq")?;
     let kind = row.text("kind")?;
     let what = || format!("evidence entry {seq} of run `{run_id}`");
+    // Chains number entries 1, 2, ...: an entry with no next number is corrupt, and no
+    // chain could go on after it.
+    if seq.checked_add(1).is_none() {
+        return Err(StoreError::decode(what(), "its sequence number leaves no room for another entry"));
+    }
     Ok(EvidenceEntry {
         kind: EvidenceKind::parse(&kind)
             .ok_or_else(|| StoreError::decode(what(), format!("unknown evidence kind `{kind}`")))?,

@@ -529,8 +529,15 @@ pub(crate) async fn save_checkpoint<C: Conn>(
     ];
     let params = if head_in_row { &params[..] } else { &params[..5] };
     if changed {
+        // Checked before anything is written: only a corrupt row has no next number.
+        let next = transition_seq.checked_add(1).ok_or_else(|| {
+            StoreError::decode(
+                format!("transition number of run `{run_id}`"),
+                format!("{transition_seq} leaves no room for another transition"),
+            )
+        })?;
         conn.execute(&SAVE_RUN_WITH_STATUS, params).await?;
-        insert_transition(conn, run_id, transition_seq + 1, Some(from), checkpoint.status, now).await?;
+        insert_transition(conn, run_id, next, Some(from), checkpoint.status, now).await?;
     } else if head_in_row {
         conn.execute(&SAVE_RUN, params).await?;
     } else {

@@ -276,6 +276,46 @@ async fn unreadable_rows_are_decode_errors() {
     assert!(matches!(store.list_runs(&RunFilter::default()).await, Err(StoreError::Decode { .. })));
 }
 
+/// Numbers a corrupt row gives that no next one can follow are refused as decode errors,
+/// before a chain or a transition would overflow on them.
+#[tokio::test]
+async fn numbers_with_no_successor_are_decode_errors() {
+    let (_dir, store) = store().await;
+    store.create_run(run("r1", RunStatus::Running), 1).await.expect("a run is created");
+    sqlx::query(
+        "INSERT INTO evidence (run_id, seq, kind, call_id, payload, recorded_at, prev_hash, hash) \
+         VALUES ('r1', 9223372036854775807, 'run_started', NULL, '{}', 1, '', 'h')",
+    )
+    .execute(store.pool())
+    .await
+    .expect("raw write");
+    assert!(matches!(store.last_evidence("r1").await, Err(StoreError::Decode { .. })));
+    assert!(matches!(store.evidence("r1", 0).await, Err(StoreError::Decode { .. })));
+
+    sqlx::query("UPDATE runs SET transition_seq = 9223372036854775807 WHERE id = 'r1'")
+        .execute(store.pool())
+        .await
+        .expect("raw write");
+    let finished = Checkpoint {
+        run_id: "r1".into(),
+        status: RunStatus::Completed,
+        activity: None,
+        state: serde_json::value::to_raw_value(&json!({})).expect("JSON"),
+        evidence: Vec::new(),
+        signals_consumed_through: None,
+        fence: None,
+        require_signals_consumed: false,
+        release: false,
+        flush: Flush::BeforeAnswer,
+        messages: None,
+        spend: None,
+    };
+    let saved = store.checkpoint(finished, 2).await;
+    assert!(matches!(&saved, Err(StoreError::Decode { what, .. }) if what.contains("transition")), "{saved:?}");
+    let loaded = store.load_run("r1").await.expect("loads").expect("stored");
+    assert_eq!(loaded.status, RunStatus::Running, "nothing of the checkpoint was saved");
+}
+
 #[tokio::test]
 async fn claimers_on_separate_instances_never_share_a_run() {
     let dir = tempfile::tempdir().expect("a temporary directory");
