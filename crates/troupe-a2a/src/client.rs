@@ -69,6 +69,19 @@ pub enum A2aClientError {
         /// What was wrong.
         reason: String,
     },
+    /// The agent card names its endpoint at another origin than its own, and the agent has
+    /// a token: the card is read without one, so whoever serves it could direct the token
+    /// anywhere.
+    #[error(
+        "the agent card at {card} names its endpoint at another origin ({endpoint}); its token is sent only to \
+         the card's own origin: give the member the URL of a card served where its endpoint is"
+    )]
+    ForeignEndpoint {
+        /// The card's URL.
+        card: String,
+        /// The endpoint it names.
+        endpoint: String,
+    },
     /// An answer, or one event of a stream, was larger than the client reads.
     #[error("the A2A agent at {url} sent more than {limit} bytes for its {what}")]
     TooLarge {
@@ -227,6 +240,15 @@ async fn status_error(url: &str, mut response: reqwest::Response) -> A2aClientEr
         body.push('…');
     }
     A2aClientError::Status { url: url.to_owned(), status, body }
+}
+
+/// Whether `a` and `b` are URLs of one origin (scheme, host and port); an unreadable URL is
+/// of none.
+fn same_origin(a: &str, b: &str) -> bool {
+    match (reqwest::Url::parse(a), reqwest::Url::parse(b)) {
+        (Ok(a), Ok(b)) => a.origin().is_tuple() && a.origin() == b.origin(),
+        _ => false,
+    }
 }
 
 /// `response`'s body as JSON, read as it comes and refused once past [`MAX_BODY`] bytes.
@@ -397,7 +419,14 @@ impl RemoteAgent {
         &self.endpoint
     }
 
-    fn request(&self, method: &str, params: Value) -> reqwest::RequestBuilder {
+    /// The call's request, its token sent only to the card's own origin.
+    fn request(&self, method: &str, params: Value) -> Result<reqwest::RequestBuilder, A2aClientError> {
+        if self.token.is_some() && !same_origin(&self.card_url, &self.endpoint) {
+            return Err(A2aClientError::ForeignEndpoint {
+                card: self.card_url.clone(),
+                endpoint: self.endpoint.clone(),
+            });
+        }
         let body = json!({
             "jsonrpc": "2.0",
             "id": uuid::Uuid::new_v4().to_string(),
@@ -405,10 +434,10 @@ impl RemoteAgent {
             "params": params,
         });
         let request = self.http.post(&self.endpoint).header("A2A-Version", "1.0").json(&body);
-        match &self.token {
+        Ok(match &self.token {
             Some(token) => request.bearer_auth(token.expose()),
             None => request,
-        }
+        })
     }
 
     fn malformed(&self, what: &'static str, reason: impl Into<String>) -> A2aClientError {
@@ -432,7 +461,7 @@ impl RemoteAgent {
         params: Value,
         what: &'static str,
     ) -> Result<T, A2aClientError> {
-        let response = self.request(method, params).send().await.map_err(|e| unreachable_error(&self.endpoint, &e))?;
+        let response = self.request(method, params)?.send().await.map_err(|e| unreachable_error(&self.endpoint, &e))?;
         if !response.status().is_success() {
             return Err(status_error(&self.endpoint, response).await);
         }
@@ -608,7 +637,7 @@ impl RemoteAgent {
     ) -> Result<Task, A2aClientError> {
         let params = serde_json::to_value(request).unwrap_or(Value::Null);
         let response = self
-            .request("SendStreamingMessage", params)
+            .request("SendStreamingMessage", params)?
             .header("accept", "text/event-stream")
             .send()
             .await
@@ -1213,5 +1242,37 @@ mod tests {
         let error = promptly(agent.get_task("t1")).await.expect_err("an HTTP error");
         let A2aClientError::Status { status: 500, body, .. } = &error else { panic!("{error}") };
         assert_eq!(body, &format!("{}…", "x".repeat(BODY_EXCERPT)));
+    }
+
+    /// The card is read without the token, so the card cannot send the token elsewhere:
+    /// an endpoint at another origin gets nothing, and the call fails saying why.
+    #[tokio::test]
+    async fn the_token_goes_only_to_the_cards_own_origin() {
+        let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let elsewhere_url = format!("http://{}", elsewhere.local_addr().expect("its address"));
+        let reached = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&reached);
+        tokio::spawn(async move {
+            while elsewhere.accept().await.is_ok() {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        let task = json!({"jsonrpc": "2.0", "id": "1", "result": {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_COMPLETED"}}});
+        let foreign = serve(move |_| card(&elsewhere_url), Reply::json(&task)).await;
+        let agent = RemoteAgent::resolve(&foreign).await.expect("the card is read").bearer("tok-secret");
+        let error = agent.get_task("t1").await.expect_err("no call with the token");
+        assert!(matches!(error, A2aClientError::ForeignEndpoint { .. }), "{error}");
+        assert!(!error.to_string().contains("tok-secret"), "{error}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0, "the other origin heard nothing");
+
+        let own = serve(card, Reply::json(&task)).await;
+        let agent = RemoteAgent::resolve(&own).await.expect("the card is read").bearer("tok-secret");
+        agent.get_task("t1").await.expect("the card's own origin gets the call, token and all");
+        let tokenless = RemoteAgent::resolve(&foreign).await.expect("the card is read");
+        assert!(
+            !matches!(tokenless.get_task("t1").await, Err(A2aClientError::ForeignEndpoint { .. })),
+            "no token, no check"
+        );
     }
 }
