@@ -2,8 +2,9 @@
 //! `read-only` sandbox (unless the workspace's sandbox is `full`).
 //!
 //! Git is told not to take optional locks, not to run an fsmonitor hook, external diff
-//! drivers or textconv filters (all of which a repository's config can point at arbitrary
-//! programs), and not to look for a repository above the workspace root
+//! drivers, textconv filters or the clean and smudge filters the repository's own config
+//! defines (all of which a repository's config can point at arbitrary programs, and the
+//! agent can write that config), and not to look for a repository above the workspace root
 //! (`GIT_CEILING_DIRECTORIES`), so a workspace that is not itself a repository does not show
 //! its parent's changes.
 
@@ -86,10 +87,46 @@ pub fn git_diff() -> TypedTool {
 
 /// Runs `git ARGS` in the workspace root and returns its stdout, or its stderr as the error.
 async fn git(ctx: &ToolContext, args: &[&str]) -> Result<String, ToolError> {
-    let root = ctx.workspace.root();
     let mut full: Vec<OsString> =
         ["--no-pager", "-c", "core.fsmonitor=false", "-c", "core.quotepath=false"].map(OsString::from).into();
+    // A filter the repository's config defines is a program the agent may have named
+    // (`.git/config` is in the workspace): each is emptied, which git takes as no filter.
+    // Those of the user's own config (`git-lfs`, say) stay.
+    for driver in repository_filters(ctx).await {
+        if driver.contains('=') {
+            // `-c` splits at the first `=`: such a driver cannot be named, so not emptied.
+            return Err(ToolError::failed(format!(
+                "the repository's config defines a filter `{driver}` that git cannot be told to leave out; git is \
+                 not run with it"
+            )));
+        }
+        for key in ["clean", "smudge", "process"] {
+            full.extend(["-c".into(), format!("filter.{driver}.{key}=").into()]);
+        }
+        full.extend(["-c".into(), format!("filter.{driver}.required=false").into()]);
+    }
     full.extend(args.iter().map(OsString::from));
+    run_git(ctx, full, args.first().copied().unwrap_or_default()).await
+}
+
+/// The filter drivers the repository's own config (and what it includes) defines.
+async fn repository_filters(ctx: &ToolContext) -> Vec<String> {
+    let query = ["--no-pager", "config", "--local", "--includes", "--name-only", "--get-regexp", r"^filter\."];
+    // Outside a repository (or with no filter) git exits non-zero: nothing to empty.
+    let names = run_git(ctx, query.map(OsString::from).into(), "config").await.unwrap_or_default();
+    let mut drivers: Vec<String> = names
+        .lines()
+        .filter_map(|name| name.strip_prefix("filter.")?.rsplit_once('.').map(|(driver, _key)| driver.to_owned()))
+        .collect();
+    drivers.sort();
+    drivers.dedup();
+    drivers
+}
+
+/// Runs git with `full` as its arguments in the workspace root: its stdout, or its stderr
+/// as the error, which names `subcommand`.
+async fn run_git(ctx: &ToolContext, full: Vec<OsString>, subcommand: &str) -> Result<String, ToolError> {
+    let root = ctx.workspace.root();
     let host = |name: &str| std::env::var_os(name);
     let mut env: Vec<(OsString, OsString)> = vec![
         ("PATH".into(), host("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into())),
@@ -122,7 +159,6 @@ async fn git(ctx: &ToolContext, args: &[&str]) -> Result<String, ToolError> {
         }
         refused => ToolError::failed(refused.to_string()),
     })?;
-    let subcommand = args.first().copied().unwrap_or_default();
     match outcome.ending {
         Ending::Cancelled => Err(ToolError::Cancelled),
         Ending::TimedOut => Err(ToolError::Timeout { after: GIT_TIMEOUT }),

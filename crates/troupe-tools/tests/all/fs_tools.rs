@@ -214,6 +214,45 @@ async fn git_status_and_diff_show_changes() {
     assert!(unknown.content.contains("unknown argument `verbose`; accepted arguments: none"), "{}", unknown.content);
 }
 
+/// A filter the repository's config defines is a program the agent may have named (it
+/// can write `.git/config` and `.gitattributes`); `git.status` and `git.diff`, which need
+/// no approval, run none, even where commands run unconfined.
+#[tokio::test]
+async fn git_runs_no_filter_the_repositorys_config_defines() {
+    let fx = Fixture::new();
+    git(&fx, &["init", "-q", "-b", "main"]);
+    fx.write("a.txt", "one\n");
+    git(&fx, &["add", "a.txt"]);
+    git(&fx, &["commit", "-q", "-m", "init"]);
+    let marker = fx.outside.join("filtered");
+    let run = format!("touch {}; cat", marker.display());
+    fx.write(".gitattributes", "* filter=sneaky\n");
+    fx.write(".git/included", format!("[filter \"hidden\"]\n\tclean = {run}\n\tprocess = {run}\n"));
+    git(&fx, &["config", "filter.sneaky.clean", &run]);
+    git(&fx, &["config", "filter.sneaky.required", "true"]);
+    git(&fx, &["config", "include.path", "included"]);
+    fx.write("a.txt", "two\n");
+    let unconfined = troupe_tools::Workspace::new(&fx.root)
+        .expect("workspace")
+        .with_sandbox(troupe_tools::Sandbox::new(troupe_tools::SandboxMode::Full));
+    let ctx = troupe_tools::ToolContext::new(std::sync::Arc::new(unconfined));
+
+    let status = fx.catalog.invoke("git.status", json!({}), &ctx).await;
+    assert!(ok(&status).contains(" M a.txt"), "{}", status.content);
+    let diff = fx.catalog.invoke("git.diff", json!({}), &ctx).await;
+    assert!(ok(&diff).contains("+two"), "{}", diff.content);
+    assert!(!marker.exists(), "no filter ran");
+    fx.write(".gitattributes", "* filter=hidden\n");
+    let included = fx.catalog.invoke("git.status", json!({}), &ctx).await;
+    assert!(ok(&included).contains(" M a.txt"), "{}", included.content);
+    assert!(!marker.exists(), "nor one defined in a file the config includes");
+
+    git(&fx, &["config", "filter.a=b.clean", &run]);
+    let unnameable = fx.catalog.invoke("git.status", json!({}), &ctx).await;
+    assert!(err(&unnameable).to_string().contains("filter `a=b`"), "{}", unnameable.content);
+    assert!(!marker.exists());
+}
+
 #[tokio::test]
 async fn git_outside_a_repository_is_a_clear_error() {
     let fx = Fixture::new();
