@@ -135,8 +135,9 @@ impl Plan {
 }
 
 /// Installs the seccomp filter on the calling thread (and what it starts): the
-/// [`DENIED_SYSCALLS`] fail with `EPERM`, as do the `ioctl`s that type into a terminal,
-/// and `socket` too without `network`.
+/// [`DENIED_SYSCALLS`] fail with `EPERM`, as do the `ioctl`s that type into a terminal, a
+/// `clone` that makes a namespace, and `socket` too without `network`; `clone3` fails with
+/// `ENOSYS`.
 pub(crate) fn install_call_filter(network: bool) -> Result<(), String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|_| format!("seccomp filters are not built for {}", std::env::consts::ARCH))?;
@@ -157,6 +158,22 @@ pub(crate) fn install_call_filter(network: bool) -> Result<(), String> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("the seccomp filter could not be built: {e}"))?;
     rules.insert(libc::SYS_ioctl, typed_in);
+    // No namespace by `clone` either (`unshare` and `setns` are denied above): a process
+    // made with any `CLONE_NEW*` flag is refused.
+    let new_namespace = NAMESPACE_FLAGS
+        .iter()
+        .map(|&flag| {
+            let flag = flag as u64;
+            SeccompRule::new(vec![SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Qword,
+                SeccompCmpOp::MaskedEq(flag),
+                flag,
+            )?])
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("the seccomp filter could not be built: {e}"))?;
+    rules.insert(libc::SYS_clone, new_namespace);
     if !network {
         // No socket of any family: nothing reaches the network, nor a daemon's socket
         // by path (a pair of connected sockets, `socketpair`, still works).
@@ -166,8 +183,32 @@ pub(crate) fn install_call_filter(network: bool) -> Result<(), String> {
         .map_err(|e| format!("the seccomp filter could not be built: {e}"))?;
     let program: BpfProgram =
         filter.try_into().map_err(|e| format!("the seccomp filter could not be compiled: {e}"))?;
+    seccompiler::apply_filter(&program).map_err(|e| format!("the kernel refused the seccomp filter: {e}"))?;
+    // `clone3` passes its flags in memory, where a filter cannot read them: it fails as if
+    // the kernel lacked it (`ENOSYS`), and the C library falls back to `clone`, filtered
+    // above. (`EPERM` would fail every thread a program starts.)
+    let no_clone3 = SeccompFilter::new(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .map_err(|e| format!("the seccomp filter could not be built: {e}"))?;
+    let program: BpfProgram =
+        no_clone3.try_into().map_err(|e| format!("the seccomp filter could not be compiled: {e}"))?;
     seccompiler::apply_filter(&program).map_err(|e| format!("the kernel refused the seccomp filter: {e}"))
 }
+
+/// The `clone` flags that make a namespace.
+const NAMESPACE_FLAGS: [libc::c_int; 7] = [
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWNET,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWCGROUP,
+];
 
 /// Ends core dumps for this process (a dump would hold what it read).
 pub(crate) fn no_core_dumps() -> Result<(), String> {

@@ -179,6 +179,17 @@ fn cases() -> Vec<Case> {
             expected: DENIED_UNLESS_FULL,
         },
         Case {
+            attempt: "make a user namespace by `clone`",
+            command: |_| {
+                // clone(CLONE_NEWUSER | SIGCHLD): the parent prints, the child exits at once.
+                "python3 -c 'import ctypes, os; pid = ctypes.CDLL(None).syscall(56, 0x10000000 | 17, 0, 0, 0, 0); \
+                 os._exit(0) if pid == 0 else print(\"cloned\" if pid > 0 else \"refused\")'"
+                    .to_owned()
+            },
+            escaped: |_, out| out.stdout.contains("cloned"),
+            expected: DENIED_UNLESS_FULL,
+        },
+        Case {
             attempt: "open a terminal (`/dev/ptmx`)",
             command: |_| "exec 3<>/dev/ptmx && echo opened".to_owned(),
             escaped: |_, out| out.stdout.contains("opened"),
