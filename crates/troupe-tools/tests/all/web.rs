@@ -1,4 +1,5 @@
-//! `web.fetch` and `web.search` against loopback servers started by each test.
+//! `web.fetch` and `web.search` against loopback servers started by each test (which
+//! `web.fetch` reaches only when allowed private addresses).
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -10,6 +11,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use troupe_tools::{
@@ -32,6 +34,11 @@ async fn call(tool: impl Tool + 'static, args: Value) -> ToolResultOutcome {
     let catalog = ToolCatalog::with_tools([Arc::new(tool) as Arc<dyn Tool>]).expect("catalog");
     let name = catalog.names()[0].to_owned();
     catalog.invoke(&name, args, &ctx).await
+}
+
+/// `web.fetch` allowed to reach the loopback servers of these tests.
+fn local_fetch() -> WebFetchTool {
+    WebFetchTool::new().allow_private_addresses(true)
 }
 
 fn ok(outcome: &ToolResultOutcome) -> &str {
@@ -107,7 +114,7 @@ fn page_server() -> Router {
 #[tokio::test]
 async fn html_is_reduced_to_its_title_and_readable_text() {
     let address = serve(page_server()).await;
-    let outcome = call(WebFetchTool::new(), json!({"url": format!("http://{address}/page")})).await;
+    let outcome = call(local_fetch(), json!({"url": format!("http://{address}/page")})).await;
     let text = ok(&outcome);
     assert!(text.starts_with("Title: The Test Page\nURL: http://"), "{text}");
     assert!(text.contains("Welcome\n\nRead the documentation & enjoy."), "{text}");
@@ -120,27 +127,27 @@ async fn html_is_reduced_to_its_title_and_readable_text() {
     assert_eq!(structured["status"], 200);
     assert_eq!(structured["truncated"], false);
 
-    let data = call(WebFetchTool::new(), json!({"url": format!("http://{address}/json")})).await;
+    let data = call(local_fetch(), json!({"url": format!("http://{address}/json")})).await;
     assert!(ok(&data).contains(r#"{"answer":42}"#), "JSON is returned as it is: {}", data.content);
 }
 
 #[tokio::test]
 async fn bodies_are_capped_and_say_they_were_cut() {
     let address = serve(page_server()).await;
-    let outcome = call(WebFetchTool::new(), json!({"url": format!("http://{address}/big"), "max_bytes": 1000})).await;
+    let outcome = call(local_fetch(), json!({"url": format!("http://{address}/big"), "max_bytes": 1000})).await;
     let text = ok(&outcome);
     assert!(text.contains(&"a".repeat(1000)) && !text.contains(&"a".repeat(1001)), "{} bytes", text.len());
     assert!(text.contains("[content truncated: only the first 1000 bytes of the response were read]"), "{text}");
     assert_eq!(outcome.structured.as_ref().expect("structured")["bytes"], 1000);
 
     // The tool's own limit bounds what a call may ask for.
-    let capped = WebFetchTool::new().max_bytes(300);
+    let capped = local_fetch().max_bytes(300);
     let outcome = call(capped, json!({"url": format!("http://{address}/big"), "max_bytes": 5000})).await;
     assert!(ok(&outcome).contains(&"a".repeat(300)) && !outcome.content.contains(&"a".repeat(301)));
 
     // A body that never ends is cut at the default 1 MiB.
     let started = Instant::now();
-    let endless = call(WebFetchTool::new(), json!({"url": format!("http://{address}/endless")})).await;
+    let endless = call(local_fetch(), json!({"url": format!("http://{address}/endless")})).await;
     assert!(
         ok(&endless).contains("[content truncated: only the first 1.0 MiB"),
         "{}",
@@ -149,7 +156,7 @@ async fn bodies_are_capped_and_say_they_were_cut() {
     assert_eq!(endless.structured.as_ref().expect("structured")["bytes"], 1024 * 1024);
     assert!(started.elapsed() < Duration::from_secs(15));
 
-    let whole = call(WebFetchTool::new(), json!({"url": format!("http://{address}/big")})).await;
+    let whole = call(local_fetch(), json!({"url": format!("http://{address}/big")})).await;
     assert!(!ok(&whole).contains("truncated"));
 }
 
@@ -157,7 +164,7 @@ async fn bodies_are_capped_and_say_they_were_cut() {
 async fn a_stalled_server_hits_the_time_cap() {
     let address = serve(page_server()).await;
     for path in ["stall", "stall-body"] {
-        let tool = WebFetchTool::new().timeout(Duration::from_millis(300));
+        let tool = local_fetch().timeout(Duration::from_millis(300));
         let started = Instant::now();
         let outcome = call(tool, json!({"url": format!("http://{address}/{path}")})).await;
         assert!(
@@ -185,28 +192,99 @@ async fn only_http_and_https_urls_are_fetched() {
 #[tokio::test]
 async fn redirects_are_followed_at_most_five_times_and_errors_are_reported() {
     let address = serve(page_server()).await;
-    let three = call(WebFetchTool::new(), json!({"url": format!("http://{address}/hop/3")})).await;
+    let three = call(local_fetch(), json!({"url": format!("http://{address}/hop/3")})).await;
     let text = ok(&three);
     assert!(text.contains("arrived"), "{text}");
     assert!(text.contains(&format!("URL: http://{address}/hop/0 (redirected from http://{address}/hop/3)")), "{text}");
 
-    let seven = call(WebFetchTool::new(), json!({"url": format!("http://{address}/hop/7")})).await;
+    let seven = call(local_fetch(), json!({"url": format!("http://{address}/hop/7")})).await;
     assert!(err(&seven).to_string().contains("redirected more than 5 times"), "{}", seven.content);
 
-    let missing = call(WebFetchTool::new(), json!({"url": format!("http://{address}/missing")})).await;
+    let missing = call(local_fetch(), json!({"url": format!("http://{address}/missing")})).await;
     assert!(err(&missing).to_string().contains("returned HTTP 404 Not Found: No such page"), "{}", missing.content);
 
-    let png = call(WebFetchTool::new(), json!({"url": format!("http://{address}/png")})).await;
+    let png = call(local_fetch(), json!({"url": format!("http://{address}/png")})).await;
     assert!(err(&png).to_string().contains("image/png content, not text"), "{}", png.content);
 
     // Nothing listens on a port just released.
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind").local_addr().expect("address");
-    let refused = call(WebFetchTool::new(), json!({"url": format!("http://{closed}/")})).await;
+    let refused = call(local_fetch(), json!({"url": format!("http://{closed}/")})).await;
     assert!(
         err(&refused).to_string().starts_with(&format!("could not fetch `http://{closed}/`: ")),
         "{}",
         refused.content
     );
+}
+
+/// A loopback server counting the requests it receives, and its address.
+async fn counting_server() -> (SocketAddr, Arc<AtomicUsize>) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&hits);
+    let router = Router::new().fallback(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { "an internal page" }
+    });
+    (serve(router).await, hits)
+}
+
+#[tokio::test]
+async fn private_and_local_addresses_are_refused_before_anything_is_sent() {
+    let (address, hits) = counting_server().await;
+    let port = address.port();
+    // Where a refused URL would get through, a short timeout ends the wait for an address
+    // that does not answer and the assertion below names it.
+    let tool = || WebFetchTool::new().timeout(Duration::from_secs(3));
+    for (url, why) in [
+        (format!("http://127.0.0.1:{port}/"), "127.0.0.1 is a loopback address".to_owned()),
+        (format!("http://localhost:{port}/v1/runs"), "`localhost` resolves to".to_owned()),
+        (format!("http://[::1]:{port}/"), "::1 is a loopback address".to_owned()),
+        (format!("http://[::ffff:127.0.0.1]:{port}/"), "::ffff:127.0.0.1 is a loopback address".to_owned()),
+        // The URL parser reads these as 127.0.0.1.
+        (format!("http://2130706433:{port}/"), "127.0.0.1 is a loopback address".to_owned()),
+        (format!("http://0x7f000001:{port}/"), "127.0.0.1 is a loopback address".to_owned()),
+        (format!("http://0177.0.0.1:{port}/"), "127.0.0.1 is a loopback address".to_owned()),
+        (format!("http://127.1:{port}/"), "127.0.0.1 is a loopback address".to_owned()),
+        (format!("http://0.0.0.0:{port}/"), "0.0.0.0 is the unspecified address".to_owned()),
+        (
+            "http://169.254.169.254/latest/meta-data/iam/".to_owned(),
+            "169.254.169.254 is a link-local address".to_owned(),
+        ),
+        ("http://[::ffff:a9fe:a9fe]/latest/".to_owned(), "::ffff:169.254.169.254 is a link-local address".to_owned()),
+        ("http://10.0.0.1/".to_owned(), "10.0.0.1 is a private network address".to_owned()),
+        ("https://192.168.1.1/admin".to_owned(), "192.168.1.1 is a private network address".to_owned()),
+        ("http://172.16.0.1/".to_owned(), "172.16.0.1 is a private network address".to_owned()),
+        ("http://100.64.0.1/".to_owned(), "100.64.0.1 is a shared (carrier-grade NAT) address".to_owned()),
+        ("http://[fe80::1]/".to_owned(), "fe80::1 is a link-local address".to_owned()),
+        ("http://[fd00::1]/".to_owned(), "fd00::1 is a unique local".to_owned()),
+    ] {
+        let outcome = call(tool(), json!({"url": url})).await;
+        let error = err(&outcome);
+        assert!(matches!(error, ToolError::Denied { .. }), "{url}: {}", outcome.content);
+        let message = error.to_string();
+        assert!(message.contains("web.fetch does not fetch private or local addresses"), "{url}: {message}");
+        assert!(message.contains(&why), "{url}: {message}");
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "a refused fetch must not reach the server");
+
+    // The same server, allowed: it was there to be reached.
+    let allowed = call(local_fetch(), json!({"url": format!("http://127.0.0.1:{port}/")})).await;
+    assert!(ok(&allowed).contains("an internal page"), "{}", allowed.content);
+    let by_name = call(local_fetch(), json!({"url": format!("http://localhost:{port}/")})).await;
+    assert!(ok(&by_name).contains("an internal page"), "{}", by_name.content);
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn the_model_is_told_that_private_addresses_are_refused() {
+    let description = |tool: WebFetchTool| Tool::declaration(&tool).description.clone();
+    assert!(description(WebFetchTool::new()).contains("Only public internet addresses"));
+    assert!(!description(local_fetch()).contains("Only public internet addresses"));
+    let again = local_fetch().allow_private_addresses(false);
+    assert!(description(again.clone()).contains("Only public internet addresses"));
+    let (address, hits) = counting_server().await;
+    let outcome = call(again, json!({"url": format!("http://{address}/")})).await;
+    assert!(matches!(err(&outcome), ToolError::Denied { .. }), "{}", outcome.content);
+    assert_eq!(hits.load(Ordering::SeqCst), 0);
 }
 
 /// What a search backend received.

@@ -1,6 +1,7 @@
 //! `web.fetch`: one page, by HTTP(S) GET, as readable text.
 
-use super::{build_client, clip, describe_error, html, read_capped};
+use super::guard::{self, Refused};
+use super::{Reach, build_client, clip, describe_error, html, read_capped};
 use crate::builtin::human_bytes;
 use crate::declaration::{Access, ApprovalRequirement, Effect, EvidenceCapture, Idempotency, ToolDeclaration};
 use crate::error::ToolError;
@@ -23,6 +24,12 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
 const SNIFF: usize = 8 * 1024;
 /// Characters of an error page shown with a failed status.
 const ERROR_SNIPPET_CHARS: usize = 300;
+/// What the tool does, for the model.
+const DESCRIPTION: &str = "Fetch a web page (HTTP GET) and return its title and readable text; HTML is reduced to text, \
+     plain text and JSON are returned as they are. Only http and https URLs. Long pages are cut: the output says so.";
+/// Added to [`DESCRIPTION`] while private addresses are refused, so the model does not try them.
+const PUBLIC_ONLY: &str = " Only public internet addresses: localhost, private networks (10.x, 192.168.x, …), \
+     link-local and cloud metadata addresses are refused, directly or through a redirect.";
 
 /// Arguments of `web.fetch`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -42,12 +49,22 @@ pub struct WebFetchArgs {
 /// cut; the whole fetch is stopped after [`WebFetchTool::timeout`] (default 20 s);
 /// redirects are followed at most five times; binary content is refused. It needs
 /// network access to the URL's host ([`Access::Network`] on `url`).
+///
+/// It connects only to public internet addresses: a URL whose host is, or resolves to, a
+/// loopback, private, link-local (cloud metadata), shared, multicast, documentation or
+/// other special-purpose address (in IPv4 or IPv6, the IPv6 forms of IPv4 addresses too)
+/// is refused with [`ToolError::Denied`] before anything is sent, and so is a redirect
+/// that leads to one. The addresses checked are those the connection is made to, so a
+/// name cannot resolve to a public address for the check and a private one after. The
+/// environment's proxy settings are not used (a proxy would resolve names where the check
+/// cannot see). [`WebFetchTool::allow_private_addresses`] lifts all of this.
 #[derive(Clone, Debug)]
 pub struct WebFetchTool {
     declaration: ToolDeclaration,
     client: Result<reqwest::Client, String>,
     max_bytes: usize,
     timeout: Duration,
+    private_addresses: bool,
 }
 
 impl Default for WebFetchTool {
@@ -57,13 +74,11 @@ impl Default for WebFetchTool {
 }
 
 impl WebFetchTool {
-    /// The tool with its defaults: 1 MiB per body, 20 s per fetch.
+    /// The tool with its defaults: 1 MiB per body, 20 s per fetch, public addresses only.
     pub fn new() -> Self {
         let mut declaration = ToolDeclaration::new(
             "web.fetch",
-            "Fetch a web page (HTTP GET) and return its title and readable text; HTML is reduced to text, \
-             plain text and JSON are returned as they are. Only http and https URLs. Long pages are cut: \
-             the output says so.",
+            format!("{DESCRIPTION}{PUBLIC_ONLY}"),
             schema_for::<WebFetchArgs>(),
             Effect::ReadOnly,
         )
@@ -73,9 +88,10 @@ impl WebFetchTool {
         declaration.approval = ApprovalRequirement::Derived;
         let mut tool = WebFetchTool {
             declaration,
-            client: build_client(),
+            client: build_client(Reach::PublicOnly),
             max_bytes: DEFAULT_MAX_BYTES,
             timeout: DEFAULT_TIMEOUT,
+            private_addresses: false,
         };
         tool.set_backstop();
         tool
@@ -95,6 +111,20 @@ impl WebFetchTool {
         self
     }
 
+    /// Whether the tool may fetch private and local addresses (`localhost`, the local
+    /// network, cloud metadata services, …); off by default. Turn it on only where the
+    /// agent is trusted with everything the machine running troupe can reach: with it, a
+    /// page the agent reads can steer it to those addresses, which are then fetched
+    /// without asking anyone like any other URL. It also lets redirects go anywhere and
+    /// uses the environment's proxy settings (`HTTP_PROXY`, `HTTPS_PROXY`, `NO_PROXY`).
+    pub fn allow_private_addresses(mut self, allow: bool) -> Self {
+        self.private_addresses = allow;
+        self.client = build_client(if allow { Reach::Anywhere } else { Reach::PublicOnly });
+        self.declaration.description =
+            if allow { DESCRIPTION.to_owned() } else { format!("{DESCRIPTION}{PUBLIC_ONLY}") };
+        self
+    }
+
     /// The catalog's own limit, a little above the tool's, in case something outside the
     /// tool's timer hangs.
     fn set_backstop(&mut self) {
@@ -108,6 +138,11 @@ impl WebFetchTool {
             Some(asked) => usize::try_from(asked).unwrap_or(usize::MAX).min(self.max_bytes),
             None => self.max_bytes,
         };
+        if !self.private_addresses {
+            // An address written in the URL is connected to without resolving, so the
+            // resolver's check never sees it.
+            guard::check_url(&url)?;
+        }
         let client = self
             .client
             .as_ref()
@@ -128,11 +163,21 @@ impl WebFetchTool {
         let fetched = match tokio::time::timeout(self.timeout, exchange).await {
             Err(_) => return Err(ToolError::Timeout { after: self.timeout }),
             Ok(Err(error)) => {
+                if let Some(refused) = guard::refusal_in(&error) {
+                    return Err(refused.clone().into());
+                }
                 return Err(ToolError::failed(format!("could not fetch `{url}`: {}", describe_error(error))));
             }
             Ok(Ok(fetched)) => fetched,
         };
         render(&url, limit, fetched)
+    }
+}
+
+/// A refused URL is a policy's refusal, which the model should not retry.
+impl From<Refused> for ToolError {
+    fn from(refused: Refused) -> Self {
+        ToolError::Denied { reason: refused.to_string() }
     }
 }
 
@@ -275,7 +320,108 @@ impl Tool for WebFetchTool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::client_builder;
     use super::*;
+    use axum::Router;
+    use axum::extract::{Path, State};
+    use axum::response::Redirect;
+    use axum::routing::get;
+    use std::sync::{Arc, Mutex};
+
+    /// Serves redirects on loopback, standing in for a public server: the tool's client is
+    /// told that `public.test` is there, which skips the resolver's check for that one
+    /// name, as if it were a public address. Returns the tool and the paths requested.
+    async fn tool_behind_a_public_name() -> (WebFetchTool, u16, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        let address = listener.local_addr().expect("local address");
+        let port = address.port();
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let router = Router::new()
+            .route(
+                "/to/{target}",
+                get(move |State(log): State<Arc<Mutex<Vec<String>>>>, Path(target): Path<String>| async move {
+                    log.lock().expect("log").push(format!("/to/{target}"));
+                    let location = match target.as_str() {
+                        "literal" => format!("http://127.0.0.1:{port}/secret"),
+                        "mapped" => format!("http://[::ffff:127.0.0.1]:{port}/secret"),
+                        "decimal" => format!("http://2130706433:{port}/secret"),
+                        "metadata" => "http://169.254.169.254/latest/meta-data/".to_owned(),
+                        "name" => format!("http://localhost:{port}/secret"),
+                        "ftp" => "ftp://public.test/secret".to_owned(),
+                        "loop" => "/to/loop".to_owned(),
+                        _ => "/page".to_owned(),
+                    };
+                    Redirect::temporary(&location)
+                }),
+            )
+            .route(
+                "/{page}",
+                get(|State(log): State<Arc<Mutex<Vec<String>>>>, Path(page): Path<String>| async move {
+                    log.lock().expect("log").push(format!("/{page}"));
+                    format!("this is {page}")
+                }),
+            )
+            .with_state(Arc::clone(&log));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        let client = client_builder(Reach::PublicOnly).resolve("public.test", address).build().map_err(describe_error);
+        (WebFetchTool { client, ..WebFetchTool::new().timeout(Duration::from_secs(5)) }, port, log)
+    }
+
+    async fn fetch(tool: &WebFetchTool, url: String) -> Result<ToolOutput, ToolError> {
+        tool.run(WebFetchArgs { url, max_bytes: None }).await
+    }
+
+    #[tokio::test]
+    async fn a_redirect_from_a_public_host_to_a_private_address_is_refused() {
+        let (tool, port, log) = tool_behind_a_public_name().await;
+        // A redirect to an allowed host is followed as before.
+        let followed = fetch(&tool, format!("http://public.test:{port}/to/elsewhere")).await.expect("followed");
+        assert!(followed.content.contains("this is page"), "{}", followed.content);
+
+        for (target, why) in [
+            ("literal", format!("the page redirected to `http://127.0.0.1:{port}/secret`: web.fetch does not fetch private or local addresses: 127.0.0.1 is a loopback address")),
+            ("mapped", format!("the page redirected to `http://[::ffff:7f00:1]:{port}/secret`: web.fetch does not fetch private or local addresses: ::ffff:127.0.0.1 is a loopback")),
+            ("decimal", format!("the page redirected to `http://127.0.0.1:{port}/secret`")),
+            ("metadata", "the page redirected to `http://169.254.169.254/latest/meta-data/`: web.fetch does not fetch private or local addresses: 169.254.169.254 is a link-local".to_owned()),
+            // A name is checked by the resolver when the redirect is followed.
+            ("name", "`localhost` resolves to".to_owned()),
+            ("ftp", "the page redirected to `ftp://public.test/secret`: web.fetch fetches only http and https URLs".to_owned()),
+        ] {
+            let refused = fetch(&tool, format!("http://public.test:{port}/to/{target}")).await.expect_err(target);
+            assert!(
+                matches!(&refused, ToolError::Denied { reason } if reason.contains(&why)),
+                "{target}: {refused}"
+            );
+        }
+        let requested = log.lock().expect("log").clone();
+        assert_eq!(
+            requested,
+            [
+                "/to/elsewhere",
+                "/page",
+                "/to/literal",
+                "/to/mapped",
+                "/to/decimal",
+                "/to/metadata",
+                "/to/name",
+                "/to/ftp"
+            ]
+        );
+
+        // The hop limit still holds.
+        let endless = fetch(&tool, format!("http://public.test:{port}/to/loop")).await.expect_err("too many");
+        assert!(endless.to_string().contains("redirected more than 5 times"), "{endless}");
+        assert_eq!(log.lock().expect("log").iter().filter(|path| *path == "/to/loop").count(), 6);
+    }
+
+    #[tokio::test]
+    async fn with_private_addresses_allowed_redirects_go_anywhere() {
+        let (_, port, log) = tool_behind_a_public_name().await;
+        let tool = WebFetchTool::new().allow_private_addresses(true);
+        let output = fetch(&tool, format!("http://127.0.0.1:{port}/to/literal")).await.expect("followed");
+        assert!(output.content.contains("this is secret"), "{}", output.content);
+        assert_eq!(log.lock().expect("log").as_slice(), ["/to/literal", "/secret"]);
+    }
 
     #[test]
     fn only_plain_http_urls_are_accepted() {

@@ -6,8 +6,16 @@
 //! read up to a size cap and the whole exchange runs under a time cap, so a huge or
 //! stalled response cannot flood the model or hang the run. Redirects are followed up to
 //! five times; the hosts they lead to are not checked against the capabilities again.
+//!
+//! `web.fetch` runs without asking anyone and takes its URL from the model, which may be
+//! following a page it read, so it reaches only public internet addresses (see `guard`)
+//! unless the tool is built with
+//! [`WebFetchTool::allow_private_addresses`]. `web.search` talks to a backend a person
+//! configured, often a SearXNG on the same machine, and is not restricted so.
 
+mod address;
 mod fetch;
+mod guard;
 mod html;
 mod search;
 
@@ -36,15 +44,30 @@ pub fn web_tools(backend: Option<SearchBackend>) -> Vec<Arc<dyn Tool>> {
     tools
 }
 
+/// Which addresses a web tool's client may connect to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reach {
+    /// Only public internet addresses, checked as names resolve and at every redirect.
+    PublicOnly,
+    /// Any address, through the proxy the environment names (`HTTP_PROXY`, …) if any.
+    Anywhere,
+}
+
 /// The HTTP client of the web tools, or why it could not be built (reported at the first
 /// call rather than panicking at construction).
-fn build_client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
-        .connect_timeout(CONNECT_TIMEOUT)
-        .user_agent(USER_AGENT)
-        .build()
-        .map_err(describe_error)
+fn build_client(reach: Reach) -> Result<reqwest::Client, String> {
+    client_builder(reach).build().map_err(describe_error)
+}
+
+fn client_builder(reach: Reach) -> reqwest::ClientBuilder {
+    let builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).user_agent(USER_AGENT);
+    match reach {
+        Reach::Anywhere => builder.redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS)),
+        // No proxy: a proxy resolves the name itself, where the resolver's check cannot see.
+        Reach::PublicOnly => {
+            builder.redirect(guard::redirect_policy(MAX_REDIRECTS)).dns_resolver(guard::PublicResolver).no_proxy()
+        }
+    }
 }
 
 /// Reads `response`'s body up to `limit` bytes; `true` when there was more (which is

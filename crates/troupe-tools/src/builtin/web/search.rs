@@ -1,6 +1,6 @@
 //! `web.search`: a web search over a configured backend (SearXNG, Brave or Tavily).
 
-use super::{build_client, clip, describe_error, html, read_capped};
+use super::{Reach, build_client, clip, describe_error, html, read_capped};
 use crate::declaration::{Access, ApprovalRequirement, Effect, EvidenceCapture, Idempotency, ToolDeclaration};
 use crate::error::ToolError;
 use crate::schema::{decode_arguments, schema_for};
@@ -197,7 +197,13 @@ impl WebSearchTool {
         declaration.evidence = EvidenceCapture::Summary;
         declaration.approval = ApprovalRequirement::Derived;
         declaration.timeout = Some(DEFAULT_TIMEOUT + Duration::from_secs(5));
-        WebSearchTool { declaration, backend, client: build_client(), api_key: None, timeout: DEFAULT_TIMEOUT }
+        WebSearchTool {
+            declaration,
+            backend,
+            client: build_client(Reach::Anywhere),
+            api_key: None,
+            timeout: DEFAULT_TIMEOUT,
+        }
     }
 
     /// Uses `key` as the API key instead of reading the backend's environment variable.
