@@ -180,14 +180,21 @@ fn fenced_json_blocks(text: &str) -> Vec<&str> {
     blocks
 }
 
-/// Every outermost balanced JSON array or object of `text` that parses, in order.
+/// The most bytes [`json_values`] scans for brackets in all, whatever the reply: each
+/// bracket that opens no JSON is scanned from again to the reply's end, so a reply of many
+/// (a model's output is nobody's to bound) would otherwise cost the square of its length.
+const SCAN_BUDGET: usize = 8 * 1024 * 1024;
+
+/// Every outermost balanced JSON array or object of `text` that parses, in order (those
+/// found within [`SCAN_BUDGET`]).
 fn json_values(text: &str) -> Vec<Value> {
     let bytes = text.as_bytes();
     let mut values = Vec::new();
     let mut start = 0;
+    let mut budget = SCAN_BUDGET;
     while start < bytes.len() {
         if matches!(bytes[start], b'[' | b'{')
-            && let Some(end) = balanced_end(bytes, start)
+            && let Some(end) = balanced_end(bytes, start, &mut budget)
             && let Ok(value) = serde_json::from_str::<Value>(&text[start..end])
         {
             values.push(value);
@@ -201,15 +208,17 @@ fn json_values(text: &str) -> Vec<Value> {
 }
 
 /// The end (exclusive) of the bracketed span opening at `start`, respecting JSON strings
-/// and their escapes; `None` when the brackets never balance or cross.
+/// and their escapes; `None` when the brackets never balance or cross, or `budget` (bytes
+/// still to scan) runs out.
 ///
 /// Works on bytes: the brackets, quotes and backslash are ASCII, which never occurs inside
 /// a multi-byte UTF-8 sequence, so every index found is a character boundary.
-fn balanced_end(bytes: &[u8], start: usize) -> Option<usize> {
+fn balanced_end(bytes: &[u8], start: usize, budget: &mut usize) -> Option<usize> {
     let mut open = Vec::new();
     let mut in_string = false;
     let mut escaped = false;
     for (i, &byte) in bytes.iter().enumerate().skip(start) {
+        *budget = budget.checked_sub(1)?;
         if in_string {
             match (escaped, byte) {
                 (true, _) => escaped = false,
@@ -359,5 +368,16 @@ mod tests {
     fn multibyte_text_around_the_json_is_fine() {
         let text = "Plan — « [{\"worker\": 0, \"task\": \"résumé ✓\"}] » fin";
         assert_eq!(parse(text).expect("parses"), [Delegation::new(0, "résumé ✓")]);
+    }
+
+    /// A reply of many brackets that open nothing costs a bounded scan, not the square of
+    /// its length (here about 5 × 10^12 steps): what comes before them is found, what comes after
+    /// the budget is spent is not looked for.
+    #[test]
+    fn a_reply_of_unbalanced_brackets_is_scanned_within_the_budget() {
+        let reply = format!("{{\"to\": \"a\"}} {} {{\"to\": \"b\"}}", "[".repeat(3 * 1024 * 1024));
+        assert_eq!(json_values(&reply), [serde_json::json!({"to": "a"})]);
+        let short = format!("{{\"to\": \"a\"}} {} {{\"to\": \"b\"}}", "[".repeat(100));
+        assert_eq!(json_values(&short).len(), 2, "a reply within the budget is read whole");
     }
 }
