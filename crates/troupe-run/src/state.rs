@@ -163,11 +163,13 @@ pub fn tool_result_attachments(message: &Message) -> Vec<(ToolCallId, Vec<Conten
         if let ContentBlock::Text { text } = &blocks[i]
             && let Some((call_id, count)) = read_attachment_label(text)
             && answered.contains(call_id)
-            && let Some(attached) = blocks.get(i + 1..i + 1 + count)
+            // The count is read from a stored text: a corrupt one may be any number.
+            && let Some(end) = count.checked_add(i + 1)
+            && let Some(attached) = blocks.get(i + 1..end)
             && attached.iter().all(|b| matches!(b, ContentBlock::Image { .. } | ContentBlock::Document { .. }))
         {
             found.push((ToolCallId::new(call_id), attached.to_vec()));
-            i += 1 + count;
+            i = end;
         } else {
             i += 1;
         }

@@ -664,6 +664,17 @@ fn attachments_are_read_back_only_from_their_own_labels() {
     // Without tool results, a message's text never attaches anything.
     let person = Message { role: Role::User, content: message.content[2..5].to_vec() };
     assert!(tool_result_attachments(&person).is_empty());
+    // A stored label naming more attachments than any message holds attaches nothing.
+    let corrupt = Message {
+        role: Role::User,
+        content: vec![
+            result("a"),
+            image("0"),
+            ContentBlock::text(format!("The result of `shot` (call a) has {} attachments:", usize::MAX)),
+            image("1"),
+        ],
+    };
+    assert!(tool_result_attachments(&corrupt).is_empty());
 }
 
 #[test]
