@@ -124,15 +124,47 @@ pub fn fs_list() -> TypedTool {
     .evidence(EvidenceCapture::Summary)
 }
 
-/// An image or a PDF read whole and attached to the result (its size checked first).
-fn attach(shown: &str, path: &std::path::Path, size: u64) -> Result<ToolOutput, ToolError> {
-    let limit = troupe_core::attachment::MAX_DOCUMENT_BYTES;
-    if size > limit {
+/// Opens the regular file at `path` for reading, else says what it is instead: a FIFO's
+/// open would wait for a writer, a device's read for ever. (Opened without waiting, then
+/// asked what it is, so nothing put in its place after a look can make the open wait.)
+fn open_regular(shown: &str, path: &std::path::Path) -> Result<(std::fs::File, std::fs::Metadata), ToolError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| ToolError::io(shown, &e))?;
+    let meta = file.metadata().map_err(|e| ToolError::io(shown, &e))?;
+    if meta.is_dir() {
+        return Err(ToolError::failed(format!("`{shown}` is a directory, not a file; use fs.list to see its entries")));
+    }
+    if !meta.is_file() {
         return Err(ToolError::failed(format!(
-            "`{shown}` is {size} bytes, over the {limit} bytes an attachment may have; it cannot be shown"
+            "`{shown}` is not a regular file (a FIFO, a socket or a device); the file tools read files only"
         )));
     }
-    let bytes = std::fs::read(path).map_err(|e| ToolError::io(shown, &e))?;
+    Ok((file, meta))
+}
+
+/// An image or a PDF read whole from `file` (past `head`, its first bytes, already read)
+/// and attached to the result, its size checked first and as it is read.
+fn attach(shown: &str, head: Vec<u8>, file: std::fs::File, size: u64) -> Result<ToolOutput, ToolError> {
+    let limit = troupe_core::attachment::MAX_DOCUMENT_BYTES;
+    let over = |size: u64| {
+        ToolError::failed(format!(
+            "`{shown}` is {size} bytes, over the {limit} bytes an attachment may have; it cannot be shown"
+        ))
+    };
+    if size > limit {
+        return Err(over(size));
+    }
+    let mut bytes = head;
+    // The file may have grown since it was measured: read no more than the limit allows.
+    file.take(limit + 1 - bytes.len() as u64).read_to_end(&mut bytes).map_err(|e| ToolError::io(shown, &e))?;
+    if bytes.len() as u64 > limit {
+        return Err(over(bytes.len() as u64));
+    }
+    let size = bytes.len() as u64;
     let block = troupe_core::attachment::from_bytes(shown, &bytes).map_err(|e| ToolError::failed(e.to_string()))?;
     let (kind, media_type) = match &block {
         troupe_core::ContentBlock::Document { .. } => ("a PDF", "application/pdf"),
@@ -154,15 +186,11 @@ fn read(ctx: &ToolContext, args: &ReadArgs) -> Result<ToolOutput, ToolError> {
         return Err(ToolError::invalid_arguments("`limit` must be at least 1"));
     }
     let shown = args.path.as_str();
-    let meta = std::fs::metadata(&path).map_err(|e| ToolError::io(shown, &e))?;
-    if meta.is_dir() {
-        return Err(ToolError::failed(format!("`{shown}` is a directory, not a file; use fs.list to see its entries")));
-    }
-    let mut file = std::fs::File::open(&path).map_err(|e| ToolError::io(shown, &e))?;
+    let (mut file, meta) = open_regular(shown, &path)?;
     let mut head = Vec::with_capacity(BINARY_SNIFF);
     (&mut file).take(BINARY_SNIFF as u64).read_to_end(&mut head).map_err(|e| ToolError::io(shown, &e))?;
     if troupe_core::attachment::sniff(&head).is_some() {
-        return attach(shown, &path, meta.len());
+        return attach(shown, head, file, meta.len());
     }
     if head.contains(&0) {
         return Err(ToolError::failed(format!(
@@ -275,7 +303,9 @@ fn edit(ctx: &ToolContext, args: &EditArgs) -> Result<ToolOutput, ToolError> {
     if args.old_string == args.new_string {
         return Err(ToolError::invalid_arguments("`old_string` and `new_string` are the same; nothing would change"));
     }
-    let bytes = std::fs::read(&path).map_err(|e| ToolError::io(shown, &e))?;
+    let (file, _) = open_regular(shown, &path)?;
+    let mut bytes = Vec::new();
+    (&file).read_to_end(&mut bytes).map_err(|e| ToolError::io(shown, &e))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| ToolError::failed(format!("`{shown}` is not valid UTF-8 text; fs.edit only edits text files")))?;
     let found = text.matches(args.old_string.as_str()).count();

@@ -31,6 +31,21 @@ async fn fs_read_numbers_lines_and_pages() {
     assert!(matches!(err(&zero), ToolError::InvalidArguments { .. }));
 }
 
+/// A FIFO's open waits for a writer and a device's read may never end: the file tools
+/// refuse what is not a regular file, at once.
+#[tokio::test]
+async fn fs_read_and_edit_refuse_what_is_not_a_regular_file() {
+    let fx = Fixture::new();
+    let made = std::process::Command::new("mkfifo").arg(fx.root.join("pipe")).status().expect("mkfifo runs");
+    assert!(made.success());
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), fx.call("fs.read", json!({"path": "pipe"})));
+    let read = read.await.expect("fs.read answers without waiting for a writer");
+    assert!(err(&read).to_string().contains("`pipe` is not a regular file"), "{}", read.content);
+    let edit = fx.call("fs.edit", json!({"path": "pipe", "old_string": "a", "new_string": "b"}));
+    let edit = tokio::time::timeout(std::time::Duration::from_secs(10), edit).await.expect("fs.edit answers");
+    assert!(err(&edit).to_string().contains("not a regular file"), "{}", edit.content);
+}
+
 #[tokio::test]
 async fn fs_read_attaches_images_and_pdfs_and_refuses_other_binaries() {
     let fx = Fixture::new();
