@@ -296,20 +296,8 @@ async fn numbers_with_no_successor_are_decode_errors() {
         .execute(store.pool())
         .await
         .expect("raw write");
-    let finished = Checkpoint {
-        run_id: "r1".into(),
-        status: RunStatus::Completed,
-        activity: None,
-        state: serde_json::value::to_raw_value(&json!({})).expect("JSON"),
-        evidence: Vec::new(),
-        signals_consumed_through: None,
-        fence: None,
-        require_signals_consumed: false,
-        release: false,
-        flush: Flush::BeforeAnswer,
-        messages: None,
-        spend: None,
-    };
+    let state = serde_json::value::to_raw_value(&json!({})).expect("JSON");
+    let finished = Checkpoint::new("r1", RunStatus::Completed, state);
     let saved = store.checkpoint(finished, 2).await;
     assert!(matches!(&saved, Err(StoreError::Decode { what, .. }) if what.contains("transition")), "{saved:?}");
     let loaded = store.load_run("r1").await.expect("loads").expect("stored");

@@ -207,13 +207,19 @@ fn git(fx: &Fixture, args: &[&str]) {
     assert!(status.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&status.stderr));
 }
 
-#[tokio::test]
-async fn git_status_and_diff_show_changes() {
+/// A workspace that is a repository on `main` with `a.txt` committed as `one`.
+fn repository() -> Fixture {
     let fx = Fixture::new();
     git(&fx, &["init", "-q", "-b", "main"]);
     fx.write("a.txt", "one\n");
     git(&fx, &["add", "a.txt"]);
     git(&fx, &["commit", "-q", "-m", "init"]);
+    fx
+}
+
+#[tokio::test]
+async fn git_status_and_diff_show_changes() {
+    let fx = repository();
     fx.write("a.txt", "two\n");
     fx.write("new.txt", "new\n");
 
@@ -234,11 +240,7 @@ async fn git_status_and_diff_show_changes() {
 /// no approval, run none, even where commands run unconfined.
 #[tokio::test]
 async fn git_runs_no_filter_the_repositorys_config_defines() {
-    let fx = Fixture::new();
-    git(&fx, &["init", "-q", "-b", "main"]);
-    fx.write("a.txt", "one\n");
-    git(&fx, &["add", "a.txt"]);
-    git(&fx, &["commit", "-q", "-m", "init"]);
+    let fx = repository();
     let marker = fx.outside.join("filtered");
     let run = format!("touch {}; cat", marker.display());
     fx.write(".gitattributes", "* filter=sneaky\n");
