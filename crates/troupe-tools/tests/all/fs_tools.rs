@@ -270,6 +270,46 @@ async fn git_runs_no_filter_the_repositorys_config_defines() {
     assert!(!marker.exists());
 }
 
+/// A filter of the user's own git config (`git-lfs`, say) is the user's, not the agent's:
+/// it still applies. `HOME` is set for a child process of this test, which runs the tool.
+#[test]
+fn a_filter_of_the_users_own_git_config_still_applies() {
+    if let Some(home) = std::env::var_os("TROUPE_GIT_TEST_HOME") {
+        return user_filter_applies(std::path::Path::new(&home));
+    }
+    let home = tempfile::tempdir().expect("a home");
+    let output = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+        .args(["--exact", "fs_tools::a_filter_of_the_users_own_git_config_still_applies", "--nocapture"])
+        .env("TROUPE_GIT_TEST_HOME", home.path())
+        .env("HOME", home.path())
+        .env_remove("XDG_CONFIG_HOME")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("the child test runs");
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{said}");
+}
+
+/// The child's side: a repository whose files the user's own filter cleans.
+fn user_filter_applies(home: &std::path::Path) {
+    let marker = home.join("cleaned");
+    std::fs::write(home.join(".gitconfig"), format!("[filter \"users\"]\n\tclean = touch {}; cat\n", marker.display()))
+        .expect("the user's git config");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    runtime.block_on(async {
+        let fx = repository();
+        fx.write(".gitattributes", "* filter=users\n");
+        fx.write("a.txt", "two\n");
+        let unconfined = troupe_tools::Workspace::new(&fx.root)
+            .expect("workspace")
+            .with_sandbox(troupe_tools::Sandbox::new(troupe_tools::SandboxMode::Full));
+        let ctx = troupe_tools::ToolContext::new(std::sync::Arc::new(unconfined));
+        let status = fx.catalog.invoke("git.status", json!({}), &ctx).await;
+        assert!(ok(&status).contains(" M a.txt"), "{}", status.content);
+        assert!(marker.exists(), "the user's own filter ran");
+    });
+}
+
 #[tokio::test]
 async fn git_outside_a_repository_is_a_clear_error() {
     let fx = Fixture::new();

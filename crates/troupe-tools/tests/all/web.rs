@@ -287,6 +287,50 @@ async fn the_model_is_told_that_private_addresses_are_refused() {
     assert_eq!(hits.load(Ordering::SeqCst), 0);
 }
 
+/// A proxy resolves names itself, out of the resolver's sight: the checked `web.fetch`
+/// uses none, where a tool allowed private addresses uses the environment's, as reqwest's
+/// clients do. The proxy's variable is set for a child process of this test, which builds
+/// and calls the tool (this process's environment is not changed).
+#[test]
+fn the_environments_proxy_is_not_used_while_addresses_are_checked() {
+    if let Ok(mode) = std::env::var("TROUPE_PROXY_TEST_CHILD") {
+        return fetch_through_the_environment(&mode);
+    }
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").expect("a proxy's port");
+    proxy.set_nonblocking(true).expect("non-blocking");
+    let proxy_url = format!("http://{}", proxy.local_addr().expect("its address"));
+    let fetch_in_a_child = |mode: &str| {
+        let output = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+            .args(["--exact", "web::the_environments_proxy_is_not_used_while_addresses_are_checked"])
+            .args(["--nocapture", "--test-threads=1"])
+            .env("TROUPE_PROXY_TEST_CHILD", mode)
+            .env("HTTP_PROXY", &proxy_url)
+            .env("http_proxy", &proxy_url)
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
+            .output()
+            .expect("the child test runs");
+        let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "the {mode} child failed:\n{said}");
+    };
+    fetch_in_a_child("checked");
+    assert!(proxy.accept().is_err(), "the checked tool sent nothing to the proxy");
+    fetch_in_a_child("allowed");
+    assert!(proxy.accept().is_ok(), "the tool allowed private addresses went through the proxy");
+}
+
+/// The child's side: fetch a name that never resolves with the tool of `mode`.
+fn fetch_through_the_environment(mode: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    runtime.block_on(async {
+        let tool = WebFetchTool::new().timeout(Duration::from_secs(2));
+        let tool = if mode == "allowed" { tool.allow_private_addresses(true) } else { tool };
+        // `.invalid` never resolves; a proxy that never answers ends in the timeout.
+        let outcome = call(tool, json!({"url": "http://troupe-proxy-check.invalid/"})).await;
+        assert!(outcome.is_error, "{}", outcome.content);
+    });
+}
+
 /// What a search backend received.
 #[derive(Clone, Debug, Default)]
 struct Seen {
