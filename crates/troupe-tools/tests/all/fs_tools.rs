@@ -217,6 +217,15 @@ fn repository() -> Fixture {
     fx
 }
 
+/// A context for `fx`'s workspace whose commands run unconfined (`full`): where a program
+/// a repository names would run with every right.
+fn unconfined(fx: &Fixture) -> troupe_tools::ToolContext {
+    let workspace = troupe_tools::Workspace::new(&fx.root)
+        .expect("workspace")
+        .with_sandbox(troupe_tools::Sandbox::new(troupe_tools::SandboxMode::Full));
+    troupe_tools::ToolContext::new(std::sync::Arc::new(workspace))
+}
+
 #[tokio::test]
 async fn git_status_and_diff_show_changes() {
     let fx = repository();
@@ -249,10 +258,7 @@ async fn git_runs_no_filter_the_repositorys_config_defines() {
     git(&fx, &["config", "filter.sneaky.required", "true"]);
     git(&fx, &["config", "include.path", "included"]);
     fx.write("a.txt", "two\n");
-    let unconfined = troupe_tools::Workspace::new(&fx.root)
-        .expect("workspace")
-        .with_sandbox(troupe_tools::Sandbox::new(troupe_tools::SandboxMode::Full));
-    let ctx = troupe_tools::ToolContext::new(std::sync::Arc::new(unconfined));
+    let ctx = unconfined(&fx);
 
     let status = fx.catalog.invoke("git.status", json!({}), &ctx).await;
     assert!(ok(&status).contains(" M a.txt"), "{}", status.content);
@@ -300,10 +306,7 @@ fn user_filter_applies(home: &std::path::Path) {
         let fx = repository();
         fx.write(".gitattributes", "* filter=users\n");
         fx.write("a.txt", "two\n");
-        let unconfined = troupe_tools::Workspace::new(&fx.root)
-            .expect("workspace")
-            .with_sandbox(troupe_tools::Sandbox::new(troupe_tools::SandboxMode::Full));
-        let ctx = troupe_tools::ToolContext::new(std::sync::Arc::new(unconfined));
+        let ctx = unconfined(&fx);
         let status = fx.catalog.invoke("git.status", json!({}), &ctx).await;
         assert!(ok(&status).contains(" M a.txt"), "{}", status.content);
         assert!(marker.exists(), "the user's own filter ran");
