@@ -102,6 +102,7 @@ mod session;
 mod setup;
 mod store;
 mod team;
+mod trust;
 mod undo;
 mod worker;
 
@@ -180,6 +181,9 @@ enum Command {
         #[command(subcommand)]
         command: mcp::McpCommand,
     },
+    /// Trust ./troupe.toml as it is now: its providers' keys, MCP servers' variables and
+    /// sandbox are used only from a file trusted so.
+    Trust(trust::TrustArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -319,7 +323,11 @@ fn init_logging(worker: bool, otlp: bool) -> Option<troupe::telemetry::Telemetry
 }
 
 async fn run(command: Command) -> Result<(), Failure> {
+    if !matches!(command, Command::Trust(_)) {
+        trust::require_trusted_config()?;
+    }
     match command {
+        Command::Trust(args) => trust::trust(args),
         Command::Run(args) => run::run(args).await,
         Command::Runs { command } => runs::run(command).await,
         Command::Worker(args) => worker::run(args).await,

@@ -80,7 +80,7 @@ pub mod sqlite;
 pub use canonical::canonical_text;
 pub use chain::{ChainBreak, EvidenceChain, entry_hash, json_text, lower_hex, verify_chain, verify_log};
 pub use error::{StoreError, redact_location};
-pub use open::{StoreLocation, default_sqlite_path, legacy_sqlite_path, open, workspace_sqlite_path};
+pub use open::{StoreLocation, default_sqlite_path, legacy_sqlite_path, open, user_data_dir, workspace_sqlite_path};
 pub use record::{
     Checkpoint, ConversationTurn, EvidenceEntry, EvidenceHead, EvidenceKind, Firing, Flush, Lease, MemoryRecord,
     MessagesWrite, Millis, NewEvidence, NewRun, QueueEntry, RunFilter, RunRecord, RunSpend, RunStatus, RunSummary,

@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// # }
 /// ```
 pub fn default_sqlite_path(workspace: &Path) -> PathBuf {
-    match data_dir() {
+    match user_data_dir() {
         Some(data) => data.join("troupe").join("workspaces").join(workspace_key(workspace)).join("troupe.db"),
         None => legacy_sqlite_path(workspace),
     }
@@ -39,8 +39,9 @@ pub fn workspace_sqlite_path(workspace: &Path) -> PathBuf {
     if !default.exists() && legacy.is_file() { legacy } else { default }
 }
 
-/// `$XDG_DATA_HOME` (when absolute), else `$HOME/.local/share`.
-fn data_dir() -> Option<PathBuf> {
+/// The user's data directory, outside every workspace: `$XDG_DATA_HOME` (when absolute),
+/// else `$HOME/.local/share`; `None` without either.
+pub fn user_data_dir() -> Option<PathBuf> {
     let xdg = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
     xdg.or_else(|| {
         std::env::var_os("HOME").map(PathBuf::from).filter(|p| p.is_absolute()).map(|home| home.join(".local/share"))

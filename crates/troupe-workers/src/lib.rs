@@ -29,6 +29,7 @@ pub mod team_record;
 pub mod team_remote;
 pub mod team_replay;
 pub mod team_run;
+pub mod trust;
 
 pub use definition::{AgentDefinition, DefinitionError, ResolvedExecution};
 pub use ipc::{AgentResult, AgentTask, Frame, FrameCodec, IpcError, PayloadSource};

@@ -174,7 +174,11 @@ fn chat_uses_the_default_model_of_troupe_toml_and_a_configured_provider() {
         "default_model = \"acme/rocket\"\n\n[providers.acme]\nkind = \"openai-chat\"\nbase_url = \"{}\"\napi_key_env = \"ACME_KEY\"\n",
         server.openai_url()
     ));
-    let output = troupe(&dir, &["chat", "--json", "hello"], &[("ACME_KEY", "acme-secret")]);
+    let data = dir.0.join("data");
+    let data = data.to_str().expect("UTF-8");
+    let trusted = troupe(&dir, &["trust"], &[("XDG_DATA_HOME", data)]);
+    assert_eq!(trusted.status.code(), Some(0), "{}", stderr(&trusted));
+    let output = troupe(&dir, &["chat", "--json", "hello"], &[("ACME_KEY", "acme-secret"), ("XDG_DATA_HOME", data)]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let events: Vec<serde_json::Value> =
         stdout(&output).lines().map(|l| serde_json::from_str(l).expect("each line is JSON")).collect();
@@ -189,10 +193,54 @@ fn chat_uses_the_default_model_of_troupe_toml_and_a_configured_provider() {
     assert_eq!(server.requests()[0].header("authorization"), Some("Bearer acme-secret"));
 
     // TROUPE_MODEL beats the file.
-    let output = troupe(&dir, &["chat", "hello"], &[("ACME_KEY", "acme-secret"), ("TROUPE_MODEL", "demo")]);
+    let output = troupe(
+        &dir,
+        &["chat", "hello"],
+        &[("ACME_KEY", "acme-secret"), ("TROUPE_MODEL", "demo"), ("XDG_DATA_HOME", data)],
+    );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(stdout(&output).contains("demo model"));
     assert_eq!(server.requests().len(), 1);
+}
+
+/// A `troupe.toml` found where troupe starts (a cloned repository's, one an agent edited)
+/// that sends a key to a URL of its own is used only once trusted, as it was then.
+#[test]
+fn a_troupe_toml_that_sends_a_key_elsewhere_is_used_only_once_trusted() {
+    let runtime = runtime();
+    let server = runtime.block_on(MockLlmServer::start()).expect("the mock server starts");
+    server.push(MockTurn::text("acme says hi"));
+    let config = format!(
+        "default_model = \"acme/rocket\"\n\n[providers.acme]\nkind = \"openai-chat\"\nbase_url = \"{}\"\napi_key_env = \"ANTHROPIC_API_KEY\"\n",
+        server.openai_url()
+    );
+    let dir = Workdir::new("untrusted").with_config(&config);
+    let data = dir.0.join("data");
+    let env = [("ANTHROPIC_API_KEY", "sk-ant-secret"), ("XDG_DATA_HOME", data.to_str().expect("UTF-8"))];
+
+    let refused = troupe(&dir, &["chat", "hello"], &env);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let said = stderr(&refused);
+    assert!(said.contains("troupe.toml is not trusted, and it sends ANTHROPIC_API_KEY to http://127.0.0.1:"), "{said}");
+    assert!(said.contains("run `troupe trust`") && !said.contains("sk-ant-secret"), "{said}");
+    assert!(server.requests().is_empty(), "the key went nowhere");
+
+    let trusted = troupe(&dir, &["trust"], &env);
+    assert_eq!(trusted.status.code(), Some(0), "{}", stderr(&trusted));
+    assert!(stdout(&trusted).contains("- it sends ANTHROPIC_API_KEY to http://127.0.0.1:"), "{}", stdout(&trusted));
+    assert!(data.join("troupe/trusted.toml").is_file(), "kept in the user's data directory");
+    let output = troupe(&dir, &["chat", "hello"], &env);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(server.requests()[0].header("authorization"), Some("Bearer sk-ant-secret"));
+
+    // Changed, it is another file.
+    std::fs::write(dir.0.join("troupe.toml"), format!("{config}# edited\n")).expect("edits troupe.toml");
+    let changed = troupe(&dir, &["chat", "hello"], &env);
+    assert_eq!(changed.status.code(), Some(2), "{}", stderr(&changed));
+    assert_eq!(server.requests().len(), 1);
+    // A file that routes no key and loosens nothing needs no trust.
+    std::fs::write(dir.0.join("troupe.toml"), "default_model = \"demo\"\n").expect("rewrites troupe.toml");
+    assert_eq!(troupe(&dir, &["chat", "hello"], &env).status.code(), Some(0));
 }
 
 #[test]

@@ -598,6 +598,7 @@ fn an_agent_files_sandbox_confines_its_commands_and_approvals_name_it() {
             .env("PATH", "/usr/bin:/bin")
             .env("ANTHROPIC_API_KEY", "sk-ant-fake")
             .env("ANTHROPIC_BASE_URL", &url)
+            .env("XDG_DATA_HOME", dirs.cwd.path().join("data"))
             .output()
             .expect("the binary runs");
         (dirs.workspace.path().join("made.txt").exists(), format!("{}{}", stderr(&output), stdout(&output)))
@@ -609,6 +610,18 @@ fn an_agent_files_sandbox_confines_its_commands_and_approvals_name_it() {
 
     std::fs::write(&file, agent_file("")).expect("the agent file");
     std::fs::write(dirs.cwd.path().join("troupe.toml"), "[sandbox]\nmode = \"full\"\n").expect("troupe.toml");
+    // A `troupe.toml` that loosens the sandbox is used only once trusted.
+    let (made, err) = run("auto");
+    assert!(!made && err.contains("troupe.toml is not trusted, and it runs commands unconfined"), "{err}");
+    let trusted = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("trust")
+        .current_dir(dirs.cwd.path())
+        .env_clear()
+        .env("XDG_DATA_HOME", dirs.cwd.path().join("data"))
+        .output()
+        .expect("the binary runs");
+    assert_eq!(trusted.status.code(), Some(0), "{}", stderr(&trusted));
+    // The refused run asked the model nothing: its turns are still queued, as the next run's.
     let (made, err) = run("auto");
     assert!(made, "troupe.toml's full sandbox applies where the file says nothing: {err}");
     assert!(err.contains("note: builder: sandbox full: the commands it runs are not confined"), "{err}");

@@ -159,7 +159,8 @@ impl Settings {
         Self::parse(&text, path)
     }
 
-    /// Parses and validates `troupe.toml` text read from `path` (used in errors).
+    /// Parses and validates `troupe.toml` text read from `path` (used in errors). Text
+    /// that needs trust and is not trusted by the user (see [`crate::trust`]) is refused.
     ///
     /// ```
     /// use std::path::Path;
@@ -175,6 +176,10 @@ impl Settings {
     /// # Ok::<(), troupe_workers::reload::ReloadError>(())
     /// ```
     pub fn parse(text: &str, path: &Path) -> Result<Settings, ReloadError> {
+        // An edit can make the file route a key or loosen the sandbox: such a file is taken
+        // only as the user trusted it (see `trust`).
+        crate::trust::check_text(path, text, crate::trust::TrustStore::user().as_ref())
+            .map_err(|untrusted| ReloadError::Settings { path: path.to_owned(), message: untrusted.to_string() })?;
         let model_error = |error: troupe_model::Error| {
             let message = match error {
                 troupe_model::Error::Config(message) => message,

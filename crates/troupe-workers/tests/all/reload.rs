@@ -179,6 +179,12 @@ fn troupe_toml_changes_limits_and_rate_limits_and_a_removed_file_is_reported() {
     assert_eq!((error.path(), error.line()), (troupe_toml.as_path(), Some(2)), "{error}");
     setup.assert_quiet("broken settings change nothing");
 
+    // An edit that makes the file loosen the sandbox needs trust: refused, nothing changes.
+    std::fs::write(&troupe_toml, "[limits]\nmax_usd = 0.7\n\n[sandbox]\nmode = \"full\"\n").expect("write troupe.toml");
+    let untrusted = setup.next_error("the untrusted settings");
+    assert!(untrusted.to_string().contains("is not trusted, and it runs commands unconfined"), "{untrusted}");
+    setup.assert_quiet("untrusted settings change nothing");
+
     std::fs::remove_file(setup.file()).expect("remove the agent file");
     match setup.next("the removal") {
         Report::Removed(id, path) => assert_eq!((id.as_str(), path.as_path()), ("coder", setup.file().as_path())),
