@@ -267,6 +267,20 @@ async fn no_way_out_in_any_mode_but_full_and_the_table_says_so() {
     assert!(doc.contains(&rendered), "docs/SECURITY.md should show the escape suite's table:\n{rendered}");
 }
 
+/// The devices the sandbox grants are there to use: the random ones read, the null ones
+/// read and written.
+#[tokio::test]
+async fn a_confined_command_reads_the_random_devices_and_uses_the_null_ones() {
+    let fixture = Fixture::new();
+    let command = "head -c 16 /dev/urandom | wc -c; head -c 8 /dev/random | wc -c; \
+                   echo gone > /dev/null && head -c 4 /dev/zero | wc -c";
+    let output = run(&Sandbox::new(SandboxMode::ReadOnly), &fixture.workspace, command, Stdio::null())
+        .await
+        .expect("the command runs");
+    let counts: Vec<&str> = output.stdout.split_whitespace().collect();
+    assert_eq!(counts, ["16", "8", "4"], "{}", output.stdout);
+}
+
 #[tokio::test]
 async fn granted_network_reaches_the_network_and_nothing_else_opens() {
     let fixture = Fixture::new();
