@@ -422,7 +422,7 @@ fn a_detached_run_is_queued_and_a_worker_runs_it() {
     assert_eq!(scene.status(&id), "queued");
     assert_eq!(scene.server.requests().len(), 0);
 
-    let worker = scene.troupe(&["worker", "--once", "--lease-ttl", "0.5", "--poll-ms", "50"]);
+    let worker = scene.troupe(&["worker", "--once", "--lease-ttl", "5", "--poll-ms", "50"]);
     let err = stderr(&worker);
     assert_eq!(worker.status.code(), Some(0), "{err}");
     assert!(err.contains(&format!("claimed {id}\n")) && err.contains(&format!("ended {id} completed\n")), "{err}");
@@ -462,7 +462,7 @@ fn a_closed_stdout_or_stderr_is_no_panic_and_the_work_is_done() {
 
     // A worker says what it claims on stderr; with nobody reading, it runs the run anyway.
     let worker = scene
-        .command(&["worker", "--once", "--lease-ttl", "0.5", "--poll-ms", "50"])
+        .command(&["worker", "--once", "--lease-ttl", "5", "--poll-ms", "50"])
         .stderr(closed_pipe())
         .output()
         .expect("the binary runs");
@@ -748,7 +748,7 @@ fn on_postgresql_a_worker_runs_a_detached_run_and_a_paused_one_is_approved() {
     let detach = scene.troupe(&["run", "--detach", "--approve", "auto", "Look around"]);
     assert_eq!(detach.status.code(), Some(0), "{}", stderr(&detach));
     let queued = stdout(&detach).trim().to_owned();
-    let worker = scene.troupe(&["worker", "--once", "--lease-ttl", "0.5", "--poll-ms", "50"]);
+    let worker = scene.troupe(&["worker", "--once", "--lease-ttl", "5", "--poll-ms", "50"]);
     assert!(stderr(&worker).contains(&format!("ended {queued} completed")), "{}", stderr(&worker));
 
     scene.server.push(write_hello());
